@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# deps.sh installs what mplsnode's build, tests and demo need and a clean
+# Debian machine lacks. It is idempotent: each package is installed only when
+# the command or module it provides is missing. Go modules come from the Go
+# module proxy through `go mod download`.
+#
+# Usage: scripts/deps.sh [test|demo|lint]
+set -euo pipefail
+
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+
+# iproute2 (ip, tc), ethtool and tshark are the network tests' tools and
+# oracles; python3-scapy crafts hostile frames from outside our code.
+have_cmd ip || need+=(iproute2)
+have_cmd ethtool || need+=(ethtool)
+have_cmd tshark || need+=(tshark)
+/usr/bin/python3 -c 'import scapy' >/dev/null 2>&1 || need+=(python3-scapy)
+
+if ((${#need[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "deps: missing Debian packages: ${need[*]} (run as root to install them)" >&2
+	else
+		echo "deps: installing ${need[*]}" >&2
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	fi
+fi
+
+go mod download
