@@ -1,0 +1,45 @@
+// Package mpls owns the MPLS data-plane vocabulary of mplsnode, with no I/O
+// and no gVisor:
+//
+//   - the label stack wire format: Entry (label, TC, S, TTL; RFC 3032 §2.1
+//     with TC per RFC 5462), Entry.Encode / DecodeEntry, ParseStack for
+//     untrusted frames, EncodeLabels and Stack for building stacks;
+//   - the reserved labels 0-15 (explicit nulls usable anywhere in the stack
+//     per RFC 4182, implicit null never on the wire, none allocated to
+//     routes);
+//   - the TTL models of RFC 3443 (uniform and pipe): PushTTL, ForwardTTL,
+//     PopTTL (with the RFC 1624 incremental IPv4 checksum update);
+//   - payload inference under the bottom label (InferPayload): binding,
+//     explicit null, or IP version nibble, never a guess;
+//   - the FTN (longest-prefix match, IPv4 and IPv6) and ILM (exact match)
+//     tables, immutable and published through Tables for lock-free readers.
+//
+// Every malformed input gives a typed error carrying what was found and the
+// byte offset, matching a sentinel for errors.Is (ErrTruncated,
+// ErrNoBottomOfStack, ErrTooDeep, ErrLabelRange, ErrUnknownPayload,
+// ErrTTLExpired, ErrReservedLabel). Offsets from ParseStack are relative to
+// the start of the label stack, not of the frame.
+//
+// The per-packet functions (ParseStack, EncodeLabels, InferPayload,
+// ForwardTTL, PopTTL, FTN.Lookup, ILM.Lookup) allocate nothing on success.
+//
+// Receiving a labelled frame, after the Ethernet header:
+//
+//	var buf [mpls.DefaultMaxDepth]mpls.Entry
+//	entries, n, err := mpls.ParseStack(frame, 0, buf[:0])
+//	if err != nil {
+//		return err // count it: truncated_label_stack, ...
+//	}
+//	e, ok := tables.ILM().Lookup(entries[0].Label)
+//	if !ok {
+//		return errNoILMEntry
+//	}
+//	if e.Action == mpls.ILMPopLocal && len(entries) == 1 {
+//		p, err := mpls.InferPayload(e.Payload, entries[0].Label, frame[n:])
+//		if err != nil {
+//			return err
+//		}
+//		err = mpls.PopTTL(mpls.TTLUniform, entries[0].TTL, p, frame[n:])
+//		...
+//	}
+package mpls

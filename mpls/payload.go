@@ -1,0 +1,97 @@
+package mpls
+
+import "strconv"
+
+// Payload is the type of the packet under the bottom label. MPLS carries no
+// payload type on the wire (RFC 3032 §2.2): it is known from the label
+// binding, from the explicit null labels, or from the IP version nibble.
+type Payload uint8
+
+const (
+	// PayloadNone means unknown, or for a table binding "not bound: infer".
+	PayloadNone Payload = iota
+	// PayloadIPv4 is an IPv4 packet.
+	PayloadIPv4
+	// PayloadIPv6 is an IPv6 packet.
+	PayloadIPv6
+)
+
+// String returns "none", "ipv4" or "ipv6".
+func (p Payload) String() string {
+	switch p {
+	case PayloadNone:
+		return "none"
+	case PayloadIPv4:
+		return "ipv4"
+	case PayloadIPv6:
+		return "ipv6"
+	}
+	return "payload(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Minimal IP header sizes accepted by InferPayload when it reads the version
+// nibble.
+const (
+	// IPv4MinHeaderLen is the IPv4 header without options (RFC 791, IHL 5).
+	IPv4MinHeaderLen = 20
+	// IPv6HeaderLen is the fixed IPv6 header (RFC 8200 §3).
+	IPv6HeaderLen = 40
+	ipv4MinIHL    = 5 // IHL counts 32-bit words; 5 words = 20 bytes
+)
+
+// InferPayload returns the type of payload, the bytes under the bottom label
+// bottom that was just popped, in this order of authority:
+//
+//  1. the explicit null labels: 0 is IPv4, 2 is IPv6 (RFC 3032 §2.1);
+//  2. binding, the payload type the ILM entry binds to the label, if not
+//     PayloadNone (RFC 3032 §2.2: the label determines the payload);
+//  3. the IP version nibble: 4 with at least 20 bytes, IHL >= 5 and the
+//     whole IHL-sized header present, or 6 with at least 40 bytes.
+//
+// A binding that contradicts an explicit null label, or a payload that
+// passes no rule, is an *UnknownPayloadError: never a guess. Cases 1 and 2
+// do not look at payload (the IP layer validates the header it is given).
+// InferPayload allocates nothing unless it returns an error.
+func InferPayload(binding Payload, bottom Label, payload []byte) (Payload, error) {
+	var null Payload
+	switch bottom {
+	case LabelIPv4ExplicitNull:
+		null = PayloadIPv4
+	case LabelIPv6ExplicitNull:
+		null = PayloadIPv6
+	}
+	switch {
+	case binding > PayloadIPv6:
+		return PayloadNone, &UnknownPayloadError{Label: bottom, Len: len(payload), Reason: "invalid binding " + binding.String()}
+	case null != PayloadNone && binding != PayloadNone && binding != null:
+		return PayloadNone, &UnknownPayloadError{Label: bottom, Len: len(payload), Reason: "binding " + binding.String() + " contradicts the explicit null label"}
+	case null != PayloadNone:
+		return null, nil
+	case binding != PayloadNone:
+		return binding, nil
+	}
+	if len(payload) == 0 {
+		return PayloadNone, &UnknownPayloadError{Label: bottom, Reason: "empty payload"}
+	}
+	v := payload[0] >> 4
+	switch v {
+	case 4:
+		if len(payload) < IPv4MinHeaderLen {
+			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: len(payload), Version: v, Len: len(payload), Reason: "IPv4 header shorter than 20 bytes"}
+		}
+		ihl := int(payload[0] & 0x0f)
+		if ihl < ipv4MinIHL {
+			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: 0, Version: v, Len: len(payload), Reason: "IPv4 IHL " + strconv.Itoa(ihl) + " below 5"}
+		}
+		if len(payload) < 4*ihl {
+			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: len(payload), Version: v, Len: len(payload), Reason: "IPv4 header shorter than its IHL of " + strconv.Itoa(4*ihl) + " bytes"}
+		}
+		return PayloadIPv4, nil
+	case 6:
+		if len(payload) < IPv6HeaderLen {
+			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: len(payload), Version: v, Len: len(payload), Reason: "IPv6 header shorter than 40 bytes"}
+		}
+		return PayloadIPv6, nil
+	}
+	return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: 0, Version: v, Len: len(payload), Reason: "IP version nibble is neither 4 nor 6"}
+}
