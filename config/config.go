@@ -1,0 +1,396 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Limits of the language. Each carries its reason.
+const (
+	// MaxLabel is the largest MPLS label value: labels are 20 bits (RFC 3032 §2.1).
+	MaxLabel = 1<<20 - 1
+	// MinUnreservedLabel is the first label not reserved by IANA (RFC 3032
+	// §2.1, RFC 7274): incoming and pushed labels start here, except explicit
+	// null (0, 2).
+	MinUnreservedLabel = 16
+	// MaxLabelDepth is the deepest label stack a route may push; it matches
+	// mpls.DefaultMaxDepth, the depth the data path parses and reserves
+	// header room for.
+	MaxLabelDepth = 16
+	// MinMTU is the smallest MTU accepted: the IPv4 minimum datagram every
+	// link must carry unfragmented (RFC 791).
+	MinMTU = 68
+	// MinIPv6MTU is the smallest MTU of an IPv6 route (RFC 8200 §5).
+	MinIPv6MTU = 1280
+	// MaxMTU is the largest MTU accepted: the 16-bit IPv4 total length.
+	MaxMTU = 65535
+	// MaxIfNameLen is the longest interface name Linux accepts
+	// (IFNAMSIZ 16 including the terminating NUL).
+	MaxIfNameLen = 15
+	// MaxErrors bounds the errors one Parse reports, as go/scanner does, so a
+	// wrong file (a binary, a shell script) does not flood the terminal.
+	MaxErrors = 20
+	// DefaultPlatformLabels is net.mpls.platform_labels when the file does
+	// not set it: the whole label space. (Linux defaults to 0, which turns
+	// MPLS input off; mplsnode has no other use for the setting.)
+	DefaultPlatformLabels = MaxLabel + 1
+	// DefaultTTL is net.mpls.default_ttl when unset, as on Linux.
+	DefaultTTL = 255
+	// LoopbackDev is the device name that needs no `link add`: the stack's
+	// own loopback. A label route with `dev lo` delivers locally.
+	LoopbackDev = "lo"
+)
+
+// Pos is a position in a config file. Line and Col count from 1; Col counts
+// bytes (a tab is one column).
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+// String returns "file:line:col".
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// IsValid reports whether p was set by the parser.
+func (p Pos) IsValid() bool { return p.Line > 0 }
+
+// Errorf returns an *Error at p about token, for callers (the node) that
+// find semantic problems after parsing.
+func (p Pos) Errorf(token, format string, args ...any) *Error {
+	return &Error{File: p.File, Line: p.Line, Col: p.Col, Token: token, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Config is a parsed node config file. Slices keep file order.
+type Config struct {
+	// File is the name passed to Parse.
+	File string
+	// Links are the interfaces the node attaches to (`link add`).
+	Links []Link
+	// Addrs are the node's interface addresses (`addr add`).
+	Addrs []Addr
+	// Routes are IP routes, labelled (FTN entries) or plain (`route add`).
+	Routes []Route
+	// LabelRoutes are MPLS routes on an incoming label (ILM entries,
+	// `-f mpls route add`).
+	LabelRoutes []LabelRoute
+	// Sysctl holds the net.* sysctls, with defaults where a line is absent.
+	Sysctl Sysctl
+	// Settings holds mplsnode's own `set` words, with defaults.
+	Settings Settings
+	// Where maps each sysctl name ("net.mpls.default_ttl") and setting
+	// ("set gso", "set tcp cc") given in the file to its line's position.
+	Where map[string]Pos
+}
+
+// LinkType is the kind of lower link.
+type LinkType uint8
+
+// Link types.
+const (
+	// LinkAFPacket attaches to an existing interface (a veth) with AF_PACKET.
+	LinkAFPacket LinkType = iota + 1
+	// LinkTAP creates (or opens) a TAP device.
+	LinkTAP
+)
+
+// String returns the config word for t.
+func (t LinkType) String() string {
+	switch t {
+	case LinkAFPacket:
+		return "afpacket"
+	case LinkTAP:
+		return "tap"
+	}
+	return "LinkType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Link is `link add NAME type afpacket|tap [bridge BR] [mtu N]`.
+type Link struct {
+	Pos     Pos
+	Name    string
+	NamePos Pos
+	Type    LinkType
+	// Bridge is the Linux bridge a TAP device is added to; "" for none.
+	// Only for LinkTAP.
+	Bridge string
+	// MTU is the link MTU; 0 means take the interface's own.
+	MTU uint32
+	// MPLSInput reports whether labelled frames are accepted on this link.
+	// True unless `sysctl net.mpls.conf.NAME.input=0`.
+	MPLSInput bool
+}
+
+// Addr is `addr add ADDR/LEN dev NAME`.
+type Addr struct {
+	Pos Pos
+	// Prefix is the address with its prefix length; host bits are kept
+	// (172.16.20.20/24). Prefix.Masked() is the connected subnet.
+	Prefix netip.Prefix
+	Dev    string
+	DevPos Pos
+}
+
+// Route is `route add PREFIX [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR]
+// [dev NAME] [mtu [lock] N]`: an FTN entry when Labels is not empty.
+type Route struct {
+	Pos Pos
+	// Prefix is canonical (host bits zero); `default` is 0.0.0.0/0 or ::/0.
+	Prefix    netip.Prefix
+	PrefixPos Pos
+	// Labels is the pushed stack, outermost first; nil for a plain IP route.
+	Labels    []uint32
+	LabelsPos Pos
+	// TTL is the `encap mpls ... ttl N` value; 0 means follow the TTL model.
+	TTL uint8
+	// Via is the next hop; invalid (zero) for a directly connected route.
+	Via    netip.Addr
+	ViaPos Pos
+	// Dev is the egress link. When the line omits it, Parse fills it with
+	// the link whose connected subnet holds Via.
+	Dev    string
+	DevPos Pos
+	// MTU is the route's IP MTU; 0 means link MTU minus label overhead.
+	MTU uint32
+	// MTULock is true for `mtu lock N` (PMTU discovery may not lower it).
+	MTULock bool
+}
+
+// LabelAction is what a label route does with the incoming top label.
+type LabelAction uint8
+
+// Label actions, named as in mpls.ILMAction.
+const (
+	// LabelPopForward pops the label and forwards to Via (as IP at the
+	// bottom of the stack, else still labelled): `LABEL via inet ADDR`.
+	LabelPopForward LabelAction = iota + 1
+	// LabelSwap replaces the label with OutLabels: `LABEL as to STACK via ...`.
+	LabelSwap
+	// LabelPopLocal pops and delivers to the node's own stack: `LABEL dev lo`.
+	LabelPopLocal
+)
+
+// String returns a short name for a.
+func (a LabelAction) String() string {
+	switch a {
+	case LabelPopForward:
+		return "pop-forward"
+	case LabelSwap:
+		return "swap"
+	case LabelPopLocal:
+		return "pop-local"
+	}
+	return "LabelAction(" + strconv.Itoa(int(a)) + ")"
+}
+
+// LabelRoute is `-f mpls route add LABEL [as [to] STACK] [via [inet|inet6]
+// ADDR] [dev NAME]`: an ILM entry.
+type LabelRoute struct {
+	Pos      Pos
+	Label    uint32
+	LabelPos Pos
+	Action   LabelAction
+	// OutLabels replace the incoming label for LabelSwap, outermost first.
+	OutLabels    []uint32
+	OutLabelsPos Pos
+	Via          netip.Addr
+	ViaPos       Pos
+	// Dev is the egress link ("lo" for LabelPopLocal). Filled from the
+	// connected subnet of Via when the line omits it.
+	Dev    string
+	DevPos Pos
+}
+
+// GSOMode chooses where large TCP segments are cut to the link MTU.
+type GSOMode uint8
+
+// GSO modes.
+const (
+	// GSOEndpoint (default): the MPLS link endpoint advertises GSO and
+	// segments after pushing the labels, knowing the inner protocol.
+	GSOEndpoint GSOMode = iota + 1
+	// GSOStack: gVisor's own software GSO segments before the link.
+	GSOStack
+	// GSOOff: no GSO; TCP emits MSS-sized segments.
+	GSOOff
+)
+
+// String returns the config word for m.
+func (m GSOMode) String() string {
+	switch m {
+	case GSOEndpoint:
+		return "endpoint"
+	case GSOStack:
+		return "stack"
+	case GSOOff:
+		return "off"
+	}
+	return "GSOMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Sysctl holds the supported net.* sysctls.
+type Sysctl struct {
+	// IPTTLPropagate is net.mpls.ip_ttl_propagate: true (1, default) is the
+	// uniform TTL model, false (0) the pipe model (RFC 3443).
+	IPTTLPropagate bool
+	// DefaultTTL is net.mpls.default_ttl (1..255, default 255): the TTL
+	// pushed when it is not copied from IP.
+	DefaultTTL uint8
+	// PlatformLabels is net.mpls.platform_labels: incoming labels must be
+	// below it. Default DefaultPlatformLabels.
+	PlatformLabels uint32
+	// IPv4Forward is net.ipv4.ip_forward (default false): forward IPv4
+	// packets not addressed to the node.
+	IPv4Forward bool
+	// IPv6Forward is net.ipv6.conf.all.forwarding (default false).
+	IPv6Forward bool
+}
+
+// Settings holds mplsnode's own `set` words.
+type Settings struct {
+	// GSO is `set gso endpoint|stack|off` (default endpoint).
+	GSO GSOMode
+	// TCPCongestion is `set tcp cc reno|cubic` (default reno, gVisor's).
+	TCPCongestion string
+	// TCPSACK is `set tcp sack on|off` (default on: loss recovery without
+	// SACK collapses throughput on any loss).
+	TCPSACK bool
+	// TCPRACK is `set tcp rack on|off` (default on): RACK-TLP loss detection.
+	TCPRACK bool
+}
+
+// defaults returns a Config with every default filled in.
+func defaults(name string) *Config {
+	return &Config{
+		File: name,
+		Sysctl: Sysctl{
+			IPTTLPropagate: true,
+			DefaultTTL:     DefaultTTL,
+			PlatformLabels: DefaultPlatformLabels,
+		},
+		Settings: Settings{GSO: GSOEndpoint, TCPCongestion: "reno", TCPSACK: true, TCPRACK: true},
+		Where:    map[string]Pos{},
+	}
+}
+
+// FormatStack writes a label stack as the language does: 100/200.
+func FormatStack(labels []uint32) string {
+	var b strings.Builder
+	for i, l := range labels {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(strconv.FormatUint(uint64(l), 10))
+	}
+	return b.String()
+}
+
+func viaWords(a netip.Addr) string {
+	if a.Is4() {
+		return "via inet " + a.String()
+	}
+	return "via inet6 " + a.String()
+}
+
+// String returns l as a canonical config line.
+func (l Link) String() string {
+	s := "link add " + l.Name + " type " + l.Type.String()
+	if l.Bridge != "" {
+		s += " bridge " + l.Bridge
+	}
+	if l.MTU != 0 {
+		s += " mtu " + strconv.FormatUint(uint64(l.MTU), 10)
+	}
+	return s
+}
+
+// String returns a as a canonical config line.
+func (a Addr) String() string { return "addr add " + a.Prefix.String() + " dev " + a.Dev }
+
+// String returns r as a canonical config line.
+func (r Route) String() string {
+	s := "route add " + r.Prefix.String()
+	if r.Labels != nil {
+		s += " encap mpls " + FormatStack(r.Labels)
+		if r.TTL != 0 {
+			s += " ttl " + strconv.Itoa(int(r.TTL))
+		}
+	}
+	if r.Via.IsValid() {
+		s += " " + viaWords(r.Via)
+	}
+	if r.Dev != "" {
+		s += " dev " + r.Dev
+	}
+	if r.MTU != 0 {
+		s += " mtu "
+		if r.MTULock {
+			s += "lock "
+		}
+		s += strconv.FormatUint(uint64(r.MTU), 10)
+	}
+	return s
+}
+
+// String returns r as a canonical config line.
+func (r LabelRoute) String() string {
+	s := "-f mpls route add " + strconv.FormatUint(uint64(r.Label), 10)
+	if r.Action == LabelSwap {
+		s += " as to " + FormatStack(r.OutLabels)
+	}
+	if r.Via.IsValid() {
+		s += " " + viaWords(r.Via)
+	}
+	if r.Dev != "" {
+		s += " dev " + r.Dev
+	}
+	return s
+}
+
+// Format returns c as a config file in canonical form: links, addrs,
+// sysctls, settings, routes, label routes. Parsing the result yields the
+// same values (positions aside).
+func (c *Config) Format() string {
+	var b strings.Builder
+	for _, l := range c.Links {
+		b.WriteString(l.String() + "\n")
+		if !l.MPLSInput {
+			b.WriteString("sysctl net.mpls.conf." + l.Name + ".input=0\n")
+		}
+	}
+	for _, a := range c.Addrs {
+		b.WriteString(a.String() + "\n")
+	}
+	s := c.Sysctl
+	fmt.Fprintf(&b, "sysctl net.mpls.ip_ttl_propagate=%d\n", b2i(s.IPTTLPropagate))
+	fmt.Fprintf(&b, "sysctl net.mpls.default_ttl=%d\n", s.DefaultTTL)
+	fmt.Fprintf(&b, "sysctl net.mpls.platform_labels=%d\n", s.PlatformLabels)
+	fmt.Fprintf(&b, "sysctl net.ipv4.ip_forward=%d\n", b2i(s.IPv4Forward))
+	fmt.Fprintf(&b, "sysctl net.ipv6.conf.all.forwarding=%d\n", b2i(s.IPv6Forward))
+	st := c.Settings
+	fmt.Fprintf(&b, "set gso %s\nset tcp cc %s\nset tcp sack %s\nset tcp rack %s\n",
+		st.GSO, st.TCPCongestion, onOff(st.TCPSACK), onOff(st.TCPRACK))
+	for _, r := range c.Routes {
+		b.WriteString(r.String() + "\n")
+	}
+	for _, r := range c.LabelRoutes {
+		b.WriteString(r.String() + "\n")
+	}
+	return b.String()
+}
+
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func onOff(v bool) string {
+	if v {
+		return "on"
+	}
+	return "off"
+}

@@ -1,0 +1,81 @@
+// Package config owns mplsnode's node config language: iproute2's words,
+// one statement a line, parsed to typed values (netip types, labels as
+// uint32) with the file, line and column of every item. It does no network
+// I/O and imports nothing of the stack; the node converts the values to
+// mpls and stack types and reports its own findings with Pos.Errorf.
+//
+// # Language
+//
+// A line is blank, a comment, or one statement. '#' starts a comment
+// anywhere on a line. Words are separated by blanks. Every statement may be
+// pasted from a shell script with its "ip" (and "ip netns exec NAME"
+// removed): an "ip" before link, addr and route is optional, as are the
+// options -4, -6, -M and -f inet|inet6|mpls (-family too). A config
+// describes state, so the only verb is add.
+//
+//	link add NAME type afpacket [mtu N]
+//	link add NAME type tap [bridge BRIDGE] [mtu N]
+//	    A lower link. afpacket attaches to an existing interface (a veth);
+//	    tap creates a TAP device, optionally enslaved to a Linux bridge.
+//	    mtu is the link MTU (68..65535), default the interface's. NAME is
+//	    at most 15 bytes; "lo" is the stack's loopback and needs no link.
+//
+//	addr add ADDRESS[/LEN] dev NAME
+//	    An interface address, IPv4 or IPv6 (no /LEN: a host address).
+//	    mplsnode owns it: the kernel should not hold the same address.
+//
+//	route add PREFIX|default [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]
+//	    An IP route; with encap mpls, an FTN entry pushing STACK (labels
+//	    outermost first: 100/200). ttl N (1..255) sets the pushed TTL
+//	    instead of the TTL model. mtu is the route's IP MTU. Without dev,
+//	    the link is the one whose connected subnet holds the next hop.
+//
+//	-f mpls route add LABEL via [inet|inet6] ADDR [dev NAME]
+//	    Pop LABEL and forward to ADDR (as IP if it was the bottom label).
+//	-f mpls route add LABEL as [to] STACK via [inet|inet6] ADDR [dev NAME]
+//	    Swap LABEL for STACK and forward to ADDR.
+//	-f mpls route add LABEL dev lo
+//	    Pop LABEL and deliver to the node's own stack. For LABEL 0 (IPv4
+//	    explicit null) and 2 (IPv6 explicit null) the payload is known.
+//
+//	sysctl [-w] NAME=VALUE
+//	    net.mpls.ip_ttl_propagate   1 uniform TTL model (default), 0 pipe (RFC 3443)
+//	    net.mpls.default_ttl        1..255, default 255: the pushed TTL when not copied
+//	    net.mpls.platform_labels    0..1048576: incoming labels must be below it
+//	                                (default 1048576, all labels; Linux's 0 would refuse all)
+//	    net.mpls.conf.DEV.input     1 (default) accept labelled frames on DEV, 0 drop them
+//	    net.ipv4.ip_forward         0 (default) or 1: forward IPv4 not for the node
+//	    net.ipv6.conf.all.forwarding 0 (default) or 1
+//
+//	set gso endpoint|stack|off
+//	    Where TCP segments are cut to the MTU: endpoint (default) in the
+//	    MPLS link endpoint after the labels are pushed; stack in gVisor's
+//	    software GSO; off, TCP sends MSS-sized segments.
+//	set tcp cc reno|cubic   congestion control (default reno)
+//	set tcp sack on|off     selective acknowledgements (default on)
+//	set tcp rack on|off     RACK-TLP loss detection (default on)
+//
+// Each sysctl and setting may appear once.
+//
+// # Labels
+//
+// Labels are 0..1048575 (20 bits). Pushed labels (encap mpls, as to) are
+// 16 and up, except explicit null: 0 under an IPv4 route or 2 under an IPv6
+// route, and only as the bottom label. Label 3 (implicit null) is never
+// pushed: the previous hop pops instead. A stack holds at most 16 labels.
+// Incoming labels are 0, 2 or 16 and up, below net.mpls.platform_labels.
+//
+// # Errors
+//
+// Parse returns every error it finds (up to MaxErrors) as an ErrorList of
+// *Error, each naming the file, line, column and token and saying what was
+// expected:
+//
+//	node.conf:4:34: label 3 (implicit null) cannot be pushed; use a pop route at the previous hop
+//
+// Besides syntax it checks: prefixes are canonical (it suggests the masked
+// form), address families agree, devices are declared, links, routes,
+// labels, addresses and settings are not repeated, subnets of different
+// links do not overlap, next hops are on a connected subnet (or name dev),
+// and unknown words get the closest valid word as a suggestion.
+package config

@@ -1,0 +1,666 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// maxFileSize bounds what Parse reads: far above any real node config
+// (a million routes) and far below what would hurt the process.
+const maxFileSize = 64 << 20
+
+// Parse reads a node config from r. name is used in positions and errors
+// (usually the file's path). On any error it returns a nil *Config and an
+// ErrorList of every problem found (at most MaxErrors, plus a final "too
+// many errors"). It does no I/O beyond reading r.
+func Parse(name string, r io.Reader) (*Config, error) {
+	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: reading %s: %w", name, err)
+	}
+	if len(src) > maxFileSize {
+		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: fmt.Sprintf("file is larger than %d bytes; this is not a node config", maxFileSize)}}
+	}
+	p := &parser{file: name, cfg: defaults(name)}
+	for i, line := range bytes.Split(src, []byte{'\n'}) {
+		if len(p.errs) > MaxErrors {
+			break
+		}
+		p.parseLine(i+1, string(line))
+	}
+	p.validate()
+	if len(p.errs) > 0 {
+		sort.SliceStable(p.errs, func(i, j int) bool {
+			a, b := p.errs[i], p.errs[j]
+			if a.Line != b.Line {
+				return a.Line < b.Line
+			}
+			return a.Col < b.Col
+		})
+		if len(p.errs) > MaxErrors {
+			e := *p.errs[MaxErrors]
+			e.Msg = "too many errors"
+			p.errs = append(p.errs[:MaxErrors:MaxErrors], &e)
+		}
+		return nil, p.errs
+	}
+	return p.cfg, nil
+}
+
+// ParseFile parses the config file at path; positions name path as given.
+func ParseFile(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	return Parse(path, f)
+}
+
+type token struct {
+	s   string
+	col int
+}
+
+// lex splits a line into words at blanks; '#' starts a comment anywhere.
+// It also returns the column just past the last word.
+func lex(line string) (toks []token, end int) {
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	end = 1
+	i := 0
+	for i < len(line) {
+		if isBlank(line[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(line) && !isBlank(line[j]) {
+			j++
+		}
+		toks = append(toks, token{s: line[i:j], col: i + 1})
+		end = j + 1
+		i = j
+	}
+	return toks, end
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+
+// abort unwinds the parse of one line after its first error, so that one
+// mistake gives one message, not a cascade.
+type abort struct{}
+
+type parser struct {
+	file string
+	cfg  *Config
+	errs ErrorList
+
+	// the line being parsed
+	line int
+	toks []token
+	i    int
+	end  int
+
+	// net.mpls.conf.DEV.input lines, checked once all links are known
+	inputs []devSetting
+}
+
+type devSetting struct {
+	dev string
+	pos Pos
+	on  bool
+}
+
+func (p *parser) pos(col int) Pos { return Pos{File: p.file, Line: p.line, Col: col} }
+
+func (p *parser) add(pos Pos, tok, format string, args ...any) {
+	p.errs = append(p.errs, pos.Errorf(tok, format, args...))
+}
+
+// fail records an error at t and abandons the line.
+func (p *parser) fail(t token, format string, args ...any) {
+	p.add(p.pos(t.col), t.s, format, args...)
+	panic(abort{})
+}
+
+// failEnd records an error just past the line's last word.
+func (p *parser) failEnd(format string, args ...any) {
+	p.add(p.pos(p.end), "", format, args...)
+	panic(abort{})
+}
+
+func (p *parser) more() bool { return p.i < len(p.toks) }
+
+func (p *parser) peek() string {
+	if p.more() {
+		return p.toks[p.i].s
+	}
+	return ""
+}
+
+// next returns the next word; at the end of the line it fails saying
+// `missing <what>`.
+func (p *parser) next(what string) token {
+	if !p.more() {
+		p.failEnd("missing %s at end of line", what)
+	}
+	t := p.toks[p.i]
+	p.i++
+	return t
+}
+
+// word returns the next word, which must be one of valid.
+func (p *parser) word(ctx string, valid ...string) token {
+	t := p.next(oneOf(valid) + " after " + ctx)
+	for _, v := range valid {
+		if t.s == v {
+			return t
+		}
+	}
+	p.fail(t, "unknown word %q after %s; expected %s%s", t.s, ctx, oneOf(valid), suggest(t.s, valid))
+	return t
+}
+
+func (p *parser) parseLine(n int, line string) {
+	p.line, p.i = n, 0
+	p.toks, p.end = lex(line)
+	if len(p.toks) == 0 {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(abort); !ok {
+				panic(r)
+			}
+		}
+	}()
+	p.statement()
+}
+
+// statements are the words a line may start with (after an optional `ip`).
+var statements = []string{"link", "addr", "route", "sysctl", "set"}
+
+func (p *parser) statement() {
+	start := p.toks[0]
+	ip := false
+	if start.s == "ip" {
+		ip = true
+		p.i++
+	}
+	family := "" // "", "inet", "inet6", "mpls"
+	var famTok token
+	for p.more() && strings.HasPrefix(p.peek(), "-") {
+		t := p.next("")
+		famTok = t
+		switch t.s {
+		case "-4":
+			family = "inet"
+		case "-6":
+			family = "inet6"
+		case "-M":
+			family = "mpls"
+		case "-f", "-family":
+			f := p.word(t.s, "inet", "inet6", "mpls")
+			family = f.s
+		default:
+			p.fail(t, "unknown option %q; expected -f inet|inet6|mpls, -4, -6 or -M%s", t.s, suggest(t.s, []string{"-f", "-4", "-6", "-M", "-family"}))
+		}
+	}
+	t := p.next("a statement: " + oneOf(statements))
+	if (ip || family != "") && (t.s == "sysctl" || t.s == "set") {
+		p.fail(t, "%q is not an ip subcommand; write the line without \"ip\" or options", t.s)
+	}
+	if family != "" && t.s == "link" {
+		p.fail(famTok, "option %s does not apply to link", famTok.s)
+	}
+	switch t.s {
+	case "link":
+		p.command(t, "link")
+		p.link(p.pos(start.col))
+	case "addr", "address":
+		if family == "mpls" {
+			p.fail(famTok, "addr takes -4 or -6, not the mpls family")
+		}
+		p.command(t, "addr")
+		p.addr(p.pos(start.col), family)
+	case "route":
+		p.command(t, "route")
+		if family == "mpls" {
+			p.labelRoute(p.pos(start.col))
+		} else {
+			p.route(p.pos(start.col), family)
+		}
+	case "sysctl":
+		p.sysctl(p.pos(start.col))
+	case "set":
+		p.set(p.pos(start.col))
+	case "netns":
+		p.fail(t, "ip netns selects a namespace; write one config file per node and drop the \"ip netns exec NAME\" prefix")
+	default:
+		p.fail(t, "unknown statement %q; expected %s%s", t.s, oneOf(statements), suggest(t.s, append(statements, "address")))
+	}
+	if p.more() {
+		t := p.next("")
+		p.fail(t, "unexpected %q at end of %s statement", t.s, start.s)
+	}
+}
+
+// command reads the verb after an object word; only `add` exists, since a
+// config file describes a state, not changes to it.
+func (p *parser) command(obj token, ctx string) {
+	t := p.next("add after " + ctx)
+	if t.s == "add" {
+		return
+	}
+	if ctx == "link" && t.s == "set" {
+		p.fail(t, "mplsnode brings its links up itself; delete this \"link set\" line")
+	}
+	p.fail(t, "unknown word %q after %s; expected add (a config file lists what to add)%s", t.s, ctx, suggest(t.s, []string{"add"}))
+}
+
+// ifName reads and checks an interface name.
+func (p *parser) ifName(what string) (string, Pos) {
+	t := p.next(what)
+	if msg := checkIfName(t.s); msg != "" {
+		p.fail(t, "bad %s %q: %s", what, t.s, msg)
+	}
+	return t.s, p.pos(t.col)
+}
+
+func checkIfName(s string) string {
+	if len(s) > MaxIfNameLen {
+		return fmt.Sprintf("longer than %d bytes (the Linux limit)", MaxIfNameLen)
+	}
+	if s == "." || s == ".." {
+		return "not a valid interface name"
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '/' || c == ':' || c < 0x21 || c > 0x7e {
+			return fmt.Sprintf("byte %q is not allowed in an interface name", c)
+		}
+	}
+	return ""
+}
+
+// number reads a decimal in lo..hi.
+func (p *parser) number(what string, lo, hi uint64) (uint64, token) {
+	t := p.next(what)
+	v, err := strconv.ParseUint(t.s, 10, 64)
+	if err != nil || v < lo || v > hi {
+		p.fail(t, "bad %s %q; expected a number from %d to %d", what, t.s, lo, hi)
+	}
+	return v, t
+}
+
+func (p *parser) once(seen map[string]bool, t token, ctx string) {
+	if seen[t.s] {
+		p.fail(t, "%s given twice in one %s", t.s, ctx)
+	}
+	seen[t.s] = true
+}
+
+var linkWords = []string{"type", "bridge", "mtu"}
+
+func (p *parser) link(pos Pos) {
+	l := Link{Pos: pos, MPLSInput: true}
+	l.Name, l.NamePos = p.ifName("link name")
+	if l.Name == LoopbackDev {
+		p.add(l.NamePos, l.Name, "lo is the stack's own loopback; it needs no link add")
+		panic(abort{})
+	}
+	seen := map[string]bool{}
+	var bridgeTok token
+	for p.more() {
+		t := p.next("")
+		p.once(seen, t, "link")
+		switch t.s {
+		case "type":
+			tt := p.next("link type afpacket or tap")
+			switch tt.s {
+			case "afpacket":
+				l.Type = LinkAFPacket
+			case "tap":
+				l.Type = LinkTAP
+			case "veth":
+				p.fail(tt, "mplsnode attaches to an existing veth; create the pair outside and write \"link add %s type afpacket\"", l.Name)
+			default:
+				p.fail(tt, "unknown link type %q; expected afpacket or tap%s", tt.s, suggest(tt.s, []string{"afpacket", "tap"}))
+			}
+		case "bridge":
+			bridgeTok = t
+			l.Bridge, _ = p.ifName("bridge name")
+		case "mtu":
+			v, _ := p.number("link mtu", MinMTU, MaxMTU)
+			l.MTU = uint32(v)
+		default:
+			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
+		}
+	}
+	if l.Type == 0 {
+		p.failEnd("missing \"type afpacket\" or \"type tap\" in link %s", l.Name)
+	}
+	if l.Bridge != "" && l.Type != LinkTAP {
+		p.fail(bridgeTok, "bridge applies only to type tap; an afpacket link is already an interface")
+	}
+	p.cfg.Links = append(p.cfg.Links, l)
+}
+
+// addr parses `addr add ADDR[/LEN] dev NAME`.
+func (p *parser) addr(pos Pos, family string) {
+	a := Addr{Pos: pos}
+	t := p.next("an address such as 172.16.20.20/24")
+	a.Prefix = p.prefix(t, false)
+	if !p.familyOK(family, a.Prefix.Addr()) {
+		p.fail(t, "address %s is not %s, as %s requires", t.s, famName(family), optFor(family))
+	}
+	if !p.more() {
+		p.failEnd("missing dev NAME: the link that holds %s", t.s)
+	}
+	for p.more() {
+		w := p.next("")
+		if w.s != "dev" {
+			p.fail(w, "unknown word %q in addr; expected dev%s", w.s, suggest(w.s, []string{"dev"}))
+		}
+		if a.Dev != "" {
+			p.fail(w, "dev given twice in one addr")
+		}
+		a.Dev, a.DevPos = p.ifName("device name")
+	}
+	p.cfg.Addrs = append(p.cfg.Addrs, a)
+}
+
+// prefix parses ADDR[/LEN]; a bare address is a host prefix. canonical
+// requires zero host bits (a route); an addr keeps them.
+func (p *parser) prefix(t token, canonical bool) netip.Prefix {
+	var pfx netip.Prefix
+	if strings.Contains(t.s, "/") {
+		var err error
+		pfx, err = netip.ParsePrefix(t.s)
+		if err != nil {
+			p.fail(t, "bad prefix %q; expected ADDRESS/LENGTH such as 10.0.0.0/8 or 2001:db8::/32", t.s)
+		}
+	} else {
+		a := p.address(t, "address")
+		pfx = netip.PrefixFrom(a, a.BitLen())
+	}
+	if strings.Contains(t.s, "%") {
+		p.fail(t, "zones are not allowed in %q; write dev NAME", t.s)
+	}
+	if pfx.Addr().Is4In6() {
+		p.fail(t, "%q is an IPv4-mapped IPv6 address; write the IPv4 form", t.s)
+	}
+	if canonical && pfx != pfx.Masked() {
+		p.fail(t, "prefix %s has host bits set; did you mean %s?", t.s, pfx.Masked())
+	}
+	return pfx
+}
+
+func (p *parser) address(t token, what string) netip.Addr {
+	a, err := netip.ParseAddr(t.s)
+	if err != nil {
+		p.fail(t, "bad %s %q; expected an IPv4 or IPv6 address", what, t.s)
+	}
+	if a.Zone() != "" {
+		p.fail(t, "zones are not allowed in %q; write dev NAME", t.s)
+	}
+	if a.Is4In6() {
+		p.fail(t, "%q is an IPv4-mapped IPv6 address; write the IPv4 form", t.s)
+	}
+	return a
+}
+
+func (p *parser) familyOK(family string, a netip.Addr) bool {
+	switch family {
+	case "inet":
+		return a.Is4()
+	case "inet6":
+		return a.Is6()
+	}
+	return true
+}
+
+func famName(family string) string {
+	if family == "inet6" {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+func optFor(family string) string {
+	if family == "inet6" {
+		return "-6 (-f inet6)"
+	}
+	return "-4 (-f inet)"
+}
+
+// via parses `via [inet|inet6] ADDR` after the via word.
+func (p *parser) via() (netip.Addr, token) {
+	t := p.next("a next-hop address after via")
+	fam := ""
+	if t.s == "inet" || t.s == "inet6" {
+		fam = t.s
+		t = p.next("a next-hop address after via " + fam)
+	} else if t.s == "mpls" {
+		p.fail(t, "via mpls is not supported; the next hop is an inet or inet6 address")
+	}
+	a := p.address(t, "next-hop address")
+	if !p.familyOK(fam, a) {
+		p.fail(t, "next hop %s is not %s, as \"via %s\" says", t.s, famName(fam), fam)
+	}
+	return a, t
+}
+
+var reservedNames = map[uint64]string{
+	0: "IPv4 explicit null", 1: "router alert", 2: "IPv6 explicit null",
+	3: "implicit null", 7: "entropy label indicator", 13: "GAL", 14: "OAM alert",
+}
+
+func labelName(v uint64) string {
+	if n, ok := reservedNames[v]; ok {
+		return fmt.Sprintf("label %d (%s)", v, n)
+	}
+	return fmt.Sprintf("label %d (reserved)", v)
+}
+
+// stack parses a pushed label stack 100/200 (outermost first) and checks
+// every label: 16..MaxLabel, or explicit null (0, 2) as the bottom label.
+// It returns the column of each label for later errors.
+func (p *parser) stack(t token) ([]uint32, []int) {
+	parts := strings.Split(t.s, "/")
+	if len(parts) > MaxLabelDepth {
+		p.fail(t, "label stack of %d labels is deeper than %d", len(parts), MaxLabelDepth)
+	}
+	labels := make([]uint32, 0, len(parts))
+	cols := make([]int, 0, len(parts))
+	col := t.col
+	for i, s := range parts {
+		lt := token{s: s, col: col}
+		col += len(s) + 1
+		if s == "" {
+			p.fail(token{s: t.s, col: lt.col}, "empty label in stack %q; write labels as 100/200, outermost first", t.s)
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v > MaxLabel {
+			p.fail(lt, "bad label %q; expected a number from 16 to %d", s, MaxLabel)
+		}
+		bottom := i == len(parts)-1
+		switch {
+		case v == 3:
+			p.fail(lt, "label 3 (implicit null) cannot be pushed; use a pop route at the previous hop")
+		case (v == 0 || v == 2) && !bottom:
+			p.fail(lt, "%s may only be the bottom label of a stack", labelName(v))
+		case v < MinUnreservedLabel && v != 0 && v != 2:
+			p.fail(lt, "%s cannot be pushed; use a label from %d to %d", labelName(v), MinUnreservedLabel, MaxLabel)
+		}
+		labels = append(labels, uint32(v))
+		cols = append(cols, lt.col)
+	}
+	return labels, cols
+}
+
+var routeWords = []string{"encap", "via", "dev", "mtu"}
+
+// route parses `route add PREFIX|default [encap mpls STACK [ttl N]]
+// [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]`, options in any order.
+func (p *parser) route(pos Pos, family string) {
+	r := Route{Pos: pos}
+	pt := p.next("a prefix or default after route add")
+	r.PrefixPos = p.pos(pt.col)
+	isDefault := pt.s == "default"
+	if !isDefault {
+		r.Prefix = p.prefix(pt, true)
+		if !p.familyOK(family, r.Prefix.Addr()) {
+			p.fail(pt, "prefix %s is not %s, as %s requires", pt.s, famName(family), optFor(family))
+		}
+	}
+	var labelCols []int
+	var mtuTok token
+	seen := map[string]bool{}
+	for p.more() {
+		t := p.next("")
+		p.once(seen, t, "route")
+		switch t.s {
+		case "encap":
+			et := p.next("mpls after encap")
+			if et.s != "mpls" {
+				p.fail(et, "unknown encap %q; only encap mpls is supported%s", et.s, suggest(et.s, []string{"mpls"}))
+			}
+			st := p.next("a label stack such as 100/200 after encap mpls")
+			r.LabelsPos = p.pos(st.col)
+			r.Labels, labelCols = p.stack(st)
+			if p.peek() == "ttl" {
+				p.i++
+				v, _ := p.number("encap ttl", 1, 255)
+				r.TTL = uint8(v)
+			}
+		case "via":
+			var vt token
+			r.Via, vt = p.via()
+			r.ViaPos = p.pos(vt.col)
+		case "dev":
+			r.Dev, r.DevPos = p.ifName("device name")
+		case "mtu":
+			if p.peek() == "lock" {
+				p.i++
+				r.MTULock = true
+			}
+			var v uint64
+			v, mtuTok = p.number("route mtu", MinMTU, MaxMTU)
+			r.MTU = uint32(v)
+		default:
+			p.fail(t, "unknown word %q in route; expected %s%s", t.s, oneOf(routeWords), suggest(t.s, routeWords))
+		}
+	}
+	if isDefault {
+		switch {
+		case family == "inet6" || (family == "" && r.Via.Is6()):
+			r.Prefix = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		default:
+			r.Prefix = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		}
+	}
+	v6 := r.Prefix.Addr().Is6()
+	if r.Via.IsValid() && r.Via.Is6() != v6 {
+		p.add(r.ViaPos, r.Via.String(), "next hop %s is %s but prefix %s is %s; routes keep one address family",
+			r.Via, fam(r.Via.Is6()), r.Prefix, fam(v6))
+		panic(abort{})
+	}
+	if n := len(r.Labels); n > 0 {
+		bottom := r.Labels[n-1]
+		if (bottom == 0 && v6) || (bottom == 2 && !v6) {
+			p.add(p.pos(labelCols[n-1]), strconv.Itoa(int(bottom)), "%s cannot carry %s packets; use %d",
+				labelName(uint64(bottom)), fam(v6), map[bool]int{false: 0, true: 2}[v6])
+			panic(abort{})
+		}
+	}
+	if r.MTU != 0 && v6 && r.MTU < MinIPv6MTU {
+		p.fail(mtuTok, "mtu %d is below %d, the IPv6 minimum", r.MTU, MinIPv6MTU)
+	}
+	if r.Via.IsValid() && r.Via.Is6() && r.Via.IsLinkLocalUnicast() && r.Dev == "" {
+		p.add(r.ViaPos, r.Via.String(), "link-local next hop %s needs dev NAME", r.Via)
+		panic(abort{})
+	}
+	if !r.Via.IsValid() && r.Dev == "" {
+		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
+	}
+	p.cfg.Routes = append(p.cfg.Routes, r)
+}
+
+func fam(v6 bool) string {
+	if v6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+var labelRouteWords = []string{"as", "via", "dev"}
+
+// labelRoute parses `-f mpls route add LABEL [as [to] STACK]
+// [via [inet|inet6] ADDR] [dev NAME]`.
+func (p *parser) labelRoute(pos Pos) {
+	r := LabelRoute{Pos: pos}
+	lt := p.next("an incoming label after -f mpls route add")
+	r.LabelPos = p.pos(lt.col)
+	v, err := strconv.ParseUint(lt.s, 10, 64)
+	if err != nil || v > MaxLabel {
+		p.fail(lt, "bad label %q; expected a number from %d to %d (or 0, 2)", lt.s, MinUnreservedLabel, MaxLabel)
+	}
+	if v < MinUnreservedLabel && v != 0 && v != 2 {
+		p.fail(lt, "incoming %s is reserved; label routes take 0, 2 or %d..%d", labelName(v), MinUnreservedLabel, MaxLabel)
+	}
+	r.Label = uint32(v)
+	seen := map[string]bool{}
+	var asTok token
+	for p.more() {
+		t := p.next("")
+		p.once(seen, t, "label route")
+		switch t.s {
+		case "as":
+			asTok = t
+			if p.peek() == "to" {
+				p.i++
+			}
+			st := p.next("a label stack such as 300/400 after as to")
+			r.OutLabelsPos = p.pos(st.col)
+			r.OutLabels, _ = p.stack(st)
+		case "via":
+			var vt token
+			r.Via, vt = p.via()
+			r.ViaPos = p.pos(vt.col)
+		case "dev":
+			r.Dev, r.DevPos = p.ifName("device name")
+		case "to":
+			p.fail(t, "\"to\" belongs after \"as\": write as to 300/400")
+		default:
+			p.fail(t, "unknown word %q in label route; expected %s%s", t.s, oneOf(labelRouteWords), suggest(t.s, labelRouteWords))
+		}
+	}
+	switch {
+	case r.Dev == LoopbackDev && r.OutLabels != nil:
+		p.fail(asTok, "dev lo delivers locally; a swap (as to) needs a next hop on a link")
+	case r.Dev == LoopbackDev && r.Via.IsValid():
+		p.add(r.ViaPos, r.Via.String(), "dev lo delivers locally; drop via, or name the link that reaches %s", r.Via)
+		panic(abort{})
+	case r.Dev == LoopbackDev:
+		r.Action = LabelPopLocal
+	case !r.Via.IsValid():
+		p.failEnd("label route %d needs via ADDRESS (pop or swap and forward) or dev lo (deliver locally)", r.Label)
+	case r.OutLabels != nil:
+		r.Action = LabelSwap
+	default:
+		r.Action = LabelPopForward
+	}
+	if r.Via.IsValid() && r.Via.Is6() && r.Via.IsLinkLocalUnicast() && r.Dev == "" {
+		p.add(r.ViaPos, r.Via.String(), "link-local next hop %s needs dev NAME", r.Via)
+		panic(abort{})
+	}
+	p.cfg.LabelRoutes = append(p.cfg.LabelRoutes, r)
+}

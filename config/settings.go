@@ -1,0 +1,260 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// sysctlNames are the sysctls the language knows; net.mpls.conf.DEV.input
+// is matched by shape.
+var sysctlNames = []string{
+	"net.mpls.ip_ttl_propagate",
+	"net.mpls.default_ttl",
+	"net.mpls.platform_labels",
+	"net.mpls.conf.DEV.input",
+	"net.ipv4.ip_forward",
+	"net.ipv6.conf.all.forwarding",
+}
+
+// sysctl parses `sysctl [-w] NAME=VALUE` (also `NAME = VALUE`, and the
+// slash form net/mpls/default_ttl), as a script's sysctl line reads.
+func (p *parser) sysctl(pos Pos) {
+	for p.peek() == "-w" || p.peek() == "-q" {
+		p.i++
+	}
+	t := p.next("NAME=VALUE after sysctl")
+	name, val := t.s, ""
+	valTok := token{}
+	if i := strings.IndexByte(t.s, '='); i >= 0 {
+		name, val = t.s[:i], t.s[i+1:]
+		valTok = token{s: val, col: t.col + i + 1}
+		if val == "" {
+			valTok = p.next("a value after " + t.s)
+			val = valTok.s
+		}
+	} else if p.peek() == "=" {
+		p.i++
+		valTok = p.next("a value after " + name + " =")
+		val = valTok.s
+	} else if strings.HasPrefix(p.peek(), "=") {
+		vt := p.next("")
+		valTok = token{s: vt.s[1:], col: vt.col + 1}
+		val = valTok.s
+	} else {
+		p.fail(t, "expected NAME=VALUE after sysctl, such as net.mpls.platform_labels=1000")
+	}
+	nameTok := token{s: name, col: t.col}
+	name = strings.ReplaceAll(name, "/", ".")
+	if val == "" {
+		p.fail(valTok, "missing value for %s", name)
+	}
+	s := &p.cfg.Sysctl
+	key := name
+	switch {
+	case name == "net.mpls.ip_ttl_propagate":
+		s.IPTTLPropagate = p.bool01(valTok, name)
+	case name == "net.mpls.default_ttl":
+		s.DefaultTTL = uint8(p.value(valTok, name, 1, 255))
+	case name == "net.mpls.platform_labels":
+		s.PlatformLabels = uint32(p.value(valTok, name, 0, MaxLabel+1))
+	case name == "net.ipv4.ip_forward":
+		s.IPv4Forward = p.bool01(valTok, name)
+	case name == "net.ipv6.conf.all.forwarding":
+		s.IPv6Forward = p.bool01(valTok, name)
+	case strings.HasPrefix(name, "net.mpls.conf.") && strings.HasSuffix(name, ".input") &&
+		len(name) > len("net.mpls.conf..input"):
+		dev := name[len("net.mpls.conf.") : len(name)-len(".input")]
+		devCol := nameTok.col + len("net.mpls.conf.")
+		if msg := checkIfName(dev); msg != "" {
+			p.fail(token{s: dev, col: devCol}, "bad device name %q: %s", dev, msg)
+		}
+		on := p.bool01(valTok, name)
+		p.inputs = append(p.inputs, devSetting{dev: dev, pos: p.pos(devCol), on: on})
+	case strings.HasSuffix(name, ".rp_filter"):
+		p.fail(nameTok, "mplsnode has no reverse-path filter; delete this %s line", name)
+	default:
+		p.fail(nameTok, "unknown sysctl %q; expected %s%s", name, oneOf(sysctlNames), suggest(name, sysctlNames))
+	}
+	p.where(key, pos, nameTok)
+}
+
+// where records the position of a once-only setting, failing on a repeat.
+func (p *parser) where(key string, pos Pos, t token) {
+	if prev, ok := p.cfg.Where[key]; ok {
+		p.fail(t, "%s is already set at %s", key, prev)
+	}
+	p.cfg.Where[key] = pos
+}
+
+func (p *parser) value(t token, name string, lo, hi uint64) uint64 {
+	v, err := strconv.ParseUint(t.s, 10, 64)
+	if err != nil || v < lo || v > hi {
+		p.fail(t, "bad value %q for %s; expected a number from %d to %d", t.s, name, lo, hi)
+	}
+	return v
+}
+
+func (p *parser) bool01(t token, name string) bool {
+	switch t.s {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	p.fail(t, "bad value %q for %s; expected 0 or 1", t.s, name)
+	return false
+}
+
+var setWords = []string{"gso", "tcp"}
+var setTCPWords = []string{"cc", "sack", "rack"}
+
+// set parses mplsnode's own settings:
+//
+//	set gso endpoint|stack|off
+//	set tcp cc reno|cubic
+//	set tcp sack on|off
+//	set tcp rack on|off
+func (p *parser) set(pos Pos) {
+	t := p.word("set", setWords...)
+	switch t.s {
+	case "gso":
+		v := p.word("set gso", "endpoint", "stack", "off")
+		p.where("set gso", pos, t)
+		p.cfg.Settings.GSO = map[string]GSOMode{"endpoint": GSOEndpoint, "stack": GSOStack, "off": GSOOff}[v.s]
+	case "tcp":
+		w := p.word("set tcp", setTCPWords...)
+		key := "set tcp " + w.s
+		switch w.s {
+		case "cc":
+			v := p.word(key, "reno", "cubic")
+			p.cfg.Settings.TCPCongestion = v.s
+		case "sack":
+			p.cfg.Settings.TCPSACK = p.onOff(key)
+		case "rack":
+			p.cfg.Settings.TCPRACK = p.onOff(key)
+		}
+		p.where(key, pos, w)
+	}
+}
+
+func (p *parser) onOff(ctx string) bool {
+	return p.word(ctx, "on", "off").s == "on"
+}
+
+// validate checks what needs the whole file: names, duplicates, overlaps,
+// limits set by sysctls. It runs on whatever statements parsed cleanly.
+func (p *parser) validate() {
+	c := p.cfg
+	links := map[string]int{}
+	var names []string
+	for i, l := range c.Links {
+		if j, ok := links[l.Name]; ok {
+			p.add(l.NamePos, l.Name, "link %s is already added at %s", l.Name, c.Links[j].Pos)
+			continue
+		}
+		links[l.Name] = i
+		names = append(names, l.Name)
+	}
+	checkDev := func(dev string, pos Pos) bool {
+		if _, ok := links[dev]; ok || dev == LoopbackDev {
+			return true
+		}
+		p.add(pos, dev, "unknown device %q; declare it with \"link add %s type afpacket\"%s", dev, dev, suggest(dev, names))
+		return false
+	}
+	for _, in := range p.inputs {
+		if checkDev(in.dev, in.pos) {
+			if i, ok := links[in.dev]; ok {
+				c.Links[i].MPLSInput = in.on
+			}
+		}
+	}
+
+	// Addresses: each once; subnets on different links must not overlap,
+	// else a next hop would belong to two links.
+	for i, a := range c.Addrs {
+		checkDev(a.Dev, a.DevPos)
+		for _, b := range c.Addrs[:i] {
+			switch {
+			case a.Prefix.Addr() == b.Prefix.Addr():
+				p.add(a.Pos, a.Prefix.String(), "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
+			case a.Dev != b.Dev && a.Prefix.Overlaps(b.Prefix):
+				p.add(a.Pos, a.Prefix.String(), "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
+					a.Prefix, a.Dev, b.Prefix, b.Dev, b.Pos)
+			default:
+				continue
+			}
+			break
+		}
+	}
+	// onLink returns the link whose connected subnet holds addr.
+	onLink := func(addr netip.Addr) (string, bool) {
+		for _, a := range c.Addrs {
+			if a.Dev != LoopbackDev && a.Prefix.Masked().Contains(addr) {
+				return a.Dev, true
+			}
+		}
+		return "", false
+	}
+	own := func(addr netip.Addr) (Pos, bool) {
+		for _, a := range c.Addrs {
+			if a.Prefix.Addr() == addr {
+				return a.Pos, true
+			}
+		}
+		return Pos{}, false
+	}
+	nextHop := func(via netip.Addr, viaPos Pos, dev *string, devPos Pos) {
+		if !via.IsValid() {
+			if *dev != "" {
+				checkDev(*dev, devPos)
+			}
+			return
+		}
+		if at, ok := own(via); ok {
+			p.add(viaPos, via.String(), "next hop %s is this node's own address (%s)", via, at)
+			return
+		}
+		if *dev != "" {
+			checkDev(*dev, devPos)
+			return
+		}
+		d, ok := onLink(via)
+		if !ok {
+			p.add(viaPos, via.String(), "next hop %s is on no connected subnet; add dev NAME, or an addr add on its subnet", via)
+			return
+		}
+		*dev = d
+	}
+
+	prefixes := map[netip.Prefix]Pos{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if prev, ok := prefixes[r.Prefix]; ok {
+			p.add(r.PrefixPos, r.Prefix.String(), "route to %s is already added at %s", r.Prefix, prev)
+			continue
+		}
+		prefixes[r.Prefix] = r.Pos
+		nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+	}
+	labels := map[uint32]Pos{}
+	for i := range c.LabelRoutes {
+		r := &c.LabelRoutes[i]
+		if r.Label >= c.Sysctl.PlatformLabels {
+			at := "by default"
+			if pos, ok := c.Where["net.mpls.platform_labels"]; ok {
+				at = "at " + pos.String()
+			}
+			p.add(r.LabelPos, fmt.Sprint(r.Label), "label %d is not below net.mpls.platform_labels=%d (set %s); raise it above %d",
+				r.Label, c.Sysctl.PlatformLabels, at, r.Label)
+		}
+		if prev, ok := labels[r.Label]; ok {
+			p.add(r.LabelPos, fmt.Sprint(r.Label), "label route for %d is already added at %s", r.Label, prev)
+			continue
+		}
+		labels[r.Label] = r.Pos
+		nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+	}
+}
