@@ -1,0 +1,301 @@
+package gso
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+)
+
+// Proto is the inner network protocol of a Packet. The zero value is
+// invalid, so a caller that forgot to record the protocol gets ErrBadProto
+// instead of a guess.
+type Proto uint8
+
+// The protocols Segment handles.
+const (
+	ProtoIPv4 Proto = iota + 1 // IPv4 (RFC 791)
+	ProtoIPv6                  // IPv6 (RFC 8200)
+)
+
+// String returns "IPv4", "IPv6" or "Proto(n)".
+func (p Proto) String() string {
+	switch p {
+	case ProtoIPv4:
+		return "IPv4"
+	case ProtoIPv6:
+		return "IPv6"
+	}
+	return "Proto(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Packet is one large TCP packet to segment. See the package doc for the
+// layout and for what is checked and rewritten.
+type Packet struct {
+	// Buf holds prefix + IP header (+ IPv6 extension headers) + TCP header
+	// + payload. The payload runs to len(Buf). Segment never writes Buf.
+	Buf []byte
+	// PrefixLen is the number of opaque L2/L2.5 bytes (Ethernet + labels)
+	// before the IP header; it may be 0. The prefix is copied verbatim in
+	// front of every segment.
+	PrefixLen int
+	// Proto is the inner network protocol; it must match the IP version.
+	Proto Proto
+	// L4Offset is the offset of the TCP header in Buf; it must equal
+	// PrefixLen plus the IP header length (plus the IPv6 extension headers).
+	L4Offset int
+	// MSS is the maximum TCP payload per segment, at least 1.
+	MSS int
+}
+
+// Header sizes and field offsets, from RFC 791, RFC 8200 and RFC 9293.
+const (
+	ipv4MinHeaderLen = 20 // IHL = 5 words
+	ipv6HeaderLen    = 40 // fixed header; extension headers follow
+	tcpMinHeaderLen  = 20 // data offset = 5 words
+	maxIPLen         = math.MaxUint16
+
+	ipv4TotalLenOff = 2  // total length
+	ipv4IDOff       = 4  // identification
+	ipv4FragOff     = 6  // flags (3 bits) + fragment offset (13 bits)
+	ipv4ProtoOff    = 9  // protocol
+	ipv4CsumOff     = 10 // header checksum
+	ipv4AddrsOff    = 12 // source then destination address, 8 bytes
+	ipv4AddrsLen    = 8
+	ipv4FragMask    = 0x3fff // MF flag + fragment offset; DF (0x4000) is fine
+
+	ipv6PayloadLenOff = 4 // payload length
+	ipv6NextHdrOff    = 6 // next header
+	ipv6AddrsOff      = 8 // source then destination address, 32 bytes
+	ipv6AddrsLen      = 32
+	ipv6ExtUnit       = 8 // extension header lengths count 8-octet units
+
+	tcpSeqOff   = 4  // sequence number
+	tcpDoffOff  = 12 // data offset in the high nibble
+	tcpFlagsOff = 13 // CWR ECE URG ACK PSH RST SYN FIN
+	tcpCsumOff  = 16 // checksum
+
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+	tcpPSH = 0x08
+	tcpURG = 0x20
+	tcpCWR = 0x80
+
+	protoTCP = 6 // IP protocol number of TCP (IANA)
+
+	// IPv6 next-header values (IANA "Assigned Internet Protocol Numbers").
+	ipv6HopByHop = 0
+	ipv6Routing  = 43
+	ipv6Fragment = 44
+	ipv6DestOpts = 60
+)
+
+// layout is a validated packet's geometry.
+type layout struct {
+	ip      int // offset of the IP header (= PrefixLen)
+	l4      int // offset of the TCP header (= L4Offset)
+	tcpEnd  int // offset of the payload
+	payload int // payload bytes
+	n       int // number of segments
+	total   int // SegmentedLen
+}
+
+// parse validates p and returns its geometry.
+func parse(p Packet) (layout, error) {
+	buf := p.Buf
+	if p.PrefixLen < 0 || p.PrefixLen > len(buf) {
+		return layout{}, newError(ErrBadPrefix, "PrefixLen", p.PrefixLen, -1)
+	}
+	if p.MSS < 1 {
+		return layout{}, newError(ErrBadMSS, "MSS", p.MSS, -1)
+	}
+	ip := p.PrefixLen
+	var l4 int
+	switch p.Proto {
+	case ProtoIPv4:
+		if len(buf)-ip < ipv4MinHeaderLen {
+			return layout{}, newError(ErrTruncated, "IPv4 header bytes", len(buf)-ip, ip)
+		}
+		if v := int(buf[ip] >> 4); v != 4 {
+			return layout{}, newError(ErrVersionMismatch, "IP version", v, ip)
+		}
+		ihl := int(buf[ip]&0x0f) * 4
+		if ihl < ipv4MinHeaderLen {
+			return layout{}, newError(ErrBadHeaderLength, "IPv4 IHL", ihl/4, ip)
+		}
+		if ihl > len(buf)-ip {
+			return layout{}, newError(ErrTruncated, "IPv4 IHL", ihl/4, ip)
+		}
+		if f := int(binary.BigEndian.Uint16(buf[ip+ipv4FragOff:])); f&ipv4FragMask != 0 {
+			return layout{}, newError(ErrFragment, "IPv4 flags and fragment offset", f, ip+ipv4FragOff)
+		}
+		if pr := int(buf[ip+ipv4ProtoOff]); pr != protoTCP {
+			return layout{}, newError(ErrNotTCP, "IPv4 protocol", pr, ip+ipv4ProtoOff)
+		}
+		l4 = ip + ihl
+	case ProtoIPv6:
+		if len(buf)-ip < ipv6HeaderLen {
+			return layout{}, newError(ErrTruncated, "IPv6 header bytes", len(buf)-ip, ip)
+		}
+		if v := int(buf[ip] >> 4); v != 6 {
+			return layout{}, newError(ErrVersionMismatch, "IP version", v, ip)
+		}
+		next, nextAt := buf[ip+ipv6NextHdrOff], ip+ipv6NextHdrOff
+		off := ip + ipv6HeaderLen
+		// Each extension header is at least 8 bytes and must lie in buf,
+		// so the walk ends after at most len(buf)/8 steps.
+		for next != protoTCP {
+			switch next {
+			case ipv6HopByHop, ipv6Routing, ipv6DestOpts:
+				if len(buf)-off < ipv6ExtUnit {
+					return layout{}, newError(ErrTruncated, "IPv6 extension header bytes", len(buf)-off, off)
+				}
+				hl := (int(buf[off+1]) + 1) * ipv6ExtUnit
+				if hl > len(buf)-off {
+					return layout{}, newError(ErrTruncated, "IPv6 extension header length", hl, off)
+				}
+				next, nextAt = buf[off], off
+				off += hl
+			case ipv6Fragment:
+				return layout{}, newError(ErrFragment, "IPv6 next header", int(next), nextAt)
+			case 50, 51, 135, 139, 140, 253, 254: // ESP, AH, mobility, HIP, shim6, experiments
+				return layout{}, newError(ErrUnsupportedHeader, "IPv6 next header", int(next), nextAt)
+			default:
+				return layout{}, newError(ErrNotTCP, "IPv6 next header", int(next), nextAt)
+			}
+		}
+		l4 = off
+	default:
+		return layout{}, newError(ErrBadProto, "Proto", int(p.Proto), -1)
+	}
+	if p.L4Offset != l4 {
+		// Offset says where the IP headers really end.
+		return layout{}, newError(ErrBadL4Offset, "L4Offset", p.L4Offset, l4)
+	}
+	if len(buf)-l4 < tcpMinHeaderLen {
+		return layout{}, newError(ErrTruncated, "TCP header bytes", len(buf)-l4, l4)
+	}
+	doff := int(buf[l4+tcpDoffOff]>>4) * 4
+	if doff < tcpMinHeaderLen {
+		return layout{}, newError(ErrBadHeaderLength, "TCP data offset", doff/4, l4+tcpDoffOff)
+	}
+	if doff > len(buf)-l4 {
+		return layout{}, newError(ErrTruncated, "TCP data offset", doff/4, l4+tcpDoffOff)
+	}
+	lo := layout{ip: ip, l4: l4, tcpEnd: l4 + doff, payload: len(buf) - l4 - doff}
+	lo.n = lo.payload / p.MSS
+	if lo.payload%p.MSS != 0 || lo.n == 0 {
+		lo.n++
+	}
+	chunk := min(p.MSS, lo.payload)
+	ipLen := lo.tcpEnd - ip + chunk // IPv4 total length of the largest segment
+	if p.Proto == ProtoIPv6 {
+		ipLen -= ipv6HeaderLen // IPv6 payload length
+	}
+	if ipLen > maxIPLen {
+		return layout{}, newError(ErrTooLarge, "IP length", ipLen, ip)
+	}
+	if f := int(buf[l4+tcpFlagsOff]); lo.n > 1 && f&(tcpSYN|tcpRST|tcpURG) != 0 {
+		return layout{}, newError(ErrFlags, "TCP flags", f, l4+tcpFlagsOff)
+	}
+	// n-1 extra header copies; guard the product against int overflow
+	// (possible only with 32-bit int).
+	if lo.n-1 > (math.MaxInt-len(buf))/lo.tcpEnd {
+		return layout{}, newError(ErrTooLarge, "segments", lo.n, -1)
+	}
+	lo.total = len(buf) + (lo.n-1)*lo.tcpEnd
+	return lo, nil
+}
+
+// SegmentedLen returns the number of bytes Segment needs in dst: every
+// segment's prefix and headers plus the payload once. It returns an *Error
+// if p cannot be segmented.
+func SegmentedLen(p Packet) (int, error) {
+	lo, err := parse(p)
+	if err != nil {
+		return 0, err
+	}
+	return lo.total, nil
+}
+
+// Count returns the number of segments Segment would produce for p (at
+// least 1), or 0 if p cannot be segmented.
+func Count(p Packet) int {
+	lo, err := parse(p)
+	if err != nil {
+		return 0
+	}
+	return lo.n
+}
+
+// Segment validates p, writes its segments back to back into dst and
+// appends one slice per segment to segs, returning the extended segs. Each
+// slice's capacity ends at its own end, so appending to a segment cannot
+// overwrite the next. len(dst) must be at least SegmentedLen(p) and dst must
+// not overlap p.Buf. On error, segs is returned unchanged and dst may hold
+// nothing useful. Segment allocates nothing when cap(segs) suffices.
+func Segment(p Packet, dst []byte, segs [][]byte) ([][]byte, error) {
+	lo, err := parse(p)
+	if err != nil {
+		return segs, err
+	}
+	if len(dst) < lo.total {
+		return segs, newError(ErrShortDst, "len(dst)", len(dst), -1)
+	}
+	buf := p.Buf
+	ip, l4, hdrLen := lo.ip, lo.l4, lo.tcpEnd
+	payload := buf[hdrLen:]
+	v4 := p.Proto == ProtoIPv4
+
+	// The pseudo-header's addresses and protocol are the same in every
+	// segment; only the TCP length changes.
+	var pseudo uint32
+	var id uint16
+	if v4 {
+		pseudo = sum(buf[ip+ipv4AddrsOff : ip+ipv4AddrsOff+ipv4AddrsLen])
+		id = binary.BigEndian.Uint16(buf[ip+ipv4IDOff:])
+	} else {
+		pseudo = sum(buf[ip+ipv6AddrsOff : ip+ipv6AddrsOff+ipv6AddrsLen])
+	}
+	pseudo += protoTCP
+	seq := binary.BigEndian.Uint32(buf[l4+tcpSeqOff:])
+	flags := buf[l4+tcpFlagsOff]
+
+	for i, off := 0, 0; i < lo.n; i++ {
+		chunk := min(p.MSS, len(payload)-off)
+		segLen := hdrLen + chunk
+		seg := dst[:segLen:segLen]
+		dst = dst[segLen:]
+		copy(seg, buf[:hdrLen])
+		copy(seg[hdrLen:], payload[off:off+chunk])
+
+		if v4 {
+			iph := seg[ip:l4]
+			binary.BigEndian.PutUint16(iph[ipv4TotalLenOff:], uint16(segLen-ip))
+			binary.BigEndian.PutUint16(iph[ipv4IDOff:], id+uint16(i)) // wraps, as IDs do
+			iph[ipv4CsumOff], iph[ipv4CsumOff+1] = 0, 0
+			binary.BigEndian.PutUint16(iph[ipv4CsumOff:], ^fold(sum(iph)))
+		} else {
+			binary.BigEndian.PutUint16(seg[ip+ipv6PayloadLenOff:], uint16(segLen-ip-ipv6HeaderLen))
+		}
+
+		tcp := seg[l4:hdrLen]
+		binary.BigEndian.PutUint32(tcp[tcpSeqOff:], seq+uint32(off)) // wraps mod 2^32 (RFC 9293)
+		f := flags
+		if i > 0 {
+			f &^= tcpCWR
+		}
+		if i < lo.n-1 {
+			f &^= tcpFIN | tcpPSH
+		}
+		tcp[tcpFlagsOff] = f
+		tcp[tcpCsumOff], tcp[tcpCsumOff+1] = 0, 0
+		tcpLen := uint32(segLen - l4) // < 2^16, checked by parse
+		c := pseudo + tcpLen + sum(tcp) + sum(seg[hdrLen:])
+		binary.BigEndian.PutUint16(tcp[tcpCsumOff:], ^fold(c))
+
+		segs = append(segs, seg)
+		off += chunk
+	}
+	return segs, nil
+}
