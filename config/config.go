@@ -128,9 +128,10 @@ type Addr struct {
 	Pos Pos
 	// Prefix is the address with its prefix length; host bits are kept
 	// (172.16.20.20/24). Prefix.Masked() is the connected subnet.
-	Prefix netip.Prefix
-	Dev    string
-	DevPos Pos
+	Prefix    netip.Prefix
+	PrefixPos Pos
+	Dev       string
+	DevPos    Pos
 }
 
 // Route is `route add PREFIX [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR]

@@ -357,6 +357,7 @@ func (p *parser) link(pos Pos) {
 func (p *parser) addr(pos Pos, family string) {
 	a := Addr{Pos: pos}
 	t := p.next("an address such as 172.16.20.20/24")
+	a.PrefixPos = p.pos(t.col)
 	a.Prefix = p.prefix(t, false)
 	if !p.familyOK(family, a.Prefix.Addr()) {
 		p.fail(t, "address %s is not %s, as %s requires", t.s, famName(family), optFor(family))
@@ -485,7 +486,7 @@ func (p *parser) stack(t token) ([]uint32, []int) {
 		lt := token{s: s, col: col}
 		col += len(s) + 1
 		if s == "" {
-			p.fail(token{s: t.s, col: lt.col}, "empty label in stack %q; write labels as 100/200, outermost first", t.s)
+			p.fail(t, "empty label in stack %q; write labels as 100/200, outermost first", t.s)
 		}
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil || v > MaxLabel {

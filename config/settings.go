@@ -179,9 +179,9 @@ func (p *parser) validate() {
 		for _, b := range c.Addrs[:i] {
 			switch {
 			case a.Prefix.Addr() == b.Prefix.Addr():
-				p.add(a.Pos, a.Prefix.String(), "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
+				p.add(a.PrefixPos, a.Prefix.String(), "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
 			case a.Dev != b.Dev && a.Prefix.Overlaps(b.Prefix):
-				p.add(a.Pos, a.Prefix.String(), "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
+				p.add(a.PrefixPos, a.Prefix.String(), "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
 					a.Prefix, a.Dev, b.Prefix, b.Dev, b.Pos)
 			default:
 				continue
