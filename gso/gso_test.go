@@ -119,7 +119,7 @@ func TestSegmentHeaderFields(t *testing.T) {
 		spec: spec{
 			v6: true, prefix: prefixN(1),
 			exts: []ext{
-				{typ: 0, body: []byte{1, 4, 0, 0, 0, 0}},                          // PadN
+				{typ: 0, body: []byte{1, 4, 0, 0, 0, 0}},                           // PadN
 				{typ: 60, body: []byte{1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, // PadN, 16 bytes
 			},
 			payload: payloadN(2500), mss: 1200, flags: fACK | fFIN, seq: 99,

@@ -199,9 +199,9 @@ func checkSegments(p gso.Packet, segs [][]byte) error {
 	doff := int(in[l4+12]>>4) * 4
 	hdr := l4 + doff
 	payload := in[hdr:]
-	want := (len(payload) + p.MSS - 1) / p.MSS
-	if want == 0 {
-		want = 1
+	want := len(payload) / p.MSS // not (len+MSS-1)/MSS: MSS may be near MaxInt
+	if len(payload)%p.MSS != 0 || want == 0 {
+		want++
 	}
 	if len(segs) != want {
 		return fmt.Errorf("got %d segments, want %d", len(segs), want)
