@@ -1,0 +1,394 @@
+// Package mplsendpoint owns the gVisor link endpoint that makes a netstack
+// speak MPLS over Ethernet: it replaces gVisor's ethernet endpoint on top of
+// a lower link carrying whole Ethernet frames (link/afpacket, link/tap, or
+// gVisor's channel and pipe endpoints in tests).
+//
+// Egress: each packet's destination is looked up in the FTN. Without an
+// entry the packet leaves as plain Ethernet, like any NIC. With an entry,
+// the Ethernet header and the label stack are written in one
+// LinkHeader().Push (ethertype 0x8847, S bit on the last entry, TTL and TC
+// per Options), and TCP GSO packets are segmented in software after the
+// push, with the inner protocol and offsets recorded by the stack (never
+// guessed). The destination MAC is the route's resolved next hop: the
+// embedder installs a gVisor route to each FTN prefix whose Gateway is the
+// FTN entry's NextHop, so ARP/NDP resolves pkt.EgressRoute.RemoteLinkAddress
+// to the next hop's MAC.
+//
+// Ingress: ARP, IPv4 and IPv6 frames go up unchanged. MPLS frames are parsed
+// and their top label looked up in the ILM: local labels and explicit nulls
+// are popped and the payload delivered to the stack as IPv4/IPv6; forwarding
+// entries go to Options.Forwarder, the node's label switch.
+//
+// MTU: MTU() reports the link MTU minus the label overhead of the deepest
+// label stack in the current FTN, so gVisor fragments non-TCP traffic and
+// TCP picks an MSS that fits every labelled route (plain routes pay the same
+// reduction; see Endpoint.MTU).
+//
+// Every discard increments a counter named for its reason (Stats) and logs a
+// rate-limited warning naming the reason and the remedy.
+package mplsendpoint
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+var (
+	_ stack.LinkEndpoint      = (*Endpoint)(nil)
+	_ stack.GSOEndpoint       = (*Endpoint)(nil)
+	_ stack.NetworkDispatcher = (*Endpoint)(nil)
+)
+
+// Ethertypes this endpoint handles beyond gVisor's header package.
+const (
+	// EthertypeMPLSUnicast is the MPLS unicast ethertype (RFC 3032 §5).
+	EthertypeMPLSUnicast tcpip.NetworkProtocolNumber = 0x8847
+	// EthertypeMPLSMulticast is the MPLS multicast ethertype (RFC 5332);
+	// frames with it are dropped (DropUnsupportedEthertype).
+	EthertypeMPLSMulticast tcpip.NetworkProtocolNumber = 0x8848
+)
+
+// GSOMode selects who segments TCP.
+type GSOMode uint8
+
+// GSO modes.
+const (
+	// GSOEndpoint (the default): the endpoint advertises host GSO, TCP hands
+	// over packets of up to 64 KiB with a partial checksum, and the endpoint
+	// segments them after the label push (package gso).
+	GSOEndpoint GSOMode = iota
+	// GSOStack: the endpoint advertises gVisor GSO; gVisor's TCP splits
+	// its batches into MSS-sized packets itself and the endpoint pushes
+	// labels on each.
+	GSOStack
+	// GSOOff: no GSO; TCP sends MSS-sized packets one by one.
+	GSOOff
+)
+
+// String returns "endpoint", "stack" or "off".
+func (m GSOMode) String() string {
+	switch m {
+	case GSOEndpoint:
+		return "endpoint"
+	case GSOStack:
+		return "stack"
+	case GSOOff:
+		return "off"
+	}
+	return fmt.Sprintf("GSOMode(%d)", uint8(m))
+}
+
+// gsoMaxSize is the largest GSO packet TCP may hand over in GSOEndpoint
+// mode: 64 KiB, the IPv4 total length limit, as Linux's TSO.
+const gsoMaxSize = stack.GVisorGSOMaxSize
+
+// Forwarder is the node's label switch. The endpoint calls Forward for a
+// labelled frame whose top label (after popping any local labels and
+// explicit nulls above it) has a forwarding ILM entry (ILMSwap or
+// ILMPopForward).
+type Forwarder interface {
+	// Forward handles one frame. req and its slices are valid only during
+	// the call; pkt is owned by the caller (IncRef it to keep it).
+	Forward(in *Endpoint, req *ForwardRequest)
+}
+
+// ForwardRequest describes a labelled frame to forward.
+type ForwardRequest struct {
+	// Packet holds the whole frame in Packet.Data() (Ethernet header,
+	// labels, payload); no header has been consumed.
+	Packet *stack.PacketBuffer
+	// Frame is Packet's bytes from the Ethernet header through the end of
+	// the label stack, contiguous (the payload follows in Packet.Data()).
+	Frame []byte
+	// Labels is the received label stack, outermost first.
+	Labels []mpls.Entry
+	// Top is the index in Labels of the entry that matched Entry; the
+	// entries above it were local labels or explicit nulls, popped.
+	Top int
+	// Entry is the matched ILM entry.
+	Entry *mpls.ILMEntry
+}
+
+// Options configures an Endpoint. The zero value is valid: no tables (plain
+// Ethernet), uniform TTL, endpoint GSO, 16 labels at most.
+type Options struct {
+	// Tables holds the FTN (egress: prefix to label stack) and ILM
+	// (ingress: label to action). The caller may swap the tables at any
+	// time with Tables.SetFTN / SetILM; the endpoint reads them per packet.
+	// nil means empty tables: the endpoint is a plain Ethernet NIC.
+	Tables *mpls.Tables
+	// TTLModel is the TTL model (RFC 3443) for pushing and popping: uniform
+	// (the zero value) copies the IP TTL into the labels and back, pipe
+	// uses PipeTTL and leaves the IP TTL alone.
+	TTLModel mpls.TTLModel
+	// PipeTTL is the label TTL in the pipe model; 0 means
+	// mpls.DefaultPipeTTL (255).
+	PipeTTL uint8
+	// CopyTCFromDSCP sets the traffic class of pushed labels to the top 3
+	// bits of the IP DSCP; otherwise TC is 0.
+	CopyTCFromDSCP bool
+	// GSOMode selects who segments TCP; see GSOMode. Default GSOEndpoint.
+	GSOMode GSOMode
+	// MaxLabels is the deepest label stack the endpoint pushes or parses;
+	// it sizes MaxHeaderLength (14 + 4 x MaxLabels). 0 means
+	// mpls.DefaultMaxDepth (16). FTN entries deeper than this are dropped
+	// (label_stack_too_deep) rather than overflowing the header room.
+	MaxLabels int
+	// Logger receives rate-limited drop warnings; nil means slog.Default().
+	Logger *slog.Logger
+	// Forwarder receives labelled frames with a forwarding ILM entry; nil
+	// means such frames are dropped (no_forwarder).
+	Forwarder Forwarder
+	// LinkAddress, if set, overrides the lower link's MAC address.
+	LinkAddress tcpip.LinkAddress
+}
+
+// Endpoint is the MPLS-over-Ethernet link endpoint. Create it with New and
+// give it to stack.CreateNIC. It implements stack.LinkEndpoint,
+// stack.GSOEndpoint and, towards the lower link, stack.NetworkDispatcher.
+type Endpoint struct {
+	nested.Endpoint
+
+	lower     stack.LinkEndpoint
+	tables    *mpls.Tables
+	ttlModel  mpls.TTLModel
+	pipeTTL   uint8
+	copyTC    bool
+	gsoMode   GSOMode
+	maxLabels int
+	log       *slog.Logger
+	fwd       Forwarder
+
+	linkAddrMu sync.RWMutex
+	linkAddr   tcpip.LinkAddress // override; empty means the lower's
+
+	// mtuCache caches the label overhead of the FTN last seen by MTU(),
+	// keyed by the FTN pointer (tables are copy-on-write, so a new pointer
+	// means new contents).
+	mtuCache atomic.Pointer[mtuCacheEntry]
+
+	scratch sync.Pool // *txScratch
+	rxPool  sync.Pool // *rxScratch
+
+	ctr counters
+}
+
+type mtuCacheEntry struct {
+	ftn      *mpls.FTN
+	overhead uint32
+}
+
+// New returns an endpoint on top of lower, which must carry whole Ethernet
+// frames (see the "Lower links" contract). Invalid options return an error.
+func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
+	if lower == nil {
+		return nil, errors.New("mplsendpoint: nil lower endpoint")
+	}
+	if opts.MaxLabels < 0 {
+		return nil, fmt.Errorf("mplsendpoint: MaxLabels %d < 0", opts.MaxLabels)
+	}
+	maxLabels := opts.MaxLabels
+	if maxLabels == 0 {
+		maxLabels = mpls.DefaultMaxDepth
+	}
+	// MaxHeaderLength is a uint16 and the header must leave room for IP.
+	const maxSaneLabels = 1024
+	if maxLabels > maxSaneLabels {
+		return nil, fmt.Errorf("mplsendpoint: MaxLabels %d > %d", maxLabels, maxSaneLabels)
+	}
+	if opts.TTLModel != mpls.TTLUniform && opts.TTLModel != mpls.TTLPipe {
+		return nil, fmt.Errorf("mplsendpoint: unknown TTL model %d", opts.TTLModel)
+	}
+	if opts.GSOMode > GSOOff {
+		return nil, fmt.Errorf("mplsendpoint: unknown GSO mode %d", opts.GSOMode)
+	}
+	if l := opts.LinkAddress; l != "" && len(l) != header.EthernetAddressSize {
+		return nil, fmt.Errorf("mplsendpoint: link address %q is not 6 bytes", l)
+	}
+	tables := opts.Tables
+	if tables == nil {
+		tables = &mpls.Tables{}
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	pipeTTL := opts.PipeTTL
+	if pipeTTL == 0 {
+		pipeTTL = mpls.DefaultPipeTTL
+	}
+	e := &Endpoint{
+		lower:     lower,
+		tables:    tables,
+		ttlModel:  opts.TTLModel,
+		pipeTTL:   pipeTTL,
+		copyTC:    opts.CopyTCFromDSCP,
+		gsoMode:   opts.GSOMode,
+		maxLabels: maxLabels,
+		log:       lg,
+		fwd:       opts.Forwarder,
+		linkAddr:  opts.LinkAddress,
+	}
+	e.Endpoint.Init(lower, e)
+	return e, nil
+}
+
+// Tables returns the tables the endpoint reads (never nil).
+func (e *Endpoint) Tables() *mpls.Tables { return e.tables }
+
+// MTU implements stack.LinkEndpoint. It is the link MTU minus the label
+// overhead of the deepest label stack in the current FTN: every route then
+// fits, labelled or not, at the cost of a few bytes on plain routes. The
+// overhead is cached per FTN pointer, so MTU costs two atomic loads unless
+// the FTN was just replaced; gVisor reads it per packet (IPv4/IPv6
+// fragmentation) and when TCP picks its MSS.
+func (e *Endpoint) MTU() uint32 {
+	mtu := e.lower.MTU()
+	oh := e.labelOverhead()
+	if mtu <= oh {
+		return 0
+	}
+	return mtu - oh
+}
+
+// LinkMTU returns the lower link's MTU (the L2 payload, labels included).
+func (e *Endpoint) LinkMTU() uint32 { return e.lower.MTU() }
+
+// labelOverhead returns 4 x the deepest stack in the current FTN (capped at
+// MaxLabels).
+func (e *Endpoint) labelOverhead() uint32 {
+	ftn := e.tables.FTN()
+	if c := e.mtuCache.Load(); c != nil && c.ftn == ftn {
+		return c.overhead
+	}
+	depth := 0
+	if ftn != nil {
+		depth = ftnMaxDepth(ftn)
+	}
+	if depth > e.maxLabels {
+		depth = e.maxLabels
+	}
+	c := &mtuCacheEntry{ftn: ftn, overhead: uint32(depth * mpls.EntryLen)}
+	e.mtuCache.Store(c)
+	return c.overhead
+}
+
+// MaxHeaderLength implements stack.LinkEndpoint: Ethernet plus the deepest
+// label stack allowed (Options.MaxLabels), pushed in one piece.
+func (e *Endpoint) MaxHeaderLength() uint16 {
+	return uint16(header.EthernetMinimumSize+e.maxLabels*mpls.EntryLen) + e.lower.MaxHeaderLength()
+}
+
+// LinkAddress implements stack.LinkEndpoint.
+func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
+	e.linkAddrMu.RLock()
+	l := e.linkAddr
+	e.linkAddrMu.RUnlock()
+	if l != "" {
+		return l
+	}
+	if l := e.lower.LinkAddress(); len(l) != 0 {
+		return l
+	}
+	return header.UnspecifiedEthernetAddress
+}
+
+// SetLinkAddress implements stack.LinkEndpoint. It sets the override if
+// one was configured, else the lower link's address.
+func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
+	e.linkAddrMu.Lock()
+	defer e.linkAddrMu.Unlock()
+	if e.linkAddr != "" {
+		e.linkAddr = addr
+		return
+	}
+	e.lower.SetLinkAddress(addr)
+}
+
+// Capabilities implements stack.LinkEndpoint. Link resolution (ARP/NDP) is
+// always required. TX checksum offload is never advertised: once labels are
+// pushed no lower link could finish a checksum (it cannot see the inner
+// protocol), so the stack or the endpoint computes every checksum. RX
+// checksum offload is passed through from the lower link.
+func (e *Endpoint) Capabilities() stack.LinkEndpointCapabilities {
+	c := e.lower.Capabilities()
+	c &^= stack.CapabilityTXChecksumOffload | stack.CapabilityLoopback
+	return c | stack.CapabilityResolutionRequired
+}
+
+// ARPHardwareType implements stack.LinkEndpoint: Ethernet.
+func (e *Endpoint) ARPHardwareType() header.ARPHardwareType {
+	return header.ARPHardwareEther
+}
+
+// GSOMaxSize implements stack.GSOEndpoint.
+func (e *Endpoint) GSOMaxSize() uint32 {
+	switch e.gsoMode {
+	case GSOEndpoint, GSOStack:
+		return gsoMaxSize
+	}
+	return 0
+}
+
+// SupportedGSO implements stack.GSOEndpoint: HostGSOSupported in GSOEndpoint
+// mode (the endpoint is the "host" that segments), GVisorGSOSupported in
+// GSOStack mode, GSONotSupported in GSOOff mode.
+func (e *Endpoint) SupportedGSO() stack.SupportedGSO {
+	switch e.gsoMode {
+	case GSOEndpoint:
+		return stack.HostGSOSupported
+	case GSOStack:
+		return stack.GVisorGSOSupported
+	}
+	return stack.GSONotSupported
+}
+
+// ParseHeader implements stack.LinkEndpoint. It consumes the Ethernet
+// header and, for MPLS frames, the label stack (used for packets written
+// with their link header in the payload).
+func (e *Endpoint) ParseHeader(pkt *stack.PacketBuffer) bool {
+	hdr, ok := pkt.Data().PullUp(header.EthernetMinimumSize)
+	if !ok {
+		return false
+	}
+	n := header.EthernetMinimumSize
+	if header.Ethernet(hdr).Type() == EthertypeMPLSUnicast {
+		rx := e.getRX()
+		defer e.putRX(rx)
+		b, _ := pullUpTo(pkt, header.EthernetMinimumSize+e.maxLabels*mpls.EntryLen)
+		_, ln, err := mpls.ParseStack(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0])
+		if err != nil {
+			return false
+		}
+		n += ln
+	}
+	_, ok = pkt.LinkHeader().Consume(n)
+	return ok
+}
+
+// pullUpTo returns the first min(n, size) bytes of pkt's data, contiguous.
+func pullUpTo(pkt *stack.PacketBuffer, n int) ([]byte, bool) {
+	if s := pkt.Data().Size(); s < n {
+		n = s
+	}
+	return pkt.Data().PullUp(n)
+}
+
+// ftnMaxDepth returns the number of labels of the deepest stack in f. It
+// copies the entries, so it runs only when the FTN pointer changes.
+func ftnMaxDepth(f *mpls.FTN) int {
+	d := 0
+	for _, en := range f.Entries() {
+		d = max(d, len(en.Labels))
+	}
+	return d
+}

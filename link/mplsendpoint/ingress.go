@@ -1,0 +1,294 @@
+package mplsendpoint
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// rxScratch holds the per-frame state of the receive path, pooled.
+type rxScratch struct {
+	labels []mpls.Entry
+	req    ForwardRequest
+}
+
+func (e *Endpoint) getRX() *rxScratch {
+	if s, ok := e.rxPool.Get().(*rxScratch); ok {
+		return s
+	}
+	return &rxScratch{labels: make([]mpls.Entry, 0, e.maxLabels)}
+}
+
+func (e *Endpoint) putRX(s *rxScratch) {
+	s.req = ForwardRequest{}
+	e.rxPool.Put(s)
+}
+
+// DeliverNetworkPacket implements stack.NetworkDispatcher for the lower
+// link, which delivers whole Ethernet frames in pkt.Data(). ARP, IPv4 and
+// IPv6 go up unchanged; MPLS frames are popped or forwarded per the ILM;
+// anything else is dropped with a counter.
+func (e *Endpoint) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	e.ctr.rxFrames.Add(1)
+	hdr, ok := pkt.Data().PullUp(header.EthernetMinimumSize)
+	if !ok {
+		e.drop(DropTruncatedFrame, -1, nil)
+		return
+	}
+	eth := header.Ethernet(hdr)
+	dst := eth.DestinationAddress()
+	switch {
+	case dst == header.EthernetBroadcastAddress:
+		pkt.PktType = tcpip.PacketBroadcast
+	case header.IsMulticastEthernetAddress(dst):
+		pkt.PktType = tcpip.PacketMulticast
+	case dst == e.LinkAddress():
+		pkt.PktType = tcpip.PacketHost
+	default:
+		e.drop(DropNotForUs, -1, nil)
+		return
+	}
+	switch typ := eth.Type(); typ {
+	case header.ARPProtocolNumber, header.IPv4ProtocolNumber, header.IPv6ProtocolNumber:
+		if _, ok := pkt.LinkHeader().Consume(header.EthernetMinimumSize); !ok {
+			e.drop(DropTruncatedFrame, -1, nil)
+			return
+		}
+		e.deliver(typ, pkt)
+	case EthertypeMPLSUnicast:
+		e.deliverMPLS(pkt)
+	default:
+		e.drop(DropUnsupportedEthertype, -1, nil)
+	}
+}
+
+// deliver hands an IP/ARP packet (link header consumed) to the stack.
+func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	if pkt.RXChecksumValidated && e.Capabilities()&stack.CapabilityRXChecksumOffload == 0 {
+		// The lower link says the kernel validated the checksum or left
+		// it partial (veth, CHECKSUM_PARTIAL), but gVisor's NIC resets
+		// the flag from our capabilities; finish partial checksums so
+		// the stack's own validation accepts them.
+		if !finishRXChecksum(proto, pkt) {
+			e.drop(DropBadChecksum, -1, nil)
+			return
+		}
+	}
+	e.ctr.rxDelivered.Add(1)
+	e.Endpoint.DeliverNetworkPacket(proto, pkt)
+}
+
+// deliverMPLS handles an 0x8847 frame: parse the label stack, walk it
+// through the ILM, and pop-and-deliver or forward.
+func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
+	rx := e.getRX()
+	defer e.putRX(rx)
+	b, _ := pullUpTo(pkt, header.EthernetMinimumSize+e.maxLabels*mpls.EntryLen)
+	labels, n, err := mpls.ParseStack(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0])
+	rx.labels = labels[:0]
+	if err != nil {
+		e.drop(parseReason(err), topLabel(labels), err)
+		return
+	}
+	ilm := e.tables.ILM()
+	for i := 0; i < len(labels); i++ {
+		l := labels[i]
+		if l.TTL == 0 {
+			e.drop(DropTTLExpired, int64(l.Label), nil)
+			return
+		}
+		var binding mpls.Payload
+		switch {
+		case l.Label == mpls.LabelIPv4ExplicitNull || l.Label == mpls.LabelIPv6ExplicitNull:
+			// RFC 3032 §2.1, RFC 4182: pop; deliver if bottom, else go on
+			// with the next label.
+			if !l.S {
+				continue
+			}
+		case l.Label <= mpls.MaxReservedLabel:
+			e.drop(DropReservedLabel, int64(l.Label), nil)
+			return
+		default:
+			var ent *mpls.ILMEntry
+			found := false
+			if ilm != nil {
+				ent, found = ilm.Lookup(l.Label)
+			}
+			if !found {
+				e.drop(DropNoILMEntry, int64(l.Label), nil)
+				return
+			}
+			e.ctr.ilmHits.Add(1)
+			switch ent.Action {
+			case mpls.ILMPopLocal, mpls.ILMPopContinue:
+				if !l.S {
+					continue
+				}
+				if ent.Action == mpls.ILMPopContinue {
+					// Nothing below to look up: the payload is ours.
+					binding = ent.Payload
+					break
+				}
+				binding = ent.Payload
+			default: // ILMSwap, ILMPopForward
+				if e.fwd == nil {
+					e.drop(DropNoForwarder, int64(l.Label), nil)
+					return
+				}
+				rx.req = ForwardRequest{
+					Packet: pkt,
+					Frame:  b[:header.EthernetMinimumSize+n],
+					Labels: labels,
+					Top:    i,
+					Entry:  ent,
+				}
+				e.ctr.rxForwarded.Add(1)
+				e.fwd.Forward(e, &rx.req)
+				return
+			}
+		}
+		// l is the bottom of stack and ours: pop everything, deliver.
+		e.popLocal(pkt, header.EthernetMinimumSize+n, binding, l.Label, labels[0].TTL)
+		return
+	}
+}
+
+// popLocal removes the link header and label stack (hdrLen bytes), infers
+// the payload, applies the TTL model and delivers the IP packet.
+func (e *Endpoint) popLocal(pkt *stack.PacketBuffer, hdrLen int, binding mpls.Payload, bottom mpls.Label, ttl uint8) {
+	if _, ok := pkt.LinkHeader().Consume(hdrLen); !ok {
+		e.drop(DropTruncatedLabelStack, int64(bottom), nil)
+		return
+	}
+	// Enough for any IPv4 header (60 bytes with options) and the IPv6 one.
+	const ipHeaderPeek = header.IPv4MaximumHeaderSize
+	ip, _ := pullUpTo(pkt, ipHeaderPeek)
+	p, err := mpls.InferPayload(binding, bottom, ip)
+	if err != nil {
+		e.drop(DropUnknownPayload, int64(bottom), err)
+		return
+	}
+	if err := mpls.PopTTL(e.ttlModel, ttl, p, ip); err != nil {
+		if errors.Is(err, mpls.ErrTTLExpired) {
+			e.drop(DropTTLExpired, int64(bottom), err)
+		} else {
+			e.drop(DropUnknownPayload, int64(bottom), err)
+		}
+		return
+	}
+	proto := header.IPv4ProtocolNumber
+	if p == mpls.PayloadIPv6 {
+		proto = header.IPv6ProtocolNumber
+	}
+	e.deliver(proto, pkt)
+}
+
+// parseReason maps a ParseStack error to its drop reason.
+func parseReason(err error) DropReason {
+	switch {
+	case errors.Is(err, mpls.ErrTruncated):
+		return DropTruncatedLabelStack
+	case errors.Is(err, mpls.ErrNoBottomOfStack):
+		return DropNoBottomOfStack
+	case errors.Is(err, mpls.ErrTooDeep):
+		return DropLabelStackTooDeep
+	case errors.Is(err, mpls.ErrReservedLabel), errors.Is(err, mpls.ErrLabelRange):
+		return DropReservedLabel
+	}
+	return DropTruncatedLabelStack
+}
+
+func topLabel(labels []mpls.Entry) int64 {
+	if len(labels) == 0 {
+		return -1
+	}
+	return int64(labels[0].Label)
+}
+
+// Transport checksum field offsets.
+const (
+	tcpChecksumOffset = 16 // RFC 9293 §3.1
+	udpChecksumOffset = 6  // RFC 768
+)
+
+// finishRXChecksum makes the transport checksum of an IP packet (link
+// header consumed) whose lower link reported it validated or partial
+// acceptable to the stack: a valid checksum is left alone; otherwise the
+// field is taken to hold the pseudo-header sum (CHECKSUM_PARTIAL) and the
+// full checksum is written, as the kernel's skb_checksum_help does.
+// Fragments, extension headers and other protocols are left alone. It
+// returns false for a malformed packet.
+func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
+	var (
+		hl, l4len int
+		tp        tcpip.TransportProtocolNumber
+		src, dst  tcpip.Address
+	)
+	switch proto {
+	case header.IPv4ProtocolNumber:
+		b, ok := pkt.Data().PullUp(header.IPv4MinimumSize)
+		if !ok {
+			return false
+		}
+		ip := header.IPv4(b)
+		hl = int(ip.HeaderLength())
+		tot := int(ip.TotalLength())
+		if hl < header.IPv4MinimumSize || tot < hl || tot > pkt.Data().Size() {
+			return false
+		}
+		if ip.More() || ip.FragmentOffset() != 0 {
+			return true
+		}
+		l4len, tp, src, dst = tot-hl, ip.TransportProtocol(), ip.SourceAddress(), ip.DestinationAddress()
+	case header.IPv6ProtocolNumber:
+		b, ok := pkt.Data().PullUp(header.IPv6MinimumSize)
+		if !ok {
+			return false
+		}
+		ip := header.IPv6(b)
+		hl = header.IPv6MinimumSize
+		l4len = int(ip.PayloadLength())
+		if hl+l4len > pkt.Data().Size() {
+			return false
+		}
+		tp, src, dst = ip.TransportProtocol(), ip.SourceAddress(), ip.DestinationAddress()
+	default:
+		return true
+	}
+	var off int
+	switch tp {
+	case header.TCPProtocolNumber:
+		off = tcpChecksumOffset
+	case header.UDPProtocolNumber:
+		off = udpChecksumOffset
+	default:
+		return true
+	}
+	if l4len < off+2 {
+		return false
+	}
+	// Drop Ethernet padding so the sum covers the datagram only.
+	if pkt.Data().Size() > hl+l4len {
+		pkt.Data().CapLength(hl + l4len)
+	}
+	pseudo := header.PseudoHeaderChecksum(tp, src, dst, uint16(l4len))
+	sum := pkt.Data().ChecksumAtOffset(hl)
+	if checksum.Combine(pseudo, sum) == 0xffff {
+		return true
+	}
+	f, ok := pkt.Data().PullUp(hl + off + 2)
+	if !ok {
+		return false
+	}
+	final := ^sum
+	if tp == header.UDPProtocolNumber && final == 0 {
+		final = 0xffff // RFC 768: zero is transmitted as all ones
+	}
+	binary.BigEndian.PutUint16(f[hl+off:], final)
+	return true
+}

@@ -1,0 +1,211 @@
+package mplsendpoint
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// DropReason names why the endpoint discarded a frame or packet. Each reason
+// has its own counter in Stats and its own rate-limited warning.
+type DropReason uint8
+
+// Drop reasons. The String form (snake_case) is the counter name used in
+// logs and, by the node, as the `reason` label of the drop metric.
+const (
+	// DropNoILMEntry: a labelled frame whose top label has no ILM entry.
+	DropNoILMEntry DropReason = iota
+	// DropTTLExpired: a label (or the IP packet under it) with TTL 0.
+	DropTTLExpired
+	// DropTruncatedLabelStack: the frame ends inside a label stack entry.
+	DropTruncatedLabelStack
+	// DropNoBottomOfStack: the frame ends after whole entries, none with S.
+	DropNoBottomOfStack
+	// DropLabelStackTooDeep: more entries than Options.MaxLabels.
+	DropLabelStackTooDeep
+	// DropReservedLabel: a reserved label (1, 3, 7, 13, 14, ...) on top that
+	// this node does not process.
+	DropReservedLabel
+	// DropUnknownPayload: the payload under the bottom label is neither
+	// bound, nor an explicit null, nor a valid IP header.
+	DropUnknownPayload
+	// DropMTUExceeded: an outgoing packet larger than the link MTU after the
+	// label push that cannot be segmented (ICMP sent back to the stack).
+	DropMTUExceeded
+	// DropGSOUnsupported: a GSO packet the endpoint cannot segment (not TCP,
+	// unknown GSO type, or a malformed header).
+	DropGSOUnsupported
+	// DropLowerWriteError: the lower link refused the frame.
+	DropLowerWriteError
+	// DropUnsupportedEthertype: an ethertype this endpoint does not carry
+	// (multicast MPLS 0x8848, or anything not ARP/IPv4/IPv6/MPLS).
+	DropUnsupportedEthertype
+	// DropNotForUs: a unicast frame addressed to another MAC address.
+	DropNotForUs
+	// DropTruncatedFrame: a frame shorter than an Ethernet header.
+	DropTruncatedFrame
+	// DropNoForwarder: a forwarding ILM entry matched but Options.Forwarder is
+	// nil.
+	DropNoForwarder
+	// DropBadChecksum: the lower said the checksum was validated or partial,
+	// but the packet could not be completed (malformed transport header).
+	DropBadChecksum
+
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{
+	DropNoILMEntry:           "no_ilm_entry",
+	DropTTLExpired:           "ttl_expired",
+	DropTruncatedLabelStack:  "truncated_label_stack",
+	DropNoBottomOfStack:      "no_bottom_of_stack",
+	DropLabelStackTooDeep:    "label_stack_too_deep",
+	DropReservedLabel:        "reserved_label",
+	DropUnknownPayload:       "unknown_payload",
+	DropMTUExceeded:          "mtu_exceeded",
+	DropGSOUnsupported:       "gso_unsupported",
+	DropLowerWriteError:      "lower_write_error",
+	DropUnsupportedEthertype: "unsupported_ethertype",
+	DropNotForUs:             "not_for_us",
+	DropTruncatedFrame:       "truncated_frame",
+	DropNoForwarder:          "no_forwarder",
+	DropBadChecksum:          "bad_checksum",
+}
+
+// remedies says what an operator can do about each drop reason; it is
+// logged with the warning.
+var remedies = [numDropReasons]string{
+	DropNoILMEntry:           "add an ILM entry for the label (mpls route add <label> ...) or fix the upstream LSR's label",
+	DropTTLExpired:           "look for a forwarding loop or a too-small TTL at the ingress LER",
+	DropTruncatedLabelStack:  "the sender emits malformed MPLS frames; capture on the lower link",
+	DropNoBottomOfStack:      "the sender emits a label stack without the S bit; capture on the lower link",
+	DropLabelStackTooDeep:    "raise Options.MaxLabels or shorten the label stacks upstream",
+	DropReservedLabel:        "the upstream sends a reserved label this node does not process",
+	DropUnknownPayload:       "bind the label to a payload (ILM Payload) or use an explicit null label",
+	DropMTUExceeded:          "lower the route MTU or raise the link MTU; the sender got an ICMP error",
+	DropGSOUnsupported:       "set Options.GSOMode to GSOStack or GSOOff",
+	DropLowerWriteError:      "check the lower link (interface down, buffer full)",
+	DropUnsupportedEthertype: "multicast MPLS (0x8848) and other ethertypes are not supported",
+	DropNotForUs:             "the peer sends to another MAC address; check ARP/NDP and the link address",
+	DropTruncatedFrame:       "the lower link delivered a runt frame",
+	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
+	DropBadChecksum:          "the lower link delivered a partial checksum over a malformed header",
+}
+
+// String returns the counter name, e.g. "no_ilm_entry".
+func (r DropReason) String() string {
+	if r < numDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// DropReasons returns every drop reason, in counter order.
+func DropReasons() []DropReason {
+	rs := make([]DropReason, numDropReasons)
+	for i := range rs {
+		rs[i] = DropReason(i)
+	}
+	return rs
+}
+
+// Stats is a snapshot of the endpoint's counters.
+type Stats struct {
+	// RXFrames counts frames received from the lower link.
+	RXFrames uint64
+	// RXDelivered counts packets delivered up to the stack.
+	RXDelivered uint64
+	// RXForwarded counts labelled frames handed to Options.Forwarder.
+	RXForwarded uint64
+	// TXPackets counts packets the stack handed to WritePackets.
+	TXPackets uint64
+	// TXFrames counts frames written to the lower link (one GSO packet can
+	// become many frames).
+	TXFrames uint64
+	// GSOPackets counts GSO packets segmented by the endpoint.
+	GSOPackets uint64
+	// FTNHits counts outgoing packets that matched an FTN entry.
+	FTNHits uint64
+	// ILMHits counts incoming labels that matched an ILM entry.
+	ILMHits uint64
+	// Drops counts discards by reason, indexed by DropReason.
+	Drops [numDropReasons]uint64
+}
+
+// Drop returns the counter for reason r.
+func (s *Stats) Drop(r DropReason) uint64 {
+	if r < numDropReasons {
+		return s.Drops[r]
+	}
+	return 0
+}
+
+// counters holds the live atomic counters.
+type counters struct {
+	rxFrames, rxDelivered, rxForwarded atomic.Uint64
+	txPackets, txFrames, gsoPackets    atomic.Uint64
+	ftnHits, ilmHits                   atomic.Uint64
+	drops                              [numDropReasons]atomic.Uint64
+	// Rate limiting of warnings, per reason: time of the last log (unix
+	// nanoseconds) and how many were suppressed since.
+	lastLog    [numDropReasons]atomic.Int64
+	suppressed [numDropReasons]atomic.Uint64
+}
+
+// logInterval is the minimum time between two warnings for the same drop
+// reason: at most one line per second per reason, so a flood of bad frames
+// cannot flood the log.
+const logInterval = time.Second
+
+// Stats returns a snapshot of the counters.
+func (e *Endpoint) Stats() Stats {
+	c := &e.ctr
+	s := Stats{
+		RXFrames:    c.rxFrames.Load(),
+		RXDelivered: c.rxDelivered.Load(),
+		RXForwarded: c.rxForwarded.Load(),
+		TXPackets:   c.txPackets.Load(),
+		TXFrames:    c.txFrames.Load(),
+		GSOPackets:  c.gsoPackets.Load(),
+		FTNHits:     c.ftnHits.Load(),
+		ILMHits:     c.ilmHits.Load(),
+	}
+	for i := range s.Drops {
+		s.Drops[i] = c.drops[i].Load()
+	}
+	return s
+}
+
+// drop counts one discard for reason r and logs a rate-limited warning
+// naming the reason, the label involved (if any, -1 otherwise), the cause
+// and the remedy.
+func (e *Endpoint) drop(r DropReason, label int64, cause error) {
+	e.dropN(r, 1, label, cause)
+}
+
+func (e *Endpoint) dropN(r DropReason, n uint64, label int64, cause error) {
+	c := &e.ctr
+	c.drops[r].Add(n)
+	if e.log == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := c.lastLog[r].Load()
+	if now-last < int64(logInterval) || !c.lastLog[r].CompareAndSwap(last, now) {
+		c.suppressed[r].Add(n)
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("reason", r.String()),
+		slog.String("remedy", remedies[r]),
+		slog.Uint64("suppressed", c.suppressed[r].Swap(0)),
+	}
+	if label >= 0 {
+		attrs = append(attrs, slog.Int64("label", label))
+	}
+	if cause != nil {
+		attrs = append(attrs, slog.String("cause", cause.Error()))
+	}
+	e.log.LogAttrs(context.Background(), slog.LevelWarn, "mplsendpoint: drop", attrs...)
+}

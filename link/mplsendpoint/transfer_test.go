@@ -1,0 +1,169 @@
+package mplsendpoint_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+)
+
+const testPort = 5001
+
+// transfer sends n deterministic bytes from A to B over TCP and returns the
+// SHA-256 of what was sent and of what arrived.
+func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
+	tb.Helper()
+	dst, proto := addrB4, ipv4.ProtocolNumber
+	if v6 {
+		dst, proto = addrB6, ipv6.ProtocolNumber
+	}
+	full := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(dst.AsSlice()), Port: testPort}
+	ln, err := gonet.ListenTCP(p.b.st, full, proto)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	type result struct {
+		sum [32]byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer c.Close()
+		h := sha256.New()
+		_, err = io.Copy(h, c)
+		var r result
+		copy(r.sum[:], h.Sum(nil))
+		r.err = err
+		done <- r
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := gonet.DialContextTCP(ctx, p.a.st, full, proto)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := sha256.New()
+	src := io.TeeReader(io.LimitReader(newPRNGReader(uint64(n)), n), h)
+	if _, err := io.Copy(struct{ io.Writer }{c}, src); err != nil {
+		tb.Fatal(err)
+	}
+	c.Close()
+	copy(sent[:], h.Sum(nil))
+	select {
+	case r := <-done:
+		if r.err != nil {
+			tb.Fatal(r.err)
+		}
+		got = r.sum
+	case <-ctx.Done():
+		tb.Fatal("transfer timed out")
+	}
+	return sent, got
+}
+
+// prngReader yields a deterministic byte stream.
+type prngReader struct{ r *rand.ChaCha8 }
+
+func newPRNGReader(seed uint64) io.Reader {
+	var s [32]byte
+	s[0] = byte(seed)
+	return prngReader{rand.NewChaCha8(s)}
+}
+
+func (p prngReader) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func labelStack(n int) []mpls.Label {
+	ls := make([]mpls.Label, n)
+	for i := range ls {
+		ls[i] = mpls.Label(100 + i)
+	}
+	return ls
+}
+
+func TestTransferMain(t *testing.T) {
+	n := int64(64 << 20)
+	if testing.Short() {
+		n = 8 << 20
+	}
+	cfg := pairConfig{labels: labelStack(3), gso: mplsendpoint.GSOEndpoint, mtu: 1500}
+	runTransfer(t, cfg, false, n)
+}
+
+func TestTransferMatrix(t *testing.T) {
+	n := int64(4 << 20)
+	for _, v6 := range []bool{false, true} {
+		for _, nl := range []int{0, 1, 3, 16} {
+			for _, g := range []mplsendpoint.GSOMode{mplsendpoint.GSOOff, mplsendpoint.GSOStack, mplsendpoint.GSOEndpoint} {
+				for _, mtu := range []uint32{1500, 9000} {
+					binding := mpls.PayloadNone // version nibble
+					if nl == 3 {
+						binding = mpls.PayloadIPv4
+						if v6 {
+							binding = mpls.PayloadIPv6
+						}
+					}
+					name := fmt.Sprintf("v6=%v/labels=%d/gso=%v/mtu=%d", v6, nl, g, mtu)
+					t.Run(name, func(t *testing.T) {
+						runTransfer(t, pairConfig{labels: labelStack(nl), gso: g, mtu: mtu, binding: binding}, v6, n)
+					})
+				}
+			}
+		}
+	}
+}
+
+func runTransfer(t *testing.T, cfg pairConfig, v6 bool, n int64) {
+	p := newPair(t, cfg)
+	chk := &frameChecker{mtu: int(cfg.mtu), labels: cfg.labels}
+	p.a.tap.setInspect(chk.check)
+	p.b.tap.setInspect(chk.check)
+	sent, got := transfer(t, p, v6, n)
+	if got != sent {
+		t.Fatalf("got SHA-256 %x, want %x", got, sent)
+	}
+	chk.mu.Lock()
+	defer chk.mu.Unlock()
+	if chk.err != nil {
+		t.Fatalf("wire check: %v", chk.err)
+	}
+	if len(cfg.labels) > 0 && chk.labelled == 0 {
+		t.Fatalf("got 0 labelled frames of %d", chk.frames)
+	}
+	wantMTU := cfg.mtu - uint32(4*len(cfg.labels))
+	if got := p.a.ep.MTU(); got != wantMTU {
+		t.Errorf("got MTU() = %d, want %d", got, wantMTU)
+	}
+	sa, sb := p.a.ep.Stats(), p.b.ep.Stats()
+	for _, s := range []mplsendpoint.Stats{sa, sb} {
+		for _, r := range mplsendpoint.DropReasons() {
+			if s.Drop(r) != 0 {
+				t.Errorf("got %s = %d, want 0", r, s.Drop(r))
+			}
+		}
+	}
+	if cfg.gso == mplsendpoint.GSOEndpoint && sa.GSOPackets == 0 {
+		t.Errorf("got GSOPackets = 0 in GSO endpoint mode, want > 0")
+	}
+	t.Logf("frames %d (labelled %d, tcp %d, max %d bytes), A: ftn_hits %d gso %d; B: ilm_hits %d", chk.frames, chk.labelled, chk.tcp, chk.maxLen, sa.FTNHits, sa.GSOPackets, sb.ILMHits)
+}
+
+var _ = net.IPv4len
+var _ = netip.Addr{}
