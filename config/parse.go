@@ -27,7 +27,7 @@ func Parse(name string, r io.Reader) (*Config, error) {
 	if len(src) > maxFileSize {
 		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: fmt.Sprintf("file is larger than %d bytes; this is not a node config", maxFileSize)}}
 	}
-	p := &parser{file: name, cfg: defaults(name)}
+	p := &parser{file: name, cfg: defaults(name), raw: map[Pos]string{}}
 	for i, line := range bytes.Split(src, []byte{'\n'}) {
 		if len(p.errs) > MaxErrors {
 			break
@@ -111,6 +111,8 @@ type parser struct {
 
 	// net.mpls.conf.DEV.input lines, checked once all links are known
 	inputs []devSetting
+	// raw is the text of every token whose position an item keeps
+	raw map[Pos]string
 }
 
 type devSetting struct {
@@ -120,6 +122,20 @@ type devSetting struct {
 }
 
 func (p *parser) pos(col int) Pos { return Pos{File: p.file, Line: p.line, Col: col} }
+
+// at returns t's position and remembers the text written there, so that
+// errors found after parsing quote the token as written, not its
+// canonical form.
+func (p *parser) at(t token) Pos {
+	pos := p.pos(t.col)
+	p.raw[pos] = t.s
+	return pos
+}
+
+// addAt records an error found after parsing at a position from at.
+func (p *parser) addAt(pos Pos, format string, args ...any) {
+	p.add(pos, p.raw[pos], format, args...)
+}
 
 func (p *parser) add(pos Pos, tok, format string, args ...any) {
 	p.errs = append(p.errs, pos.Errorf(tok, format, args...))
@@ -272,7 +288,7 @@ func (p *parser) ifName(what string) (string, Pos) {
 	if msg := checkIfName(t.s); msg != "" {
 		p.fail(t, "bad %s %q: %s", what, t.s, msg)
 	}
-	return t.s, p.pos(t.col)
+	return t.s, p.at(t)
 }
 
 func checkIfName(s string) string {
@@ -313,7 +329,7 @@ func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
 	l.Name, l.NamePos = p.ifName("link name")
 	if l.Name == LoopbackDev {
-		p.add(l.NamePos, l.Name, "lo is the stack's own loopback; it needs no link add")
+		p.addAt(l.NamePos, "lo is the stack's own loopback; it needs no link add")
 		panic(abort{})
 	}
 	seen := map[string]bool{}
@@ -357,8 +373,11 @@ func (p *parser) link(pos Pos) {
 func (p *parser) addr(pos Pos, family string) {
 	a := Addr{Pos: pos}
 	t := p.next("an address such as 172.16.20.20/24")
-	a.PrefixPos = p.pos(t.col)
+	a.PrefixPos = p.at(t)
 	a.Prefix = p.prefix(t, false)
+	if ip := a.Prefix.Addr(); ip.IsUnspecified() || ip.IsMulticast() || ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		p.fail(t, "%s is not a unicast address; an interface needs one", ip)
+	}
 	if !p.familyOK(family, a.Prefix.Addr()) {
 		p.fail(t, "address %s is not %s, as %s requires", t.s, famName(family), optFor(family))
 	}
@@ -453,6 +472,9 @@ func (p *parser) via() (netip.Addr, token) {
 		p.fail(t, "via mpls is not supported; the next hop is an inet or inet6 address")
 	}
 	a := p.address(t, "next-hop address")
+	if a.IsUnspecified() || a.IsMulticast() {
+		p.fail(t, "next hop %s is not a unicast address", a)
+	}
 	if !p.familyOK(fam, a) {
 		p.fail(t, "next hop %s is not %s, as \"via %s\" says", t.s, famName(fam), fam)
 	}
@@ -473,14 +495,14 @@ func labelName(v uint64) string {
 
 // stack parses a pushed label stack 100/200 (outermost first) and checks
 // every label: 16..MaxLabel, or explicit null (0, 2) as the bottom label.
-// It returns the column of each label for later errors.
-func (p *parser) stack(t token) ([]uint32, []int) {
+// It returns each label's token for later errors.
+func (p *parser) stack(t token) ([]uint32, []token) {
 	parts := strings.Split(t.s, "/")
 	if len(parts) > MaxLabelDepth {
 		p.fail(t, "label stack of %d labels is deeper than %d", len(parts), MaxLabelDepth)
 	}
 	labels := make([]uint32, 0, len(parts))
-	cols := make([]int, 0, len(parts))
+	toks := make([]token, 0, len(parts))
 	col := t.col
 	for i, s := range parts {
 		lt := token{s: s, col: col}
@@ -502,9 +524,9 @@ func (p *parser) stack(t token) ([]uint32, []int) {
 			p.fail(lt, "%s cannot be pushed; use a label from %d to %d", labelName(v), MinUnreservedLabel, MaxLabel)
 		}
 		labels = append(labels, uint32(v))
-		cols = append(cols, lt.col)
+		toks = append(toks, lt)
 	}
-	return labels, cols
+	return labels, toks
 }
 
 var routeWords = []string{"encap", "via", "dev", "mtu"}
@@ -514,7 +536,7 @@ var routeWords = []string{"encap", "via", "dev", "mtu"}
 func (p *parser) route(pos Pos, family string) {
 	r := Route{Pos: pos}
 	pt := p.next("a prefix or default after route add")
-	r.PrefixPos = p.pos(pt.col)
+	r.PrefixPos = p.at(pt)
 	isDefault := pt.s == "default"
 	if !isDefault {
 		r.Prefix = p.prefix(pt, true)
@@ -522,7 +544,7 @@ func (p *parser) route(pos Pos, family string) {
 			p.fail(pt, "prefix %s is not %s, as %s requires", pt.s, famName(family), optFor(family))
 		}
 	}
-	var labelCols []int
+	var labelToks []token
 	var mtuTok token
 	seen := map[string]bool{}
 	for p.more() {
@@ -535,8 +557,8 @@ func (p *parser) route(pos Pos, family string) {
 				p.fail(et, "unknown encap %q; only encap mpls is supported%s", et.s, suggest(et.s, []string{"mpls"}))
 			}
 			st := p.next("a label stack such as 100/200 after encap mpls")
-			r.LabelsPos = p.pos(st.col)
-			r.Labels, labelCols = p.stack(st)
+			r.LabelsPos = p.at(st)
+			r.Labels, labelToks = p.stack(st)
 			if p.peek() == "ttl" {
 				p.i++
 				v, _ := p.number("encap ttl", 1, 255)
@@ -545,7 +567,7 @@ func (p *parser) route(pos Pos, family string) {
 		case "via":
 			var vt token
 			r.Via, vt = p.via()
-			r.ViaPos = p.pos(vt.col)
+			r.ViaPos = p.at(vt)
 		case "dev":
 			r.Dev, r.DevPos = p.ifName("device name")
 		case "mtu":
@@ -570,23 +592,22 @@ func (p *parser) route(pos Pos, family string) {
 	}
 	v6 := r.Prefix.Addr().Is6()
 	if r.Via.IsValid() && r.Via.Is6() != v6 {
-		p.add(r.ViaPos, r.Via.String(), "next hop %s is %s but prefix %s is %s; routes keep one address family",
+		p.addAt(r.ViaPos, "next hop %s is %s but prefix %s is %s; routes keep one address family",
 			r.Via, fam(r.Via.Is6()), r.Prefix, fam(v6))
 		panic(abort{})
 	}
 	if n := len(r.Labels); n > 0 {
 		bottom := r.Labels[n-1]
 		if (bottom == 0 && v6) || (bottom == 2 && !v6) {
-			p.add(p.pos(labelCols[n-1]), strconv.Itoa(int(bottom)), "%s cannot carry %s packets; use %d",
+			p.fail(labelToks[n-1], "%s cannot carry %s packets; use %d",
 				labelName(uint64(bottom)), fam(v6), map[bool]int{false: 0, true: 2}[v6])
-			panic(abort{})
 		}
 	}
 	if r.MTU != 0 && v6 && r.MTU < MinIPv6MTU {
 		p.fail(mtuTok, "mtu %d is below %d, the IPv6 minimum", r.MTU, MinIPv6MTU)
 	}
 	if r.Via.IsValid() && r.Via.Is6() && r.Via.IsLinkLocalUnicast() && r.Dev == "" {
-		p.add(r.ViaPos, r.Via.String(), "link-local next hop %s needs dev NAME", r.Via)
+		p.addAt(r.ViaPos, "link-local next hop %s needs dev NAME", r.Via)
 		panic(abort{})
 	}
 	if !r.Via.IsValid() && r.Dev == "" {
@@ -609,7 +630,7 @@ var labelRouteWords = []string{"as", "via", "dev"}
 func (p *parser) labelRoute(pos Pos) {
 	r := LabelRoute{Pos: pos}
 	lt := p.next("an incoming label after -f mpls route add")
-	r.LabelPos = p.pos(lt.col)
+	r.LabelPos = p.at(lt)
 	v, err := strconv.ParseUint(lt.s, 10, 64)
 	if err != nil || v > MaxLabel {
 		p.fail(lt, "bad label %q; expected a number from %d to %d (or 0, 2)", lt.s, MinUnreservedLabel, MaxLabel)
@@ -630,12 +651,12 @@ func (p *parser) labelRoute(pos Pos) {
 				p.i++
 			}
 			st := p.next("a label stack such as 300/400 after as to")
-			r.OutLabelsPos = p.pos(st.col)
+			r.OutLabelsPos = p.at(st)
 			r.OutLabels, _ = p.stack(st)
 		case "via":
 			var vt token
 			r.Via, vt = p.via()
-			r.ViaPos = p.pos(vt.col)
+			r.ViaPos = p.at(vt)
 		case "dev":
 			r.Dev, r.DevPos = p.ifName("device name")
 		case "to":
@@ -648,7 +669,7 @@ func (p *parser) labelRoute(pos Pos) {
 	case r.Dev == LoopbackDev && r.OutLabels != nil:
 		p.fail(asTok, "dev lo delivers locally; a swap (as to) needs a next hop on a link")
 	case r.Dev == LoopbackDev && r.Via.IsValid():
-		p.add(r.ViaPos, r.Via.String(), "dev lo delivers locally; drop via, or name the link that reaches %s", r.Via)
+		p.addAt(r.ViaPos, "dev lo delivers locally; drop via, or name the link that reaches %s", r.Via)
 		panic(abort{})
 	case r.Dev == LoopbackDev:
 		r.Action = LabelPopLocal
@@ -660,7 +681,7 @@ func (p *parser) labelRoute(pos Pos) {
 		r.Action = LabelPopForward
 	}
 	if r.Via.IsValid() && r.Via.Is6() && r.Via.IsLinkLocalUnicast() && r.Dev == "" {
-		p.add(r.ViaPos, r.Via.String(), "link-local next hop %s needs dev NAME", r.Via)
+		p.addAt(r.ViaPos, "link-local next hop %s needs dev NAME", r.Via)
 		panic(abort{})
 	}
 	p.cfg.LabelRoutes = append(p.cfg.LabelRoutes, r)

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -71,7 +70,7 @@ func (p *parser) sysctl(pos Pos) {
 			p.fail(token{s: dev, col: devCol}, "bad device name %q: %s", dev, msg)
 		}
 		on := p.bool01(valTok, name)
-		p.inputs = append(p.inputs, devSetting{dev: dev, pos: p.pos(devCol), on: on})
+		p.inputs = append(p.inputs, devSetting{dev: dev, pos: p.at(token{s: dev, col: devCol}), on: on})
 	case strings.HasSuffix(name, ".rp_filter"):
 		p.fail(nameTok, "mplsnode has no reverse-path filter; delete this %s line", name)
 	default:
@@ -151,7 +150,7 @@ func (p *parser) validate() {
 	var names []string
 	for i, l := range c.Links {
 		if j, ok := links[l.Name]; ok {
-			p.add(l.NamePos, l.Name, "link %s is already added at %s", l.Name, c.Links[j].Pos)
+			p.addAt(l.NamePos, "link %s is already added at %s", l.Name, c.Links[j].Pos)
 			continue
 		}
 		links[l.Name] = i
@@ -161,7 +160,7 @@ func (p *parser) validate() {
 		if _, ok := links[dev]; ok || dev == LoopbackDev {
 			return true
 		}
-		p.add(pos, dev, "unknown device %q; declare it with \"link add %s type afpacket\"%s", dev, dev, suggest(dev, names))
+		p.addAt(pos, "unknown device %q; declare it with \"link add %s type afpacket\"%s", dev, dev, suggest(dev, names))
 		return false
 	}
 	for _, in := range p.inputs {
@@ -179,9 +178,9 @@ func (p *parser) validate() {
 		for _, b := range c.Addrs[:i] {
 			switch {
 			case a.Prefix.Addr() == b.Prefix.Addr():
-				p.add(a.PrefixPos, a.Prefix.String(), "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
+				p.addAt(a.PrefixPos, "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
 			case a.Dev != b.Dev && a.Prefix.Overlaps(b.Prefix):
-				p.add(a.PrefixPos, a.Prefix.String(), "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
+				p.addAt(a.PrefixPos, "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
 					a.Prefix, a.Dev, b.Prefix, b.Dev, b.Pos)
 			default:
 				continue
@@ -214,7 +213,7 @@ func (p *parser) validate() {
 			return
 		}
 		if at, ok := own(via); ok {
-			p.add(viaPos, via.String(), "next hop %s is this node's own address (%s)", via, at)
+			p.addAt(viaPos, "next hop %s is this node's own address (%s)", via, at)
 			return
 		}
 		if *dev != "" {
@@ -223,7 +222,7 @@ func (p *parser) validate() {
 		}
 		d, ok := onLink(via)
 		if !ok {
-			p.add(viaPos, via.String(), "next hop %s is on no connected subnet; add dev NAME, or an addr add on its subnet", via)
+			p.addAt(viaPos, "next hop %s is on no connected subnet; add dev NAME, or an addr add on its subnet", via)
 			return
 		}
 		*dev = d
@@ -233,7 +232,7 @@ func (p *parser) validate() {
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if prev, ok := prefixes[r.Prefix]; ok {
-			p.add(r.PrefixPos, r.Prefix.String(), "route to %s is already added at %s", r.Prefix, prev)
+			p.addAt(r.PrefixPos, "route to %s is already added at %s", r.Prefix, prev)
 			continue
 		}
 		prefixes[r.Prefix] = r.Pos
@@ -247,11 +246,11 @@ func (p *parser) validate() {
 			if pos, ok := c.Where["net.mpls.platform_labels"]; ok {
 				at = "at " + pos.String()
 			}
-			p.add(r.LabelPos, fmt.Sprint(r.Label), "label %d is not below net.mpls.platform_labels=%d (set %s); raise it above %d",
+			p.addAt(r.LabelPos, "label %d is not below net.mpls.platform_labels=%d (set %s); raise it above %d",
 				r.Label, c.Sysctl.PlatformLabels, at, r.Label)
 		}
 		if prev, ok := labels[r.Label]; ok {
-			p.add(r.LabelPos, fmt.Sprint(r.Label), "label route for %d is already added at %s", r.Label, prev)
+			p.addAt(r.LabelPos, "label route for %d is already added at %s", r.Label, prev)
 			continue
 		}
 		labels[r.Label] = r.Pos
