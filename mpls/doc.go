@@ -9,8 +9,8 @@
 //     routes);
 //   - the TTL models of RFC 3443 (uniform and pipe): PushTTL, ForwardTTL,
 //     PopTTL (with the RFC 1624 incremental IPv4 checksum update);
-//   - payload inference under the bottom label (InferPayload): binding,
-//     explicit null, or IP version nibble, never a guess;
+//   - payload inference under the bottom label (InferPayload): explicit
+//     null label, table binding, or IP version nibble, never a guess;
 //   - the FTN (longest-prefix match, IPv4 and IPv6) and ILM (exact match)
 //     tables, immutable and published through Tables for lock-free readers.
 //

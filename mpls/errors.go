@@ -41,6 +41,7 @@ type TruncatedError struct {
 	Need int
 }
 
+// Error implements error.
 func (e *TruncatedError) Error() string {
 	return fmt.Sprintf("mpls: truncated %s at offset %d: have %d bytes, need %d", e.What, e.Offset, e.Have, e.Need)
 }
@@ -57,6 +58,7 @@ type NoBottomOfStackError struct {
 	Entries int
 }
 
+// Error implements error.
 func (e *NoBottomOfStackError) Error() string {
 	return fmt.Sprintf("mpls: no bottom-of-stack bit: %d entries with S=0, input ends at offset %d", e.Entries, e.Offset)
 }
@@ -74,6 +76,7 @@ type TooDeepError struct {
 	Max int
 }
 
+// Error implements error.
 func (e *TooDeepError) Error() string {
 	return fmt.Sprintf("mpls: label stack deeper than %d entries: entry %d at offset %d", e.Max, e.Max+1, e.Offset)
 }
@@ -91,6 +94,7 @@ type LabelRangeError struct {
 	Offset int
 }
 
+// Error implements error.
 func (e *LabelRangeError) Error() string {
 	return fmt.Sprintf("mpls: label %d at stack offset %d does not fit in 20 bits (max %d)", uint32(e.Label), e.Offset, uint32(MaxLabel))
 }
@@ -111,6 +115,7 @@ type ReservedLabelError struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *ReservedLabelError) Error() string {
 	return fmt.Sprintf("mpls: reserved label %s at stack offset %d: %s", e.Label, e.Offset, e.Reason)
 }
@@ -134,6 +139,7 @@ type UnknownPayloadError struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *UnknownPayloadError) Error() string {
 	return fmt.Sprintf("mpls: unknown payload under bottom label %s: %s (version nibble %d, %d bytes, offset %d)", e.Label, e.Reason, e.Version, e.Len, e.Offset)
 }
@@ -148,6 +154,7 @@ type TTLExpiredError struct {
 	TTL uint8
 }
 
+// Error implements error.
 func (e *TTLExpiredError) Error() string {
 	return fmt.Sprintf("mpls: TTL expired: incoming TTL %d, forwarding needs at least 2", e.TTL)
 }
@@ -170,6 +177,7 @@ type TableError struct {
 	Err error
 }
 
+// Error implements error.
 func (e *TableError) Error() string {
 	return fmt.Sprintf("mpls: %s entry %d (%s): %v", e.Table, e.Index, e.Key, e.Err)
 }
