@@ -613,6 +613,10 @@ func (p *parser) route(pos Pos, family string) {
 	if !r.Via.IsValid() && r.Dev == "" {
 		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
 	}
+	if r.Labels != nil && r.Dev == LoopbackDev {
+		p.addAt(r.DevPos, "a labelled route cannot leave on lo; name the link toward the next hop")
+		panic(abort{})
+	}
 	p.cfg.Routes = append(p.cfg.Routes, r)
 }
 
