@@ -364,7 +364,8 @@ func (e *Endpoint) ParseHeader(pkt *stack.PacketBuffer) bool {
 	if header.Ethernet(hdr).Type() == EthertypeMPLSUnicast {
 		rx := e.getRX()
 		defer e.putRX(rx)
-		b, _ := pullUpTo(pkt, header.EthernetMinimumSize+e.maxLabels*mpls.EntryLen)
+		// One entry more than the maximum tells "too deep" from "no S bit".
+	b, _ := pullUpTo(pkt, header.EthernetMinimumSize+(e.maxLabels+1)*mpls.EntryLen)
 		_, ln, err := mpls.ParseStack(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0])
 		if err != nil {
 			return false

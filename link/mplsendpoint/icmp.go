@@ -57,24 +57,12 @@ func (e *Endpoint) mtuExceeded(pkt *stack.PacketBuffer, linkMTU int) {
 // packetBytesFrom returns a copy of pkt from its network header on, at most
 // icmpv6MaxLen bytes (more than any error quotes).
 func packetBytesFrom(pkt *stack.PacketBuffer) []byte {
-	var out []byte
-	skip := len(pkt.LinkHeader().Slice())
-	for _, v := range pkt.AsSlices() {
-		if skip >= len(v) {
-			skip -= len(v)
-			continue
-		}
-		v = v[skip:]
-		skip = 0
-		if room := icmpv6MaxLen - len(out); len(v) > room {
-			v = v[:room]
-		}
-		out = append(out, v...)
-		if len(out) == icmpv6MaxLen {
-			break
-		}
+	out := append([]byte(nil), pkt.NetworkHeader().Slice()...)
+	out = append(out, pkt.TransportHeader().Slice()...)
+	if room := icmpv6MaxLen - len(out); room > 0 {
+		out = append(out, pkt.Data().AsRange().Capped(room).ToSlice()...)
 	}
-	return out
+	return out[:min(len(out), icmpv6MaxLen)]
 }
 
 // BuildPacketTooBig returns the ICMP error, as a whole IP packet, that tells

@@ -88,7 +88,8 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 	rx := e.getRX()
 	defer e.putRX(rx)
-	b, _ := pullUpTo(pkt, header.EthernetMinimumSize+e.maxLabels*mpls.EntryLen)
+	// One entry more than the maximum tells "too deep" from "no S bit".
+	b, _ := pullUpTo(pkt, header.EthernetMinimumSize+(e.maxLabels+1)*mpls.EntryLen)
 	labels, n, err := mpls.ParseStack(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0])
 	rx.labels = labels[:0]
 	if err != nil {

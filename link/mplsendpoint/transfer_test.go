@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
-	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +18,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 )
 
-const testPort = 5001
+// nextPort gives each transfer its own port (no TIME_WAIT clash).
+var nextPort atomic.Uint32
 
 // transfer sends n deterministic bytes from A to B over TCP and returns the
 // SHA-256 of what was sent and of what arrived.
@@ -29,7 +29,7 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 	if v6 {
 		dst, proto = addrB6, ipv6.ProtocolNumber
 	}
-	full := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(dst.AsSlice()), Port: testPort}
+	full := tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(dst.AsSlice()), Port: uint16(5000 + nextPort.Add(1))}
 	ln, err := gonet.ListenTCP(p.b.st, full, proto)
 	if err != nil {
 		tb.Fatal(err)
@@ -165,5 +165,3 @@ func runTransfer(t *testing.T, cfg pairConfig, v6 bool, n int64) {
 	t.Logf("frames %d (labelled %d, tcp %d, max %d bytes), A: ftn_hits %d gso %d; B: ilm_hits %d", chk.frames, chk.labelled, chk.tcp, chk.maxLen, sa.FTNHits, sa.GSOPackets, sb.ILMHits)
 }
 
-var _ = net.IPv4len
-var _ = netip.Addr{}

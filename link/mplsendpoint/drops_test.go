@@ -1,0 +1,303 @@
+package mplsendpoint_test
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// recorder is a NetworkDispatcher that keeps what the endpoint delivers.
+type recorder struct {
+	mu     sync.Mutex
+	protos []tcpip.NetworkProtocolNumber
+	pkts   [][]byte
+	got    chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{got: make(chan struct{}, 16)} }
+
+func (r *recorder) DeliverNetworkPacket(p tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	r.mu.Lock()
+	r.protos = append(r.protos, p)
+	r.pkts = append(r.pkts, pkt.Data().AsRange().ToSlice())
+	r.mu.Unlock()
+	r.got <- struct{}{}
+}
+
+func (*recorder) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
+
+// fakeForwarder records Forward calls.
+type fakeForwarder struct {
+	top   int
+	label mpls.Label
+	n     int
+}
+
+func (f *fakeForwarder) Forward(_ *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+	f.n++
+	f.top = req.Top
+	f.label = req.Entry.Label
+}
+
+// failLower refuses every write.
+type failLower struct{ *channel.Endpoint }
+
+func (failLower) WritePackets(stack.PacketBufferList) (int, tcpip.Error) {
+	return 0, &tcpip.ErrClosedForSend{}
+}
+
+func ethFrame(dst tcpip.LinkAddress, typ uint16, rest ...[]byte) []byte {
+	b := make([]byte, 14)
+	copy(b, dst)
+	copy(b[6:], macB)
+	b[12], b[13] = byte(typ>>8), byte(typ)
+	for _, r := range rest {
+		b = append(b, r...)
+	}
+	return b
+}
+
+func lse(entries ...mpls.Entry) []byte {
+	b := make([]byte, 4*len(entries))
+	for i, e := range entries {
+		e.Encode(b[4*i:])
+	}
+	return b
+}
+
+// ipv4Packet returns a valid IPv4/UDP packet with payload n bytes long.
+func ipv4Packet(df bool, n int) []byte {
+	b := make([]byte, header.IPv4MinimumSize+header.UDPMinimumSize+n)
+	ip := header.IPv4(b)
+	f := header.IPv4Fields{
+		TotalLength: uint16(len(b)), TTL: 64, Protocol: uint8(header.UDPProtocolNumber), ID: 0x1234,
+		SrcAddr: tcpip.AddrFrom4(addrA4.As4()), DstAddr: tcpip.AddrFrom4(addrB4.As4()),
+	}
+	if df {
+		f.Flags = header.IPv4FlagDontFragment
+	}
+	ip.Encode(&f)
+	ip.SetChecksum(^ip.CalculateChecksum())
+	u := header.UDP(b[header.IPv4MinimumSize:])
+	u.Encode(&header.UDPFields{SrcPort: 1000, DstPort: 2000, Length: uint16(header.UDPMinimumSize + n)})
+	return b
+}
+
+func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Forwarder) (*mplsendpoint.Endpoint, *recorder) {
+	t.Helper()
+	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Labels: []mpls.Label{100, 200}, NextHop: addrB4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ilm, err := mpls.NewILM([]mpls.ILMEntry{
+		{Label: 100, Action: mpls.ILMPopLocal},
+		{Label: 300, Action: mpls.ILMSwap, OutLabels: []mpls.Label{301}, NextHop: addrB4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := &mpls.Tables{}
+	tables.SetFTN(ftn)
+	tables.SetILM(ilm)
+	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{Tables: tables, Forwarder: fwd, LinkAddress: macA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	ep.Attach(rec)
+	return ep, rec
+}
+
+func inject(ep *mplsendpoint.Endpoint, frame []byte, validated bool) {
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	pkt.RXChecksumValidated = validated
+	ep.DeliverNetworkPacket(0, pkt)
+	pkt.DecRef()
+}
+
+// writeIP pushes an IP packet through AddHeader and WritePackets as the NIC
+// would.
+func writeIP(ep *mplsendpoint.Endpoint, ip []byte, gso stack.GSO) {
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
+		ReserveHeaderBytes: int(ep.MaxHeaderLength()),
+		Payload:            buffer.MakeWithData(ip[header.IPv4MinimumSize+header.UDPMinimumSize:]),
+	})
+	// Transport first: headers are prepended, as the stack builds them.
+	copy(pkt.TransportHeader().Push(header.UDPMinimumSize), ip[header.IPv4MinimumSize:])
+	copy(pkt.NetworkHeader().Push(header.IPv4MinimumSize), ip)
+	pkt.NetworkProtocolNumber = header.IPv4ProtocolNumber
+	pkt.TransportProtocolNumber = header.UDPProtocolNumber
+	pkt.EgressRoute.LocalLinkAddress = macA
+	pkt.EgressRoute.RemoteLinkAddress = macB
+	pkt.GSOOptions = gso
+	ep.AddHeader(pkt)
+	var l stack.PacketBufferList
+	l.PushBack(pkt)
+	ep.WritePackets(l)
+	l.DecRef()
+}
+
+func TestDropCounters(t *testing.T) {
+	ok := mpls.Entry{Label: 100, S: true, TTL: 64}
+	cases := []struct {
+		name   string
+		reason mplsendpoint.DropReason
+		fail   bool // lower refuses writes
+		run    func(ep *mplsendpoint.Endpoint)
+	}{
+		{"no ILM entry", mplsendpoint.DropNoILMEntry, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 500, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
+		}},
+		{"TTL expired", mplsendpoint.DropTTLExpired, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 100, S: true, TTL: 0}), ipv4Packet(false, 8)), false)
+		}},
+		{"truncated label stack", mplsendpoint.DropTruncatedLabelStack, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, []byte{0, 0x64}), false)
+		}},
+		{"no bottom of stack", mplsendpoint.DropNoBottomOfStack, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 100, TTL: 64})), false)
+		}},
+		{"label stack too deep", mplsendpoint.DropLabelStackTooDeep, false, func(ep *mplsendpoint.Endpoint) {
+			var es []mpls.Entry
+			for range 17 {
+				es = append(es, mpls.Entry{Label: 100, TTL: 64})
+			}
+			inject(ep, ethFrame(macA, 0x8847, lse(es...), ipv4Packet(false, 8)), false)
+		}},
+		{"reserved label", mplsendpoint.DropReservedLabel, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: mpls.LabelRouterAlert, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
+		}},
+		{"unknown payload", mplsendpoint.DropUnknownPayload, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(ok), make([]byte, 40)), false)
+		}},
+		{"MTU exceeded", mplsendpoint.DropMTUExceeded, false, func(ep *mplsendpoint.Endpoint) {
+			writeIP(ep, ipv4Packet(true, 1500-28-4), stack.GSO{}) // fits without labels, not with 2
+		}},
+		{"GSO unsupported", mplsendpoint.DropGSOUnsupported, false, func(ep *mplsendpoint.Endpoint) {
+			writeIP(ep, ipv4Packet(false, 100), stack.GSO{Type: stack.GSOTCPv4, NeedsCsum: true, MSS: 1000})
+		}},
+		{"lower write error", mplsendpoint.DropLowerWriteError, true, func(ep *mplsendpoint.Endpoint) {
+			writeIP(ep, ipv4Packet(false, 100), stack.GSO{})
+		}},
+		{"multicast MPLS", mplsendpoint.DropUnsupportedEthertype, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8848, lse(ok), ipv4Packet(false, 8)), false)
+		}},
+		{"not for us", mplsendpoint.DropNotForUs, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(tcpip.LinkAddress("\x02\x00\x00\x00\x00\x99"), 0x0800, ipv4Packet(false, 8)), false)
+		}},
+		{"truncated frame", mplsendpoint.DropTruncatedFrame, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, []byte{1, 2, 3}, false)
+		}},
+		{"no forwarder", mplsendpoint.DropNoForwarder, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 300, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
+		}},
+		{"bad checksum", mplsendpoint.DropBadChecksum, false, func(ep *mplsendpoint.Endpoint) {
+			ip := ipv4Packet(false, 8)
+			inject(ep, ethFrame(macA, 0x0800, ip[:len(ip)-4]), true) // total length > bytes
+		}},
+	}
+	covered := map[mplsendpoint.DropReason]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var lower stack.LinkEndpoint = channel.New(8, 1500, macA)
+			if tc.fail {
+				lower = failLower{channel.New(8, 1500, macA)}
+			}
+			ep, _ := newTestEndpoint(t, lower, nil)
+			before := ep.Stats()
+			tc.run(ep)
+			after := ep.Stats()
+			for _, r := range mplsendpoint.DropReasons() {
+				want := before.Drop(r)
+				if r == tc.reason {
+					want++
+				}
+				if got := after.Drop(r); got != want {
+					t.Errorf("got %s = %d, want %d", r, got, want)
+				}
+			}
+			if ch, ok := lower.(*channel.Endpoint); ok {
+				ch.Drain()
+			}
+			time.Sleep(0) // the ICMP goroutine of the MTU case may still run; the recorder outlives it
+		})
+		covered[tc.reason] = true
+	}
+	for _, r := range mplsendpoint.DropReasons() {
+		if !covered[r] {
+			t.Errorf("drop reason %s has no test case", r)
+		}
+	}
+}
+
+func TestForwarderGetsTransitLabel(t *testing.T) {
+	fwd := &fakeForwarder{}
+	ep, rec := newTestEndpoint(t, channel.New(8, 1500, macA), fwd)
+	// Explicit null on top (not bottom) is popped, then 300 is forwarded.
+	inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 0, TTL: 64}, mpls.Entry{Label: 300, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
+	if fwd.n != 1 || fwd.top != 1 || fwd.label != 300 {
+		t.Errorf("got Forward calls %d top %d label %d, want 1, 1, 300", fwd.n, fwd.top, fwd.label)
+	}
+	if len(rec.pkts) != 0 {
+		t.Errorf("got %d packets delivered up, want 0", len(rec.pkts))
+	}
+}
+
+func TestPopLocalDelivers(t *testing.T) {
+	ep, rec := newTestEndpoint(t, channel.New(8, 1500, macA), nil)
+	ip := ipv4Packet(false, 8)
+	// MPLS TTL 9 (uniform model) becomes the IPv4 TTL on pop.
+	inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 100, S: true, TTL: 9}), ip), false)
+	if len(rec.pkts) != 1 || rec.protos[0] != header.IPv4ProtocolNumber {
+		t.Fatalf("got %d packets (%v), want 1 IPv4", len(rec.pkts), rec.protos)
+	}
+	got := header.IPv4(rec.pkts[0])
+	if got.TTL() != 9 || !got.IsChecksumValid() {
+		t.Errorf("got TTL %d checksum valid %v, want 9, true", got.TTL(), got.IsChecksumValid())
+	}
+}
+
+// TestMTUExceededSendsICMP checks the ICMP "fragmentation needed" the
+// endpoint hands the stack for an IPv4 DF packet that does not fit after the
+// push: MTU = link MTU - label bytes.
+func TestMTUExceededSendsICMP(t *testing.T) {
+	ch := channel.New(8, 1500, macA)
+	ep, rec := newTestEndpoint(t, ch, nil)
+	writeIP(ep, ipv4Packet(true, 1500-28), stack.GSO{})
+	if n := ch.Drain(); n != 0 {
+		t.Errorf("got %d frames on the wire, want 0", n)
+	}
+	select {
+	case <-rec.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ICMP delivered")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	pk := gopacket.NewPacket(rec.pkts[0], layers.LayerTypeIPv4, gopacket.Default)
+	icmp, _ := pk.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+	if icmp == nil {
+		t.Fatalf("no ICMPv4 in %x", rec.pkts[0])
+	}
+	if icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 4) {
+		t.Errorf("got ICMP %v, want 3/4", icmp.TypeCode)
+	}
+	if got, want := icmp.Seq, uint16(1500-8); got != want { // gopacket puts the next-hop MTU in Seq
+		t.Errorf("got next-hop MTU %d, want %d", got, want)
+	}
+	ip := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+	if !ip.DstIP.Equal(addrA4.AsSlice()) {
+		t.Errorf("got ICMP to %v, want %v", ip.DstIP, addrA4)
+	}
+}
