@@ -365,7 +365,7 @@ func (e *Endpoint) ParseHeader(pkt *stack.PacketBuffer) bool {
 		rx := e.getRX()
 		defer e.putRX(rx)
 		// One entry more than the maximum tells "too deep" from "no S bit".
-	b, _ := pullUpTo(pkt, header.EthernetMinimumSize+(e.maxLabels+1)*mpls.EntryLen)
+		b, _ := pullUpTo(pkt, header.EthernetMinimumSize+(e.maxLabels+1)*mpls.EntryLen)
 		_, ln, err := mpls.ParseStack(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0])
 		if err != nil {
 			return false

@@ -164,4 +164,3 @@ func runTransfer(t *testing.T, cfg pairConfig, v6 bool, n int64) {
 	}
 	t.Logf("frames %d (labelled %d, tcp %d, max %d bytes), A: ftn_hits %d gso %d; B: ilm_hits %d", chk.frames, chk.labelled, chk.tcp, chk.maxLen, sa.FTNHits, sa.GSOPackets, sb.ILMHits)
 }
-
