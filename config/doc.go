@@ -7,11 +7,11 @@
 // # Language
 //
 // A line is blank, a comment, or one statement. '#' starts a comment
-// anywhere on a line. Words are separated by blanks. Every statement may be
-// pasted from a shell script with its "ip" (and "ip netns exec NAME"
-// removed): an "ip" before link, addr and route is optional, as are the
-// options -4, -6, -M and -f inet|inet6|mpls (-family too). A config
-// describes state, so the only verb is add.
+// anywhere on a line. Words are separated by blanks. Lines of a shell
+// script paste in once any "ip netns exec NAME" prefix is removed: the
+// leading "ip" before link, addr and route is optional, as are the options
+// -4, -6, -M and -f inet|inet6|mpls (-family too). A config describes
+// state, so the only verb is add.
 //
 //	link add NAME type afpacket [mtu N]
 //	link add NAME type tap [bridge BRIDGE] [mtu N]
