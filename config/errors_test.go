@@ -19,7 +19,7 @@ addr add 2001:db8:1::1/64 dev virt01
 `
 
 // errorCases: positions were computed by Python's str.find on the intended
-// token (see the generator note in the commit), not by this package's lexer.
+// token when the table was written, not by this package's lexer.
 var errorCases = []struct {
 	name string
 	in   string
