@@ -1,0 +1,725 @@
+package netperf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// TestType names a netperf test (-t).
+type TestType string
+
+// The tests this package runs.
+const (
+	TCPStream TestType = "TCP_STREAM"
+	TCPMaerts TestType = "TCP_MAERTS"
+	TCPRR     TestType = "TCP_RR"
+)
+
+// DialFunc opens a connection, shaped like net.Dialer.DialContext.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// DefaultTestLength is netperf's default -l (seconds).
+const DefaultTestLength = 10
+
+// defaultAlignment is the send/recv alignment stock netperf sends; 0 would
+// crash a stock netserver.
+const defaultAlignment = 8
+
+// Config describes one netperf run. Sizes of -1 mean "default", as in
+// netperf; NewConfig returns a Config with every size at -1.
+type Config struct {
+	// Dial opens the control connection; nil means a kernel net.Dialer.
+	Dial DialFunc
+	// DataDial opens the data connection; nil means Dial. The CLI binds it
+	// to the test-specific -L/-P local address.
+	DataDial DialFunc
+	// Host and Port of the netserver control socket (-H, -p).
+	Host string
+	Port int
+	// Test is -t; empty means TCP_STREAM.
+	Test TestType
+	// Length is -l: >0 seconds, <0 -N transactions (RR) or -N bytes
+	// (STREAM/MAERTS), 0 means DefaultTestLength.
+	Length int
+	// LocalCPU (-c) and RemoteCPU (-C) request CPU measurement.
+	LocalCPU, RemoteCPU bool
+	// Passphrase is -Z.
+	Passphrase string
+	// Classic speaks the pre-omni messages of a netperf built with
+	// --enable-omni=no instead of DO_OMNI.
+	Classic bool
+	// MaxIterations and MinIterations are -i max,min: more than one runs the
+	// test repeatedly on one control connection until the confidence level
+	// is met. 0 means 1.
+	MaxIterations, MinIterations int
+	// ConfidenceLevel (95 or 99) and ConfidenceWidth (percent, full width)
+	// are -I; zero means 99 and 5.
+	ConfidenceLevel int
+	ConfidenceWidth float64
+
+	// Test-specific options (after --).
+
+	// LocalSendSize and RemoteSendSize are -m local,remote.
+	LocalSendSize, RemoteSendSize int32
+	// LocalRecvSize and RemoteRecvSize are -M local,remote.
+	LocalRecvSize, RemoteRecvSize int32
+	// LocalSendBuf and LocalRecvBuf are -s send,recv (local SO_SNDBUF/RCVBUF).
+	LocalSendBuf, LocalRecvBuf int32
+	// RemoteSendBuf and RemoteRecvBuf are -S send,recv.
+	RemoteSendBuf, RemoteRecvBuf int32
+	// RequestSize and ResponseSize are -r req,resp (TCP_RR; default 1,1).
+	RequestSize, ResponseSize int32
+	// NoDelay is -D: TCP_NODELAY on both data sockets.
+	NoDelay bool
+	// DataHost is the test-specific -H: where the data connection goes
+	// (and what the server binds); empty means Host.
+	DataHost string
+	// LocalDataAddr is the test-specific -L, reported to the server and in
+	// the banner; DataDial must actually bind it.
+	LocalDataAddr string
+	// LocalDataPort and RemoteDataPort are -P local,remote.
+	LocalDataPort, RemoteDataPort int
+	// ControlTimeout bounds control-message reads beyond the test length;
+	// 0 means DefaultControlTimeout.
+	ControlTimeout time.Duration
+}
+
+// NewConfig returns a Config for test against host with netperf's defaults.
+func NewConfig(host string, test TestType) Config {
+	return Config{
+		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength,
+		LocalSendSize: -1, RemoteSendSize: -1, LocalRecvSize: -1, RemoteRecvSize: -1,
+		LocalSendBuf: -1, LocalRecvBuf: -1, RemoteSendBuf: -1, RemoteRecvBuf: -1,
+		RequestSize: 1, ResponseSize: 1,
+	}
+}
+
+// Result is what one test measured, with every value netperf prints.
+type Result struct {
+	Test    TestType `json:"test"`
+	Classic bool     `json:"classic,omitempty"`
+	// Elapsed is the client's own wall-clock test time.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Throughput is 10^6 bits/s for STREAM/MAERTS, transactions/s for RR.
+	Throughput float64 `json:"throughput"`
+	// ThroughputUnits names Throughput's unit.
+	ThroughputUnits string `json:"throughput_units"`
+
+	BytesSent           uint64  `json:"bytes_sent"`     // by this client
+	BytesReceived       uint64  `json:"bytes_received"` // by this client
+	RemoteBytesSent     uint64  `json:"remote_bytes_sent"`
+	RemoteBytesReceived uint64  `json:"remote_bytes_received"`
+	Transactions        uint64  `json:"transactions,omitempty"`
+	RemoteTransactions  uint64  `json:"remote_transactions,omitempty"`
+	RemoteElapsed       float64 `json:"remote_elapsed_s"`
+
+	LocalSendBuf  int32 `json:"local_send_socket_size"`
+	LocalRecvBuf  int32 `json:"local_recv_socket_size"`
+	RemoteSendBuf int32 `json:"remote_send_socket_size"`
+	RemoteRecvBuf int32 `json:"remote_recv_socket_size"`
+	LocalSendSize int32 `json:"local_send_size"`
+	LocalRecvSize int32 `json:"local_recv_size"`
+	// RemoteSendSize is the server's per-send size (MAERTS "Send Message Size").
+	RemoteSendSize int32 `json:"remote_send_size"`
+	RequestSize    int32 `json:"request_size,omitempty"`
+	ResponseSize   int32 `json:"response_size,omitempty"`
+	NoDelay        bool  `json:"nodelay,omitempty"`
+
+	// CPU utilisation in percent; -1 when not measured.
+	LocalCPU  float64 `json:"local_cpu_util"`
+	RemoteCPU float64 `json:"remote_cpu_util"`
+	// Service demand: us/KB (STREAM/MAERTS) or us/Tr (RR); -1 when unknown.
+	LocalServiceDemand  float64 `json:"local_service_demand"`
+	RemoteServiceDemand float64 `json:"remote_service_demand"`
+	LocalCPUMethod      uint32  `json:"local_cpu_method"`
+	RemoteCPUMethod     uint32  `json:"remote_cpu_method"`
+	RemoteNumCPUs       uint32  `json:"remote_num_cpus"`
+	RemoteCongControl   string  `json:"remote_cong_control,omitempty"`
+}
+
+// Report is the outcome of Run: every iteration and their mean.
+type Report struct {
+	Config     Config   `json:"-"`
+	Family     uint32   `json:"-"`
+	Result     Result   `json:"result"` // the mean over Iterations
+	Iterations []Result `json:"iterations"`
+	// ConfidenceMet is false when -i ran out of iterations before the
+	// confidence interval narrowed to ConfidenceWidth.
+	ConfidenceMet bool `json:"confidence_met"`
+	// Achieved full-width confidence intervals, percent of the mean.
+	ThroughputInterval float64 `json:"throughput_interval_pct"`
+	LocalCPUInterval   float64 `json:"local_cpu_interval_pct"`
+	RemoteCPUInterval  float64 `json:"remote_cpu_interval_pct"`
+}
+
+func (c *Config) fill() {
+	if c.Test == "" {
+		c.Test = TCPStream
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.Length == 0 {
+		c.Length = DefaultTestLength
+	}
+	if c.Dial == nil {
+		var d net.Dialer
+		c.Dial = d.DialContext
+	}
+	if c.DataDial == nil {
+		c.DataDial = c.Dial
+	}
+	if c.ControlTimeout <= 0 {
+		c.ControlTimeout = DefaultControlTimeout
+	}
+	if c.MaxIterations < 1 {
+		c.MaxIterations = 1
+	}
+	if c.MinIterations < 1 || c.MinIterations > c.MaxIterations {
+		c.MinIterations = c.MaxIterations
+	}
+	if c.ConfidenceLevel != 95 {
+		c.ConfidenceLevel = 99
+	}
+	if c.ConfidenceWidth <= 0 {
+		c.ConfidenceWidth = 5
+	}
+	if c.RequestSize <= 0 {
+		c.RequestSize = 1
+	}
+	if c.ResponseSize <= 0 {
+		c.ResponseSize = 1
+	}
+}
+
+// Run connects to the netserver, runs the configured test (repeatedly with
+// -i) on one control connection, and returns the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.fill()
+	switch cfg.Test {
+	case TCPStream, TCPMaerts, TCPRR:
+	default:
+		return nil, fmt.Errorf("netperf: test %q not supported (TCP_STREAM, TCP_MAERTS, TCP_RR)", cfg.Test)
+	}
+	ctl, err := cfg.Dial(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("netperf: establish control: %w", err)
+	}
+	defer ctl.Close()
+	stop := context.AfterFunc(ctx, func() { ctl.Close() })
+	defer stop()
+	rep := &Report{Config: cfg, Family: familyOf(ctl.RemoteAddr())}
+	if cfg.DataHost != "" {
+		if a, err := netip.ParseAddr(cfg.DataHost); err == nil && !a.Unmap().Is4() {
+			rep.Family = FamilyIPv6
+		}
+	}
+	if cfg.Passphrase != "" {
+		if _, err := ctl.Write(PassphraseMessage(cfg.Passphrase)[:]); err != nil {
+			return nil, fmt.Errorf("netperf: send passphrase: %w", err)
+		}
+	}
+	var st confStats
+	for i := 1; i <= cfg.MaxIterations; i++ {
+		res, err := runOne(ctx, ctl, &cfg, rep.Family)
+		if err != nil {
+			return nil, err
+		}
+		rep.Iterations = append(rep.Iterations, res)
+		st.add(res)
+		if i >= cfg.MinIterations && st.met(cfg) {
+			break
+		}
+	}
+	rep.Result = st.mean(rep.Iterations)
+	rep.ConfidenceMet = cfg.MaxIterations == 1 || st.met(cfg)
+	rep.ThroughputInterval, rep.LocalCPUInterval, rep.RemoteCPUInterval = st.intervals(cfg)
+	// End the session as netperf does: half-close, wait for the server's EOF.
+	if cw, ok := ctl.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		_ = ctl.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.Copy(io.Discard, ctl)
+	}
+	return rep, nil
+}
+
+func familyOf(a net.Addr) uint32 {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil && !ap.Addr().Unmap().Is4() {
+		return FamilyIPv6
+	}
+	return FamilyIPv4
+}
+
+// readMsg reads one control message with a deadline.
+func readMsg(ctl net.Conn, m *Message, timeout time.Duration) error {
+	_ = ctl.SetReadDeadline(time.Now().Add(timeout))
+	if _, err := io.ReadFull(ctl, m[:]); err != nil {
+		return fmt.Errorf("netperf: recv_response: %w", err)
+	}
+	return nil
+}
+
+// RemoteError is a non-zero serv_errno from the server.
+type RemoteError struct{ Errno int32 }
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("netperf: remote error %d", e.Errno) }
+
+// dataPlan is what the client does on the data connection.
+type dataPlan struct {
+	test               TestType
+	sendSize, recvSize int32
+	reqSize, respSize  int32
+	length             int
+	keepOpen           bool // classic RR: do not half-close before results
+}
+
+// runOne runs a single test on the control connection.
+func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Result, error) {
+	res := Result{Test: cfg.Test, Classic: cfg.Classic, NoDelay: cfg.NoDelay,
+		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
+		LocalCPUMethod: CPUMethodProcStat}
+	defSnd, defRcv, _ := kernelDefaultBufSizes()
+	lsnd, lrcv := defSnd, defRcv
+	if cfg.LocalSendBuf >= 0 {
+		lsnd = cfg.LocalSendBuf
+	}
+	if cfg.LocalRecvBuf >= 0 {
+		lrcv = cfg.LocalRecvBuf
+	}
+	plan := dataPlan{test: cfg.Test, length: cfg.Length,
+		sendSize: pickSize(cfg.LocalSendSize, lsnd), recvSize: pickSize(cfg.LocalRecvSize, lrcv),
+		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize}
+	timeout := cfg.ControlTimeout
+	if cfg.Length > 0 {
+		timeout += time.Duration(cfg.Length)*time.Second + PadTime
+	}
+
+	var m Message
+	var dataPort uint32
+	var remoteCPU bool
+	if cfg.Classic {
+		req := classicRequest(cfg, family)
+		req.Marshal(&m)
+		if _, err := ctl.Write(m[:]); err != nil {
+			return res, fmt.Errorf("netperf: send request: %w", err)
+		}
+		if err := readMsg(ctl, &m, cfg.ControlTimeout); err != nil {
+			return res, err
+		}
+		var s ClassicSetup
+		s.Unmarshal(&m, req.Test)
+		if s.Errno != 0 {
+			return res, &RemoteError{s.Errno}
+		}
+		dataPort, remoteCPU = uint32(s.DataPort), s.MeasureCPU != 0
+		res.RemoteSendBuf, res.RemoteRecvBuf = s.SendBufSize, s.RecvBufSize
+		if req.Test == ClassicMaerts {
+			res.RemoteSendSize = s.MsgSize
+		}
+		plan.keepOpen = req.Test == ClassicRR
+	} else {
+		req := omniRequest(cfg, family, lsnd, lrcv, plan)
+		req.Marshal(&m)
+		if _, err := ctl.Write(m[:]); err != nil {
+			return res, fmt.Errorf("netperf: send request: %w", err)
+		}
+		if err := readMsg(ctl, &m, cfg.ControlTimeout); err != nil {
+			return res, err
+		}
+		var s OmniSetup
+		s.Unmarshal(&m)
+		if s.Errno != 0 {
+			return res, &RemoteError{s.Errno}
+		}
+		dataPort, remoteCPU = s.DataPort, s.Flags&FlagMeasureCPU != 0
+		res.RemoteSendBuf, res.RemoteRecvBuf, res.RemoteSendSize = s.SendBufSize, s.RecvBufSize, s.SendSize
+	}
+
+	host := cfg.Host
+	if cfg.DataHost != "" {
+		host = cfg.DataHost
+	}
+	meter := startCPU(cfg.LocalCPU)
+	start := time.Now()
+	data, err := cfg.DataDial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(dataPort))))
+	if err != nil {
+		return res, fmt.Errorf("netperf: data connect: %w", err)
+	}
+	defer data.Close()
+	if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
+		setBufSizes(data, cfg.LocalSendBuf, cfg.LocalRecvBuf)
+		if s, r, ok := bufSizes(data); ok {
+			lsnd, lrcv = s, r
+			plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
+			plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
+		}
+	}
+	if _, ok := data.(rawConner); !ok && cfg.LocalSendBuf < 0 {
+		lsnd, lrcv = 0, 0 // not a kernel socket: sizes unknown
+	}
+	if cfg.NoDelay {
+		if nd, ok := data.(noDelayer); ok {
+			_ = nd.SetNoDelay(true)
+		}
+	}
+	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv
+	res.LocalSendSize, res.LocalRecvSize = plan.sendSize, plan.recvSize
+	if cfg.Test == TCPRR {
+		res.RequestSize, res.ResponseSize = plan.reqSize, plan.respSize
+	}
+	dr, err := runClientData(data, plan, start, timeout)
+	if err != nil {
+		return res, fmt.Errorf("netperf: data phase: %w", err)
+	}
+	res.Elapsed = dr.elapsed
+	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
+	localUsage, localOK := meter.stop()
+
+	if err := readMsg(ctl, &m, timeout); err != nil {
+		return res, err
+	}
+	if plan.keepOpen {
+		closeData(data, timeout)
+	}
+	remoteNumCPUs := uint32(0)
+	var remoteUtil float32
+	if cfg.Classic {
+		var r ClassicResults
+		r.Unmarshal(&m, classicTest(cfg.Test))
+		if r.Errno != 0 {
+			return res, &RemoteError{r.Errno}
+		}
+		switch cfg.Test {
+		case TCPStream:
+			res.RemoteBytesReceived = uint64(r.Bytes)
+		case TCPMaerts:
+			res.RemoteBytesSent = uint64(r.Bytes)
+		case TCPRR:
+			res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
+		}
+		res.RemoteElapsed = float64(r.ElapsedTime)
+		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, uint32(r.NumCPUs), uint32(r.CPUMethod)
+	} else {
+		var r OmniResults
+		r.Unmarshal(&m)
+		if r.Errno != 0 {
+			return res, &RemoteError{r.Errno}
+		}
+		res.RemoteBytesReceived, res.RemoteBytesSent = r.BytesReceived, r.BytesSent
+		res.RemoteTransactions = uint64(r.TransReceived)
+		res.RemoteElapsed = float64(r.ElapsedTime)
+		res.RemoteCongControl = r.CongControl
+		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, r.NumCPUs, r.CPUMethod
+	}
+	res.RemoteNumCPUs = remoteNumCPUs
+
+	secs := res.Elapsed.Seconds()
+	var units float64 // KB/s or transactions/s, for service demand
+	switch cfg.Test {
+	case TCPStream:
+		// Stock netperf takes STREAM throughput from the server's count.
+		res.Throughput = float64(res.RemoteBytesReceived+res.RemoteBytesSent) * 8 / 1e6 / secs
+		res.ThroughputUnits = "10^6bits/s"
+		units = res.Throughput * 1e6 / 8 / 1024
+	case TCPMaerts:
+		res.Throughput = float64(res.BytesReceived) * 8 / 1e6 / secs
+		res.ThroughputUnits = "10^6bits/s"
+		units = res.Throughput * 1e6 / 8 / 1024
+	case TCPRR:
+		res.Throughput = float64(res.Transactions) / secs
+		res.ThroughputUnits = "Trans/s"
+		units = res.Throughput
+	}
+	if localOK {
+		res.LocalCPU = float64(localUsage.Util)
+		res.LocalServiceDemand = serviceDemand(res.LocalCPU, localUsage.NumCPUs, units)
+	}
+	if cfg.RemoteCPU && remoteCPU {
+		res.RemoteCPU = float64(remoteUtil)
+		n := int(remoteNumCPUs)
+		if n == 0 {
+			n = numCPUs()
+		}
+		res.RemoteServiceDemand = serviceDemand(res.RemoteCPU, n, units)
+	}
+	return res, nil
+}
+
+// serviceDemand is netperf's calc_service_demand: microseconds of CPU per
+// unit (KB or transaction), counting every CPU.
+func serviceDemand(util float64, ncpu int, unitsPerSec float64) float64 {
+	if unitsPerSec <= 0 || util < 0 {
+		return -1
+	}
+	return util / 100 * float64(ncpu) / unitsPerSec * 1e6
+}
+
+func classicTest(t TestType) ClassicTest {
+	switch t {
+	case TCPMaerts:
+		return ClassicMaerts
+	case TCPRR:
+		return ClassicRR
+	}
+	return ClassicStream
+}
+
+func classicRequest(cfg *Config, family uint32) ClassicRequest {
+	r := ClassicRequest{
+		Test: classicTest(cfg.Test), Affinity: -1,
+		SendBufSize: cfg.RemoteSendBuf, RecvBufSize: cfg.RemoteRecvBuf,
+		TestLength: int32(cfg.Length), IPFamily: int32(family), Port: int32(cfg.RemoteDataPort),
+	}
+	if cfg.RemoteCPU {
+		r.MeasureCPU = 1
+	}
+	if cfg.NoDelay {
+		r.NoDelay = 1
+	}
+	switch r.Test {
+	case ClassicStream:
+		r.ReceiveSize, r.RecvAlign = cfg.RemoteRecvSize, defaultAlignment
+	case ClassicMaerts:
+		r.SendSize, r.SendAlign = cfg.RemoteSendSize, defaultAlignment
+	case ClassicRR:
+		r.RecvAlign, r.SendAlign = defaultAlignment, defaultAlignment
+		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
+	}
+	return r
+}
+
+func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) OmniRequest {
+	r := OmniRequest{
+		Affinity: -1, SendBufSize: cfg.RemoteSendBuf, SendSize: cfg.RemoteSendSize,
+		SendAlign: defaultAlignment, RequestSize: -1, RecvBufSize: cfg.RemoteRecvBuf,
+		ReceiveSize: cfg.RemoteRecvSize, RecvAlign: defaultAlignment, ResponseSize: -1,
+		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length),
+		SendDirty: -1, RecvDirty: -1, RecvClean: -1,
+		DataPort: uint32(cfg.RemoteDataPort), IPFamily: family, SocketType: 1, Protocol: 6,
+		NetperfPort: uint32(cfg.LocalDataPort), SocketPrio: -1, SocketTOS: -1,
+	}
+	if cfg.RemoteCPU {
+		r.Flags |= FlagMeasureCPU
+	}
+	if cfg.NoDelay {
+		r.Flags |= FlagNoDelay
+	}
+	if a, err := netip.ParseAddr(cfg.LocalDataAddr); err == nil {
+		r.NetperfIP = a.Unmap()
+	}
+	if a, err := netip.ParseAddr(cfg.DataHost); err == nil {
+		r.NetserverIP = a.Unmap()
+	}
+	// The widths are the client's own ring widths, echoed by the server.
+	switch cfg.Test {
+	case TCPStream:
+		r.Direction = DirServerReceives
+		r.SendWidth = uint32(width(0, lsnd, plan.sendSize))
+	case TCPMaerts:
+		r.Direction = DirServerSends
+		r.RecvWidth = uint32(width(0, lrcv, plan.recvSize))
+	case TCPRR:
+		r.Direction = DirServerSends | DirServerReceives
+		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
+		r.SendWidth, r.RecvWidth = 1, 1
+	}
+	return r
+}
+
+type clientData struct {
+	sent, received, trans uint64
+	elapsed               time.Duration
+}
+
+// closeData half-closes the data connection and drains it to the server's
+// EOF (stock netperf reads once and leaks the socket; draining avoids RST).
+func closeData(c net.Conn, timeout time.Duration) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	_, _ = io.Copy(io.Discard, c)
+}
+
+// runClientData runs the client side of the data phase; start is the
+// client's clock start (just before connect).
+func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
+	var d clientData
+	timed := p.length > 0
+	end := start.Add(time.Duration(p.length) * time.Second)
+	var limit uint64
+	if !timed {
+		limit = uint64(-int64(p.length))
+	}
+	switch {
+	case timed && p.test != TCPRR:
+		_ = c.SetDeadline(end)
+	case timed:
+		// RR finishes the transaction in flight when the timer fires, as
+		// netperf does, so both sides count the same transactions.
+		_ = c.SetDeadline(end.Add(timeout))
+	default:
+		_ = c.SetDeadline(time.Now().Add(timeout))
+	}
+	switch p.test {
+	case TCPStream:
+		buf := make([]byte, p.sendSize)
+		fillPattern(buf)
+		for !timed || time.Now().Before(end) {
+			b := buf
+			if limit > 0 && limit-d.sent < uint64(len(b)) {
+				b = b[:limit-d.sent]
+			}
+			n, err := c.Write(b)
+			d.sent += uint64(n)
+			if err != nil {
+				if timed && isTimeout(err) {
+					break
+				}
+				return d, err
+			}
+			if limit > 0 && d.sent >= limit {
+				break
+			}
+		}
+		// The server's EOF ends the test; its byte count is the result.
+		_ = c.SetDeadline(time.Time{})
+		closeData(c, timeout)
+		d.elapsed = time.Since(start)
+		return d, nil
+	case TCPMaerts:
+		buf := make([]byte, p.recvSize)
+		for {
+			n, err := c.Read(buf)
+			d.received += uint64(n)
+			if err != nil {
+				if err == io.EOF || (timed && isTimeout(err)) {
+					break
+				}
+				return d, err
+			}
+			if limit > 0 && d.received >= limit {
+				break
+			}
+		}
+		d.elapsed = time.Since(start)
+		_ = c.SetDeadline(time.Time{})
+		closeData(c, timeout)
+		return d, nil
+	default: // TCP_RR
+		req := make([]byte, p.reqSize)
+		resp := make([]byte, p.respSize)
+		fillPattern(req)
+		for {
+			if timed && !time.Now().Before(end) {
+				break
+			}
+			if _, err := c.Write(req); err != nil {
+				return d, err
+			}
+			d.sent += uint64(len(req))
+			if _, err := io.ReadFull(c, resp); err != nil {
+				return d, err
+			}
+			d.received += uint64(len(resp))
+			d.trans++
+			if limit > 0 && d.trans >= limit {
+				break
+			}
+		}
+		d.elapsed = time.Since(start)
+		_ = c.SetDeadline(time.Time{})
+		if !p.keepOpen {
+			closeData(c, timeout)
+		}
+		return d, nil
+	}
+}
+
+// confStats accumulates iteration results for netperf's confidence test
+// (netlib.c calculate_confidence): population variance, Student's t.
+type confStats struct {
+	n       int
+	sum, sq [3]float64 // throughput, local CPU, remote CPU
+}
+
+func (s *confStats) add(r Result) {
+	s.n++
+	for i, v := range [3]float64{r.Throughput, r.LocalCPU, r.RemoteCPU} {
+		s.sum[i] += v
+		s.sq[i] += v * v
+	}
+}
+
+// tTable holds Student's t for 95% and 99% two-sided confidence, by
+// degrees of freedom 1..30 (the table netperf uses).
+var tTable = map[int][]float64{
+	95: {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042},
+	99: {63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750},
+}
+
+// intervals returns the full-width confidence intervals in percent of the
+// mean: 2 t sqrt(var/(n-1)) / mean. A mean of zero (unmeasured) gives 0.
+func (s *confStats) intervals(cfg Config) (tput, lcpu, rcpu float64) {
+	if s.n < 2 {
+		return 0, 0, 0
+	}
+	tt := tTable[cfg.ConfidenceLevel]
+	t := tt[min(s.n-1, len(tt))-1]
+	var out [3]float64
+	for i := range out {
+		mean := s.sum[i] / float64(s.n)
+		v := s.sq[i]/float64(s.n) - mean*mean
+		if mean <= 0 || v <= 0 {
+			continue
+		}
+		out[i] = 100 * 2 * t * math.Sqrt(v/float64(s.n-1)) / mean
+	}
+	return out[0], out[1], out[2]
+}
+
+func (s *confStats) met(cfg Config) bool {
+	if s.n < 2 {
+		return false
+	}
+	a, b, c := s.intervals(cfg)
+	return a <= cfg.ConfidenceWidth && b <= cfg.ConfidenceWidth && c <= cfg.ConfidenceWidth
+}
+
+// mean averages the iterations as netperf reports them (mean throughput,
+// time, CPU and service demand); sizes come from the last iteration.
+func (s *confStats) mean(rs []Result) Result {
+	if len(rs) == 0 {
+		return Result{}
+	}
+	m := rs[len(rs)-1]
+	if len(rs) == 1 {
+		return m
+	}
+	n := float64(len(rs))
+	var el time.Duration
+	m.Throughput, m.LocalCPU, m.RemoteCPU, m.LocalServiceDemand, m.RemoteServiceDemand = 0, 0, 0, 0, 0
+	m.BytesSent, m.BytesReceived, m.RemoteBytesSent, m.RemoteBytesReceived, m.Transactions, m.RemoteTransactions = 0, 0, 0, 0, 0, 0
+	for _, r := range rs {
+		el += r.Elapsed
+		m.Throughput += r.Throughput / n
+		m.LocalCPU += r.LocalCPU / n
+		m.RemoteCPU += r.RemoteCPU / n
+		m.LocalServiceDemand += r.LocalServiceDemand / n
+		m.RemoteServiceDemand += r.RemoteServiceDemand / n
+		m.BytesSent += r.BytesSent
+		m.BytesReceived += r.BytesReceived
+		m.RemoteBytesSent += r.RemoteBytesSent
+		m.RemoteBytesReceived += r.RemoteBytesReceived
+		m.Transactions += r.Transactions
+		m.RemoteTransactions += r.RemoteTransactions
+	}
+	m.Elapsed = el / time.Duration(len(rs))
+	return m
+}

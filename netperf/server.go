@@ -1,0 +1,681 @@
+package netperf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// PadTime is netserver's PAD_TIME: a receiving server's timer runs this
+// much longer than the test so that the client's own timer ends the test.
+const PadTime = 4 * time.Second
+
+// Server defaults.
+const (
+	// DefaultControlTimeout bounds the wait for the next control message,
+	// so a dead client cannot pin a goroutine forever. Stock netperf sends
+	// its next request (or EOF) immediately after reading results.
+	DefaultControlTimeout = 60 * time.Second
+	// DefaultIdleTimeout ends a data phase that has no timer (count-based
+	// tests, accept of a count-based test) after this long without progress.
+	DefaultIdleTimeout = 30 * time.Second
+	// passphraseTimeout is how long netserver -Z waits for the passphrase.
+	passphraseTimeout = 20 * time.Second
+	// classicRRIdle ends a classic RR test once its timer has passed and the
+	// client has stopped sending: the classic client keeps the data
+	// connection open until it has the results, so there is no EOF to wait
+	// for (stock netserver waits for its full padded timer instead).
+	classicRRIdle = time.Second
+)
+
+// ListenFunc opens a data listener, with net.Listen's meaning of network
+// ("tcp4" or "tcp6") and address ("host:port", host may be empty).
+type ListenFunc func(network, address string) (net.Listener, error)
+
+// Server answers netperf 2.7 clients: omni (DO_OMNI) TCP_STREAM, TCP_MAERTS
+// and TCP_RR, the classic DO_TCP_STREAM/MAERTS/RR requests, PASSPHRASE,
+// DEBUG, CPU_CALIBRATE and SYSINFO. The zero value serves on kernel sockets.
+type Server struct {
+	// Listen opens each test's data listener; nil means net.Listen (kernel
+	// sockets). A node passes its userspace stack's listen function.
+	Listen ListenFunc
+	// Passphrase, when non-empty, must be the first message of every
+	// control connection (netserver -Z); a mismatch closes the connection.
+	Passphrase string
+	// Logger receives one line per control connection event; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// ControlTimeout bounds each control read and write; 0 means
+	// DefaultControlTimeout.
+	ControlTimeout time.Duration
+	// IdleTimeout ends a data phase without a timer after this long without
+	// progress; 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+func (s *Server) controlTimeout() time.Duration {
+	if s.ControlTimeout > 0 {
+		return s.ControlTimeout
+	}
+	return DefaultControlTimeout
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return DefaultIdleTimeout
+}
+
+func (s *Server) listen(network, addr string) (net.Listener, error) {
+	if s.Listen != nil {
+		return s.Listen(network, addr)
+	}
+	return net.Listen(network, addr)
+}
+
+// Serve accepts control connections on ln and serves each in its own
+// goroutine until ctx is done or ln fails. It closes ln and every open
+// control connection before returning, and waits for their goroutines.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	})
+	defer stop()
+	defer wg.Wait()
+	s.logger().Info("netserver listening", "addr", ln.Addr().String())
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			ln.Close()
+			return err
+		}
+		s.track(c, true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.track(c, false)
+			s.ServeConn(ctx, c)
+		}()
+	}
+}
+
+func (s *Server) track(c net.Conn, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.conns == nil {
+			s.conns = make(map[net.Conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+// ServeConn serves one control connection until the client closes it, sends
+// something this server refuses, or a deadline passes. It always closes c.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	log := s.logger().With("client", c.RemoteAddr().String())
+	needPass := s.Passphrase != ""
+	var m Message
+	for tests := 0; ; {
+		if ctx.Err() != nil {
+			return
+		}
+		timeout := s.controlTimeout()
+		if needPass {
+			timeout = min(timeout, passphraseTimeout)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(timeout))
+		n, err := io.ReadFull(c, m[:])
+		switch {
+		case err == io.EOF:
+			log.Debug("control connection closed by client", "tests", tests)
+			return
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			log.Warn("short control message, closing", "got_bytes", n, "want_bytes", MessageSize)
+			return
+		case err != nil:
+			log.Warn("control read failed, closing", "err", err, "got_bytes", n)
+			return
+		}
+		req, _ := ParseRequest(m[:]) // cannot fail: m is MessageSize bytes
+		if needPass {
+			if req.Type != TypePassphrase || req.Passphrase != s.Passphrase {
+				log.Warn("passphrase mismatch, closing", "type", int32(req.Type))
+				return
+			}
+			needPass = false
+			continue
+		}
+		switch req.Type {
+		case TypePassphrase:
+			// Never reply: the client would take the reply for the next
+			// setup response. A server without -Z ignores it.
+			continue
+		case TypeDoOmni:
+			tests++
+			if err := s.runOmni(c, req.Omni, log); err != nil {
+				log.Warn("omni test failed, closing", "err", err)
+				return
+			}
+		case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR:
+			tests++
+			if err := s.runClassic(c, req.Classic, log); err != nil {
+				log.Warn("classic test failed, closing", "err", err)
+				return
+			}
+		case TypeDebugOn, TypeDebugOff:
+			var r Message
+			r.header(TypeDebugOK, 0)
+			if s.reply(c, &r) != nil {
+				return
+			}
+		case TypeCPUCalibrate:
+			var r Message
+			r.header(TypeCPUCalibrate, 0)
+			r.putF32(8, CPUTicksPerSecond)
+			r.putI32(12, int32(numCPUs()))
+			if s.reply(c, &r) != nil {
+				return
+			}
+		case TypeDoSysinfo:
+			var r Message
+			r.header(TypeSysinfoResponse, 0)
+			copy(r[8:], ",Deprecated,Deprecated,Deprecated,Deprecated")
+			if s.reply(c, &r) != nil {
+				return
+			}
+		default:
+			log.Warn("unknown control message type, closing", "type", int32(req.Type))
+			var r Message
+			r.header(req.Type, ErrnoUnknownRequest)
+			_ = s.reply(c, &r)
+			return
+		}
+	}
+}
+
+// reply writes one control message with a write deadline.
+func (s *Server) reply(c net.Conn, m *Message) error {
+	_ = c.SetWriteDeadline(time.Now().Add(s.controlTimeout()))
+	_, err := c.Write(m[:])
+	return err
+}
+
+func numCPUs() int {
+	if snap, err := TakeCPUSnapshot(); err == nil {
+		return len(snap)
+	}
+	return 1
+}
+
+// errnoOf maps an error to the errno a client sees in serv_errno.
+func errnoOf(err error) int32 {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return int32(en)
+	}
+	return ErrnoInvalid
+}
+
+// width is netperf's send/recv ring width: echoed when the client gave one,
+// else buffer/message + 1.
+func width(req uint32, buf, size int32) int32 {
+	if req > 0 {
+		return int32(req)
+	}
+	if buf > 0 && size > 0 {
+		return buf/size + 1
+	}
+	return 1
+}
+
+// dataListen opens the data listener for family fam on (ip, port) and
+// applies the requested socket buffer sizes before any connection arrives.
+func (s *Server) dataListen(fam uint32, ip netip.Addr, port uint32, sndbuf, rcvbuf int32) (net.Listener, int32, int32, error) {
+	network := "tcp4"
+	if fam == FamilyIPv6 {
+		network = "tcp6"
+	}
+	host := ""
+	if ip.IsValid() {
+		host = ip.String()
+	}
+	ln, err := s.listen(network, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	setBufSizes(ln, sndbuf, rcvbuf)
+	snd, rcv, _ := bufSizes(ln)
+	return ln, snd, rcv, nil
+}
+
+func listenerPort(ln net.Listener) uint32 {
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+		return uint32(ap.Port())
+	}
+	return 0
+}
+
+// runOmni runs one DO_OMNI test: setup response, data phase, results.
+func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
+	var setup OmniSetup
+	var m Message
+	if err := r.Validate(); err != nil {
+		setup.Errno = ErrnoInvalid
+		if r.IPFamily != FamilyIPv4 && r.IPFamily != FamilyIPv6 {
+			setup.Errno = ErrnoAFNoSupport
+		}
+		setup.Marshal(&m)
+		_ = s.reply(ctl, &m)
+		return fmt.Errorf("invalid DO_OMNI: %w", err)
+	}
+	ln, lsnd, lrcv, err := s.dataListen(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+	if err != nil {
+		setup.Errno = errnoOf(err)
+		setup.Marshal(&m)
+		_ = s.reply(ctl, &m)
+		return fmt.Errorf("data listen: %w", err)
+	}
+	defer ln.Close()
+
+	spec := dataSpec{
+		sends:      r.Direction&DirServerSends != 0,
+		receives:   r.Direction&DirServerReceives != 0,
+		rr:         r.IsRR(),
+		testLength: r.TestLength,
+		noDelay:    r.Flags&FlagNoDelay != 0,
+	}
+	if spec.rr {
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+	} else {
+		spec.recvSize = pickSize(r.ReceiveSize, lrcv)
+		spec.sendSize = pickSize(r.SendSize, lsnd)
+	}
+	setup = OmniSetup{
+		RecvBufSize: lrcv,
+		ReceiveSize: r.ReceiveSize,
+		RecvWidth:   width(r.RecvWidth, lrcv, spec.recvSize),
+		SendBufSize: lsnd,
+		SendSize:    r.SendSize,
+		SendWidth:   width(r.SendWidth, lsnd, spec.sendSize),
+		Flags:       r.Flags & FlagNoDelay,
+		SoRcvAvoid:  r.SoRcvAvoid,
+		SoSndAvoid:  r.SoSndAvoid,
+		DataPort:    listenerPort(ln),
+		SocketPrio:  r.SocketPrio,
+		SocketTOS:   r.SocketTOS,
+	}
+	if spec.receives {
+		setup.ReceiveSize = spec.recvSize
+	}
+	if spec.sends {
+		setup.SendSize = spec.sendSize
+	}
+	meter := startCPU(r.Flags&FlagMeasureCPU != 0)
+	if meter != nil {
+		setup.Flags |= FlagMeasureCPU
+		setup.CPURate = CPUTicksPerSecond
+	}
+	setup.Marshal(&m)
+	if err := s.reply(ctl, &m); err != nil {
+		return fmt.Errorf("send setup response: %w", err)
+	}
+	st, err := s.runData(ln, spec, r.Flags&FlagRoutingAllowed != 0)
+	if err != nil {
+		log.Info("data phase ended early", "err", err)
+	}
+	res := OmniResults{
+		BytesReceived:    st.bytesRecv,
+		RecvCalls:        st.recvCalls,
+		RecvBufSize:      st.rcvbuf,
+		BytesSent:        st.bytesSent,
+		SendCalls:        st.sendCalls,
+		SendBufSize:      st.sndbuf,
+		TransReceived:    st.trans,
+		ElapsedTime:      float32(st.elapsed.Seconds()),
+		TransportRetrans: st.retrans,
+		CongControl:      st.cong,
+	}
+	if u, ok := meter.stop(); ok {
+		res.CPUUtil, res.CPUUser, res.CPUSystem = u.Util, u.User, u.System
+		res.CPUIOWait, res.CPUIRQ, res.CPUSoftIRQ = u.IOWait, u.IRQ, u.SoftIRQ
+		res.CPUMethod, res.NumCPUs = CPUMethodProcStat, uint32(u.NumCPUs)
+		res.PeakCPUID, res.PeakCPUUtil = int32(u.PeakCPU), u.PeakUtil
+	}
+	res.Marshal(&m)
+	if err := s.reply(ctl, &m); err != nil {
+		return fmt.Errorf("send results: %w", err)
+	}
+	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr,
+		"bytes_received", st.bytesRecv, "bytes_sent", st.bytesSent, "transactions", st.trans,
+		"elapsed", st.elapsed.Round(time.Millisecond))
+	return nil
+}
+
+// pickSize is netserver's per-call size: the request's if > 0, else the
+// socket buffer size, else 4096.
+func pickSize(req, buf int32) int32 {
+	switch {
+	case req > 0:
+		return req
+	case buf > 0:
+		return buf
+	}
+	return 4096 // netserver's fallback when the buffer size is unknown
+}
+
+// runClassic runs one classic DO_TCP_STREAM / DO_TCP_MAERTS / DO_TCP_RR.
+func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) error {
+	setup := ClassicSetup{Test: r.Test}
+	var m Message
+	if err := r.Validate(); err != nil {
+		setup.Errno = ErrnoInvalid
+		setup.Marshal(&m)
+		_ = s.reply(ctl, &m)
+		return fmt.Errorf("invalid classic request: %w", err)
+	}
+	ln, lsnd, lrcv, err := s.dataListen(uint32(r.IPFamily), netip.Addr{}, uint32(r.Port), r.SendBufSize, r.RecvBufSize)
+	if err != nil {
+		setup.Errno = errnoOf(err)
+		setup.Marshal(&m)
+		_ = s.reply(ctl, &m)
+		return fmt.Errorf("data listen: %w", err)
+	}
+	defer ln.Close()
+	spec := dataSpec{testLength: r.TestLength, noDelay: r.NoDelay != 0}
+	switch r.Test {
+	case ClassicStream:
+		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcv)
+		setup.MsgSize = spec.recvSize
+	case ClassicMaerts:
+		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsnd)
+		setup.MsgSize = spec.sendSize
+	case ClassicRR:
+		spec.sends, spec.receives, spec.rr = true, true, true
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+		spec.classicRR = true
+	}
+	setup.RecvBufSize, setup.SendBufSize = lrcv, lsnd
+	setup.NoDelay, setup.TestLength = r.NoDelay, r.TestLength
+	setup.SoRcvAvoid, setup.SoSndAvoid = r.SoRcvAvoid, r.SoSndAvoid
+	setup.DataPort = int32(listenerPort(ln))
+	meter := startCPU(r.MeasureCPU != 0)
+	if meter != nil {
+		setup.MeasureCPU, setup.CPURate = 1, CPUTicksPerSecond
+	}
+	setup.Marshal(&m)
+	if err := s.reply(ctl, &m); err != nil {
+		return fmt.Errorf("send setup response: %w", err)
+	}
+	st, err := s.runData(ln, spec, false)
+	if err != nil {
+		log.Info("data phase ended early", "err", err)
+	}
+	res := ClassicResults{
+		Test: r.Test, ElapsedTime: float32(st.elapsed.Seconds()),
+		RecvBufSize: st.rcvbuf, SendBufSize: st.sndbuf,
+	}
+	switch r.Test {
+	case ClassicStream:
+		res.Bytes, res.Calls = float64(st.bytesRecv), st.recvCalls
+	case ClassicMaerts:
+		res.Bytes, res.Calls = float64(st.bytesSent), st.sendCalls
+	case ClassicRR:
+		res.Bytes, res.Calls, res.TransReceived = float64(st.bytesRecv), st.recvCalls, st.trans
+	}
+	if u, ok := meter.stop(); ok {
+		res.CPUUtil, res.CPUMethod, res.NumCPUs = u.Util, int32(CPUMethodProcStat), int32(u.NumCPUs)
+	}
+	res.Marshal(&m)
+	if err := s.reply(ctl, &m); err != nil {
+		return fmt.Errorf("send results: %w", err)
+	}
+	log.Info("classic test done", "test", r.Test, "bytes_received", st.bytesRecv,
+		"bytes_sent", st.bytesSent, "transactions", st.trans, "elapsed", st.elapsed.Round(time.Millisecond))
+	return nil
+}
+
+// dataSpec describes one data phase from the server's point of view.
+type dataSpec struct {
+	sends, receives, rr bool
+	recvSize, sendSize  int32 // per call; RR: request and response sizes
+	testLength          int32 // >0 seconds, <0 -count, 0 until EOF
+	noDelay             bool
+	classicRR           bool // no EOF: end on count or idle after the timer
+}
+
+// dataStats is what a data phase measured.
+type dataStats struct {
+	bytesRecv, bytesSent uint64
+	recvCalls, sendCalls uint32
+	trans                uint32
+	elapsed              time.Duration
+	sndbuf, rcvbuf       int32
+	cong                 string
+	retrans              int32
+}
+
+type noDelayer interface{ SetNoDelay(bool) error }
+
+// fillPattern fills b with netperf's default payload, "netperf\0" repeated.
+func fillPattern(b []byte) {
+	const pat = "netperf\x00"
+	for i := 0; i < len(b); i += copy(b[i:], pat) {
+	}
+}
+
+// runData accepts the single data connection on ln and runs the data phase.
+// The server's clock starts now, before accept, as netserver's does.
+func (s *Server) runData(ln net.Listener, spec dataSpec, wantCong bool) (st dataStats, err error) {
+	start := time.Now()
+	var hardEnd, softEnd time.Time
+	timed := spec.testLength > 0
+	if timed {
+		softEnd = start.Add(time.Duration(spec.testLength) * time.Second)
+		hardEnd = softEnd
+		if spec.receives {
+			hardEnd = hardEnd.Add(PadTime)
+		}
+	}
+	acceptBy := hardEnd
+	if !timed {
+		acceptBy = start.Add(s.idleTimeout())
+	}
+	// A generic net.Listener has no deadline: close it when time is up.
+	t := time.AfterFunc(time.Until(acceptBy), func() { ln.Close() })
+	conn, err := ln.Accept()
+	t.Stop()
+	if err != nil {
+		st.elapsed = time.Since(start)
+		return st, fmt.Errorf("accept data connection: %w", err)
+	}
+	ln.Close() // one data connection per test
+	defer func() {
+		st.sndbuf, st.rcvbuf, _ = bufSizes(conn)
+		if wantCong {
+			st.cong = congestionControl(conn)
+		}
+		st.retrans = retransmits(conn)
+		conn.Close()
+	}()
+	if spec.noDelay {
+		if nd, ok := conn.(noDelayer); ok {
+			_ = nd.SetNoDelay(true)
+		}
+	}
+	if timed {
+		_ = conn.SetDeadline(hardEnd)
+	}
+	idle := s.idleTimeout()
+	var last time.Time
+	switch {
+	case spec.rr:
+		last, err = s.rrLoop(conn, spec, &st, timed, softEnd, hardEnd, idle)
+	case spec.receives:
+		buf := make([]byte, spec.recvSize)
+		for {
+			if !timed {
+				_ = conn.SetReadDeadline(time.Now().Add(idle))
+			}
+			n, rerr := conn.Read(buf)
+			if n > 0 {
+				st.bytesRecv += uint64(n)
+				st.recvCalls++
+				last = time.Now()
+			}
+			if rerr != nil {
+				if rerr != io.EOF && !(timed && isTimeout(rerr)) {
+					err = rerr
+				}
+				break
+			}
+		}
+	case spec.sends:
+		buf := make([]byte, spec.sendSize)
+		fillPattern(buf)
+		limit := uint64(0)
+		if spec.testLength < 0 {
+			limit = uint64(-int64(spec.testLength))
+		}
+		for {
+			if timed && !time.Now().Before(softEnd) {
+				break
+			}
+			if !timed {
+				_ = conn.SetWriteDeadline(time.Now().Add(idle))
+			}
+			b := buf
+			if limit > 0 && limit-st.bytesSent < uint64(len(b)) {
+				b = b[:limit-st.bytesSent]
+			}
+			n, werr := conn.Write(b)
+			st.bytesSent += uint64(n)
+			st.sendCalls++
+			last = time.Now()
+			if werr != nil {
+				// EPIPE/ECONNRESET/timeout at the end of a MAERTS test are
+				// the client racing our timer: a normal end.
+				if !timed {
+					err = werr
+				}
+				break
+			}
+			if limit > 0 && st.bytesSent >= limit {
+				break
+			}
+		}
+		if tc, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = tc.CloseWrite()
+		}
+	}
+	end := time.Now()
+	if timed && end.After(softEnd) && spec.receives && !last.IsZero() {
+		// Ended by the padded timer: report the time to the last data, as
+		// netserver subtracts its pad.
+		if end.Sub(last) > time.Second/10 {
+			end = last
+		}
+	}
+	st.elapsed = end.Sub(start)
+	return st, err
+}
+
+// rrLoop echoes request/response transactions until EOF (omni), the count
+// (-l -N), or for classic RR the client going quiet after the timer.
+func (s *Server) rrLoop(conn net.Conn, spec dataSpec, st *dataStats, timed bool, softEnd, hardEnd time.Time, idle time.Duration) (last time.Time, err error) {
+	req := make([]byte, spec.recvSize)
+	resp := make([]byte, spec.sendSize)
+	fillPattern(resp)
+	var count uint32
+	if spec.testLength < 0 {
+		count = uint32(-int64(spec.testLength))
+	}
+	for {
+		now := time.Now()
+		switch {
+		case !timed:
+			_ = conn.SetReadDeadline(now.Add(idle))
+		case spec.classicRR:
+			from := now
+			if from.Before(softEnd) {
+				from = softEnd
+			}
+			_ = conn.SetReadDeadline(minTime(hardEnd, from.Add(classicRRIdle)))
+		}
+		got := 0
+		for got < len(req) {
+			n, rerr := conn.Read(req[got:])
+			got += n
+			if n > 0 {
+				st.recvCalls++
+				st.bytesRecv += uint64(n)
+			}
+			if rerr != nil {
+				if rerr == io.EOF && got == 0 {
+					return last, nil
+				}
+				if isTimeout(rerr) && timed {
+					return last, nil
+				}
+				return last, rerr
+			}
+		}
+		if _, werr := conn.Write(resp); werr != nil {
+			return last, werr
+		}
+		st.bytesSent += uint64(len(resp))
+		st.sendCalls++
+		st.trans++
+		last = time.Now()
+		if spec.classicRR && count > 0 && st.trans >= count {
+			return last, nil
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package netperf
+
+func setBufSizes(s any, snd, rcv int32)                {}
+func bufSizes(s any) (snd, rcv int32, ok bool)         { return 0, 0, false }
+func congestionControl(s any) string                   { return "" }
+func retransmits(s any) int32                          { return 0 }
+func kernelDefaultBufSizes() (snd, rcv int32, ok bool) { return 0, 0, false }
