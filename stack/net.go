@@ -1,0 +1,205 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// listenBacklog matches the usual Linux somaxconn default, as package net does.
+const listenBacklog = 4096
+
+// DialContext connects to address on the named network ("tcp", "tcp4",
+// "tcp6", "udp", "udp4", "udp6") through the userspace stack. It has the
+// shape of net.Dialer.DialContext, so it plugs into http.Transport. The
+// address must be a literal IP and port: the stack has no resolver.
+func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	ap, err := parseAddrPort(network, address)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	switch network {
+	case "tcp", "tcp4", "tcp6":
+		return s.DialTCP(ctx, ap)
+	case "udp", "udp4", "udp6":
+		return s.DialUDP(netip.AddrPort{}, ap)
+	}
+	return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+}
+
+// DialTCP opens a TCP connection to addr through the userspace stack.
+// Errors are *net.OpError wrapping the errno a kernel socket would give
+// (errors.Is(err, syscall.ECONNREFUSED) works).
+func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	return s.DialTCPFrom(ctx, netip.AddrPort{}, addr)
+}
+
+// DialTCPFrom is DialTCP with the local address (and optionally port) bound
+// first; a zero local means any.
+func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (net.Conn, error) {
+	opErr := func(op string, err error) error {
+		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+	}
+	var wq waiter.Queue
+	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, protoOf(addr.Addr()), &wq)
+	if terr != nil {
+		return nil, opErr("dial", errnoOf(terr))
+	}
+	s.applySocketOptions(ep)
+	entry, notify := waiter.NewChannelEntry(waiter.WritableEvents)
+	wq.EventRegister(&entry)
+	defer wq.EventUnregister(&entry)
+	if local.IsValid() {
+		if terr := ep.Bind(fullAddr(local)); terr != nil {
+			ep.Close()
+			return nil, opErr("bind", errnoOf(terr))
+		}
+	}
+	terr = ep.Connect(fullAddr(addr))
+	if _, ok := terr.(*tcpip.ErrConnectStarted); ok {
+		select {
+		case <-ctx.Done():
+			ep.Close()
+			return nil, opErr("dial", ctx.Err())
+		case <-notify:
+		}
+		terr = ep.LastError()
+	}
+	if terr != nil {
+		ep.Close()
+		return nil, opErr("dial", errnoOf(terr))
+	}
+	return gonet.NewTCPConn(&wq, ep), nil
+}
+
+// ListenTCP listens for TCP connections on addr (an unspecified address
+// listens on all of the stack's addresses of that family; the zero AddrPort
+// listens on IPv4 and IPv6).
+func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
+	proto := ipv6.ProtocolNumber
+	if addr.Addr().Is4() {
+		proto = ipv4.ProtocolNumber
+	}
+	var wq waiter.Queue
+	opErr := func(op string, err error) error {
+		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+	}
+	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, proto, &wq)
+	if terr != nil {
+		return nil, opErr("listen", errnoOf(terr))
+	}
+	s.applySocketOptions(ep)
+	if terr := ep.Bind(fullAddr(addr)); terr != nil {
+		ep.Close()
+		return nil, opErr("bind", errnoOf(terr))
+	}
+	if terr := ep.Listen(listenBacklog); terr != nil {
+		ep.Close()
+		return nil, opErr("listen", errnoOf(terr))
+	}
+	return gonet.NewTCPListener(s.ns, &wq, ep), nil
+}
+
+// Listen is ListenTCP in package net's shape: network "tcp", "tcp4" or
+// "tcp6", address "ip:port" or ":port".
+func (s *Stack) Listen(network, address string) (net.Listener, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	ap, err := parseAddrPort(network, address)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	return s.ListenTCP(ap)
+}
+
+// DialUDP returns a connected UDP socket to raddr, bound to laddr when it is
+// valid.
+func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
+	var lp, rp *tcpip.FullAddress
+	if laddr.IsValid() {
+		a := fullAddr(laddr)
+		lp = &a
+	}
+	a := fullAddr(raddr)
+	rp = &a
+	c, err := gonet.DialUDP(s.ns, lp, rp, protoOf(raddr.Addr()))
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+	}
+	return c, nil
+}
+
+// ListenUDP opens an unconnected UDP socket bound to laddr.
+func (s *Stack) ListenUDP(laddr netip.AddrPort) (net.PacketConn, error) {
+	a := fullAddr(laddr)
+	c, err := gonet.DialUDP(s.ns, &a, nil, protoOf(laddr.Addr()))
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
+	}
+	return c, nil
+}
+
+// parseAddrPort parses "ip:port" or ":port" for network, checking the
+// address family against a "4"/"6" suffix.
+func parseAddrPort(network, address string) (netip.AddrPort, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("bad port %q", portStr)
+	}
+	var ip netip.Addr
+	if host != "" {
+		ip, err = netip.ParseAddr(host)
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("%q is not an IP address (the userspace stack has no resolver)", host)
+		}
+		ip = ip.Unmap()
+	}
+	switch network[len(network)-1] {
+	case '4':
+		if ip.IsValid() && !ip.Is4() {
+			return netip.AddrPort{}, fmt.Errorf("%s is not an IPv4 address", ip)
+		}
+		if !ip.IsValid() {
+			ip = netip.IPv4Unspecified()
+		}
+	case '6':
+		if ip.IsValid() && !ip.Is6() {
+			return netip.AddrPort{}, fmt.Errorf("%s is not an IPv6 address", ip)
+		}
+	}
+	return netip.AddrPortFrom(ip, uint16(port)), nil
+}
+
+// fullAddr converts to netstack's address form; an invalid or unspecified
+// address becomes the empty address (bind to any).
+func fullAddr(ap netip.AddrPort) tcpip.FullAddress {
+	fa := tcpip.FullAddress{Port: ap.Port()}
+	if a := ap.Addr(); a.IsValid() && !a.IsUnspecified() {
+		fa.Addr = tcpip.AddrFromSlice(a.AsSlice())
+	}
+	return fa
+}
+
+// protoOf returns the network protocol for a, IPv6 for the invalid address.
+func protoOf(a netip.Addr) tcpip.NetworkProtocolNumber {
+	if a.Is4() {
+		return ipv4.ProtocolNumber
+	}
+	return ipv6.ProtocolNumber
+}

@@ -1,0 +1,602 @@
+// Package stack is mplsnode's embedder API: it builds a gVisor netstack
+// whose links push and pop MPLS labels, and hands out net.Conn, net.Listener
+// and net.PacketConn values over it.
+//
+// A Stack owns its links (AF_PACKET sockets on existing interfaces, TAP
+// devices, or any lower stack.LinkEndpoint carrying Ethernet frames), each
+// wrapped in an mplsendpoint.Endpoint; the addresses; the IP routes, with or
+// without a label stack; and the shared MPLS tables (FTN and ILM). Routes can
+// be added and removed while connections run.
+//
+// It does not parse text: the node (package node) turns a config file into a
+// Config.
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"github.com/mplsnode/mplsnode/link/afpacket"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+)
+
+// LinkKind says what carries a link's Ethernet frames.
+type LinkKind int
+
+const (
+	// LinkAFPacket attaches to an existing interface (typically a veth)
+	// with an AF_PACKET socket. It is the zero value.
+	LinkAFPacket LinkKind = iota
+	// LinkTAP creates (or attaches to) a TAP device.
+	LinkTAP
+	// LinkEndpoint uses Link.Endpoint as given (tests, custom links).
+	LinkEndpoint
+)
+
+// String returns the kind's config word.
+func (k LinkKind) String() string {
+	switch k {
+	case LinkAFPacket:
+		return "afpacket"
+	case LinkTAP:
+		return "tap"
+	case LinkEndpoint:
+		return "endpoint"
+	}
+	return fmt.Sprintf("LinkKind(%d)", int(k))
+}
+
+// Link is one interface of the stack.
+type Link struct {
+	// Name is the interface name: the existing interface for AF_PACKET,
+	// the TAP device to create or attach to, or a label for LinkEndpoint.
+	Name string
+	// Kind says what carries the frames.
+	Kind LinkKind
+	// Endpoint is the lower endpoint for LinkEndpoint: it must carry whole
+	// Ethernet frames (see docs/CONTRACTS.md, "Lower links").
+	Endpoint gstack.LinkEndpoint
+	// Bridge, for LinkTAP, is a Linux bridge the TAP is added to.
+	Bridge string
+	// MTU overrides the link MTU (the largest L2 payload); 0 keeps the
+	// interface's.
+	MTU uint32
+	// QdiscBypass, for LinkAFPacket, sends frames past the kernel's qdisc
+	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
+	// longer applies to our frames.
+	QdiscBypass bool
+}
+
+// Address is an address the stack owns on a link.
+type Address struct {
+	// Link names the link.
+	Link string
+	// Prefix is the address with its on-link prefix length.
+	Prefix netip.Prefix
+}
+
+// Route is an IP route, optionally through a label-switched path.
+type Route struct {
+	// Prefix is the destination.
+	Prefix netip.Prefix
+	// Via is the next hop; the invalid Addr means the prefix is on-link.
+	Via netip.Addr
+	// Link is the egress link; empty means the link with an address whose
+	// prefix contains Via.
+	Link string
+	// Labels are pushed on packets to Prefix, outermost first. Empty means
+	// plain IP.
+	Labels []mpls.Label
+	// MTU caps the IP MTU of the route ("mtu lock"); 0 means the link MTU
+	// less the label overhead.
+	MTU uint32
+	// TTL, when not zero, is the TTL of pushed labels regardless of the
+	// TTL model.
+	TTL uint8
+}
+
+// Config describes a stack. Links, Addresses and Routes refer to each other
+// by link name.
+type Config struct {
+	Links     []Link
+	Addresses []Address
+	Routes    []Route
+	// ILM holds the incoming-label entries: local pops (this host's
+	// labels) and, with a Forwarder, forwarding entries. Explicit null
+	// (0 and 2) is always delivered locally.
+	ILM []mpls.ILMEntry
+	// Forwarder receives labelled frames whose ILM entry forwards them
+	// (the node's label switch). Nil drops them as no_ilm_entry.
+	Forwarder mplsendpoint.Forwarder
+	// TTLModel is uniform (the default) or pipe (RFC 3443).
+	TTLModel mpls.TTLModel
+	// PipeTTL is the TTL of pushed labels in the pipe model (0 means 255).
+	PipeTTL uint8
+	// CopyTCFromDSCP sets pushed labels' TC from the top three bits of the
+	// IP DSCP; otherwise TC is 0.
+	CopyTCFromDSCP bool
+	// GSO selects who segments TCP: the endpoint after the label push (the
+	// default), gVisor before it, or nobody (MSS-sized packets only).
+	GSO mplsendpoint.GSOMode
+	// Forwarding enables IP forwarding between the stack's links (the LER
+	// role, and unlabelled transit such as the seed's return path).
+	Forwarding bool
+	// TCP holds the TCP settings.
+	TCP TCPOptions
+	// Logger receives warnings (drops, by reason, rate-limited); nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Stack is a running userspace stack. Its methods are safe for concurrent
+// use.
+type Stack struct {
+	ns     *gstack.Stack
+	tables *mpls.Tables
+	logger *slog.Logger
+	tcp    TCPOptions
+
+	links  []*link
+	byName map[string]*link
+
+	mu     sync.Mutex // serialises route changes
+	routes []Route
+	ilm    []mpls.ILMEntry
+	closed bool
+}
+
+// link is one running link.
+type link struct {
+	Link
+	nic      tcpip.NICID
+	endpoint *mplsendpoint.Endpoint
+	closer   func() error // releases the lower link (socket, TAP), may be nil
+	addrs    []netip.Prefix
+}
+
+// New builds and starts a stack. On error nothing is left open.
+func New(cfg Config) (s *Stack, err error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s = &Stack{
+		ns: gstack.New(gstack.Options{
+			NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
+			TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
+			// ICMP errors (frag needed, time exceeded, port
+			// unreachable) are rate-limited by the stack's
+			// default token bucket; HandleLocal lets a program
+			// talk to its own addresses without a wire.
+			HandleLocal: true,
+		}),
+		tables: new(mpls.Tables),
+		logger: logger,
+		tcp:    cfg.TCP,
+		byName: make(map[string]*link),
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+			s = nil
+		}
+	}()
+	if err := cfg.TCP.apply(s.ns); err != nil {
+		return s, err
+	}
+	ilm, err := buildILM(cfg.ILM)
+	if err != nil {
+		return s, err
+	}
+	s.tables.SetILM(ilm)
+	s.ilm = slices.Clone(cfg.ILM)
+	emptyFTN, err := mpls.NewFTN(nil)
+	if err != nil {
+		return s, err
+	}
+	s.tables.SetFTN(emptyFTN)
+
+	for i, l := range cfg.Links {
+		if err := s.addLink(tcpip.NICID(i+1), l, cfg); err != nil {
+			return s, err
+		}
+	}
+	for _, a := range cfg.Addresses {
+		if err := s.addAddress(a); err != nil {
+			return s, err
+		}
+	}
+	if cfg.Forwarding {
+		for _, p := range []tcpip.NetworkProtocolNumber{ipv4.ProtocolNumber, ipv6.ProtocolNumber} {
+			if terr := s.ns.SetForwardingDefaultAndAllNICs(p, true); terr != nil {
+				return s, fmt.Errorf("enable IP forwarding: %s", terr)
+			}
+		}
+	}
+	if err := s.SetRoutes(cfg.Routes); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// addLink opens the lower link, wraps it in the MPLS endpoint and creates
+// its NIC.
+func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
+	if l.Name == "" {
+		return fmt.Errorf("link %d has no name", id)
+	}
+	if _, dup := s.byName[l.Name]; dup {
+		return fmt.Errorf("link %q declared twice", l.Name)
+	}
+	var lower gstack.LinkEndpoint
+	var closer func() error
+	switch l.Kind {
+	case LinkAFPacket:
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass})
+		if err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		if l.MTU != 0 {
+			ep.SetMTU(l.MTU)
+		}
+		lower = ep
+	case LinkTAP:
+		ep, err := openTAP(l)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+	case LinkEndpoint:
+		if l.Endpoint == nil {
+			return fmt.Errorf("link %s: kind endpoint needs Link.Endpoint", l.Name)
+		}
+		lower = l.Endpoint
+	default:
+		return fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
+	}
+	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{
+		Tables:         s.tables,
+		TTLModel:       cfg.TTLModel,
+		PipeTTL:        cfg.PipeTTL,
+		CopyTCFromDSCP: cfg.CopyTCFromDSCP,
+		GSOMode:        cfg.GSO,
+		Forwarder:      cfg.Forwarder,
+		Logger:         s.logger.With("link", l.Name),
+	})
+	if err != nil {
+		lower.Close()
+		return fmt.Errorf("link %s: %w", l.Name, err)
+	}
+	if terr := s.ns.CreateNICWithOptions(id, ep, gstack.NICOptions{Name: l.Name}); terr != nil {
+		ep.Close()
+		return fmt.Errorf("link %s: create NIC: %s", l.Name, terr)
+	}
+	ln := &link{Link: l, nic: id, endpoint: ep, closer: closer}
+	s.links = append(s.links, ln)
+	s.byName[l.Name] = ln
+	return nil
+}
+
+// addAddress assigns a.Prefix's address to its link and installs the
+// on-link route for its prefix.
+func (s *Stack) addAddress(a Address) error {
+	l, ok := s.byName[a.Link]
+	if !ok {
+		return fmt.Errorf("address %s: no link named %q", a.Prefix, a.Link)
+	}
+	if !a.Prefix.IsValid() {
+		return fmt.Errorf("address on %s: invalid prefix", a.Link)
+	}
+	for _, other := range s.links {
+		for _, p := range other.addrs {
+			if p.Addr() == a.Prefix.Addr() {
+				return fmt.Errorf("address %s on %s: already assigned on %s", a.Prefix.Addr(), a.Link, other.Name)
+			}
+			if other != l && p.Overlaps(a.Prefix) {
+				return fmt.Errorf("address %s on %s overlaps %s on %s", a.Prefix, a.Link, p, other.Name)
+			}
+		}
+	}
+	pa := tcpip.ProtocolAddress{
+		Protocol: protoOf(a.Prefix.Addr()),
+		AddressWithPrefix: tcpip.AddressWithPrefix{
+			Address:   tcpip.AddrFromSlice(a.Prefix.Addr().AsSlice()),
+			PrefixLen: a.Prefix.Bits(),
+		},
+	}
+	if terr := s.ns.AddProtocolAddress(l.nic, pa, gstack.AddressProperties{}); terr != nil {
+		return fmt.Errorf("address %s on %s: %s", a.Prefix, a.Link, terr)
+	}
+	l.addrs = append(l.addrs, a.Prefix)
+	return nil
+}
+
+// SetRoutes replaces every route (IP and labelled) at once. Connections keep
+// running; packets already queued leave by the old routes. On error the old
+// routes stay.
+func (s *Stack) SetRoutes(routes []Route) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setRoutesLocked(slices.Clone(routes))
+}
+
+// AddRoute adds one route; a route to the same prefix is replaced.
+func (s *Stack) AddRoute(r Route) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	routes := slices.DeleteFunc(slices.Clone(s.routes), func(o Route) bool { return o.Prefix == r.Prefix })
+	return s.setRoutesLocked(append(routes, r))
+}
+
+// RemoveRoute removes the route to prefix; it reports whether there was one.
+func (s *Stack) RemoveRoute(prefix netip.Prefix) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	routes := slices.DeleteFunc(slices.Clone(s.routes), func(o Route) bool { return o.Prefix == prefix })
+	if len(routes) == len(s.routes) {
+		return false
+	}
+	// Removing can't make the set invalid.
+	_ = s.setRoutesLocked(routes)
+	return true
+}
+
+// Routes returns a copy of the current routes.
+func (s *Stack) Routes() []Route {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.routes)
+}
+
+// SetILM replaces the incoming-label table. On error the old one stays.
+func (s *Stack) SetILM(entries []mpls.ILMEntry) error {
+	ilm, err := buildILM(entries)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tables.SetILM(ilm)
+	s.ilm = slices.Clone(entries)
+	return nil
+}
+
+// buildILM adds the explicit-null local entries every host answers to
+// unless the caller bound them itself.
+func buildILM(entries []mpls.ILMEntry) (*mpls.ILM, error) {
+	all := slices.Clone(entries)
+	for _, l := range []mpls.Label{mpls.LabelIPv4ExplicitNull, mpls.LabelIPv6ExplicitNull} {
+		if !slices.ContainsFunc(all, func(e mpls.ILMEntry) bool { return e.Label == l }) {
+			all = append(all, mpls.ILMEntry{Label: l, Action: mpls.ILMPopLocal})
+		}
+	}
+	return mpls.NewILM(all)
+}
+
+// setRoutesLocked validates routes, then swaps in the new gVisor route
+// table and FTN together.
+func (s *Stack) setRoutesLocked(routes []Route) error {
+	var table []tcpip.Route
+	var ftn []mpls.FTNEntry
+	seen := make(map[netip.Prefix]bool)
+	for _, r := range routes {
+		if !r.Prefix.IsValid() {
+			return errors.New("route with an invalid prefix")
+		}
+		if r.Prefix != r.Prefix.Masked() {
+			return fmt.Errorf("route %s: host bits set; did you mean %s?", r.Prefix, r.Prefix.Masked())
+		}
+		if seen[r.Prefix] {
+			return fmt.Errorf("route %s: declared twice", r.Prefix)
+		}
+		seen[r.Prefix] = true
+		l, err := s.egressLink(r)
+		if err != nil {
+			return err
+		}
+		if r.Via.IsValid() && r.Via.Is4() != r.Prefix.Addr().Is4() {
+			return fmt.Errorf("route %s via %s: address families differ", r.Prefix, r.Via)
+		}
+		linkMTU := l.endpoint.LinkMTU()
+		ipMTU := linkMTU - uint32(len(r.Labels))*mpls.EntryLen
+		if r.MTU != 0 {
+			if r.MTU > ipMTU {
+				return fmt.Errorf("route %s: mtu %d does not fit link %s (MTU %d) with %d label(s); at most %d",
+					r.Prefix, r.MTU, l.Name, linkMTU, len(r.Labels), ipMTU)
+			}
+			ipMTU = r.MTU
+		}
+		tr := tcpip.Route{
+			Destination: subnetOf(r.Prefix),
+			NIC:         l.nic,
+		}
+		if r.Via.IsValid() {
+			tr.Gateway = tcpip.AddrFromSlice(r.Via.AsSlice())
+		}
+		if len(r.Labels) > 0 || r.MTU != 0 {
+			tr.MTU = ipMTU
+		}
+		table = append(table, tr)
+		if len(r.Labels) > 0 {
+			ftn = append(ftn, mpls.FTNEntry{
+				Prefix:  r.Prefix,
+				Labels:  slices.Clone(r.Labels),
+				NextHop: r.Via,
+				Device:  l.Name,
+				MTU:     ipMTU,
+				TTL:     r.TTL,
+			})
+		}
+	}
+	newFTN, err := mpls.NewFTN(ftn)
+	if err != nil {
+		return err
+	}
+	// On-link routes for the links' own prefixes come last so that
+	// gVisor's first-match table prefers explicit routes of equal length.
+	for _, l := range s.links {
+		for _, p := range l.addrs {
+			table = append(table, tcpip.Route{Destination: subnetOf(p.Masked()), NIC: l.nic})
+		}
+	}
+	sortRoutes(table)
+	s.tables.SetFTN(newFTN)
+	s.ns.SetRouteTable(table)
+	s.routes = routes
+	return nil
+}
+
+// egressLink finds the link a route leaves by.
+func (s *Stack) egressLink(r Route) (*link, error) {
+	if r.Link != "" {
+		l, ok := s.byName[r.Link]
+		if !ok {
+			return nil, fmt.Errorf("route %s: no link named %q", r.Prefix, r.Link)
+		}
+		return l, nil
+	}
+	if !r.Via.IsValid() {
+		return nil, fmt.Errorf("route %s: needs a next hop (via) or a link", r.Prefix)
+	}
+	for _, l := range s.links {
+		for _, p := range l.addrs {
+			if p.Contains(r.Via) {
+				return l, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("route %s: next hop %s is on none of the links' prefixes; name the link", r.Prefix, r.Via)
+}
+
+// sortRoutes orders the table longest prefix first: gVisor takes the first
+// matching row.
+func sortRoutes(t []tcpip.Route) {
+	slices.SortStableFunc(t, func(a, b tcpip.Route) int {
+		return b.Destination.Prefix() - a.Destination.Prefix()
+	})
+}
+
+// subnetOf converts a masked prefix to netstack's subnet.
+func subnetOf(p netip.Prefix) tcpip.Subnet {
+	p = p.Masked()
+	addr := tcpip.AddrFromSlice(p.Addr().AsSlice())
+	n := p.Addr().BitLen()
+	mask := make([]byte, n/8)
+	for i := 0; i < p.Bits(); i++ {
+		mask[i/8] |= 0x80 >> (i % 8)
+	}
+	sn, err := tcpip.NewSubnet(addr, tcpip.MaskFromBytes(mask))
+	if err != nil {
+		panic(fmt.Sprintf("subnet of masked prefix %s: %v", p, err)) // unreachable: p is masked
+	}
+	return sn
+}
+
+// Netstack returns the underlying gVisor stack, for what this API does not
+// cover (the node's label switch uses its neighbour tables).
+func (s *Stack) Netstack() *gstack.Stack { return s.ns }
+
+// Tables returns the MPLS tables the links consult.
+func (s *Stack) Tables() *mpls.Tables { return s.tables }
+
+// Endpoint returns the MPLS endpoint of the named link, or nil.
+func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
+	if l, ok := s.byName[name]; ok {
+		return l.endpoint
+	}
+	return nil
+}
+
+// NICID returns the netstack NIC of the named link.
+func (s *Stack) NICID(name string) (tcpip.NICID, bool) {
+	l, ok := s.byName[name]
+	if !ok {
+		return 0, false
+	}
+	return l.nic, true
+}
+
+// LinkNames returns the links' names in the order they were configured.
+func (s *Stack) LinkNames() []string {
+	names := make([]string, len(s.links))
+	for i, l := range s.links {
+		names[i] = l.Name
+	}
+	return names
+}
+
+// Close shuts the stack down: connections are aborted, links closed, and
+// every goroutine the stack started has returned when Close returns.
+func (s *Stack) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.ns.Close()
+	for _, l := range s.links {
+		l.endpoint.Close()
+	}
+	s.ns.Wait()
+	for _, l := range s.links {
+		l.endpoint.Wait()
+	}
+	var errs []error
+	for _, l := range s.links {
+		if l.closer != nil {
+			errs = append(errs, l.closer())
+		}
+	}
+	s.ns.Destroy()
+	return errors.Join(errs...)
+}
+
+// applySocketOptions sets per-socket options that follow from TCPOptions.
+func (s *Stack) applySocketOptions(ep tcpip.Endpoint) {
+	if s.tcp.NoDelay {
+		ep.SocketOptions().SetDelayOption(false)
+	}
+}
+
+// LinkStats are one link's counters.
+type LinkStats struct {
+	// Name is the link's name.
+	Name string
+	// MPLS holds the endpoint's counters: frames, label hits, drops by
+	// reason.
+	MPLS mplsendpoint.Stats
+}
+
+// Stats is a snapshot of the stack's counters.
+type Stats struct {
+	// Links holds each link's counters, in configuration order.
+	Links []LinkStats
+	// Netstack holds gVisor's counters (IP, TCP, UDP, ICMP, ...); its
+	// fields are live counters, read them with Value().
+	Netstack tcpip.Stats
+}
+
+// Stats returns the stack's counters.
+func (s *Stack) Stats() Stats {
+	st := Stats{Netstack: s.ns.Stats()}
+	for _, l := range s.links {
+		st.Links = append(st.Links, LinkStats{Name: l.Name, MPLS: l.endpoint.Stats()})
+	}
+	return st
+}
