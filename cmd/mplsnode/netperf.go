@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/mplsnode/mplsnode/netperf"
+)
+
+func init() {
+	register(command{name: "netperf", summary: "netperf-compatible client (TCP_STREAM, TCP_MAERTS, TCP_RR)", run: runNetperf})
+	register(command{name: "netserver", summary: "netserver-compatible server", run: runNetserver})
+}
+
+// errNeedsNode is the answer to --config until the node exists.
+var errNeedsNode = errors.New("--config: not yet available: needs the node (issue 5); use --kernel")
+
+const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST [-p PORT] [-l SECONDS|-COUNT]
+         [-t TCP_STREAM|TCP_MAERTS|TCP_RR] [-c] [-C] [-L LOCAL] [-P 0|1] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]]
+         [-Z PASSPHRASE] [-o json] [--classic]
+         [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
+             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]]]
+Global options come before "--", test-specific ones after it, as in netperf.
+`
+
+const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-Z PASSPHRASE] [-D] [-v]
+`
+
+// optSpec tells the parser which options take a value.
+type optSpec map[string]bool // option -> takes a value
+
+// opt is one parsed option.
+type opt struct{ name, value string }
+
+// parseOpts parses netperf-style options: "-x", "-x value", "-xvalue",
+// "--long", "--long value", "--long=value". Parsing stops at "--", whose
+// remaining arguments are returned as rest.
+func parseOpts(args []string, spec optSpec) (opts []opt, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return opts, args[i+1:], nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return nil, nil, fmt.Errorf("unexpected argument %q", a)
+		}
+		name, val, hasVal := a, "", false
+		if strings.HasPrefix(a, "--") {
+			if k, v, ok := strings.Cut(a, "="); ok {
+				name, val, hasVal = k, v, true
+			}
+		} else if len(a) > 2 {
+			name, val, hasVal = a[:2], a[2:], true
+		}
+		takes, known := spec[name]
+		if !known {
+			return nil, nil, fmt.Errorf("unknown option %s", name)
+		}
+		if !takes {
+			if hasVal {
+				return nil, nil, fmt.Errorf("option %s takes no value", name)
+			}
+			opts = append(opts, opt{name: name})
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, nil, fmt.Errorf("option %s needs a value", name)
+			}
+			i++
+			val = args[i]
+		}
+		opts = append(opts, opt{name, val})
+	}
+	return opts, nil, nil
+}
+
+// pair parses "a[,b]" into integers; a missing b copies a when both is set,
+// else leaves def. An empty part keeps its default.
+func pair(s string, both bool, defA, defB int) (int, int, error) {
+	as, bs, hasB := strings.Cut(s, ",")
+	a, b := defA, defB
+	var err error
+	if as != "" {
+		if a, err = strconv.Atoi(as); err != nil {
+			return 0, 0, fmt.Errorf("bad number %q", as)
+		}
+	}
+	if hasB && bs != "" {
+		if b, err = strconv.Atoi(bs); err != nil {
+			return 0, 0, fmt.Errorf("bad number %q", bs)
+		}
+	} else if !hasB && both {
+		b = a
+	}
+	return a, b, nil
+}
+
+// netperfArgs is the parsed netperf command line.
+type netperfArgs struct {
+	cfg        netperf.Config
+	kernel     bool
+	configFile string
+	headers    bool
+	json       bool
+	localAddr  string // global -L: control connection source
+}
+
+var globalSpec = optSpec{"-H": true, "-p": true, "-l": true, "-t": true, "-c": false, "-C": false,
+	"-L": true, "-P": true, "-i": true, "-I": true, "-Z": true, "-o": true, "-h": false,
+	"--kernel": false, "--config": true, "--classic": false}
+
+var testSpec = optSpec{"-m": true, "-M": true, "-s": true, "-S": true, "-r": true, "-D": false,
+	"-H": true, "-L": true, "-P": true, "-h": false}
+
+// parseNetperfArgs turns a netperf command line into a Config.
+func parseNetperfArgs(args []string) (*netperfArgs, error) {
+	a := &netperfArgs{cfg: netperf.NewConfig("localhost", netperf.TCPStream), headers: true}
+	c := &a.cfg
+	global, rest, err := parseOpts(args, globalSpec)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range global {
+		var err error
+		switch o.name {
+		case "-h":
+			return nil, errHelp
+		case "-H":
+			c.Host = o.value
+		case "-p":
+			c.Port, _, err = pair(o.value, false, netperf.DefaultPort, 0)
+		case "-l":
+			c.Length, err = strconv.Atoi(o.value)
+			if err == nil && c.Length == 0 {
+				err = errors.New("-l 0: want seconds (>0) or -count (<0)")
+			}
+		case "-t":
+			c.Test = netperf.TestType(strings.ToUpper(o.value))
+			switch c.Test {
+			case netperf.TCPStream, netperf.TCPMaerts, netperf.TCPRR:
+			default:
+				err = fmt.Errorf("-t %s: supported tests are TCP_STREAM, TCP_MAERTS, TCP_RR", o.value)
+			}
+		case "-c":
+			c.LocalCPU = true
+		case "-C":
+			c.RemoteCPU = true
+		case "-L":
+			a.localAddr, _, _ = strings.Cut(o.value, ",")
+		case "-P":
+			a.headers = o.value != "0"
+		case "-i":
+			c.MaxIterations, c.MinIterations, err = pair(o.value, false, 1, 1)
+			if err == nil && (c.MaxIterations < 1 || c.MaxIterations > 30) {
+				err = errors.New("-i: max iterations must be 1..30")
+			}
+		case "-I":
+			var w int
+			c.ConfidenceLevel, w, err = pair(o.value, false, 99, 5)
+			c.ConfidenceWidth = float64(w)
+			if c.MaxIterations < 2 {
+				c.MaxIterations, c.MinIterations = 10, 3 // netperf: -I alone implies -i 10,3
+			}
+		case "-Z":
+			c.Passphrase = o.value
+		case "-o":
+			if o.value != "json" {
+				err = fmt.Errorf("-o %s: only json is supported", o.value)
+			}
+			a.json = true
+		case "--kernel":
+			a.kernel = true
+		case "--config":
+			a.configFile = o.value
+		case "--classic":
+			c.Classic = true
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.name, err)
+		}
+	}
+	if a.kernel && a.configFile != "" {
+		return nil, errors.New("--kernel and --config are exclusive")
+	}
+	ts, _, err := parseOpts(rest, testSpec)
+	if err != nil {
+		return nil, fmt.Errorf("test-specific options: %w", err)
+	}
+	for _, o := range ts {
+		var err error
+		var x, y int
+		switch o.name {
+		case "-h":
+			return nil, errHelp
+		case "-m":
+			x, y, err = pair(o.value, false, -1, -1)
+			c.LocalSendSize, c.RemoteSendSize = int32(x), int32(y)
+		case "-M":
+			x, y, err = pair(o.value, false, -1, -1)
+			c.LocalRecvSize, c.RemoteRecvSize = int32(x), int32(y)
+		case "-s":
+			x, y, err = pair(o.value, true, -1, -1)
+			c.LocalSendBuf, c.LocalRecvBuf = int32(x), int32(y)
+		case "-S":
+			x, y, err = pair(o.value, true, -1, -1)
+			c.RemoteSendBuf, c.RemoteRecvBuf = int32(x), int32(y)
+		case "-r":
+			x, y, err = pair(o.value, true, 1, 1)
+			if err == nil && (x <= 0 || y <= 0) {
+				err = errors.New("sizes must be > 0")
+			}
+			c.RequestSize, c.ResponseSize = int32(x), int32(y)
+		case "-D":
+			c.NoDelay = true
+		case "-H":
+			c.DataHost, _, _ = strings.Cut(o.value, ",")
+		case "-L":
+			c.LocalDataAddr, _, _ = strings.Cut(o.value, ",")
+		case "-P":
+			c.LocalDataPort, c.RemoteDataPort, err = pair(o.value, false, 0, 0)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("-- %s: %w", o.name, err)
+		}
+	}
+	for _, v := range []int32{c.LocalSendSize, c.RemoteSendSize, c.LocalRecvSize, c.RemoteRecvSize} {
+		if v == 0 || v < -1 {
+			return nil, errors.New("-m/-M: sizes must be > 0")
+		}
+	}
+	return a, nil
+}
+
+var errHelp = errors.New("help requested")
+
+// kernelDialer returns a dialer on kernel sockets bound to local (host or
+// host:port; empty means any).
+func kernelDialer(local string, port int) (netperf.DialFunc, error) {
+	var d net.Dialer
+	if local != "" || port != 0 {
+		ip := net.ParseIP(local)
+		if local != "" && ip == nil {
+			return nil, fmt.Errorf("local address %q is not an IP address", local)
+		}
+		d.LocalAddr = &net.TCPAddr{IP: ip, Port: port}
+	}
+	return d.DialContext, nil
+}
+
+func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a, err := parseNetperfArgs(args)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(stdout, netperfUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)
+		return exitUsage
+	}
+	if a.configFile != "" {
+		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", errNeedsNode)
+		return exitUsage
+	}
+	if a.cfg.Dial, err = kernelDialer(a.localAddr, 0); err == nil {
+		a.cfg.DataDial, err = kernelDialer(a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+		return exitUsage
+	}
+	rep, err := netperf.Run(ctx, a.cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+		return exitFailure
+	}
+	if a.json {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout, a.headers)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+var netserverSpec = optSpec{"-p": true, "-L": true, "-Z": true, "-D": false, "-v": false, "-h": false,
+	"-4": false, "-6": false, "--kernel": false, "--config": true}
+
+func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, rest, err := parseOpts(args, netserverSpec)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected arguments after --: %q", rest)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n%s", err, netserverUsage)
+		return exitUsage
+	}
+	port, host, network := netperf.DefaultPort, "", "tcp"
+	var srv netperf.Server
+	level := slog.LevelInfo
+	var configFile string
+	kernel := false
+	for _, o := range opts {
+		switch o.name {
+		case "-h":
+			fmt.Fprint(stdout, netserverUsage)
+			return exitOK
+		case "-p":
+			if port, err = strconv.Atoi(o.value); err != nil || port < 0 || port > 0xffff {
+				fmt.Fprintf(stderr, "mplsnode netserver: -p %q: want a port number\n", o.value)
+				return exitUsage
+			}
+		case "-L":
+			host, _, _ = strings.Cut(o.value, ",")
+		case "-Z":
+			srv.Passphrase = o.value
+		case "-v":
+			level = slog.LevelDebug
+		case "-4":
+			network = "tcp4"
+		case "-6":
+			network = "tcp6"
+		case "--kernel":
+			kernel = true
+		case "--config":
+			configFile = o.value
+		}
+	}
+	if kernel && configFile != "" {
+		fmt.Fprintln(stderr, "mplsnode netserver: --kernel and --config are exclusive")
+		return exitUsage
+	}
+	if configFile != "" {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", errNeedsNode)
+		return exitUsage
+	}
+	srv.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
+		return exitFailure
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
