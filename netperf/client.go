@@ -482,11 +482,12 @@ func classicRequest(cfg *Config, family uint32) ClassicRequest {
 	if cfg.NoDelay {
 		r.NoDelay = 1
 	}
+	// The classic protocol encodes "default message size" as 0, not -1.
 	switch r.Test {
 	case ClassicStream:
-		r.ReceiveSize, r.RecvAlign = cfg.RemoteRecvSize, defaultAlignment
+		r.ReceiveSize, r.RecvAlign = max(cfg.RemoteRecvSize, 0), defaultAlignment
 	case ClassicMaerts:
-		r.SendSize, r.SendAlign = cfg.RemoteSendSize, defaultAlignment
+		r.SendSize, r.SendAlign = max(cfg.RemoteSendSize, 0), defaultAlignment
 	case ClassicRR:
 		r.RecvAlign, r.SendAlign = defaultAlignment, defaultAlignment
 		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize

@@ -635,17 +635,23 @@ func (r *ClassicRequest) Validate() error {
 	if r.Port < 0 || r.Port > 0xffff {
 		return fmt.Errorf("port %d out of range", r.Port)
 	}
+	// The classic client sends 0 for an unspecified message size (the
+	// captures show receive_size 0), so 0 means "default" here.
 	switch r.Test {
 	case ClassicStream:
 		if r.RecvAlign <= 0 || r.RecvAlign > maxMessageSize {
 			return fmt.Errorf("recv_alignment %d", r.RecvAlign)
 		}
-		return checkSize("receive_size", r.ReceiveSize)
+		if r.ReceiveSize < -1 || r.ReceiveSize > maxMessageSize {
+			return fmt.Errorf("receive_size %d", r.ReceiveSize)
+		}
 	case ClassicMaerts:
 		if r.SendAlign <= 0 || r.SendAlign > maxMessageSize {
 			return fmt.Errorf("send_alignment %d", r.SendAlign)
 		}
-		return checkSize("send_size", r.SendSize)
+		if r.SendSize < -1 || r.SendSize > maxMessageSize {
+			return fmt.Errorf("send_size %d", r.SendSize)
+		}
 	default:
 		if r.RecvAlign <= 0 || r.SendAlign <= 0 || r.RecvAlign > maxMessageSize || r.SendAlign > maxMessageSize {
 			return fmt.Errorf("alignment 0 or too large (recv %d, send %d)", r.RecvAlign, r.SendAlign)

@@ -1,0 +1,75 @@
+package netperf_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/netperf"
+)
+
+// TestWriteTextGolden formats the numbers stock netperf printed in each
+// capture and requires byte-identical output, trailing spaces included.
+func TestWriteTextGolden(t *testing.T) {
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	tests := []struct {
+		run string
+		cfg func(*netperf.Config)
+		res netperf.Result
+	}{
+		{"tcp_stream", nil, netperf.Result{RemoteRecvBuf: 131072, LocalSendBuf: 16384, LocalSendSize: 16384, Elapsed: secs(2), Throughput: 13868.46}},
+		{"tcp_maerts", func(c *netperf.Config) { c.Test = netperf.TCPMaerts }, netperf.Result{LocalRecvBuf: 131072, RemoteSendBuf: 16384, RemoteSendSize: 16384, Elapsed: secs(2), Throughput: 11497.19}},
+		{"tcp_stream_opts", func(c *netperf.Config) { c.NoDelay = true }, netperf.Result{RemoteRecvBuf: 262144, LocalSendBuf: 131072, LocalSendSize: 1400, Elapsed: secs(2), Throughput: 2212.14}},
+		{"tcp_stream_cpu", func(c *netperf.Config) { c.LocalCPU, c.RemoteCPU = true, true }, netperf.Result{RemoteRecvBuf: 131072, LocalSendBuf: 16384, LocalSendSize: 16384, Elapsed: secs(2), Throughput: 13745.39,
+			LocalCPU: 83.06, RemoteCPU: 83.28, LocalServiceDemand: 0.990, RemoteServiceDemand: 0.993, LocalCPUMethod: 8, RemoteCPUMethod: 8}},
+		{"tcp_maerts_cpu", func(c *netperf.Config) { c.Test, c.LocalCPU, c.RemoteCPU = netperf.TCPMaerts, true, true }, netperf.Result{LocalRecvBuf: 131072, RemoteSendBuf: 16384, RemoteSendSize: 16384, Elapsed: secs(2), Throughput: 11866.14,
+			LocalCPU: 99.25, RemoteCPU: 99.25, LocalServiceDemand: 1.370, RemoteServiceDemand: 1.370, LocalCPUMethod: 8, RemoteCPUMethod: 8}},
+		{"classic_tcp_stream_cpu", func(c *netperf.Config) { c.Classic, c.LocalCPU, c.RemoteCPU = true, true, true }, netperf.Result{RemoteRecvBuf: 131072, LocalSendBuf: 16384, LocalSendSize: 16384, Elapsed: secs(2), Throughput: 9126.63,
+			LocalCPU: 98.48, RemoteCPU: 98.48, LocalServiceDemand: 1.768, RemoteServiceDemand: 1.768, LocalCPUMethod: 8, RemoteCPUMethod: 8}},
+		{"tcp_rr", func(c *netperf.Config) { c.Test = netperf.TCPRR }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 32594.87, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
+		{"classic_tcp_rr", func(c *netperf.Config) { c.Test, c.Classic = netperf.TCPRR, true }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 26722.87, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
+		{"tcp_rr_trans", func(c *netperf.Config) { c.Test = netperf.TCPRR }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 32, ResponseSize: 64, Elapsed: secs(0.06), Throughput: 17520.81, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
+		{"tcp_rr_cpu", func(c *netperf.Config) { c.Test, c.LocalCPU, c.RemoteCPU = netperf.TCPRR, true, true }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 42822.78, RemoteSendBuf: 16384, RemoteRecvBuf: 131072,
+			LocalCPU: 99.75, RemoteCPU: 99.75, LocalServiceDemand: 46.587, RemoteServiceDemand: 46.587, LocalCPUMethod: 8, RemoteCPUMethod: 8}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.run, func(t *testing.T) {
+			want := readOutput(t, tc.run)
+			cfg := netperf.NewConfig("127.0.0.1", netperf.TCPStream)
+			cfg.Port = 0
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
+			var got strings.Builder
+			if err := rep.WriteText(&got, true); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want {
+				t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+			}
+		})
+	}
+	t.Run("tcp_rr_iter3", func(t *testing.T) {
+		want := readOutput(t, "tcp_rr_iter3")
+		cfg := netperf.NewConfig("127.0.0.1", netperf.TCPRR)
+		cfg.MaxIterations, cfg.MinIterations, cfg.ConfidenceLevel, cfg.ConfidenceWidth = 3, 3, 99, 5
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ThroughputInterval: 725.102,
+			Result: netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(1), Throughput: 26063.07, RemoteSendBuf: 16384, RemoteRecvBuf: 131072, LocalCPU: -1, RemoteCPU: -1}}
+		var got strings.Builder
+		_ = rep.WriteText(&got, true)
+		if got.String() != want {
+			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+		}
+	})
+	t.Run("no_headers", func(t *testing.T) {
+		want := readOutput(t, "tcp_rr_explicit_v4") // printed without banner and headers
+		cfg := netperf.NewConfig("127.0.0.1", netperf.TCPRR)
+		rep := &netperf.Report{Config: cfg, Result: netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(1), Throughput: 36421.94, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}}
+		var got strings.Builder
+		_ = rep.WriteText(&got, false)
+		if got.String() != want {
+			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+		}
+	})
+}
