@@ -1,0 +1,132 @@
+package mplstest
+
+import (
+	"sync"
+
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// ForwardCall is one recorded mplsendpoint.Forwarder.Forward call, with
+// everything copied out of the request (which is only valid during the
+// call).
+type ForwardCall struct {
+	// Frame is the whole frame (Ethernet header, labels, payload).
+	Frame []byte
+	// Labels is the received label stack, outermost first.
+	Labels []mpls.Entry
+	// Top is the index in Labels of the entry that matched.
+	Top int
+	// Entry is a copy of the matched ILM entry.
+	Entry mpls.ILMEntry
+}
+
+// Forwarder is an mplsendpoint.Forwarder that records its calls and
+// forwards nothing. Its zero value is ready; it is safe for concurrent use.
+type Forwarder struct {
+	mu    sync.Mutex
+	calls []ForwardCall
+}
+
+var _ mplsendpoint.Forwarder = (*Forwarder)(nil)
+
+// Forward implements mplsendpoint.Forwarder: it records a copy of req.
+func (f *Forwarder) Forward(_ *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+	c := ForwardCall{
+		Frame:  req.Packet.Data().AsRange().ToSlice(),
+		Labels: append([]mpls.Entry(nil), req.Labels...),
+		Top:    req.Top,
+	}
+	if req.Entry != nil {
+		c.Entry = *req.Entry
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+}
+
+// Calls returns the calls recorded so far, oldest first.
+func (f *Forwarder) Calls() []ForwardCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]ForwardCall(nil), f.calls...)
+}
+
+// Len returns the number of calls recorded so far.
+func (f *Forwarder) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+// Sink is a lower link (whole Ethernet frames, see the "Lower links"
+// contract) that takes every frame written to it and either records a copy
+// (Record true) or just counts it. Inbound frames can be injected with
+// InjectInbound. Create it with NewSink.
+type Sink struct {
+	*channel.Endpoint
+
+	// Record makes WritePackets keep a copy of every frame (read them with
+	// Frames); set it before the first write.
+	Record bool
+
+	mu     sync.Mutex
+	frames [][]byte
+	n      uint64
+}
+
+var _ stack.LinkEndpoint = (*Sink)(nil)
+
+// NewSink returns a Sink with the given link MTU and MAC address.
+func NewSink(mtu uint32, mac tcpip.LinkAddress) *Sink {
+	// The channel endpoint's queue is unused (WritePackets is ours); one
+	// slot is the least it accepts.
+	return &Sink{Endpoint: channel.New(1, mtu, mac)}
+}
+
+// WritePackets implements stack.LinkEndpoint: it takes every frame (the
+// caller keeps ownership of pkts) and reports them all written.
+func (s *Sink) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	n := pkts.Len()
+	s.mu.Lock()
+	s.n += uint64(n)
+	if s.Record {
+		for _, pkt := range pkts.AsSlice() {
+			var b []byte
+			for _, v := range pkt.AsSlices() {
+				b = append(b, v...)
+			}
+			s.frames = append(s.frames, b)
+		}
+	}
+	s.mu.Unlock()
+	return n, nil
+}
+
+// Frames returns copies of the frames recorded so far (Record true).
+func (s *Sink) Frames() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.frames...)
+}
+
+// Written returns the number of frames written so far.
+func (s *Sink) Written() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// Reset forgets the recorded frames.
+func (s *Sink) Reset() {
+	s.mu.Lock()
+	s.frames = nil
+	s.mu.Unlock()
+}
+
+// ARPHardwareType implements stack.LinkEndpoint: Ethernet.
+func (*Sink) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
