@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	seed0 := filepath.Join("..", "..", "config", "testdata", "seed-ns0.conf")
+	seed1 := filepath.Join("..", "..", "config", "testdata", "seed-ns1.conf")
+	bad := write("bad.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\nroute add 10.9.0.0/16 encap mpls 3 via 10.0.0.2\n")
+	lo := write("lo.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\naddr add 10.10.10.10/32 dev lo\n")
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string // substring of stdout
+		wantErr  string // substring of stderr
+	}{
+		{"seed ns0", []string{"-c", seed0}, 0, seed0 + ": ok", ""},
+		{"seed ns1", []string{"-c", seed1}, 0, seed1 + ": ok", ""},
+		{"parse error", []string{"-c", bad}, 2, "", bad + ":3:"},
+		{"semantic error", []string{"-c", lo}, 2, "", lo + ":3:29: addresses on lo are not supported"},
+		{"missing file", []string{"-c", filepath.Join(dir, "nope.conf")}, 2, "", "nope.conf"},
+		{"no -c", nil, 2, "", "-c FILE is required"},
+		{"extra arg", []string{"-c", seed0, "x"}, 2, "", `unexpected argument "x"`},
+		{"unknown flag", []string{"--bogus"}, 2, "", "flag provided but not defined"},
+		{"help", []string{"-h"}, 0, "mplsnode check -c ns0.conf", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append([]string{"check"}, tc.args...), &out, &errb)
+			if code != tc.wantCode {
+				t.Errorf("got exit code %d, want %d (stderr %q)", code, tc.wantCode, errb.String())
+			}
+			if !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("got stdout %q, want it to contain %q", out.String(), tc.wantOut)
+			}
+			if !strings.Contains(errb.String(), tc.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", errb.String(), tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"no -c", nil, 2, "-c FILE is required"},
+		{"bad log format", []string{"-c", "x.conf", "--log-format", "xml"}, 2, `--log-format "xml"`},
+		{"bad log level", []string{"-c", "x.conf", "--log-level", "loud"}, 2, `--log-level "loud"`},
+		{"missing file", []string{"-c", "/nonexistent/x.conf"}, 2, "/nonexistent/x.conf"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append([]string{"run"}, tc.args...), &out, &errb)
+			if code != tc.wantCode {
+				t.Errorf("got exit code %d, want %d (stderr %q)", code, tc.wantCode, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", errb.String(), tc.wantErr)
+			}
+		})
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "-h"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "SIGHUP reloads") {
+		t.Errorf("run -h: got code %d, stdout %q; want 0 and the usage", code, out.String())
+	}
+}

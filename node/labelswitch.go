@@ -1,0 +1,548 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/stack"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// Label switch limits.
+const (
+	// maxQueuedPerNextHop bounds the frames held per next hop while its MAC
+	// address is being resolved: enough for a TCP initial window plus
+	// slack; beyond it frames are dropped as queue_full, as Linux bounds its
+	// neighbour queue (unres_qlen_bytes).
+	maxQueuedPerNextHop = 64
+	// icmpRate and icmpBurst shape the token bucket for the ICMP time
+	// exceeded messages the switch originates: 100 per second with a burst
+	// of 10, so a looping LSP cannot turn the node into an ICMP flood.
+	icmpRate  = 100
+	icmpBurst = 10
+	// ipPeek is how much of the payload under the labels must be contiguous
+	// to read its IP header: the largest IPv4 header (60 bytes), which
+	// covers the 40-byte IPv6 header too.
+	ipPeek = header.IPv4MaximumHeaderSize
+)
+
+// SwitchDrop names why the label switch discarded a frame.
+type SwitchDrop uint8
+
+// Label switch drop reasons; String is the counter name.
+const (
+	// SwitchNotReady: a frame arrived before the node finished starting.
+	SwitchNotReady SwitchDrop = iota
+	// SwitchTTLExpired: the label TTL reached 0 at this hop (an ICMP time
+	// exceeded was sent back unless rate-limited).
+	SwitchTTLExpired
+	// SwitchNoEgressLink: the ILM entry names a link the node does not have.
+	SwitchNoEgressLink
+	// SwitchNoNeighbor: the next hop's MAC address could not be resolved.
+	SwitchNoNeighbor
+	// SwitchQueueFull: too many frames were waiting for the next hop's MAC.
+	SwitchQueueFull
+	// SwitchMTUExceeded: the outgoing frame is larger than the egress link
+	// MTU (a swap that pushes labels).
+	SwitchMTUExceeded
+	// SwitchUnknownPayload: a popped payload is neither bound nor IP.
+	SwitchUnknownPayload
+	// SwitchWriteError: the egress link refused the frame.
+	SwitchWriteError
+	// SwitchICMPRateLimited: a time exceeded message was suppressed by the
+	// rate limit (the frame itself is counted as ttl_expired).
+	SwitchICMPRateLimited
+	// SwitchICMPFailed: a time exceeded message could not be sent (no
+	// route back, no source address, not an IP payload).
+	SwitchICMPFailed
+
+	numSwitchDrops
+)
+
+var switchDropNames = [numSwitchDrops]string{
+	SwitchNotReady:        "not_ready",
+	SwitchTTLExpired:      "ttl_expired",
+	SwitchNoEgressLink:    "no_egress_link",
+	SwitchNoNeighbor:      "no_neighbor",
+	SwitchQueueFull:       "queue_full",
+	SwitchMTUExceeded:     "mtu_exceeded",
+	SwitchUnknownPayload:  "unknown_payload",
+	SwitchWriteError:      "write_error",
+	SwitchICMPRateLimited: "icmp_rate_limited",
+	SwitchICMPFailed:      "icmp_failed",
+}
+
+var switchRemedies = [numSwitchDrops]string{
+	SwitchNotReady:        "none: transient while the node starts",
+	SwitchTTLExpired:      "look for a forwarding loop or a too-small TTL at the ingress LER",
+	SwitchNoEgressLink:    "name an existing link in the label route (dev NAME)",
+	SwitchNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
+	SwitchQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
+	SwitchMTUExceeded:     "raise the egress link MTU or push fewer labels",
+	SwitchUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
+	SwitchWriteError:      "check the egress link (interface down, buffer full)",
+	SwitchICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
+	SwitchICMPFailed:      "give the ingress link an address and a route back to the sender",
+}
+
+// String returns the counter name, e.g. "no_neighbor".
+func (r SwitchDrop) String() string {
+	if r < numSwitchDrops {
+		return switchDropNames[r]
+	}
+	return "unknown"
+}
+
+// SwitchDrops returns every label switch drop reason, in counter order.
+func SwitchDrops() []SwitchDrop {
+	rs := make([]SwitchDrop, numSwitchDrops)
+	for i := range rs {
+		rs[i] = SwitchDrop(i)
+	}
+	return rs
+}
+
+// SwitchStats is a snapshot of the label switch counters.
+type SwitchStats struct {
+	// Forwarded counts frames written to an egress link.
+	Forwarded uint64
+	// Swapped counts frames whose top label was swapped (with or without
+	// pushing more).
+	Swapped uint64
+	// PoppedIP counts frames popped to IP and forwarded.
+	PoppedIP uint64
+	// PoppedLabelled counts frames popped and forwarded still labelled.
+	PoppedLabelled uint64
+	// Queued counts frames that waited for a next hop's MAC address.
+	Queued uint64
+	// ICMPSent counts ICMP time exceeded messages sent.
+	ICMPSent uint64
+	// Drops counts discards by reason, indexed by SwitchDrop.
+	Drops [numSwitchDrops]uint64
+}
+
+// Drop returns the counter for reason r.
+func (s *SwitchStats) Drop(r SwitchDrop) uint64 {
+	if r < numSwitchDrops {
+		return s.Drops[r]
+	}
+	return 0
+}
+
+// LabelSwitch is the node's transit data path: it implements
+// mplsendpoint.Forwarder and forwards labelled frames from link to link
+// without entering the TCP/IP stack (swap, swap and push, pop and forward
+// as IP or still labelled), with the next hop's MAC from the stack's
+// neighbour table. Create it with NewLabelSwitch, give it to
+// stack.Config.Forwarder, then Attach the stack.
+type LabelSwitch struct {
+	ttlModel mpls.TTLModel
+	log      *slog.Logger
+
+	st atomic.Pointer[switchState]
+
+	nhMu sync.Mutex                                // serialises next hop creation
+	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
+
+	listPool sync.Pool // *gstack.PacketBufferList
+
+	icmpMu     sync.Mutex
+	icmpTokens float64
+	icmpLast   time.Time
+
+	ctr struct {
+		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent atomic.Uint64
+		drops                                                          [numSwitchDrops]atomic.Uint64
+		lastLog                                                        [numSwitchDrops]atomic.Int64
+	}
+}
+
+var _ mplsendpoint.Forwarder = (*LabelSwitch)(nil)
+
+// switchState is what the switch needs from the running stack.
+type switchState struct {
+	s    *stack.Stack
+	ns   *gstack.Stack
+	nics map[*mplsendpoint.Endpoint]tcpip.NICID
+}
+
+type nextHopKey struct {
+	dev  string
+	addr netip.Addr
+}
+
+// nextHop is one (egress link, next hop address) pair with its resolution
+// state and its queue of frames waiting for the MAC address.
+type nextHop struct {
+	ls    *LabelSwitch
+	ep    *mplsendpoint.Endpoint
+	nic   tcpip.NICID
+	addr  tcpip.Address
+	proto tcpip.NetworkProtocolNumber
+
+	mac       atomic.Pointer[tcpip.LinkAddress]
+	onResolve func(gstack.LinkResolutionResult)
+
+	mu      sync.Mutex
+	queue   []*gstack.PacketBuffer
+	nQueued atomic.Int32
+}
+
+// NewLabelSwitch returns a label switch applying the TTL model on pop.
+// logger receives rate-limited drop warnings (nil: slog.Default()).
+func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ls := &LabelSwitch{ttlModel: model, log: logger, icmpTokens: icmpBurst}
+	empty := map[nextHopKey]*nextHop{}
+	ls.nhs.Store(&empty)
+	ls.listPool.New = func() any { return new(gstack.PacketBufferList) }
+	return ls
+}
+
+// Attach gives the switch the running stack whose links it forwards
+// between. Frames arriving before Attach are dropped as not_ready.
+func (ls *LabelSwitch) Attach(s *stack.Stack) {
+	st := &switchState{s: s, ns: s.Netstack(), nics: make(map[*mplsendpoint.Endpoint]tcpip.NICID)}
+	for _, name := range s.LinkNames() {
+		if nic, ok := s.NICID(name); ok {
+			st.nics[s.Endpoint(name)] = nic
+		}
+	}
+	ls.st.Store(st)
+}
+
+// Stats returns a snapshot of the counters.
+func (ls *LabelSwitch) Stats() SwitchStats {
+	c := &ls.ctr
+	s := SwitchStats{
+		Forwarded:      c.forwarded.Load(),
+		Swapped:        c.swapped.Load(),
+		PoppedIP:       c.poppedIP.Load(),
+		PoppedLabelled: c.poppedLabelled.Load(),
+		Queued:         c.queued.Load(),
+		ICMPSent:       c.icmpSent.Load(),
+	}
+	for i := range s.Drops {
+		s.Drops[i] = c.drops[i].Load()
+	}
+	return s
+}
+
+// drop counts n discards for r and logs at most one warning a second per
+// reason.
+func (ls *LabelSwitch) drop(r SwitchDrop, n uint64, label mpls.Label) {
+	ls.ctr.drops[r].Add(n)
+	now := time.Now().UnixNano()
+	last := ls.ctr.lastLog[r].Load()
+	if now-last < int64(time.Second) || !ls.ctr.lastLog[r].CompareAndSwap(last, now) {
+		return
+	}
+	ls.log.LogAttrs(context.Background(), slog.LevelWarn, "label switch: drop",
+		slog.String("reason", r.String()), slog.Uint64("label", uint64(label)),
+		slog.String("remedy", switchRemedies[r]))
+}
+
+// Forward implements mplsendpoint.Forwarder: it swaps or pops the matched
+// label, decrements the TTL (RFC 3032 §2.4.1), and writes the new frame to
+// the ILM entry's next hop. An expiring TTL yields an ICMP time exceeded
+// with the received label stack (RFC 4950).
+func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+	ent := req.Entry
+	top := req.Labels[req.Top]
+	st := ls.st.Load()
+	if st == nil {
+		ls.drop(SwitchNotReady, 1, top.Label)
+		return
+	}
+	// The TTL that arrived: in the uniform model every label above the
+	// matched one counted the same hops, so the outermost one is the
+	// packet's TTL; in the pipe model the matched label's own TTL.
+	inTTL := top.TTL
+	if ls.ttlModel == mpls.TTLUniform {
+		inTTL = req.Labels[0].TTL
+	}
+	outTTL, err := mpls.ForwardTTL(inTTL)
+	if err != nil {
+		ls.drop(SwitchTTLExpired, 1, top.Label)
+		ls.timeExceeded(st, in, req)
+		return
+	}
+	nh := ls.nextHop(st, ent.Device, ent.NextHop)
+	if nh == nil {
+		ls.drop(SwitchNoEgressLink, 1, top.Label)
+		return
+	}
+	rest := req.Labels[req.Top+1:]
+	nOut := len(rest)
+	if ent.Action == mpls.ILMSwap {
+		nOut += len(ent.OutLabels)
+	}
+	data := req.Packet.Data()
+	payloadOff := len(req.Frame)
+	payloadLen := data.Size() - payloadOff
+	typ := mplsendpoint.EthertypeMPLSUnicast
+	if nOut == 0 {
+		// Pop to IP: find the payload type, apply the TTL model.
+		b, ok := data.PullUp(min(data.Size(), payloadOff+ipPeek))
+		if !ok {
+			ls.drop(SwitchUnknownPayload, 1, top.Label)
+			return
+		}
+		ip := b[payloadOff:]
+		p, err := mpls.InferPayload(ent.Payload, top.Label, ip)
+		if err == nil {
+			err = mpls.PopTTL(ls.ttlModel, outTTL, p, ip)
+		}
+		if err != nil {
+			ls.drop(SwitchUnknownPayload, 1, top.Label)
+			return
+		}
+		typ = header.IPv4ProtocolNumber
+		if p == mpls.PayloadIPv6 {
+			typ = header.IPv6ProtocolNumber
+		}
+	}
+	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
+	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
+		ls.drop(SwitchMTUExceeded, 1, top.Label)
+		return
+	}
+	buf := data.ToBuffer()
+	buf.TrimFront(int64(payloadOff))
+	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: hdrLen, Payload: buf})
+	out.NetworkProtocolNumber = typ
+	out.Hash = req.Packet.Hash
+	h := out.LinkHeader().Push(hdrLen)
+	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: nh.ep.LinkAddress(), Type: typ})
+	off := header.EthernetMinimumSize
+	if ent.Action == mpls.ILMSwap {
+		for i, l := range ent.OutLabels {
+			mpls.Entry{Label: l, TC: top.TC, S: i == len(ent.OutLabels)-1 && len(rest) == 0, TTL: outTTL}.Encode(h[off:])
+			off += mpls.EntryLen
+		}
+		ls.ctr.swapped.Add(1)
+	} else if nOut > 0 {
+		ls.ctr.poppedLabelled.Add(1)
+	} else {
+		ls.ctr.poppedIP.Add(1)
+	}
+	for i, e := range rest {
+		if i == 0 && ent.Action != mpls.ILMSwap && ls.ttlModel == mpls.TTLUniform {
+			// Popping to a label: uniform copies the TTL down.
+			e.TTL = outTTL
+		}
+		e.Encode(h[off:])
+		off += mpls.EntryLen
+	}
+	ls.transmit(st, nh, out, top.Label)
+}
+
+// nextHop returns the next hop state for (dev, addr), creating it on first
+// use; nil if dev is not one of the stack's links.
+func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *nextHop {
+	key := nextHopKey{dev: dev, addr: addr}
+	if nh, ok := (*ls.nhs.Load())[key]; ok {
+		return nh
+	}
+	ls.nhMu.Lock()
+	defer ls.nhMu.Unlock()
+	old := *ls.nhs.Load()
+	if nh, ok := old[key]; ok {
+		return nh
+	}
+	ep := st.s.Endpoint(dev)
+	nic, ok := st.s.NICID(dev)
+	if ep == nil || !ok || !addr.IsValid() {
+		return nil
+	}
+	nh := &nextHop{ls: ls, ep: ep, nic: nic, addr: tcpip.AddrFromSlice(addr.AsSlice()), proto: header.IPv4ProtocolNumber}
+	if addr.Is6() {
+		nh.proto = header.IPv6ProtocolNumber
+	}
+	nh.onResolve = nh.resolved
+	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
+	m := make(map[nextHopKey]*nextHop, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = nh
+	ls.nhs.Store(&m)
+	return nh
+}
+
+// transmit resolves nh's MAC address through the stack's neighbour table
+// (cached: the answer comes synchronously) and writes out, or queues it
+// while resolution runs. It consumes out's reference.
+func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
+	switch terr.(type) {
+	case nil:
+		mac := nh.mac.Load()
+		if mac == nil { // unreachable: a nil error means onResolve ran
+			ls.drop(SwitchNoNeighbor, 1, label)
+			out.DecRef()
+			return
+		}
+		copy(out.LinkHeader().Slice(), *mac)
+		ls.write(nh, out, label)
+	case *tcpip.ErrWouldBlock:
+		nh.mu.Lock()
+		if len(nh.queue) >= maxQueuedPerNextHop {
+			nh.mu.Unlock()
+			ls.drop(SwitchQueueFull, 1, label)
+			out.DecRef()
+			return
+		}
+		nh.queue = append(nh.queue, out)
+		nh.nQueued.Add(1)
+		nh.mu.Unlock()
+		ls.ctr.queued.Add(1)
+	default:
+		ls.drop(SwitchNoNeighbor, 1, label)
+		out.DecRef()
+	}
+}
+
+// write sends one frame on nh's link and releases it.
+func (ls *LabelSwitch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+	l := ls.listPool.Get().(*gstack.PacketBufferList)
+	l.PushBack(out)
+	n, _ := nh.ep.WriteRawFrames(*l)
+	l.Reset() // releases out
+	ls.listPool.Put(l)
+	if n == 1 {
+		ls.ctr.forwarded.Add(1)
+	} else {
+		ls.drop(SwitchWriteError, 1, label)
+	}
+}
+
+// resolved is the neighbour table's callback: it records the MAC address
+// and flushes (or, on failure, drops) the frames waiting for it.
+func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
+	if r.Err == nil {
+		if cur := nh.mac.Load(); cur == nil || *cur != r.LinkAddress {
+			mac := r.LinkAddress
+			nh.mac.Store(&mac)
+		}
+	}
+	if nh.nQueued.Load() == 0 {
+		return
+	}
+	nh.mu.Lock()
+	q := nh.queue
+	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
+	nh.nQueued.Store(0)
+	nh.mu.Unlock()
+	for _, pkt := range q {
+		if r.Err != nil {
+			nh.ls.drop(SwitchNoNeighbor, 1, 0)
+			pkt.DecRef()
+			continue
+		}
+		copy(pkt.LinkHeader().Slice(), r.LinkAddress)
+		nh.ls.write(nh, pkt, 0)
+	}
+}
+
+// flush drops every queued frame (on Close).
+func (ls *LabelSwitch) flush() {
+	for _, nh := range *ls.nhs.Load() {
+		nh.mu.Lock()
+		for _, pkt := range nh.queue {
+			pkt.DecRef()
+		}
+		nh.queue = nh.queue[:0]
+		nh.nQueued.Store(0)
+		nh.mu.Unlock()
+	}
+}
+
+// allowICMP takes a token from the ICMP bucket.
+func (ls *LabelSwitch) allowICMP() bool {
+	ls.icmpMu.Lock()
+	defer ls.icmpMu.Unlock()
+	now := time.Now()
+	if !ls.icmpLast.IsZero() {
+		ls.icmpTokens = min(icmpBurst, ls.icmpTokens+now.Sub(ls.icmpLast).Seconds()*icmpRate)
+	}
+	ls.icmpLast = now
+	if ls.icmpTokens < 1 {
+		return false
+	}
+	ls.icmpTokens--
+	return true
+}
+
+// timeExceeded sends an ICMP time exceeded message for the labelled frame
+// in req back to its IP source, sourced from the ingress link's address,
+// with the received label stack as an RFC 4950 extension. The IP packet is
+// routed by the stack (and labelled if the route back is).
+func (ls *LabelSwitch) timeExceeded(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+	data := req.Packet.Data()
+	payloadOff := len(req.Frame)
+	b, ok := data.PullUp(min(data.Size(), payloadOff+icmpOrigLen))
+	if !ok || len(b) < payloadOff+1 {
+		ls.drop(SwitchICMPFailed, 1, req.Labels[req.Top].Label)
+		return
+	}
+	bottom := req.Labels[len(req.Labels)-1].Label
+	p, err := mpls.InferPayload(mpls.PayloadNone, bottom, b[payloadOff:])
+	if err != nil {
+		ls.drop(SwitchICMPFailed, 1, bottom)
+		return
+	}
+	if !ls.allowICMP() {
+		ls.drop(SwitchICMPRateLimited, 1, bottom)
+		return
+	}
+	orig := b[payloadOff:]
+	var origSrc tcpip.Address
+	proto := header.IPv4ProtocolNumber
+	tproto := header.ICMPv4ProtocolNumber
+	if p == mpls.PayloadIPv6 {
+		proto, tproto = header.IPv6ProtocolNumber, header.ICMPv6ProtocolNumber
+		origSrc = header.IPv6(orig).SourceAddress()
+	} else {
+		origSrc = header.IPv4(orig).SourceAddress()
+	}
+	var local tcpip.Address
+	if nic, ok := st.nics[in]; ok {
+		if a, terr := st.ns.GetMainNICAddress(nic, proto); terr == nil {
+			local = a.Address
+		}
+	}
+	r, terr := st.ns.FindRoute(0, local, origSrc, proto, false)
+	if terr != nil {
+		r, terr = st.ns.FindRoute(0, tcpip.Address{}, origSrc, proto, false)
+	}
+	if terr != nil {
+		ls.drop(SwitchICMPFailed, 1, bottom)
+		return
+	}
+	defer r.Release()
+	localAddr := r.LocalAddress()
+	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
+	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
+	labels := req.Frame[header.EthernetMinimumSize:]
+	msg := TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
+	defer pkt.DecRef()
+	copy(pkt.TransportHeader().Push(len(msg)), msg)
+	pkt.TransportProtocolNumber = tproto
+	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmpErrorTTL}, pkt); terr != nil {
+		ls.drop(SwitchICMPFailed, 1, bottom)
+		return
+	}
+	ls.ctr.icmpSent.Add(1)
+}

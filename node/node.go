@@ -1,0 +1,242 @@
+// Package node assembles a running mplsnode from a parsed config: the links
+// (AF_PACKET or TAP), the userspace stack with its addresses and routes, the
+// MPLS tables (FTN and ILM) and the label switch that forwards labelled
+// frames from link to link. It also owns reload: routes and label routes
+// are swapped while connections run.
+//
+// A node plays every role its config asks for: host (TCP endpoints in the
+// userspace stack), LER (IP packets forwarded through the stack get labels
+// per the FTN), LSR (swap, swap and push, pop and forward, local pop), and
+// plain IP router between its links.
+//
+// Typical use:
+//
+//	cfg, err := config.ParseFile("node.conf")
+//	n, err := node.New(cfg, node.Options{Logger: logger})
+//	go n.Run(ctx)
+//	err = n.Reload(newCfg) // on SIGHUP
+//
+// Protocol logic lives below: package mpls (tables, TTL rules),
+// link/mplsendpoint (push, pop, GSO), stack (the netstack); the node wires
+// them and holds the label switch (LabelSwitch).
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/stack"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// Options configures a Node beyond its config file. The zero value is
+// valid.
+type Options struct {
+	// Logger receives the node's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Endpoints, keyed by link name, replaces the lower link of the
+	// configured links of that name (instead of opening an AF_PACKET socket
+	// or a TAP device): tests and embedders use gVisor channel or pipe
+	// endpoints carrying whole Ethernet frames.
+	Endpoints map[string]gstack.LinkEndpoint
+}
+
+// Node is a running mplsnode. Its methods are safe for concurrent use.
+type Node struct {
+	log   *slog.Logger
+	stack *stack.Stack
+	ls    *LabelSwitch
+
+	mu     sync.Mutex // serialises Reload and Close
+	cfg    *config.Config
+	closed bool
+}
+
+// Stats is a snapshot of the node's counters.
+type Stats struct {
+	// Switch holds the label switch counters.
+	Switch SwitchStats
+	// Links holds each link endpoint's counters, keyed by link name.
+	Links map[string]mplsendpoint.Stats
+}
+
+// New builds and starts the node that cfg describes: links are opened and
+// frames flow when New returns. Semantic errors are a config.ErrorList
+// positioned at the offending line; runtime errors (an interface that does
+// not exist) name the link. On error nothing is left open.
+func New(cfg *config.Config, opts Options) (*Node, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c, err := convert(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for i := range c.links {
+		if ep, ok := opts.Endpoints[c.links[i].Name]; ok {
+			c.links[i].Kind = stack.LinkEndpoint
+			c.links[i].Endpoint = ep
+		}
+	}
+	ls := NewLabelSwitch(c.ttl, logger)
+	s, err := stack.New(stack.Config{
+		Links:     c.links,
+		Addresses: c.addrs,
+		Routes:    c.routes,
+		ILM:       c.ilm,
+		Forwarder: ls,
+		TTLModel:  c.ttl,
+		PipeTTL:   c.pipe,
+		GSO:       c.gso,
+		// Forward IP between links: the LER role and plain transit (the
+		// seed's return path needs no kernel routing).
+		Forwarding: c.fwd,
+		TCP:        c.tcp,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, routeError(cfg, err)
+	}
+	ls.Attach(s)
+	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg}
+	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
+		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
+	return n, nil
+}
+
+// Stack returns the node's userspace stack (for dialing and listening from
+// the node's addresses).
+func (n *Node) Stack() *stack.Stack { return n.stack }
+
+// LabelSwitch returns the node's label switch.
+func (n *Node) LabelSwitch() *LabelSwitch { return n.ls }
+
+// Stats returns a snapshot of the node's counters.
+func (n *Node) Stats() Stats {
+	st := Stats{Switch: n.ls.Stats(), Links: map[string]mplsendpoint.Stats{}}
+	for _, name := range n.stack.LinkNames() {
+		st.Links[name] = n.stack.Endpoint(name).Stats()
+	}
+	return st
+}
+
+// Run blocks until ctx is done, then closes the node. It returns the
+// error of Close.
+func (n *Node) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return n.Close()
+}
+
+// ErrRestartNeeded is wrapped by Reload's error when the new config changes
+// what only a restart can change (links, addresses, sysctls, settings).
+var ErrRestartNeeded = errors.New("restart needed")
+
+// restartError is a positioned config error that also matches
+// ErrRestartNeeded.
+type restartError struct{ err *config.Error }
+
+func (e *restartError) Error() string   { return e.err.Error() }
+func (e *restartError) Unwrap() []error { return []error{e.err, ErrRestartNeeded} }
+
+// Reload replaces the node's routes and label routes with newCfg's without
+// dropping established connections. A config that fails the checks, or that
+// changes links, addresses, sysctls or settings (which need a restart), is
+// rejected with its error and the old tables stay.
+func (n *Node) Reload(newCfg *config.Config) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return errors.New("node: reload after close")
+	}
+	c, err := convert(newCfg)
+	if err != nil {
+		return err
+	}
+	if err := restartNeeded(n.cfg, newCfg); err != nil {
+		return err
+	}
+	oldRoutes := n.stack.Routes()
+	if err := n.stack.SetRoutes(c.routes); err != nil {
+		return routeError(newCfg, err)
+	}
+	if err := n.stack.SetILM(c.ilm); err != nil {
+		// Keep routes and label routes from the same file.
+		_ = n.stack.SetRoutes(oldRoutes)
+		return err
+	}
+	n.cfg = newCfg
+	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
+	return nil
+}
+
+// restartNeeded returns an error positioned at the first statement of
+// newCfg that differs from old in what Reload cannot change.
+func restartNeeded(old, newCfg *config.Config) error {
+	restart := func(p config.Pos, tok, what string) error {
+		if !p.IsValid() {
+			p = config.Pos{File: newCfg.File, Line: 1, Col: 1}
+		}
+		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes and label routes only)", what)}
+	}
+	sameLink := func(a, b config.Link) bool {
+		return a.Name == b.Name && a.Type == b.Type && a.Bridge == b.Bridge && a.MTU == b.MTU && a.MPLSInput == b.MPLSInput
+	}
+	if len(old.Links) != len(newCfg.Links) || !slices.EqualFunc(old.Links, newCfg.Links, sameLink) {
+		for i, l := range newCfg.Links {
+			if i >= len(old.Links) || !sameLink(old.Links[i], l) {
+				return restart(l.Pos, l.Name, "link "+l.Name)
+			}
+		}
+		return restart(config.Pos{}, "", "the set of links")
+	}
+	sameAddr := func(a, b config.Addr) bool { return a.Prefix == b.Prefix && a.Dev == b.Dev }
+	if !slices.EqualFunc(old.Addrs, newCfg.Addrs, sameAddr) {
+		for i, a := range newCfg.Addrs {
+			if i >= len(old.Addrs) || !sameAddr(old.Addrs[i], a) {
+				return restart(a.Pos, a.Prefix.String(), "address "+a.Prefix.String())
+			}
+		}
+		return restart(config.Pos{}, "", "the set of addresses")
+	}
+	if old.Sysctl != newCfg.Sysctl {
+		return restart(firstWhere(newCfg, "sysctl"), "", "a sysctl")
+	}
+	if old.Settings != newCfg.Settings {
+		return restart(firstWhere(newCfg, "set"), "", "a setting")
+	}
+	return nil
+}
+
+// firstWhere returns the earliest position of a sysctl or setting line.
+func firstWhere(cfg *config.Config, prefix string) config.Pos {
+	var best config.Pos
+	for k, p := range cfg.Where {
+		if (prefix == "set" && len(k) > 4 && k[:4] == "set ") || (prefix == "sysctl" && len(k) > 4 && k[:4] == "net.") {
+			if !best.IsValid() || p.Line < best.Line {
+				best = p
+			}
+		}
+	}
+	return best
+}
+
+// Close shuts the node down: connections are aborted, links closed, frames
+// waiting for a neighbour dropped. It is idempotent.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	err := n.stack.Close()
+	n.ls.flush()
+	n.log.Info("node stopped", "config", n.cfg.File)
+	return err
+}
