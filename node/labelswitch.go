@@ -149,7 +149,7 @@ type LabelSwitch struct {
 
 	st atomic.Pointer[switchState]
 
-	nhMu sync.Mutex                                // serialises next hop creation
+	nhMu sync.Mutex                              // serialises next hop creation
 	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
 
 	listPool sync.Pool // *gstack.PacketBufferList
