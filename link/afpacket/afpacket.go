@@ -1,0 +1,814 @@
+//go:build linux
+
+// Package afpacket is a gVisor link endpoint that sends and receives whole
+// Ethernet frames on one Linux interface (typically a veth) through AF_PACKET
+// raw sockets.
+//
+// It owns the socket work only: binding, batched receive (recvmmsg into
+// preallocated buffers), batched send (sendmmsg over a WritePackets batch),
+// PACKET_FANOUT queues and counters. It knows nothing of MPLS or of any
+// network protocol: it is a "lower link" as docs/CONTRACTS.md defines it.
+// Frames go up with DeliverNetworkPacket(0, pkt), the Ethernet header
+// unconsumed in pkt.Data(); wrap the endpoint (for example with gVisor's
+// ethernet.New, or our link/mplsendpoint) to get a NIC a stack can use.
+//
+// Checksums: on a veth the peer kernel hands over frames whose TCP/UDP
+// checksum was never computed (CHECKSUM_PARTIAL). The kernel reports this in
+// PACKET_AUXDATA as TP_STATUS_CSUMNOTREADY (or TP_STATUS_CSUM_VALID when it
+// verified it); such frames are delivered with pkt.RXChecksumValidated set so
+// the stack does not drop them. Frames sent must carry full checksums.
+//
+// Large frames: a veth passes the peer's TSO/GSO packets through unsegmented,
+// so a received "frame" can be up to 64 KiB even with a 1500-byte link MTU.
+// The receive buffers are sized for that (Options.MaxFrameSize).
+package afpacket
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+const (
+	// DefaultRecvBatch is the number of frames one recvmmsg call can return.
+	// 32 amortises the syscall well while keeping 32 x 64 KiB = 2 MiB of
+	// receive buffers per queue.
+	DefaultRecvBatch = 32
+
+	// DefaultMaxFrameSize fits the largest GSO packet a veth peer may hand us
+	// (IPv4/IPv6 payload up to 64 KiB) plus its Ethernet header.
+	DefaultMaxFrameSize = 1<<16 + header.EthernetMinimumSize
+
+	// DefaultReceiveBufferSize is the socket receive buffer New asks for
+	// when Options.ReceiveBufferSize is 0. The kernel default (about 208 KiB)
+	// holds only three 64 KiB GSO frames from a veth peer, and overflows
+	// (Stats.RXDrops) under a single TCP stream.
+	DefaultReceiveBufferSize = 4 << 20
+
+	// maxSendBatch bounds the messages of one sendmmsg call; the kernel caps
+	// vlen at UIO_MAXIOV (1024) anyway.
+	maxSendBatch = 1024
+
+	// vlanRoom is headroom before each receive buffer so an 802.1Q tag the
+	// kernel took out of the frame (VLAN offload) can be put back in place.
+	vlanRoom = 4 // an 802.1Q tag: TPID and TCI, 2 bytes each
+
+	// ethPAll is ETH_P_ALL in network byte order, as bind(2) wants it.
+	ethPAll = uint16(unix.ETH_P_ALL>>8 | (unix.ETH_P_ALL&0xff)<<8)
+)
+
+// sizeofAuxdata is sizeof(struct tpacket_auxdata).
+const sizeofAuxdata = int(unsafe.Sizeof(unix.TpacketAuxdata{}))
+
+// auxSpace is the control buffer size for one PACKET_AUXDATA message.
+var auxSpace = unix.CmsgSpace(sizeofAuxdata)
+
+// Options configures New. The zero value of every field but Interface is a
+// sensible default.
+type Options struct {
+	// Interface is the name of the interface to bind to, in the network
+	// namespace of the calling thread. Required.
+	Interface string
+
+	// Queues is the number of sockets, each with its own receive goroutine,
+	// joined in one PACKET_FANOUT group (hash mode, so a flow stays on one
+	// queue). 0 or 1 means a single socket without fanout.
+	Queues int
+
+	// QdiscBypass sets PACKET_QDISC_BYPASS: sent frames skip the interface's
+	// queueing discipline (faster; no traffic shaping, no backpressure from
+	// the qdisc).
+	QdiscBypass bool
+
+	// RecvBatch is the number of frames read per recvmmsg call. 0 means
+	// DefaultRecvBatch.
+	RecvBatch int
+
+	// MaxFrameSize is the size of each receive buffer; longer frames are
+	// dropped and counted in Stats.RXTruncated. 0 means DefaultMaxFrameSize.
+	MaxFrameSize int
+
+	// ReceiveBufferSize sets the socket receive buffer (SO_RCVBUFFORCE,
+	// falling back to SO_RCVBUF, which net.core.rmem_max caps, without
+	// CAP_NET_ADMIN). 0 means DefaultReceiveBufferSize; -1 keeps the
+	// kernel's default.
+	ReceiveBufferSize int
+
+	// SendBufferSize, if non-zero, sets the socket send buffer
+	// (SO_SNDBUFFORCE, falling back to SO_SNDBUF).
+	SendBufferSize int
+
+	// MTU overrides the link MTU read from the interface. 0 means the
+	// interface's MTU.
+	MTU uint32
+
+	// LinkAddress overrides the interface's MAC address reported by
+	// LinkAddress. Empty means the interface's MAC.
+	LinkAddress tcpip.LinkAddress
+
+	// RXChecksumOffload makes Capabilities report
+	// stack.CapabilityRXChecksumOffload. Set it when a gVisor NIC sits
+	// directly on this endpoint (through gVisor's ethernet endpoint, say):
+	// the NIC overwrites pkt.RXChecksumValidated from that capability, so
+	// without it frames with partial checksums from a veth peer are dropped.
+	// So that the claim holds, frames the kernel did not flag are then
+	// verified here (IPv4 header, TCP, UDP, ICMP) and dropped if bad
+	// (Stats.RXBadChecksum). An upper endpoint that reads the per-frame flag
+	// itself (link/mplsendpoint) leaves this off.
+	RXChecksumOffload bool
+}
+
+// Stats are the endpoint's counters, summed over its queues.
+type Stats struct {
+	// RXPackets and RXBytes count frames delivered upward.
+	RXPackets, RXBytes uint64
+	// RXChecksumValidated counts delivered frames the kernel flagged
+	// TP_STATUS_CSUMNOTREADY or TP_STATUS_CSUM_VALID.
+	RXChecksumValidated uint64
+	// RXDrops counts frames the kernel dropped because a socket's receive
+	// queue was full (PACKET_STATISTICS tp_drops).
+	RXDrops uint64
+	// RXTruncated counts frames longer than Options.MaxFrameSize, dropped.
+	RXTruncated uint64
+	// RXNotAttached counts frames read while no dispatcher was attached.
+	RXNotAttached uint64
+	// RXBadChecksum counts unflagged frames dropped because a software
+	// checksum check failed (only with Options.RXChecksumOffload).
+	RXBadChecksum uint64
+	// RXErrors counts failed receive calls.
+	RXErrors uint64
+	// TXPackets and TXBytes count frames the kernel accepted.
+	TXPackets, TXBytes uint64
+	// TXDropped counts frames the device queue refused (ENOBUFS), dropped
+	// like a loss on the wire.
+	TXDropped uint64
+	// TXErrors counts frames a send failed on with any other error; the
+	// error was returned from WritePackets.
+	TXErrors uint64
+}
+
+// Addr is the net.Addr of a packet socket bound to an interface; it appears
+// in *net.OpError values New returns.
+type Addr struct {
+	// Interface is the interface's name.
+	Interface string
+}
+
+// Network implements net.Addr.
+func (a Addr) Network() string { return "packet" }
+
+// String implements net.Addr.
+func (a Addr) String() string { return a.Interface }
+
+// hintError adds a remedy to an error without hiding it from errors.Is.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" }
+func (e *hintError) Unwrap() error { return e.err }
+
+// opError builds the *net.OpError New returns: it wraps the errno in an
+// *os.SyscallError naming the call, with a hint for the usual causes.
+func opError(ifname, call string, errno syscall.Errno) error {
+	var err error = os.NewSyscallError(call, errno)
+	switch errno {
+	case unix.EPERM, unix.EACCES:
+		err = &hintError{err, "raw packet sockets need CAP_NET_RAW: run as root or grant the capability"}
+	case unix.ENODEV, unix.ENXIO:
+		err = &hintError{err, fmt.Sprintf("no interface named %q in this network namespace", ifname)}
+	case unix.ENETDOWN:
+		err = &hintError{err, fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)}
+	}
+	return &net.OpError{Op: "open", Net: "packet", Addr: Addr{ifname}, Err: err}
+}
+
+// Endpoint is a stack.LinkEndpoint over AF_PACKET sockets bound to one
+// interface. Create it with New; it is safe for concurrent use.
+type Endpoint struct {
+	ifname  string
+	ifindex int
+	queues  []*queue
+	rxCsum  bool // Options.RXChecksumOffload
+
+	mtu atomic.Uint32
+
+	mu         sync.RWMutex
+	dispatcher stack.NetworkDispatcher
+	addr       tcpip.LinkAddress
+	started    bool
+	onClose    func()
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ stack.LinkEndpoint = (*Endpoint)(nil)
+
+// New opens Options.Queues AF_PACKET sockets bound to Options.Interface in
+// the calling thread's network namespace. Receiving starts at Attach.
+//
+// Errors are *net.OpError values wrapping the syscall.Errno, so
+// errors.Is(err, syscall.EPERM) (no CAP_NET_RAW), errors.Is(err,
+// syscall.ENODEV) (no such interface) and errors.Is(err, syscall.ENETDOWN)
+// (interface not up) work.
+func New(opts Options) (*Endpoint, error) {
+	if opts.Interface == "" {
+		return nil, errors.New("afpacket: Options.Interface is empty")
+	}
+	if len(opts.Interface) >= unix.IFNAMSIZ {
+		return nil, opError(opts.Interface, "ioctl SIOCGIFINDEX", unix.ENODEV)
+	}
+	if opts.Queues < 0 || opts.RecvBatch < 0 || opts.MaxFrameSize < 0 {
+		return nil, fmt.Errorf("afpacket: negative Queues (%d), RecvBatch (%d) or MaxFrameSize (%d)",
+			opts.Queues, opts.RecvBatch, opts.MaxFrameSize)
+	}
+	nq := max(opts.Queues, 1)
+	batch := cmpDefault(opts.RecvBatch, DefaultRecvBatch)
+	frameSize := cmpDefault(opts.MaxFrameSize, DefaultMaxFrameSize)
+
+	e := &Endpoint{ifname: opts.Interface, rxCsum: opts.RXChecksumOffload}
+	var fanoutArg int
+	for i := 0; i < nq; i++ {
+		q, info, err := openQueue(&opts, e, batch, frameSize)
+		if err != nil {
+			e.closeFiles()
+			return nil, err
+		}
+		e.queues = append(e.queues, q)
+		if i == 0 {
+			e.ifindex = info.index
+			mtu := info.mtu
+			if opts.MTU != 0 {
+				mtu = opts.MTU
+			}
+			e.mtu.Store(mtu)
+			e.addr = opts.LinkAddress
+			if e.addr == "" {
+				e.addr = tcpip.LinkAddress(info.mac[:])
+			}
+		}
+		if nq > 1 {
+			if fanoutArg, err = q.joinFanout(fanoutArg); err != nil {
+				e.closeFiles()
+				return nil, err
+			}
+		}
+	}
+	return e, nil
+}
+
+func cmpDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// queue is one socket with its receive and send batches.
+type queue struct {
+	ep   *Endpoint
+	fd   int
+	file *os.File
+	rc   syscall.RawConn
+
+	// Receive state, touched only by the queue's goroutine.
+	rxMsgs []mmsghdr
+	rxIovs []unix.Iovec
+	rxBufs [][]byte // each vlanRoom + frame size
+	rxCtl  []byte   // auxSpace bytes per message
+	rxN    int
+	rxErr  unix.Errno
+	recvFn func(fd uintptr) bool
+
+	// Send state, under txMu.
+	txMu      sync.Mutex
+	txMsgs    []mmsghdr
+	txIovs    []unix.Iovec
+	txFirst   []int // index of each message's first iovec in txIovs
+	txLens    []int // bytes of each message
+	txCount   int
+	txDone    int
+	txDropped int
+	txErr     unix.Errno
+	sendFn    func(fd uintptr) bool
+
+	// Counters; the ring-drop counter is accumulated from PACKET_STATISTICS.
+	rxPackets, rxBytes, rxCsum, rxTrunc, rxNoDisp, rxBad, rxErrors atomic.Uint64
+	txPackets, txBytes, txDrops, txErrors, kernelDrops             atomic.Uint64
+	statsMu                                                        sync.Mutex
+}
+
+// mmsghdr is struct mmsghdr from <sys/socket.h>.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceInfo, error) {
+	name := opts.Interface
+	// Protocol 0: the socket receives nothing until bind names the
+	// interface, so no frame of another interface slips in.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, ifaceInfo{}, opError(name, "socket", err.(syscall.Errno))
+	}
+	fail := func(call string, errno syscall.Errno) (*queue, ifaceInfo, error) {
+		unix.Close(fd)
+		return nil, ifaceInfo{}, opError(name, call, errno)
+	}
+	info, call, errno := lookupIface(fd, name)
+	if errno != 0 {
+		return fail(call, errno)
+	}
+	if info.flags&unix.IFF_UP == 0 {
+		return fail("ioctl SIOCGIFFLAGS", unix.ENETDOWN)
+	}
+	if info.hwType != unix.ARPHRD_ETHER && info.hwType != unix.ARPHRD_LOOPBACK {
+		unix.Close(fd)
+		return nil, ifaceInfo{}, &net.OpError{Op: "open", Net: "packet", Addr: Addr{name},
+			Err: fmt.Errorf("interface hardware type %d is not Ethernet", info.hwType)}
+	}
+	setInt := func(level, opt, v int, call string) error {
+		if err := unix.SetsockoptInt(fd, level, opt, v); err != nil {
+			return opError(name, call, err.(syscall.Errno))
+		}
+		return nil
+	}
+	// Never read back the frames we send.
+	if err := setInt(unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1, "setsockopt PACKET_IGNORE_OUTGOING"); err != nil {
+		unix.Close(fd)
+		return nil, ifaceInfo{}, err
+	}
+	// Checksum status (and VLAN tag) of each frame.
+	if err := setInt(unix.SOL_PACKET, unix.PACKET_AUXDATA, 1, "setsockopt PACKET_AUXDATA"); err != nil {
+		unix.Close(fd)
+		return nil, ifaceInfo{}, err
+	}
+	if opts.QdiscBypass {
+		if err := setInt(unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1, "setsockopt PACKET_QDISC_BYPASS"); err != nil {
+			unix.Close(fd)
+			return nil, ifaceInfo{}, err
+		}
+	}
+	if n := cmpDefault(opts.ReceiveBufferSize, DefaultReceiveBufferSize); n > 0 {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
+			if err := setInt(unix.SOL_SOCKET, unix.SO_RCVBUF, n, "setsockopt SO_RCVBUF"); err != nil {
+				unix.Close(fd)
+				return nil, ifaceInfo{}, err
+			}
+		}
+	}
+	if n := opts.SendBufferSize; n > 0 {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n) != nil {
+			if err := setInt(unix.SOL_SOCKET, unix.SO_SNDBUF, n, "setsockopt SO_SNDBUF"); err != nil {
+				unix.Close(fd)
+				return nil, ifaceInfo{}, err
+			}
+		}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: ethPAll, Ifindex: info.index}); err != nil {
+		return fail("bind", err.(syscall.Errno))
+	}
+
+	q := &queue{ep: e, fd: fd}
+	// The socket is non-blocking, so os.NewFile registers it with the Go
+	// poller: receive goroutines park instead of holding threads, and Close
+	// wakes them.
+	q.file = os.NewFile(uintptr(fd), "packet:"+name)
+	if q.rc, err = q.file.SyscallConn(); err != nil {
+		q.file.Close()
+		return nil, ifaceInfo{}, &net.OpError{Op: "open", Net: "packet", Addr: Addr{name}, Err: err}
+	}
+	q.initRX(batch, frameSize)
+	q.txMsgs = make([]mmsghdr, 0, 64)
+	q.txIovs = make([]unix.Iovec, 0, 256)
+	q.txFirst = make([]int, 0, 64)
+	q.txLens = make([]int, 0, 64)
+	q.recvFn = q.recv
+	q.sendFn = q.send
+	return q, info, nil
+}
+
+// joinFanout adds q to the endpoint's fanout group. arg is 0 for the first
+// queue (the kernel picks a unique group id) and the group's setsockopt value
+// afterwards, which joinFanout returns.
+func (q *queue) joinFanout(arg int) (int, error) {
+	name := q.ep.ifname
+	if arg == 0 {
+		req := (unix.PACKET_FANOUT_HASH | unix.PACKET_FANOUT_FLAG_UNIQUEID) << 16
+		if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, req); err != nil {
+			return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
+		}
+		got, err := unix.GetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT)
+		if err != nil {
+			return 0, opError(name, "getsockopt PACKET_FANOUT", err.(syscall.Errno))
+		}
+		// Join the others with the kernel's id, in plain hash mode.
+		return got&0xffff | unix.PACKET_FANOUT_HASH<<16, nil
+	}
+	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
+		return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
+	}
+	return arg, nil
+}
+
+func (q *queue) initRX(batch, frameSize int) {
+	q.rxMsgs = make([]mmsghdr, batch)
+	q.rxIovs = make([]unix.Iovec, batch)
+	q.rxBufs = make([][]byte, batch)
+	q.rxCtl = make([]byte, batch*auxSpace)
+	for i := range q.rxMsgs {
+		q.rxBufs[i] = make([]byte, vlanRoom+frameSize)
+		q.rxIovs[i].Base = &q.rxBufs[i][vlanRoom]
+		q.rxIovs[i].SetLen(frameSize)
+		h := &q.rxMsgs[i].hdr
+		h.Iov = &q.rxIovs[i]
+		h.SetIovlen(1)
+		h.Control = &q.rxCtl[i*auxSpace]
+	}
+}
+
+// recv is the RawConn.Read callback: one recvmmsg. It returns false to wait
+// for the socket to become readable.
+func (q *queue) recv(fd uintptr) bool {
+	for i := range q.rxMsgs {
+		h := &q.rxMsgs[i].hdr
+		h.SetControllen(auxSpace)
+		h.Flags = 0
+	}
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
+			uintptr(unsafe.Pointer(&q.rxMsgs[0])), uintptr(len(q.rxMsgs)), 0, 0, 0)
+		switch errno {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		q.rxN, q.rxErr = int(n), errno
+		return true
+	}
+}
+
+// rxLoop reads batches until the socket is closed.
+func (q *queue) rxLoop() {
+	defer q.ep.wg.Done()
+	for {
+		if err := q.rc.Read(q.recvFn); err != nil {
+			return // closed
+		}
+		if q.rxErr != 0 {
+			q.rxErrors.Add(1)
+			continue
+		}
+		q.deliver(q.rxN)
+	}
+}
+
+// deliver hands the first n received frames to the dispatcher.
+func (q *queue) deliver(n int) {
+	q.ep.mu.RLock()
+	d := q.ep.dispatcher
+	q.ep.mu.RUnlock()
+	var pkts, bytes, csum, trunc, bad uint64
+	for i := 0; i < n; i++ {
+		m := &q.rxMsgs[i]
+		if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+			trunc++
+			continue
+		}
+		buf := q.rxBufs[i]
+		frame := buf[vlanRoom : vlanRoom+int(m.len)]
+		status, tci, tpid := q.aux(i, &m.hdr)
+		if status&unix.TP_STATUS_VLAN_VALID != 0 && len(frame) >= 2*header.EthernetAddressSize {
+			// Put the offloaded 802.1Q tag back after the MAC addresses.
+			if status&unix.TP_STATUS_VLAN_TPID_VALID == 0 {
+				tpid = unix.ETH_P_8021Q
+			}
+			copy(buf, buf[vlanRoom:vlanRoom+2*header.EthernetAddressSize])
+			binary.BigEndian.PutUint16(buf[12:], tpid)
+			binary.BigEndian.PutUint16(buf[14:], tci)
+			frame = buf[:vlanRoom+int(m.len)]
+		}
+		if d == nil {
+			continue
+		}
+		validated := status&(unix.TP_STATUS_CSUMNOTREADY|unix.TP_STATUS_CSUM_VALID) != 0
+		if !validated && q.ep.rxCsum {
+			if !checksumOK(frame) {
+				bad++
+				continue
+			}
+			validated = true
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+		pkt.RXChecksumValidated = validated
+		d.DeliverNetworkPacket(0, pkt)
+		pkt.DecRef()
+		pkts++
+		bytes += uint64(len(frame))
+		if validated {
+			csum++
+		}
+	}
+	if d == nil {
+		q.rxNoDisp.Add(uint64(n) - trunc)
+	}
+	q.rxPackets.Add(pkts)
+	q.rxBytes.Add(bytes)
+	q.rxCsum.Add(csum)
+	if trunc != 0 {
+		q.rxTrunc.Add(trunc)
+	}
+	if bad != 0 {
+		q.rxBad.Add(bad)
+	}
+}
+
+// aux returns tp_status, tp_vlan_tci and tp_vlan_tpid from message i's
+// PACKET_AUXDATA control message, or zeros if there is none.
+func (q *queue) aux(i int, h *unix.Msghdr) (status uint32, tci, tpid uint16) {
+	ctl := q.rxCtl[i*auxSpace : i*auxSpace+int(h.Controllen)]
+	for len(ctl) >= unix.SizeofCmsghdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		clen := int(c.Len)
+		if clen < unix.SizeofCmsghdr || clen > len(ctl) {
+			return 0, 0, 0
+		}
+		if c.Level == unix.SOL_PACKET && c.Type == unix.PACKET_AUXDATA &&
+			clen >= unix.CmsgLen(sizeofAuxdata) {
+			a := (*unix.TpacketAuxdata)(unsafe.Pointer(&ctl[unix.CmsgLen(0)]))
+			return a.Status, a.Vlan_tci, a.Vlan_tpid
+		}
+		next := unix.CmsgSpace(clen - unix.CmsgLen(0))
+		if next > len(ctl) {
+			break
+		}
+		ctl = ctl[next:]
+	}
+	return 0, 0, 0
+}
+
+// WritePackets implements stack.LinkWriter.WritePackets. Each packet is sent
+// as one frame; the batch goes out in sendmmsg calls on the queue the first
+// packet's hash selects. Frames the device queue refuses (ENOBUFS) count as
+// sent (and in Stats.TXDropped), as a loss on the wire would.
+func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	s := pkts.AsSlice()
+	if len(s) == 0 {
+		return 0, nil
+	}
+	q := e.queues[s[0].Hash%uint32(len(e.queues))]
+	q.txMu.Lock()
+	defer q.txMu.Unlock()
+	sent := 0
+	for sent < len(s) {
+		chunk := s[sent:]
+		if len(chunk) > maxSendBatch {
+			chunk = chunk[:maxSendBatch]
+		}
+		n, err := q.write(chunk)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// write sends pkts with sendmmsg; called with txMu held.
+func (q *queue) write(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
+	q.txMsgs = q.txMsgs[:0]
+	q.txIovs = q.txIovs[:0]
+	q.txFirst = q.txFirst[:0]
+	q.txLens = q.txLens[:0]
+	for _, pkt := range pkts {
+		first := len(q.txIovs)
+		size := 0
+		vl, off := pkt.AsViewList()
+		for v := vl.Front(); v != nil; v = v.Next() {
+			b := v.AsSlice()
+			if off >= len(b) {
+				off -= len(b)
+				continue
+			}
+			b = b[off:]
+			off = 0
+			var iov unix.Iovec
+			iov.Base = &b[0]
+			iov.SetLen(len(b))
+			q.txIovs = append(q.txIovs, iov)
+			size += len(b)
+		}
+		q.txFirst = append(q.txFirst, first)
+		q.txLens = append(q.txLens, size)
+		q.txMsgs = append(q.txMsgs, mmsghdr{})
+	}
+	// txIovs has stopped growing: point each message at its iovecs.
+	for i := range q.txMsgs {
+		h := &q.txMsgs[i].hdr
+		end := len(q.txIovs)
+		if i+1 < len(q.txFirst) {
+			end = q.txFirst[i+1]
+		}
+		if end > q.txFirst[i] {
+			h.Iov = &q.txIovs[q.txFirst[i]]
+		}
+		h.SetIovlen(end - q.txFirst[i])
+	}
+	q.txCount, q.txDone, q.txDropped, q.txErr = len(pkts), 0, 0, 0
+	err := q.rc.Write(q.sendFn)
+	var bytes uint64
+	for _, l := range q.txLens[:q.txDone] {
+		bytes += uint64(l)
+	}
+	q.txPackets.Add(uint64(q.txDone - q.txDropped))
+	q.txBytes.Add(bytes)
+	if q.txDropped != 0 {
+		q.txDrops.Add(uint64(q.txDropped))
+	}
+	// Views referenced by the iovecs stay alive through pkts until here.
+	clear(q.txIovs)
+	if err != nil {
+		return q.txDone, &tcpip.ErrClosedForSend{}
+	}
+	if q.txErr != 0 {
+		q.txErrors.Add(1)
+		return q.txDone, tcpip.TranslateErrno(q.txErr)
+	}
+	return q.txDone, nil
+}
+
+// send is the RawConn.Write callback: sendmmsg until every message is out,
+// an error stops it, or the socket buffer is full (false: wait for room).
+func (q *queue) send(fd uintptr) bool {
+	for q.txDone < q.txCount {
+		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd,
+			uintptr(unsafe.Pointer(&q.txMsgs[q.txDone])), uintptr(q.txCount-q.txDone), 0, 0, 0)
+		switch errno {
+		case 0:
+			q.txDone += int(n)
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false
+		case unix.ENOBUFS:
+			q.txDone++
+			q.txDropped++
+		default:
+			q.txErr = errno
+			return true
+		}
+	}
+	return true
+}
+
+// Stats returns the counters summed over all queues. It reads (and so
+// resets) each socket's PACKET_STATISTICS and accumulates the drops.
+func (e *Endpoint) Stats() Stats {
+	var s Stats
+	for _, q := range e.queues {
+		q.statsMu.Lock()
+		_ = q.rc.Control(func(fd uintptr) {
+			if st, err := unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+				q.kernelDrops.Add(uint64(st.Drops))
+			}
+		})
+		q.statsMu.Unlock()
+		s.RXPackets += q.rxPackets.Load()
+		s.RXBytes += q.rxBytes.Load()
+		s.RXChecksumValidated += q.rxCsum.Load()
+		s.RXDrops += q.kernelDrops.Load()
+		s.RXTruncated += q.rxTrunc.Load()
+		s.RXNotAttached += q.rxNoDisp.Load()
+		s.RXBadChecksum += q.rxBad.Load()
+		s.RXErrors += q.rxErrors.Load()
+		s.TXPackets += q.txPackets.Load()
+		s.TXBytes += q.txBytes.Load()
+		s.TXDropped += q.txDrops.Load()
+		s.TXErrors += q.txErrors.Load()
+	}
+	return s
+}
+
+// Interface returns the name of the interface the endpoint is bound to.
+func (e *Endpoint) Interface() string { return e.ifname }
+
+// InterfaceIndex returns the index of the interface the endpoint is bound to.
+func (e *Endpoint) InterfaceIndex() int { return e.ifindex }
+
+// MTU implements stack.LinkEndpoint.MTU: the link MTU (L2 payload).
+func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
+
+// SetMTU implements stack.LinkEndpoint.SetMTU. It changes what MTU reports,
+// not the interface.
+func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
+
+// MaxHeaderLength implements stack.LinkEndpoint.MaxHeaderLength: 0, frames
+// arrive with their link header already built.
+func (*Endpoint) MaxHeaderLength() uint16 { return 0 }
+
+// LinkAddress implements stack.LinkEndpoint.LinkAddress: the interface's MAC
+// unless Options.LinkAddress overrode it.
+func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.addr
+}
+
+// SetLinkAddress implements stack.LinkEndpoint.SetLinkAddress. It changes
+// what LinkAddress reports, not the interface.
+func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.addr = addr
+}
+
+// Capabilities implements stack.LinkEndpoint.Capabilities:
+// stack.CapabilityRXChecksumOffload with Options.RXChecksumOffload, else
+// none (checksum status is then reported per frame only).
+func (e *Endpoint) Capabilities() stack.LinkEndpointCapabilities {
+	if e.rxCsum {
+		return stack.CapabilityRXChecksumOffload
+	}
+	return 0
+}
+
+// Attach implements stack.LinkEndpoint.Attach. The first non-nil dispatcher
+// starts one receive goroutine per queue; they run until Close. With a nil
+// dispatcher received frames are counted in Stats.RXNotAttached and dropped.
+func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dispatcher = dispatcher
+	if dispatcher == nil || e.started {
+		return
+	}
+	e.started = true
+	for _, q := range e.queues {
+		e.wg.Add(1)
+		go q.rxLoop()
+	}
+}
+
+// IsAttached implements stack.LinkEndpoint.IsAttached.
+func (e *Endpoint) IsAttached() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.dispatcher != nil
+}
+
+// Wait implements stack.LinkEndpoint.Wait: it returns once the receive
+// goroutines have stopped (after Close).
+func (e *Endpoint) Wait() { e.wg.Wait() }
+
+// ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
+func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
+
+// AddHeader implements stack.LinkEndpoint.AddHeader: nothing to add.
+func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
+
+// ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
+func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
+
+// SetOnCloseAction implements stack.LinkEndpoint.SetOnCloseAction.
+func (e *Endpoint) SetOnCloseAction(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onClose = f
+}
+
+// Close implements stack.LinkEndpoint.Close: it closes the sockets, which
+// stops the receive goroutines, and runs the on-close action. Later writes
+// fail with tcpip.ErrClosedForSend. Safe to call more than once.
+func (e *Endpoint) Close() {
+	e.closeOnce.Do(func() {
+		e.closeFiles()
+		e.mu.RLock()
+		f := e.onClose
+		e.mu.RUnlock()
+		if f != nil {
+			f()
+		}
+	})
+}
+
+func (e *Endpoint) closeFiles() {
+	for _, q := range e.queues {
+		q.file.Close()
+	}
+}
