@@ -108,7 +108,7 @@ func (m *Message) putF64(off int, v float64) {
 }
 
 func (m *Message) str(off, n int) string {
-	b := m[off : off+n]
+	b := m[off : off+n-1] // the last byte is the terminator a sender writes
 	if i := bytes.IndexByte(b, 0); i >= 0 {
 		b = b[:i]
 	}
@@ -146,6 +146,9 @@ func (m *Message) decodeAddr(off int, family uint32) netip.Addr {
 	}
 	var a [4]byte
 	copy(a[:], raw[:4])
+	if a == [4]byte{} {
+		return netip.Addr{} // words 1..3 carry nothing for IPv4
+	}
 	return netip.AddrFrom4(a)
 }
 
