@@ -63,6 +63,13 @@ func (f *Forwarder) Len() int {
 	return len(f.calls)
 }
 
+// Reset forgets the recorded calls.
+func (f *Forwarder) Reset() {
+	f.mu.Lock()
+	f.calls = nil
+	f.mu.Unlock()
+}
+
 // Sink is a lower link (whole Ethernet frames, see the "Lower links"
 // contract) that takes every frame written to it and either records a copy
 // (Record true) or just counts it. Inbound frames can be injected with
