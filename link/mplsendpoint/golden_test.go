@@ -246,7 +246,7 @@ const (
 func writePcap(path string, linkType uint32, frames [][]byte) error {
 	var b bytes.Buffer
 	hdr := []any{
-		uint32(0xa1b2c3d4), // magic: microsecond resolution
+		uint32(0xa1b2c3d4),   // magic: microsecond resolution
 		uint16(2), uint16(4), // version 2.4
 		int32(0), uint32(0), // thiszone, sigfigs
 		uint32(65535), // snaplen
@@ -295,4 +295,3 @@ func checkWithTshark(t *testing.T, linkType uint32, frames [][]byte, fields, wan
 		}
 	}
 }
-
