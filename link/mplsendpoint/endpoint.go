@@ -251,6 +251,12 @@ func (e *Endpoint) Tables() *mpls.Tables { return e.tables }
 // overhead is cached per FTN pointer, so MTU costs two atomic loads unless
 // the FTN was just replaced; gVisor reads it per packet (IPv4/IPv6
 // fragmentation) and when TCP picks its MSS.
+//
+// Bulk TCP then fills the link exactly (frames of link MTU + 14 bytes) when
+// SACK is off. With SACK on (gVisor's default) gVisor's sender reserves 40
+// bytes of TCP options per segment (timestamps and three SACK blocks) and
+// data segments carry 12, so frames stay 28 bytes short of the link MTU;
+// that is gVisor's choice, not label overhead (TestLargestTCPFrame).
 func (e *Endpoint) MTU() uint32 {
 	mtu := e.lower.MTU()
 	oh := e.labelOverhead()

@@ -53,6 +53,7 @@ type pairConfig struct {
 	gso     mplsendpoint.GSOMode
 	mtu     uint32 // link MTU
 	binding mpls.Payload
+	noSACK  bool // disable TCP SACK on both stacks
 }
 
 type side struct {
@@ -114,6 +115,12 @@ func newSide(tb testing.TB, lower stack.LinkEndpoint, cfg pairConfig, self4, sel
 		st.Close()
 		st.Wait()
 	})
+	if cfg.noSACK {
+		opt := tcpip.TCPSACKEnabled(false)
+		if err := st.SetTransportProtocolOption(tcp.ProtocolNumber, &opt); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	if err := st.CreateNIC(nicID, ep); err != nil {
 		tb.Fatal(err)
 	}
@@ -200,6 +207,7 @@ type frameChecker struct {
 	labelled int
 	tcp      int
 	maxLen   int
+	maxTCP   int // largest frame carrying TCP
 }
 
 func (c *frameChecker) fail(format string, args ...any) {
@@ -278,6 +286,7 @@ func (c *frameChecker) check(b []byte) {
 	}
 	if pk.Layer(layers.LayerTypeTCP) != nil {
 		c.tcp++
+		c.maxTCP = max(c.maxTCP, len(b))
 		if fold(pseudo+sum16(l4)) != 0xffff {
 			c.fail("TCP checksum does not verify (frame %d bytes)", len(b))
 		}
