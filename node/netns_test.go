@@ -342,3 +342,84 @@ func TestSeedTTLExpiry(t *testing.T) {
 		t.Errorf("got stats %+v, want ttl_expired and ICMP sent", st)
 	}
 }
+
+// TestSwapChain runs ns0 (host, pushes 100 / 101) -- A (LSR, swaps 100 to
+// 200, 101 to 201) -- B (LSR, pops to IP) -- ns3 (the kernel), over IPv4 and
+// IPv6, with the plain return path routed by B and A.
+func TestSwapChain(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	ns0, nsA, nsB, ns3 := netns.New(t, "c0"), netns.New(t, "ca"), netns.New(t, "cb"), netns.New(t, "c3")
+	v0a, va0 := netns.VethPair(t, ns0, nsA)
+	vab, vba := netns.VethPair(t, nsA, nsB)
+	vb3, v3b := netns.VethPair(t, nsB, ns3)
+	for _, args := range [][]string{
+		{"ip", "addr", "add", "172.16.21.22/24", "dev", v3b},
+		{"ip", "addr", "add", "fd00:21::22/64", "dev", v3b, "nodad"},
+		{"ip", "addr", "add", "10.10.10.10/32", "dev", "lo"},
+		{"ip", "addr", "add", "fd00:10::10/128", "dev", "lo", "nodad"},
+		{"ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21"},
+		{"ip", "-6", "route", "add", "fd00:20::/64", "via", "fd00:21::21"},
+	} {
+		ns3.MustExec(args...)
+	}
+	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+addr add 172.16.20.20/24 dev %[1]s
+addr add fd00:20::20/64 dev %[1]s
+route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 mtu lock 1496
+route add fd00:10::10/128 encap mpls 101 via inet6 fd00:20::21 mtu lock 1496
+`, v0a))
+	nA := startNode(t, nsA, "a.conf", fmt.Sprintf(`link add %[1]s type afpacket
+link add %[2]s type afpacket
+addr add 172.16.20.21/24 dev %[1]s
+addr add fd00:20::21/64 dev %[1]s
+addr add 172.16.22.1/24 dev %[2]s
+addr add fd00:22::1/64 dev %[2]s
+-f mpls route add 100 as to 200 via inet 172.16.22.2
+-f mpls route add 101 as to 201 via inet6 fd00:22::2
+`, va0, vab))
+	nB := startNode(t, nsB, "b.conf", fmt.Sprintf(`link add %[1]s type afpacket
+link add %[2]s type afpacket
+addr add 172.16.22.2/24 dev %[1]s
+addr add fd00:22::2/64 dev %[1]s
+addr add 172.16.21.21/24 dev %[2]s
+addr add fd00:21::21/64 dev %[2]s
+route add 172.16.20.0/24 via 172.16.22.1
+route add fd00:20::/64 via fd00:22::1
+-f mpls route add 200 via inet 172.16.21.22
+-f mpls route add 201 via inet6 fd00:21::22
+`, vba, vb3))
+
+	for _, tc := range []struct {
+		name, listen string
+		label        string
+	}{
+		{"IPv4", "10.10.10.10:0", "200"},
+		{"IPv6", "[fd00:10::10]:0", "201"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, result := kernelSink(t, ns3, tc.listen)
+			swapped := startCapture(t, nsB, vba, "mpls and greater 1000", 10)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c, err := n0.Stack().DialContext(ctx, "tcp", addr)
+			if err != nil {
+				t.Fatalf("dial %s: %v; A %+v B %+v", addr, err, nA.Stats().Switch, nB.Stats().Switch)
+			}
+			const size = 64 << 20
+			sum := send(t, c, size, nil)
+			r := <-result
+			if r.err != nil || r.n != size || r.sum != sum {
+				t.Fatalf("got %d bytes, sha256 %x, err %v; want %d bytes, sha256 %x", r.n, r.sum, r.err, size, sum)
+			}
+			for i, row := range swapped.fields("mpls.label", "mpls.bottom", "mpls.ttl") {
+				// Pushed with TTL 64 by ns0, swapped by A: 63.
+				if want := []string{tc.label, "1", "63"}; strings.Join(row, ",") != strings.Join(want, ",") {
+					t.Errorf("frame %d on %s: got label,S,TTL %v, want %v", i, vba, row, want)
+				}
+			}
+		})
+	}
+	if st := nA.Stats().Switch; st.Swapped == 0 || st.Forwarded != st.Swapped {
+		t.Errorf("A: got %+v, want only swaps", st)
+	}
+}
