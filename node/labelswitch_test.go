@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"strings"
@@ -61,7 +63,7 @@ func newLSR(t testing.TB, conf string, resolve bool) *lsr {
 		t.Fatal(err)
 	}
 	l := &lsr{in: channel.New(256, 1500, macIn), out: channel.New(256, 1500, macOut)}
-	n, err := node.New(cfg, node.Options{Endpoints: map[string]gstack.LinkEndpoint{"in0": l.in, "out0": l.out}})
+	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"in0": l.in, "out0": l.out}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,5 +379,48 @@ func BenchmarkLabelSwitch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestReload(t *testing.T) {
+	l := newLSR(t, lsrConf, true)
+	tests := []struct {
+		name        string
+		conf        string
+		wantErr     string // prefix; "" = accepted
+		wantRestart bool
+	}{
+		{"more label routes", lsrConf + "-f mpls route add 103 as to 400 via inet 10.2.0.2\n", "", false},
+		{"link mtu", strings.Replace(lsrConf, "out0 type afpacket", "out0 type afpacket mtu 1400", 1), "lsr.conf:3:1: link out0 changed: a restart is needed", true},
+		{"address", strings.Replace(lsrConf, "10.1.0.1/24", "10.1.0.5/24", 1), "lsr.conf:4:1: address 10.1.0.5/24 changed: a restart is needed", true},
+		{"sysctl", lsrConf + "sysctl net.mpls.ip_ttl_propagate=0\n", "lsr.conf:9:1: a sysctl changed: a restart is needed", true},
+		{"address on lo", lsrConf + "addr add 10.9.9.9/32 dev lo\n", "lsr.conf:9:26: addresses on lo are not supported", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse("lsr.conf", strings.NewReader(tc.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.n.Reload(cfg)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("got %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want %s...", err, tc.wantErr)
+			}
+			if got := errors.Is(err, node.ErrRestartNeeded); got != tc.wantRestart {
+				t.Errorf("got errors.Is(err, ErrRestartNeeded) = %v, want %v", got, tc.wantRestart)
+			}
+		})
+	}
+	// The accepted reload stays: label 103 swaps to 400.
+	inject(l.in, labelled([]uint32{103}, 64, ipv4UDP(t, 64, 10)))
+	f := readFrame(t, l.out)
+	if f == nil || binary.BigEndian.Uint32(f[14:])>>12 != 400 {
+		t.Errorf("after the rejected reloads, label 103 was not swapped to 400: %x", f)
 	}
 }
