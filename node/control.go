@@ -1,0 +1,290 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+)
+
+// Report is the counters document of a running node: what the control
+// socket answers to `stats` and what `mplsnode stats` prints. Every drop
+// reason is present, zero ones included, so readers see they are zero.
+type Report struct {
+	// Links holds each link's counters, in configuration order.
+	Links []LinkReport `json:"links"`
+	// LabelSwitch holds the label switch counters.
+	LabelSwitch SwitchReport `json:"label_switch"`
+	// TCP holds the userspace stack's TCP counters.
+	TCP TCPReport `json:"tcp"`
+}
+
+// LinkReport is one link's counters.
+type LinkReport struct {
+	// Name is the link's name.
+	Name string `json:"name"`
+	// RXFrames counts frames received from the lower link.
+	RXFrames uint64 `json:"rx_frames"`
+	// TXFrames counts frames written to the lower link.
+	TXFrames uint64 `json:"tx_frames"`
+	// RXDelivered counts packets delivered up to the stack.
+	RXDelivered uint64 `json:"rx_delivered"`
+	// RXForwarded counts labelled frames handed to the label switch.
+	RXForwarded uint64 `json:"rx_forwarded"`
+	// TXPackets counts packets the stack handed to the link (before
+	// segmentation).
+	TXPackets uint64 `json:"tx_packets"`
+	// GSOPackets counts GSO packets segmented by the link.
+	GSOPackets uint64 `json:"gso_packets"`
+	// StackRXBytes and StackTXBytes are the bytes gVisor's NIC counted:
+	// packets through the userspace stack only (label-switched frames
+	// bypass it), without link headers.
+	StackRXBytes uint64 `json:"stack_rx_bytes"`
+	// StackTXBytes: see StackRXBytes.
+	StackTXBytes uint64 `json:"stack_tx_bytes"`
+	// FTNHits counts outgoing packets that matched an FTN entry.
+	FTNHits uint64 `json:"ftn_hits"`
+	// ILMHits counts incoming labels that matched an ILM entry.
+	ILMHits uint64 `json:"ilm_hits"`
+	// Drops counts discards by reason name (mplsendpoint.DropReason's
+	// String), every reason present.
+	Drops map[string]uint64 `json:"drops"`
+}
+
+// SwitchReport is the label switch counters.
+type SwitchReport struct {
+	// Forwarded counts frames written to an egress link.
+	Forwarded uint64 `json:"forwarded"`
+	// Swapped counts frames whose top label was swapped.
+	Swapped uint64 `json:"swapped"`
+	// PoppedIP counts frames popped to IP and forwarded.
+	PoppedIP uint64 `json:"popped_ip"`
+	// PoppedLabelled counts frames popped and forwarded still labelled.
+	PoppedLabelled uint64 `json:"popped_labelled"`
+	// Queued counts frames that waited for a next hop's MAC address.
+	Queued uint64 `json:"queued"`
+	// ICMPSent counts ICMP time exceeded messages sent.
+	ICMPSent uint64 `json:"icmp_sent"`
+	// Drops counts discards by reason name (SwitchDrop's String), every
+	// reason present.
+	Drops map[string]uint64 `json:"drops"`
+}
+
+// TCPReport is the userspace stack's TCP counters (from gVisor's
+// tcpip.TCPStats).
+type TCPReport struct {
+	// ActiveOpens counts connections opened by a local connect.
+	ActiveOpens uint64 `json:"active_opens"`
+	// PassiveOpens counts connections accepted by a listener.
+	PassiveOpens uint64 `json:"passive_opens"`
+	// CurrentEstablished is the number of connections in ESTABLISHED or
+	// CLOSE-WAIT now (a gauge).
+	CurrentEstablished uint64 `json:"current_established"`
+	// FailedAttempts counts connection attempts that failed.
+	FailedAttempts uint64 `json:"failed_attempts"`
+	// EstablishedResets counts established connections reset.
+	EstablishedResets uint64 `json:"established_resets"`
+	// SegmentsSent counts segments sent.
+	SegmentsSent uint64 `json:"segments_sent"`
+	// SegmentsReceived counts valid segments received.
+	SegmentsReceived uint64 `json:"segments_received"`
+	// InvalidSegmentsReceived counts segments dropped as invalid.
+	InvalidSegmentsReceived uint64 `json:"invalid_segments_received"`
+	// Retransmits counts retransmitted segments.
+	Retransmits uint64 `json:"retransmits"`
+	// Timeouts counts retransmission timeouts.
+	Timeouts uint64 `json:"timeouts"`
+	// ChecksumErrors counts segments with a bad checksum.
+	ChecksumErrors uint64 `json:"checksum_errors"`
+}
+
+// Report returns the node's counters as one document.
+func (n *Node) Report() Report {
+	st := n.Stats()
+	ns := n.stack.Netstack()
+	nics := ns.NICInfo()
+	r := Report{Links: []LinkReport{}}
+	for _, name := range n.stack.LinkNames() {
+		ls := st.Links[name]
+		lr := LinkReport{
+			Name: name, RXFrames: ls.RXFrames, TXFrames: ls.TXFrames,
+			RXDelivered: ls.RXDelivered, RXForwarded: ls.RXForwarded,
+			TXPackets: ls.TXPackets, GSOPackets: ls.GSOPackets,
+			FTNHits: ls.FTNHits, ILMHits: ls.ILMHits,
+			Drops: map[string]uint64{},
+		}
+		for _, d := range mplsendpoint.DropReasons() {
+			lr.Drops[d.String()] = ls.Drop(d)
+		}
+		if id, ok := n.stack.NICID(name); ok {
+			if info, ok := nics[id]; ok {
+				lr.StackRXBytes = info.Stats.Rx.Bytes.Value()
+				lr.StackTXBytes = info.Stats.Tx.Bytes.Value()
+			}
+		}
+		r.Links = append(r.Links, lr)
+	}
+	sw := st.Switch
+	r.LabelSwitch = SwitchReport{
+		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
+		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
+		Drops: map[string]uint64{},
+	}
+	for _, d := range SwitchDrops() {
+		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)
+	}
+	t := ns.Stats().TCP
+	r.TCP = TCPReport{
+		ActiveOpens:             t.ActiveConnectionOpenings.Value(),
+		PassiveOpens:            t.PassiveConnectionOpenings.Value(),
+		CurrentEstablished:      t.CurrentEstablished.Value(),
+		FailedAttempts:          t.FailedConnectionAttempts.Value(),
+		EstablishedResets:       t.EstablishedResets.Value(),
+		SegmentsSent:            t.SegmentsSent.Value(),
+		SegmentsReceived:        t.ValidSegmentsReceived.Value(),
+		InvalidSegmentsReceived: t.InvalidSegmentsReceived.Value(),
+		Retransmits:             t.Retransmits.Value(),
+		Timeouts:                t.Timeouts.Value(),
+		ChecksumErrors:          t.ChecksumErrors.Value(),
+	}
+	return r
+}
+
+// DefaultControlSocket is where `mplsnode run` listens for control
+// requests and `mplsnode stats` connects by default.
+const DefaultControlSocket = "/run/mplsnode.sock"
+
+const (
+	// controlTimeout bounds one control connection (read the command,
+	// write the answer) so a stuck client cannot hold a goroutine forever.
+	controlTimeout = 5 * time.Second
+	// maxCommandLen is the longest command line accepted; `stats` needs 6.
+	maxCommandLen = 256
+)
+
+// ServeControl serves the read-only control protocol on a Unix socket at
+// path until ctx is done. The socket is created with mode 0600 (root
+// only); a stale socket file at path is removed first and the socket file
+// is removed on return.
+//
+// Protocol: the client sends one line; `stats` is answered with the
+// node's Report as one JSON document (followed by a newline), anything
+// else with a line `error: ...`. Then the server closes the connection.
+// Nothing in the protocol changes the node.
+//
+// ServeControl returns nil when ctx ends, or the error that stopped it
+// from listening.
+func ServeControl(ctx context.Context, n *Node, path string) error {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("control socket %s: exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("control socket: remove stale %s: %w", path, err)
+		}
+	}
+	ln, err := listenUnix0600(path)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			ln.Close()
+			wg.Wait()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("control socket: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveControlConn(n, c)
+		}()
+	}
+}
+
+// listenUnix0600 listens on path so that the socket file is never
+// accessible to others: the socket is created in a private temporary
+// directory, chmodded to 0600 there, then renamed to path.
+func listenUnix0600(path string) (net.Listener, error) {
+	dir, err := os.MkdirTemp(dirOf(path), ".mplsnode-sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := dir + "/s"
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	ul := ln.(*net.UnixListener)
+	// The temporary path is renamed away; do not let Close unlink it.
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	// The bound socket keeps working under its new name; the wrapper
+	// unlinks the final path on Close.
+	return &unlinkListener{Listener: ln, path: path}, nil
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		if i == 0 {
+			return "/"
+		}
+		return path[:i]
+	}
+	return "."
+}
+
+// unlinkListener removes its socket file on Close.
+type unlinkListener struct {
+	net.Listener
+	path string
+	once sync.Once
+}
+
+func (l *unlinkListener) Close() error {
+	err := l.Listener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
+}
+
+// serveControlConn answers one request and closes c.
+func serveControlConn(n *Node, c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(controlTimeout))
+	line, err := bufio.NewReaderSize(c, maxCommandLen).ReadSlice('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		fmt.Fprintf(c, "error: want one line ending in a newline, e.g. \"stats\\n\"\n")
+		return
+	}
+	switch cmd := strings.TrimSpace(string(line)); cmd {
+	case "stats":
+		enc := json.NewEncoder(c)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(n.Report())
+	default:
+		fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats)\n", cmd)
+	}
+}
