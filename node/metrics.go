@@ -1,0 +1,179 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metricsNamespace prefixes every metric name: mplsnode_<what>_<unit>_total.
+const metricsNamespace = "mplsnode"
+
+// linkCounter is one per-link counter of LinkReport, exported as
+// mplsnode_<name> with the label device.
+type linkCounter struct {
+	name, help string
+	get        func(*LinkReport) uint64
+}
+
+var linkCounters = []linkCounter{
+	{"rx_frames_total", "Frames received from the lower link.", func(l *LinkReport) uint64 { return l.RXFrames }},
+	{"tx_frames_total", "Frames written to the lower link (after segmentation).", func(l *LinkReport) uint64 { return l.TXFrames }},
+	{"rx_delivered_packets_total", "Packets delivered up to the userspace stack.", func(l *LinkReport) uint64 { return l.RXDelivered }},
+	{"rx_forwarded_frames_total", "Labelled frames handed to the label switch.", func(l *LinkReport) uint64 { return l.RXForwarded }},
+	{"tx_packets_total", "Packets the stack handed to the link (before segmentation).", func(l *LinkReport) uint64 { return l.TXPackets }},
+	{"gso_packets_total", "GSO packets segmented by the link.", func(l *LinkReport) uint64 { return l.GSOPackets }},
+	{"stack_rx_bytes_total", "Bytes received by the userspace stack on the link (network layer, label-switched frames excluded).", func(l *LinkReport) uint64 { return l.StackRXBytes }},
+	{"stack_tx_bytes_total", "Bytes sent by the userspace stack on the link (network layer, label-switched frames excluded).", func(l *LinkReport) uint64 { return l.StackTXBytes }},
+	{"ftn_hits_total", "Outgoing packets that matched an FTN entry.", func(l *LinkReport) uint64 { return l.FTNHits }},
+	{"ilm_hits_total", "Incoming labels that matched an ILM entry.", func(l *LinkReport) uint64 { return l.ILMHits }},
+}
+
+// switchCounter is one label switch counter, exported without labels.
+type switchCounter struct {
+	name, help string
+	get        func(*SwitchReport) uint64
+}
+
+var switchCounters = []switchCounter{
+	{"labelswitch_forwarded_frames_total", "Frames the label switch wrote to an egress link.", func(s *SwitchReport) uint64 { return s.Forwarded }},
+	{"labelswitch_swapped_frames_total", "Frames whose top label was swapped.", func(s *SwitchReport) uint64 { return s.Swapped }},
+	{"labelswitch_popped_ip_frames_total", "Frames popped to IP and forwarded.", func(s *SwitchReport) uint64 { return s.PoppedIP }},
+	{"labelswitch_popped_labelled_frames_total", "Frames popped and forwarded still labelled.", func(s *SwitchReport) uint64 { return s.PoppedLabelled }},
+	{"labelswitch_queued_frames_total", "Frames that waited for a next hop's MAC address.", func(s *SwitchReport) uint64 { return s.Queued }},
+	{"labelswitch_icmp_sent_messages_total", "ICMP time exceeded messages sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
+}
+
+// tcpCounter is one TCP counter, exported without labels.
+type tcpCounter struct {
+	name, help string
+	gauge      bool
+	get        func(*TCPReport) uint64
+}
+
+var tcpCounters = []tcpCounter{
+	{"tcp_active_opens_total", "TCP connections opened by a local connect.", false, func(t *TCPReport) uint64 { return t.ActiveOpens }},
+	{"tcp_passive_opens_total", "TCP connections accepted by a listener.", false, func(t *TCPReport) uint64 { return t.PassiveOpens }},
+	{"tcp_established_connections", "TCP connections in ESTABLISHED or CLOSE-WAIT now.", true, func(t *TCPReport) uint64 { return t.CurrentEstablished }},
+	{"tcp_failed_attempts_total", "TCP connection attempts that failed.", false, func(t *TCPReport) uint64 { return t.FailedAttempts }},
+	{"tcp_established_resets_total", "Established TCP connections reset.", false, func(t *TCPReport) uint64 { return t.EstablishedResets }},
+	{"tcp_sent_segments_total", "TCP segments sent.", false, func(t *TCPReport) uint64 { return t.SegmentsSent }},
+	{"tcp_received_segments_total", "Valid TCP segments received.", false, func(t *TCPReport) uint64 { return t.SegmentsReceived }},
+	{"tcp_invalid_segments_total", "TCP segments dropped as invalid.", false, func(t *TCPReport) uint64 { return t.InvalidSegmentsReceived }},
+	{"tcp_retransmitted_segments_total", "TCP segments retransmitted.", false, func(t *TCPReport) uint64 { return t.Retransmits }},
+	{"tcp_timeouts_total", "TCP retransmission timeouts.", false, func(t *TCPReport) uint64 { return t.Timeouts }},
+	{"tcp_checksum_errors_total", "TCP segments with a bad checksum.", false, func(t *TCPReport) uint64 { return t.ChecksumErrors }},
+}
+
+// collector is a prometheus.Collector that reads the node's counters at
+// scrape time; it keeps no state of its own.
+type collector struct {
+	n          *Node
+	link       []*prometheus.Desc
+	linkDrops  *prometheus.Desc
+	sw         []*prometheus.Desc
+	swDrops    *prometheus.Desc
+	tcp        []*prometheus.Desc
+	everything []*prometheus.Desc
+}
+
+// NewCollector returns a prometheus.Collector exporting n's counters as
+// mplsnode_* metrics (see docs/METRICS.md) with the labels device (the
+// link name) and reason (a drop reason name) only.
+func NewCollector(n *Node) prometheus.Collector {
+	name := func(s string) string { return prometheus.BuildFQName(metricsNamespace, "", s) }
+	c := &collector{n: n}
+	for _, m := range linkCounters {
+		c.link = append(c.link, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
+	}
+	c.linkDrops = prometheus.NewDesc(name("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil)
+	for _, m := range switchCounters {
+		c.sw = append(c.sw, prometheus.NewDesc(name(m.name), m.help, nil, nil))
+	}
+	c.swDrops = prometheus.NewDesc(name("labelswitch_drops_total"), "Frames the label switch discarded, by reason.", []string{"reason"}, nil)
+	for _, m := range tcpCounters {
+		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
+	}
+	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops), c.sw...), c.swDrops)
+	c.everything = append(c.everything, c.tcp...)
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.everything {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	r := c.n.Report()
+	for i := range r.Links {
+		l := &r.Links[i]
+		for j, m := range linkCounters {
+			ch <- prometheus.MustNewConstMetric(c.link[j], prometheus.CounterValue, float64(m.get(l)), l.Name)
+		}
+		for reason, v := range l.Drops {
+			ch <- prometheus.MustNewConstMetric(c.linkDrops, prometheus.CounterValue, float64(v), l.Name, reason)
+		}
+	}
+	for j, m := range switchCounters {
+		ch <- prometheus.MustNewConstMetric(c.sw[j], prometheus.CounterValue, float64(m.get(&r.LabelSwitch)))
+	}
+	for reason, v := range r.LabelSwitch.Drops {
+		ch <- prometheus.MustNewConstMetric(c.swDrops, prometheus.CounterValue, float64(v), reason)
+	}
+	for j, m := range tcpCounters {
+		vt := prometheus.CounterValue
+		if m.gauge {
+			vt = prometheus.GaugeValue
+		}
+		ch <- prometheus.MustNewConstMetric(c.tcp[j], vt, float64(m.get(&r.TCP)))
+	}
+}
+
+// metricsReadTimeout bounds reading a scrape request's headers, so idle or
+// slow clients cannot pile up connections.
+const metricsReadTimeout = 10 * time.Second
+
+// MetricsHandler returns an http.Handler serving n's metrics in the
+// Prometheus text format (only the mplsnode_* metrics: no Go runtime
+// metrics).
+func MetricsHandler(n *Node) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(n))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// ServeMetrics serves n's metrics at http://addr/metrics until ctx is
+// done; it returns nil then, or the error that stopped it (e.g. the
+// address is in use).
+func ServeMetrics(ctx context.Context, n *Node, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return ServeMetricsListener(ctx, n, ln)
+}
+
+// ServeMetricsListener is ServeMetrics on an existing listener (tests use
+// 127.0.0.1:0 and read the port from ln). It closes ln.
+func ServeMetricsListener(ctx context.Context, n *Node, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", MetricsHandler(n))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadTimeout}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("metrics: %w", err)
+}

@@ -1,0 +1,147 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/node"
+)
+
+// sample is one line of the Prometheus text format: name{labels} value.
+var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+
+// scrape fetches url and returns the samples keyed by name{labels} and
+// the TYPE of each metric family.
+func scrape(t *testing.T, url string) (samples map[string]float64, types map[string]string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("got status %d, want 200: %s", resp.StatusCode, b)
+	}
+	samples, types = map[string]float64{}, map[string]string{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if f, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(f, " ")
+			types[name] = typ
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := sampleRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("unparsable line %q", line)
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		samples[m[1]+m[2]] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return samples, types
+}
+
+func TestMetrics(t *testing.T) {
+	n := obsNode(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.ServeMetricsListener(ctx, n, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("got ServeMetricsListener error %v, want nil", err)
+		}
+	})
+	samples, types := scrape(t, "http://"+ln.Addr().String()+"/metrics")
+
+	tests := []struct {
+		sample string
+		want   float64
+	}{
+		{`mplsnode_rx_frames_total{device="in0"}`, 2},
+		{`mplsnode_tx_frames_total{device="out0"}`, 1},
+		{`mplsnode_ilm_hits_total{device="in0"}`, 1},
+		{`mplsnode_ftn_hits_total{device="in0"}`, 0},
+		{`mplsnode_drops_total{device="in0",reason="no_ilm_entry"}`, 1},
+		{`mplsnode_drops_total{device="out0",reason="no_ilm_entry"}`, 0},
+		{`mplsnode_labelswitch_forwarded_frames_total`, 1},
+		{`mplsnode_labelswitch_swapped_frames_total`, 1},
+		{`mplsnode_labelswitch_drops_total{reason="no_neighbor"}`, 0},
+		{`mplsnode_tcp_active_opens_total`, 0},
+		{`mplsnode_tcp_established_connections`, 0},
+	}
+	for _, tc := range tests {
+		got, ok := samples[tc.sample]
+		if !ok {
+			t.Errorf("got no sample %s", tc.sample)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("got %s = %v, want %v", tc.sample, got, tc.want)
+		}
+	}
+	// Every link drop reason is exported for every device, zero or not.
+	for _, dev := range []string{"in0", "out0"} {
+		for _, r := range mplsendpoint.DropReasons() {
+			k := `mplsnode_drops_total{device="` + dev + `",reason="` + r.String() + `"}`
+			if _, ok := samples[k]; !ok {
+				t.Errorf("got no sample %s", k)
+			}
+		}
+	}
+	for _, r := range node.SwitchDrops() {
+		k := `mplsnode_labelswitch_drops_total{reason="` + r.String() + `"}`
+		if _, ok := samples[k]; !ok {
+			t.Errorf("got no sample %s", k)
+		}
+	}
+	// Naming rules: every family is mplsnode_*, counters end in _total, and
+	// the only labels are device and reason.
+	labelRE := regexp.MustCompile(`([a-z_]+)="`)
+	for k := range samples {
+		name, labels, _ := strings.Cut(k, "{")
+		if !strings.HasPrefix(name, "mplsnode_") {
+			t.Errorf("got metric %s, want the mplsnode_ prefix only", name)
+		}
+		if types[name] == "counter" && !strings.HasSuffix(name, "_total") {
+			t.Errorf("got counter %s, want a _total suffix", name)
+		}
+		for _, m := range labelRE.FindAllStringSubmatch(labels, -1) {
+			if m[1] != "device" && m[1] != "reason" {
+				t.Errorf("got label %q on %s, want device or reason only", m[1], name)
+			}
+		}
+	}
+	if got := types["mplsnode_drops_total"]; got != "counter" {
+		t.Errorf("got TYPE mplsnode_drops_total %q, want counter", got)
+	}
+}
+
+func TestServeMetricsBadAddr(t *testing.T) {
+	n := obsNode(t)
+	if err := node.ServeMetrics(context.Background(), n, "127.0.0.1:notaport"); err == nil {
+		t.Errorf("got nil error for a bad address, want one")
+	}
+}
