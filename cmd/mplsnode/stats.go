@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mplsnode/mplsnode/node"
+)
+
+func init() {
+	register(command{name: "stats", summary: "print a running node's counters (links, drops, label switch, TCP)", run: runStats})
+}
+
+const statsUsage = `usage: mplsnode stats [--socket PATH] [--json]
+
+Asks a running node (mplsnode run) for its counters over its control
+socket and prints them: per link rx/tx frames, drops by reason (every
+reason, zero ones included), ILM/FTN hits; the label switch counters; TCP.
+The control socket is read-only and root-only (mode 0600).
+
+Examples:
+
+	mplsnode stats
+	ip netns exec ns1 mplsnode stats --socket /run/mplsnode-ns1.sock --json
+
+Exit codes: 0 ok, 1 the node cannot be reached or answered an error,
+2 usage error.
+
+Options:
+`
+
+// statsTimeout bounds the whole request: the node answers from memory, so
+// a healthy node takes milliseconds.
+const statsTimeout = 5 * time.Second
+
+func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("stats", statsUsage, stderr)
+	socket := fs.String("socket", node.DefaultControlSocket, "control socket `PATH` of the running node")
+	asJSON := fs.Bool("json", false, "print the raw JSON document")
+	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
+		return code
+	}
+	body, err := fetchStats(ctx, *socket)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			fmt.Fprintf(stderr, "mplsnode stats: no node answers on %s: is `mplsnode run` running? (choose the socket with --socket PATH)\n", *socket)
+		} else {
+			fmt.Fprintf(stderr, "mplsnode stats: %v\n", err)
+		}
+		return exitFailure
+	}
+	if *asJSON {
+		stdout.Write(body)
+		return exitOK
+	}
+	var r node.Report
+	if err := json.Unmarshal(body, &r); err != nil {
+		fmt.Fprintf(stderr, "mplsnode stats: bad answer from %s: %v\n", *socket, err)
+		return exitFailure
+	}
+	printReport(stdout, &r)
+	return exitOK
+}
+
+// fetchStats sends `stats` to the control socket and returns the answer.
+func fetchStats(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(c, "stats\n"); err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(c)
+	if err != nil {
+		return nil, err
+	}
+	if msg, ok := strings.CutPrefix(string(body), "error: "); ok {
+		return nil, fmt.Errorf("node answered: %s", strings.TrimSpace(msg))
+	}
+	return body, nil
+}
+
+// printReport writes r as aligned tables.
+func printReport(w io.Writer, r *node.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "link\trx frames\ttx frames\trx to stack\trx to switch\ttx packets\tgso packets\tstack rx bytes\tstack tx bytes\tILM hits\tFTN hits\t")
+	for _, l := range r.Links {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, l.RXFrames, l.TXFrames,
+			l.RXDelivered, l.RXForwarded, l.TXPackets, l.GSOPackets, l.StackRXBytes, l.StackTXBytes, l.ILMHits, l.FTNHits)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\ndrops by reason (per link)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "reason\t")
+	for _, l := range r.Links {
+		fmt.Fprintf(tw, "%s\t", l.Name)
+	}
+	fmt.Fprintln(tw)
+	reasons := map[string]bool{}
+	for _, l := range r.Links {
+		for k := range l.Drops {
+			reasons[k] = true
+		}
+	}
+	for _, k := range sortedKeys(reasons) {
+		fmt.Fprintf(tw, "%s\t", k)
+		for _, l := range r.Links {
+			fmt.Fprintf(tw, "%d\t", l.Drops[k])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	s := r.LabelSwitch
+	fmt.Fprintln(w, "\nlabel switch")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, kv := range []struct {
+		k string
+		v uint64
+	}{{"forwarded", s.Forwarded}, {"swapped", s.Swapped}, {"popped to IP", s.PoppedIP},
+		{"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued}, {"ICMP sent", s.ICMPSent}} {
+		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
+	}
+	sd := map[string]bool{}
+	for k := range s.Drops {
+		sd[k] = true
+	}
+	for _, k := range sortedKeys(sd) {
+		fmt.Fprintf(tw, "  drop %s\t%d\n", k, s.Drops[k])
+	}
+	tw.Flush()
+
+	t := r.TCP
+	fmt.Fprintln(w, "\nTCP")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, kv := range []struct {
+		k string
+		v uint64
+	}{{"active opens", t.ActiveOpens}, {"passive opens", t.PassiveOpens}, {"established now", t.CurrentEstablished},
+		{"failed attempts", t.FailedAttempts}, {"established resets", t.EstablishedResets},
+		{"segments sent", t.SegmentsSent}, {"segments received", t.SegmentsReceived},
+		{"invalid segments", t.InvalidSegmentsReceived}, {"retransmits", t.Retransmits},
+		{"timeouts", t.Timeouts}, {"checksum errors", t.ChecksumErrors}} {
+		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
+	}
+	tw.Flush()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/node"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// statsNode starts a node on channel endpoints and serves its control
+// socket; it returns the socket path.
+func statsNode(t *testing.T) string {
+	t.Helper()
+	conf := "link add a0 type afpacket\nlink add b0 type afpacket\naddr add 10.1.0.1/24 dev a0\naddr add 10.2.0.1/24 dev b0\n"
+	cfg, err := config.Parse("stats.conf", strings.NewReader(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := channel.New(4, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
+	b := channel.New(4, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x02\x01"))
+	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
+		Endpoints: map[string]gstack.LinkEndpoint{"a0": a, "b0": b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "n.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.ServeControl(ctx, n, path) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		n.Close()
+		a.Drain()
+		b.Drain()
+	})
+	for range 200 {
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("control socket did not appear")
+	return ""
+}
+
+func TestStats(t *testing.T) {
+	path := statsNode(t)
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  []string // substrings of stdout
+		wantErr  string   // substring of stderr
+	}{
+		{"table", []string{"--socket", path}, 0,
+			[]string{"link", "a0", "b0", "drops by reason", "no_ilm_entry", "ttl_expired", "label switch", "drop no_neighbor", "TCP", "retransmits", "checksum errors"}, ""},
+		{"json", []string{"--socket", path, "--json"}, 0, []string{`"links"`, `"label_switch"`, `"tcp"`}, ""},
+		{"missing socket", []string{"--socket", missing}, 1, nil, "is `mplsnode run` running? (choose the socket with --socket PATH)"},
+		{"help", []string{"-h"}, 0, []string{"mplsnode stats --socket", "--json"}, ""},
+		{"extra arg", []string{"x"}, 2, nil, `unexpected argument "x"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append([]string{"stats"}, tc.args...), &out, &errb)
+			if code != tc.wantCode {
+				t.Errorf("got exit code %d, want %d (stderr %q)", code, tc.wantCode, errb.String())
+			}
+			for _, w := range tc.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("got stdout %q, want it to contain %q", out.String(), w)
+				}
+			}
+			if !strings.Contains(errb.String(), tc.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", errb.String(), tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestStatsTableZeros checks that every link drop reason appears in the
+// table with a zero for each link, and that --json decodes to the Report.
+func TestStatsTableZeros(t *testing.T) {
+	path := statsNode(t)
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"stats", "--socket", path}, &out, &errb); code != 0 {
+		t.Fatalf("got exit code %d, want 0: %s", code, errb.String())
+	}
+	for _, r := range mplsendpoint.DropReasons() {
+		re := regexp.MustCompile(`(?m)^\s*` + r.String() + `\s+0\s+0\s*$`)
+		if !re.MatchString(out.String()) {
+			t.Errorf("got no line %q with 0 for a0 and b0 in:\n%s", r.String(), out.String())
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"stats", "--socket", path, "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("got exit code %d, want 0: %s", code, errb.String())
+	}
+	var r node.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("--json output does not decode: %v", err)
+	}
+	if len(r.Links) != 2 || r.Links[0].Name != "a0" || r.Links[1].Name != "b0" {
+		t.Errorf("got links %+v, want a0, b0", r.Links)
+	}
+}
