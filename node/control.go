@@ -173,8 +173,8 @@ const (
 
 // ServeControl serves the read-only control protocol on a Unix socket at
 // path until ctx is done. The socket is created with mode 0600 (root
-// only); a stale socket file at path is removed first and the socket file
-// is removed on return.
+// only); a stale socket file at path (one nobody answers on) is removed
+// first, a live one is an error, and the socket file is removed on return.
 //
 // Protocol: the client sends one line; `stats` is answered with the
 // node's Report as one JSON document (followed by a newline), anything
@@ -187,6 +187,11 @@ func ServeControl(ctx context.Context, n *Node, path string) error {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return fmt.Errorf("control socket %s: exists and is not a socket", path)
+		}
+		// A socket someone answers on belongs to a running node: keep it.
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("control socket %s: in use by a running node (choose another with --control-socket)", path)
 		}
 		if err := os.Remove(path); err != nil {
 			return fmt.Errorf("control socket: remove stale %s: %w", path, err)

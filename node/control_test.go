@@ -197,7 +197,7 @@ func TestControlSocket(t *testing.T) {
 	}
 }
 
-func TestControlSocketStale(t *testing.T) {
+func TestControlSocketExisting(t *testing.T) {
 	n := obsNode(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.sock")
@@ -225,6 +225,15 @@ func TestControlSocketStale(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("got ServeControl error %v, want nil", err)
+	}
+
+	// A live socket (another node's) is not taken over.
+	live := startControl(t, n)
+	if err := node.ServeControl(context.Background(), n, live); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("got error %v for a live socket, want \"in use\"", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("live socket removed: %v", err)
 	}
 
 	// A regular file at the path is not removed.

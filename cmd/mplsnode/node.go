@@ -22,6 +22,7 @@ func init() {
 }
 
 const runUsage = `usage: mplsnode run -c FILE [--log-format text|json] [--log-level debug|info|warn|error]
+                    [--control-socket PATH] [--metrics-addr ADDR]
 
 Runs the node that FILE describes until SIGINT or SIGTERM. SIGHUP reloads
 FILE: routes and label routes are replaced without dropping connections; a
@@ -40,6 +41,9 @@ Example (the LSR of the seed topology, ns1):
 	ip netns exec ns1 mplsnode run -c ns1.conf --log-format json
 
 The kernel must hold no IP address on the interfaces the node owns.
+Counters: "mplsnode stats" reads them over the control socket (read-only,
+mode 0600; "" turns it off); --metrics-addr 127.0.0.1:9477 serves them to
+Prometheus at /metrics (names in docs/METRICS.md).
 Exit codes: 0 stopped by a signal, 1 runtime failure, 2 usage or config error.
 
 Options:
@@ -141,6 +145,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	file := fs.String("c", "", "config `FILE` (required)")
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477")
 	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
 	}
@@ -168,12 +174,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger.Error("node failed to start", "err", err)
 		return exitFailure
 	}
+	stopServers := startObservability(ctx, n, *ctlSock, *metricsAddr, logger)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-ctx.Done():
+			stopServers()
 			if err := n.Close(); err != nil {
 				logger.Error("close", "err", err)
 				return exitFailure

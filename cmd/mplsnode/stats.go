@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -172,4 +174,33 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// startObservability starts the control socket (unless ctlSock is empty)
+// and the metrics server (unless metricsAddr is empty) for n; their
+// failures are logged, the node keeps running. The returned function
+// stops both and waits for them.
+func startObservability(ctx context.Context, n *node.Node, ctlSock, metricsAddr string, logger *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	serve := func(what, where string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logger.Info(what+" listening", "addr", where)
+			if err := f(ctx); err != nil {
+				logger.Error(what+" stopped", "addr", where, "err", err)
+			}
+		}()
+	}
+	if ctlSock != "" {
+		serve("control socket", ctlSock, func(ctx context.Context) error { return node.ServeControl(ctx, n, ctlSock) })
+	}
+	if metricsAddr != "" {
+		serve("metrics", metricsAddr, func(ctx context.Context) error { return node.ServeMetrics(ctx, n, metricsAddr) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }

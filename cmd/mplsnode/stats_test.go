@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -117,5 +124,97 @@ func TestStatsTableZeros(t *testing.T) {
 	}
 	if len(r.Links) != 2 || r.Links[0].Name != "a0" || r.Links[1].Name != "b0" {
 		t.Errorf("got links %+v, want a0, b0", r.Links)
+	}
+}
+
+// TestRunObservability runs `mplsnode run` in a namespace with
+// --control-socket and --metrics-addr, reads both, and checks that SIGTERM
+// removes the socket.
+func TestRunObservability(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	bin := filepath.Join(t.TempDir(), "mplsnode")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	nsA, nsB := netns.New(t, "oa"), netns.New(t, "ob")
+	va, _ := netns.VethPair(t, nsA, nsB)
+	nsA.MustExec("ip", "link", "set", "lo", "up")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.conf")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.77.0.1/24 dev %[1]s\n", va)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "a.sock")
+	// 9477 is free inside the fresh namespace: nothing else listens there.
+	const metricsAddr = "127.0.0.1:9477"
+	cmd := exec.Command("ip", "netns", "exec", nsA.Name(), bin, "run", "-c", file,
+		"--control-socket", sock, "--metrics-addr", metricsAddr)
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := false
+	t.Cleanup(func() {
+		if !exited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	waitFor(t, &logs, "metrics listening")
+	waitFor(t, &logs, "control socket listening")
+	var body []byte
+	var err error
+	for range 100 {
+		if body, err = fetchStats(context.Background(), sock); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, logs.String())
+	}
+	var r node.Report
+	if err := json.Unmarshal(body, &r); err != nil || len(r.Links) != 1 || r.Links[0].Name != va {
+		t.Errorf("got report %+v (err %v), want one link %s", r, err, va)
+	}
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("got socket stat %v, %v, want mode 0600", fi, err)
+	}
+
+	var metrics string
+	for range 100 {
+		err = nsA.Run(func() error {
+			c, err := net.Dial("tcp", metricsAddr)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+			b, err := io.ReadAll(c)
+			metrics = string(b)
+			return err
+		})
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	if want := `mplsnode_rx_frames_total{device="` + va + `"}`; !strings.Contains(metrics, want) {
+		t.Errorf("got metrics without %s:\n%s", want, metrics)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	exited = true
+	if err != nil {
+		t.Errorf("got exit %v after SIGTERM, want 0\n%s", err, logs.String())
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("got Stat(socket) error %v after exit, want not exist", err)
 	}
 }
