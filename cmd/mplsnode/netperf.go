@@ -11,15 +11,13 @@ import (
 	"strings"
 
 	"github.com/mplsnode/mplsnode/netperf"
+	"github.com/mplsnode/mplsnode/node"
 )
 
 func init() {
 	register(command{name: "netperf", summary: "netperf-compatible client (TCP_STREAM, TCP_MAERTS, TCP_RR)", run: runNetperf})
 	register(command{name: "netserver", summary: "netserver-compatible server", run: runNetserver})
 }
-
-// errNeedsNode is the answer to --config until the node exists.
-var errNeedsNode = errors.New("--config: not yet available: needs the node (issue 5); use --kernel")
 
 const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST [-p PORT] [-l SECONDS|-COUNT]
          [-t TCP_STREAM|TCP_MAERTS|TCP_RR] [-c] [-C] [-L LOCAL] [-P 0|1] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]]
@@ -264,18 +262,27 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)
 		return exitUsage
 	}
+	var n *node.Node
 	if a.configFile != "" {
-		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", errNeedsNode)
-		return exitUsage
-	}
-	if a.cfg.Dial, err = kernelDialer(a.localAddr, 0); err == nil {
-		a.cfg.DataDial, err = kernelDialer(a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
-		return exitUsage
+		if n, err = startNode(a.configFile, stderr); err != nil {
+			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+			return exitUsage
+		}
+		defer n.Close()
+		a.cfg.Dial, a.cfg.DataDial = nodeDialer(n), nodeDialer(n)
+	} else {
+		if a.cfg.Dial, err = kernelDialer(a.localAddr, 0); err == nil {
+			a.cfg.DataDial, err = kernelDialer(a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+			return exitUsage
+		}
 	}
 	rep, err := netperf.Run(ctx, a.cfg)
+	if n != nil && !a.json {
+		defer printNodeDrops(stdout, n)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
 		return exitFailure
@@ -339,12 +346,19 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "mplsnode netserver: --kernel and --config are exclusive")
 		return exitUsage
 	}
-	if configFile != "" {
-		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", errNeedsNode)
-		return exitUsage
-	}
 	srv.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+	listen := net.Listen
+	if configFile != "" {
+		n, err := startNode(configFile, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
+			return exitUsage
+		}
+		defer n.Close()
+		listen = n.Stack().Listen
+		srv.Listen = n.Stack().Listen
+	}
+	ln, err := listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
 		return exitFailure

@@ -67,17 +67,31 @@ func TestParseNetperfArgs(t *testing.T) {
 	}
 }
 
-func TestConfigNotYetAvailable(t *testing.T) {
-	for _, args := range [][]string{
-		{"netperf", "--config", "node.conf", "-H", "127.0.0.1"},
-		{"netserver", "--config", "node.conf"},
+// TestConfigErrors: --config names a node config; a missing or bad file is
+// a usage error (exit 2) that names the file (and, for a bad line, its
+// position).
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(bad, []byte("link add v0 type afpacket\nroute add 10.0.0.0/8 encap mpls 3 via inet 10.1.1.1 dev v0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.conf")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"netperf", "--config", missing, "-H", "127.0.0.1"}, "missing.conf"},
+		{[]string{"netserver", "--config", missing}, "missing.conf"},
+		{[]string{"netperf", "--config", bad, "-H", "127.0.0.1"}, "bad.conf:2:"},
+		{[]string{"netserver", "--config", bad}, "bad.conf:2:"},
 	} {
 		var out, errb strings.Builder
-		if got := run(context.Background(), args, &out, &errb); got != exitUsage {
-			t.Errorf("%v: got exit %d, want %d", args, got, exitUsage)
+		if got := run(context.Background(), tc.args, &out, &errb); got != exitUsage {
+			t.Errorf("%v: got exit %d, want %d", tc.args, got, exitUsage)
 		}
-		if !strings.Contains(errb.String(), "not yet available: needs the node (issue 5)") {
-			t.Errorf("%v: got stderr %q, want the not-yet-available message", args, errb.String())
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: got stderr %q, want it to name %q", tc.args, errb.String(), tc.want)
 		}
 	}
 }

@@ -796,15 +796,23 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 // stops the receive goroutines, and runs the on-close action. Later writes
 // fail with tcpip.ErrClosedForSend. Safe to call more than once.
 func (e *Endpoint) Close() {
+	first := false
 	e.closeOnce.Do(func() {
+		first = true
 		e.closeFiles()
-		e.mu.RLock()
-		f := e.onClose
-		e.mu.RUnlock()
-		if f != nil {
-			f()
-		}
 	})
+	if !first {
+		return
+	}
+	// The on-close action runs outside the Once: gVisor's action removes
+	// the NIC, which closes this endpoint again, and a re-entrant
+	// Once.Do would deadlock.
+	e.mu.RLock()
+	f := e.onClose
+	e.mu.RUnlock()
+	if f != nil {
+		f()
+	}
 }
 
 func (e *Endpoint) closeFiles() {

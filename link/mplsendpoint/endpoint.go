@@ -328,7 +328,9 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 func (e *Endpoint) Capabilities() stack.LinkEndpointCapabilities {
 	c := e.lower.Capabilities()
 	c &^= stack.CapabilityTXChecksumOffload | stack.CapabilityLoopback
-	return c | stack.CapabilityResolutionRequired
+	// RX checksums are ours: ingress verifies (or finishes) them before
+	// delivery, popped MPLS payloads included, so the stack need not.
+	return c | stack.CapabilityResolutionRequired | stack.CapabilityRXChecksumOffload
 }
 
 // ARPHardwareType implements stack.LinkEndpoint: Ethernet.

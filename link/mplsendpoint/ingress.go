@@ -69,12 +69,20 @@ func (e *Endpoint) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber, pkt *stac
 
 // deliver hands an IP/ARP packet (link header consumed) to the stack.
 func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
-	if pkt.RXChecksumValidated && e.Capabilities()&stack.CapabilityRXChecksumOffload == 0 {
-		// The lower link says the kernel validated the checksum or left
-		// it partial (veth, CHECKSUM_PARTIAL), but gVisor's NIC resets
-		// the flag from our capabilities; finish partial checksums so
-		// the stack's own validation accepts them.
-		if !finishRXChecksum(proto, pkt) {
+	// The endpoint owns receive checksums (it advertises
+	// CapabilityRXChecksumOffload, so the stack does not check them
+	// again): frames the lower link flagged (the kernel validated them or
+	// left them partial, veth's CHECKSUM_PARTIAL) have partial checksums
+	// finished, so that packets forwarded on carry full ones; every other
+	// frame is verified here.
+	if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
+		ok := false
+		if pkt.RXChecksumValidated {
+			ok = finishRXChecksum(proto, pkt)
+		} else {
+			ok = verifyRXChecksum(proto, pkt)
+		}
+		if !ok {
 			e.drop(DropBadChecksum, -1, nil)
 			return
 		}
@@ -225,6 +233,32 @@ const (
 // Fragments, extension headers and other protocols are left alone. It
 // returns false for a malformed packet.
 func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
+	return checkRXChecksum(proto, pkt, true)
+}
+
+// l4Sum returns the ones' complement sum of the l4len bytes after the IP
+// header (hl bytes) of pkt's data. (gVisor's PacketData.ChecksumAtOffset
+// counts its offset from the start of the whole buffer, link header
+// included, so it cannot be used once the link header is consumed.)
+func l4Sum(pkt *stack.PacketBuffer, hl, l4len int) uint16 {
+	b, ok := pkt.Data().PullUp(hl + l4len)
+	if !ok {
+		return 0
+	}
+	return checksum.Checksum(b[hl:hl+l4len], 0)
+}
+
+// verifyRXChecksum reports whether the IP packet in pkt (link header
+// consumed) has a valid IPv4 header checksum and a valid TCP, UDP or ICMP
+// checksum. Fragments, IPv6 extension headers and other protocols pass:
+// the stack checks what it reassembles.
+func verifyRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
+	return checkRXChecksum(proto, pkt, false)
+}
+
+// checkRXChecksum verifies the packet's checksums; with finish, a transport
+// checksum that does not verify is taken to be partial and completed.
+func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish bool) bool {
 	var (
 		hl, l4len int
 		tp        tcpip.TransportProtocolNumber
@@ -241,6 +275,9 @@ func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer
 		tot := int(ip.TotalLength())
 		if hl < header.IPv4MinimumSize || tot < hl || tot > pkt.Data().Size() {
 			return false
+		}
+		if h, ok := pkt.Data().PullUp(hl); !ok || checksum.Checksum(h, 0) != 0xffff {
+			return false // the kernel always completes the IPv4 header checksum
 		}
 		if ip.More() || ip.FragmentOffset() != 0 {
 			return true
@@ -267,6 +304,22 @@ func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer
 		off = tcpChecksumOffset
 	case header.UDPProtocolNumber:
 		off = udpChecksumOffset
+		if proto == header.IPv4ProtocolNumber && l4len >= off+2 {
+			if b, ok := pkt.Data().PullUp(hl + off + 2); ok && b[hl+off] == 0 && b[hl+off+1] == 0 {
+				return true // IPv4 UDP without a checksum (RFC 768)
+			}
+		}
+	case header.ICMPv4ProtocolNumber:
+		if finish {
+			return true // never offloaded by the kernel
+		}
+		return l4len >= header.ICMPv4MinimumSize && l4Sum(pkt, hl, l4len) == 0xffff
+	case header.ICMPv6ProtocolNumber:
+		if finish {
+			return true
+		}
+		pseudo := header.PseudoHeaderChecksum(tp, src, dst, uint16(l4len))
+		return l4len >= header.ICMPv6MinimumSize && checksum.Combine(pseudo, l4Sum(pkt, hl, l4len)) == 0xffff
 	default:
 		return true
 	}
@@ -278,9 +331,12 @@ func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer
 		pkt.Data().CapLength(hl + l4len)
 	}
 	pseudo := header.PseudoHeaderChecksum(tp, src, dst, uint16(l4len))
-	sum := pkt.Data().ChecksumAtOffset(hl)
+	sum := l4Sum(pkt, hl, l4len)
 	if checksum.Combine(pseudo, sum) == 0xffff {
 		return true
+	}
+	if !finish {
+		return false
 	}
 	f, ok := pkt.Data().PullUp(hl + off + 2)
 	if !ok {

@@ -90,7 +90,7 @@ var remedies = [numDropReasons]string{
 	DropNotForUs:             "the peer sends to another MAC address; check ARP/NDP and the link address",
 	DropTruncatedFrame:       "the lower link delivered a runt frame",
 	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
-	DropBadChecksum:          "the lower link delivered a partial checksum over a malformed header",
+	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum: corrupted on the wire, or a malformed header under a partial checksum",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".

@@ -446,13 +446,21 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 // device goes unless Options.Persist), stopping the receive goroutine, and
 // runs the on-close action. Safe to call more than once.
 func (e *Endpoint) Close() {
+	first := false
 	e.closeOnce.Do(func() {
+		first = true
 		e.file.Close()
-		e.mu.RLock()
-		f := e.onClose
-		e.mu.RUnlock()
-		if f != nil {
-			f()
-		}
 	})
+	if !first {
+		return
+	}
+	// The on-close action runs outside the Once: gVisor's action removes
+	// the NIC, which closes this endpoint again, and a re-entrant
+	// Once.Do would deadlock.
+	e.mu.RLock()
+	f := e.onClose
+	e.mu.RUnlock()
+	if f != nil {
+		f()
+	}
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+
+	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/netperf"
+	"github.com/mplsnode/mplsnode/node"
+)
+
+// startNode builds the node a --config file describes (the host role: the
+// netperf client or server then runs on its userspace stack, so the data
+// crosses the node's links and labelled routes). Logs below warnings are
+// dropped so they don't mix with netperf's output.
+func startNode(path string, stderr io.Writer) (*node.Node, error) {
+	cfg, err := config.ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return node.New(cfg, node.Options{Logger: logger})
+}
+
+// nodeDialer dials through the node's stack. The local data address (netperf's
+// -L / -- -L) binds when it is an IP literal.
+func nodeDialer(n *node.Node) netperf.DialFunc {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		return n.Stack().DialContext(ctx, network, address)
+	}
+}
+
+// printNodeDrops writes where the node's frames went: per link frames, label
+// hits and every non-zero drop counter, so a run over an LSP shows at once
+// whether anything was lost.
+func printNodeDrops(w io.Writer, n *node.Node) {
+	st := n.Stats()
+	names := make([]string, 0, len(st.Links))
+	for name := range st.Links {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l := st.Links[name]
+		fmt.Fprintf(w, "mplsnode %s: rx %d frames, tx %d frames, FTN hits %d, ILM hits %d, GSO packets %d",
+			name, l.RXFrames, l.TXFrames, l.FTNHits, l.ILMHits, l.GSOPackets)
+		drops := 0
+		for _, r := range mplsendpoint.DropReasons() {
+			if c := l.Drops[r]; c != 0 {
+				fmt.Fprintf(w, ", drop %s %d", r, c)
+				drops++
+			}
+		}
+		if drops == 0 {
+			fmt.Fprint(w, ", drops 0")
+		}
+		fmt.Fprintln(w)
+	}
+}
