@@ -41,35 +41,35 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "interrupted: cleaning up" >&2; exit 130' INT TERM
 
-in() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
 step "building the seed topology: $NS0 -- $NS1 -- $NS2"
 for ns in "$NS0" "$NS1" "$NS2"; do
 	ip netns add "$ns"
-	in "$ns" ip link set lo up
+	nsx "$ns" ip link set lo up
 done
 # The veths are created inside the namespaces, so their seed names never
 # clash with another run's.
 ip link add virt01 netns "$NS0" type veth peer name virt10 netns "$NS1"
 ip link add virt12 netns "$NS1" type veth peer name virt21 netns "$NS2"
-in "$NS0" ip link set virt01 up
-in "$NS1" ip link set virt10 up
-in "$NS1" ip link set virt12 up
-in "$NS2" ip link set virt21 up
+nsx "$NS0" ip link set virt01 up
+nsx "$NS1" ip link set virt10 up
+nsx "$NS1" ip link set virt12 up
+nsx "$NS2" ip link set virt21 up
 # ns2 is the kernel's: the TCP peer, exactly as in the seed script. ns0 and
 # ns1 give their addresses to mplsnode (the kernel there holds none).
-in "$NS2" ip addr add 172.16.21.22/24 dev virt21
-in "$NS2" ip addr add 10.10.10.10/32 dev lo
-in "$NS2" ip route add 172.16.20.0/24 via 172.16.21.21
+nsx "$NS2" ip addr add 172.16.21.22/24 dev virt21
+nsx "$NS2" ip addr add 10.10.10.10/32 dev lo
+nsx "$NS2" ip route add 172.16.20.0/24 via 172.16.21.21
 
 step "starting mplsnode LSR in $NS1 and netserver (kernel sockets) in $NS2"
-in "$NS1" "$BIN" run -c "$ROOT/examples/seed/ns1.conf" --control-socket "$TMP/ns1.sock" \
+nsx "$NS1" "$BIN" run -c "$ROOT/examples/seed/ns1.conf" --control-socket "$TMP/ns1.sock" \
 	--log-level warn >"$TMP/ns1.log" 2>&1 &
 pids+=($!)
-in "$NS2" "$BIN" netserver --kernel -p 12865 >"$TMP/ns2.log" 2>&1 &
+nsx "$NS2" "$BIN" netserver --kernel -p 12865 >"$TMP/ns2.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do
-	[[ -S $TMP/ns1.sock ]] && in "$NS2" ss -ltn 2>/dev/null | grep -q ':12865' && break
+	[[ -S $TMP/ns1.sock ]] && nsx "$NS2" ss -ltn 2>/dev/null | grep -q ':12865' && break
 	sleep 0.1
 done
 if ! [[ -S $TMP/ns1.sock ]]; then
@@ -81,7 +81,7 @@ fi
 run_netperf() { # label host
 	local label=$1 host=$2
 	step "TCP_STREAM $label: ns0 -> $host for ${SECONDS_PER_TEST}s"
-	in "$NS0" "$BIN" netperf --config "$ROOT/examples/seed/ns0.conf" -H "$host" \
+	nsx "$NS0" "$BIN" netperf --config "$ROOT/examples/seed/ns0.conf" -H "$host" \
 		-l "$SECONDS_PER_TEST" -t TCP_STREAM -c -C | tee "$TMP/$label.out"
 }
 run_netperf plain 172.16.21.22
