@@ -16,8 +16,17 @@ import (
 	"github.com/mplsnode/mplsnode/netperf"
 )
 
-// vectorsDir holds the captured control messages of stock netperf 2.7.1.
-const vectorsDir = "/work/shared/netperf/vectors"
+// vectorsDir holds the captured control messages of stock netperf 2.7.1:
+// the steering repo's shared/ folder, which lies beside the checkout
+// (../shared from the repository root), or /work/shared.
+var vectorsDir = func() string {
+	for _, d := range []string{"../../shared/netperf/vectors", "/work/shared/netperf/vectors"} {
+		if _, err := os.Stat(d); err == nil {
+			return d
+		}
+	}
+	return "../../shared/netperf/vectors"
+}()
 
 // readVector returns the messages of one .hex capture (one per line).
 func readVector(t testing.TB, name string) []*netperf.Message {
