@@ -676,6 +676,13 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
+// isTimeout reports whether err is a deadline expiring: os.ErrDeadlineExceeded
+// from kernel sockets, or any net.Error whose Timeout() is true (gVisor's
+// gonet connections return their own timeout error type).
 func isTimeout(err error) bool {
-	return errors.Is(err, os.ErrDeadlineExceeded)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -84,8 +84,9 @@ run_netperf() { # label host
 	nsx "$NS0" "$BIN" netperf --config "$ROOT/examples/seed/ns0.conf" -H "$host" \
 		-l "$SECONDS_PER_TEST" -t TCP_STREAM -c -C | tee "$TMP/$label.out"
 }
-run_netperf plain 172.16.21.22
-run_netperf mpls 10.10.10.10
+failed=0
+run_netperf plain 172.16.21.22 || failed=1
+run_netperf mpls 10.10.10.10 || failed=1
 
 # The throughput is the fifth column of the result line (the last line
 # whose first field is a number).
@@ -100,3 +101,4 @@ awk -v a="$mpls" -v b="$plain" 'BEGIN { if (b > 0) printf "  ratio MPLS / plain:
 
 step "where the frames went: the LSR in $NS1"
 "$BIN" stats --socket "$TMP/ns1.sock"
+exit $failed
