@@ -294,7 +294,7 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 		if hl+l4len > pkt.Data().Size() {
 			return false
 		}
-		tp, src, dst = ip.TransportProtocol(), ip.SourceAddress(), ip.DestinationAddress()
+		tp, src, dst = tcpip.TransportProtocolNumber(ip.NextHeader()), ip.SourceAddress(), ip.DestinationAddress()
 	default:
 		return true
 	}
