@@ -235,16 +235,6 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
-	// Remove the NICs first: afpacket.Endpoint.Close runs gVisor's
-	// on-close action (RemoveNIC, which closes the endpoint again) inside
-	// its sync.Once, so closing a link whose NIC still exists deadlocks.
-	// With the NIC gone, that action finds nothing and returns.
-	ns := n.stack.Netstack()
-	for _, name := range n.stack.LinkNames() {
-		if nic, ok := n.stack.NICID(name); ok {
-			ns.RemoveNIC(nic)
-		}
-	}
 	err := n.stack.Close()
 	n.ls.flush()
 	n.log.Info("node stopped", "config", n.cfg.File)

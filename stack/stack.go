@@ -164,7 +164,6 @@ type link struct {
 	Link
 	nic      tcpip.NICID
 	endpoint *mplsendpoint.Endpoint
-	closer   func() error // releases the lower link (socket, TAP), may be nil
 	addrs    []netip.Prefix
 }
 
@@ -243,7 +242,6 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		return fmt.Errorf("link %q declared twice", l.Name)
 	}
 	var lower gstack.LinkEndpoint
-	var closer func() error
 	switch l.Kind {
 	case LinkAFPacket:
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass})
@@ -285,7 +283,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		ep.Close()
 		return fmt.Errorf("link %s: create NIC: %s", l.Name, terr)
 	}
-	ln := &link{Link: l, nic: id, endpoint: ep, closer: closer}
+	ln := &link{Link: l, nic: id, endpoint: ep}
 	s.links = append(s.links, ln)
 	s.byName[l.Name] = ln
 	return nil
@@ -539,8 +537,10 @@ func (s *Stack) LinkNames() []string {
 	return names
 }
 
-// Close shuts the stack down: connections are aborted, links closed, and
-// every goroutine the stack started has returned when Close returns.
+// Close shuts the stack down: connections are aborted, links closed (their
+// sockets and TAP devices released), and every goroutine the stack started
+// has returned when Close returns. It always returns nil; the error is
+// there so Stack fits io.Closer.
 func (s *Stack) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -549,22 +549,16 @@ func (s *Stack) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.ns.Close()
+	s.ns.Close() // aborts every connection
 	for _, l := range s.links {
-		l.endpoint.Close()
+		// Removing the NIC closes its endpoint, which closes the lower link.
+		s.ns.RemoveNIC(l.nic)
 	}
 	s.ns.Wait()
 	for _, l := range s.links {
 		l.endpoint.Wait()
 	}
-	var errs []error
-	for _, l := range s.links {
-		if l.closer != nil {
-			errs = append(errs, l.closer())
-		}
-	}
-	s.ns.Destroy()
-	return errors.Join(errs...)
+	return nil
 }
 
 // applySocketOptions sets per-socket options that follow from TCPOptions.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/afpacket"
+
+	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 // topo is ns a (our endpoint on veth va) <-> ns b (kernel on vb, 10.99.1.2).
@@ -66,11 +68,11 @@ func TestTCPBothWaysOverVeth(t *testing.T) {
 			if got := len(ep.LinkAddress()); got != 6 {
 				t.Errorf("got LinkAddress() of %d bytes, want 6", got)
 			}
-			s := newStack(t, ep, gvisorAddr, false)
-			ln := listenIn(t, tp.b, kernelAddr.Addr().String()+":5001")
+			s := linktest.NewStack(t, ep, gvisorAddr, false)
+			ln := linktest.ListenIn(t, tp.b, kernelAddr.Addr().String()+":5001")
 			// 64 MiB each way; the kernel's veth keeps its default TX
 			// checksum offload, so its frames reach us with partial checksums.
-			transferBothWays(t, s, ln, netip.AddrPortFrom(kernelAddr.Addr(), 5001), 64<<20)
+			linktest.TransferBothWays(t, s, ln, netip.AddrPortFrom(kernelAddr.Addr(), 5001), 64<<20)
 
 			st := ep.Stats()
 			if st.RXChecksumValidated == 0 {

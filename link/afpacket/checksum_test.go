@@ -9,6 +9,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"golang.org/x/sys/unix"
+
+	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 // TestUnflaggedChecksums injects frames from a packet socket in ns b: the
@@ -22,7 +24,7 @@ func TestUnflaggedChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	newStack(t, ep, gvisorAddr, false)
+	linktest.NewStack(t, ep, gvisorAddr, false)
 	// Let frames already in flight drain: wait (bounded) for a quiet 300 ms.
 	for i, last := 0, ep.Stats().RXPackets; i < 20; i++ {
 		time.Sleep(300 * time.Millisecond)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/tap"
+
+	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 var (
@@ -59,9 +61,9 @@ func TestTCPBothWaysThroughBridge(t *testing.T) {
 	if strings.Contains(out, net.HardwareAddr(mac).String()) {
 		t.Errorf("LinkAddress() %s equals the TAP device's own MAC, want a distinct one", net.HardwareAddr(mac).String())
 	}
-	s := newStack(t, tp.ep, gvisorAddr, false)
-	ln := listenIn(t, tp.b, kernelAddr.Addr().String()+":5002")
-	transferBothWays(t, s, ln, netip.AddrPortFrom(kernelAddr.Addr(), 5002), 32<<20)
+	s := linktest.NewStack(t, tp.ep, gvisorAddr, false)
+	ln := linktest.ListenIn(t, tp.b, kernelAddr.Addr().String()+":5002")
+	linktest.TransferBothWays(t, s, ln, netip.AddrPortFrom(kernelAddr.Addr(), 5002), 32<<20)
 	st := tp.ep.Stats()
 	if st.RXBytes < 32<<20 || st.TXBytes < 32<<20 {
 		t.Errorf("got RXBytes = %d, TXBytes = %d, want >= %d each", st.RXBytes, st.TXBytes, 32<<20)
