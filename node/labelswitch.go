@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
@@ -161,7 +162,7 @@ type LabelSwitch struct {
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent atomic.Uint64
 		drops                                                          [numSwitchDrops]atomic.Uint64
-		lastLog                                                        [numSwitchDrops]atomic.Int64
+		warn                                                           [numSwitchDrops]lograte.Limiter
 	}
 }
 
@@ -242,14 +243,13 @@ func (ls *LabelSwitch) Stats() SwitchStats {
 // reason.
 func (ls *LabelSwitch) drop(r SwitchDrop, n uint64, label mpls.Label) {
 	ls.ctr.drops[r].Add(n)
-	now := time.Now().UnixNano()
-	last := ls.ctr.lastLog[r].Load()
-	if now-last < int64(time.Second) || !ls.ctr.lastLog[r].CompareAndSwap(last, now) {
+	suppressed, ok := ls.ctr.warn[r].Allow(n)
+	if !ok {
 		return
 	}
 	ls.log.LogAttrs(context.Background(), slog.LevelWarn, "label switch: drop",
 		slog.String("reason", r.String()), slog.Uint64("label", uint64(label)),
-		slog.String("remedy", switchRemedies[r]))
+		slog.String("remedy", switchRemedies[r]), slog.Uint64("suppressed", suppressed))
 }
 
 // Forward implements mplsendpoint.Forwarder: it swaps or pops the matched

@@ -8,10 +8,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/internal/linktest"
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/afpacket"
-
-	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 // topo is ns a (our endpoint on veth va) <-> ns b (kernel on vb, 10.99.1.2).

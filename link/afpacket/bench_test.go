@@ -5,14 +5,13 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/internal/linktest"
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
-
-	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 // BenchmarkAFPacketTCP measures a gVisor TCP stream to the kernel over a veth

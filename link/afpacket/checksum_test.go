@@ -7,10 +7,9 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/mplsnode/mplsnode/internal/linktest"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"golang.org/x/sys/unix"
-
-	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 // TestUnflaggedChecksums injects frames from a packet socket in ns b: the

@@ -4,7 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
-	"time"
+
+	"github.com/mplsnode/mplsnode/internal/lograte"
 )
 
 // DropReason names why the endpoint discarded a frame or packet. Each reason
@@ -147,16 +148,10 @@ type counters struct {
 	txPackets, txFrames, gsoPackets    atomic.Uint64
 	ftnHits, ilmHits                   atomic.Uint64
 	drops                              [numDropReasons]atomic.Uint64
-	// Rate limiting of warnings, per reason: time of the last log (unix
-	// nanoseconds) and how many were suppressed since.
-	lastLog    [numDropReasons]atomic.Int64
-	suppressed [numDropReasons]atomic.Uint64
+	// warn lets at most one warning a second through per reason, so a
+	// flood of bad frames cannot flood the log.
+	warn [numDropReasons]lograte.Limiter
 }
-
-// logInterval is the minimum time between two warnings for the same drop
-// reason: at most one line per second per reason, so a flood of bad frames
-// cannot flood the log.
-const logInterval = time.Second
 
 // Stats returns a snapshot of the counters.
 func (e *Endpoint) Stats() Stats {
@@ -190,16 +185,14 @@ func (e *Endpoint) dropN(r DropReason, n uint64, label int64, cause error) {
 	if e.log == nil {
 		return
 	}
-	now := time.Now().UnixNano()
-	last := c.lastLog[r].Load()
-	if now-last < int64(logInterval) || !c.lastLog[r].CompareAndSwap(last, now) {
-		c.suppressed[r].Add(n)
+	suppressed, ok := c.warn[r].Allow(n)
+	if !ok {
 		return
 	}
 	attrs := []slog.Attr{
 		slog.String("reason", r.String()),
 		slog.String("remedy", remedies[r]),
-		slog.Uint64("suppressed", c.suppressed[r].Swap(0)),
+		slog.Uint64("suppressed", suppressed),
 	}
 	if label >= 0 {
 		attrs = append(attrs, slog.Int64("label", label))

@@ -8,10 +8,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/internal/linktest"
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/tap"
-
-	"github.com/mplsnode/mplsnode/internal/linktest"
 )
 
 var (
