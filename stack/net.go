@@ -43,8 +43,9 @@ func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, err
 	return s.DialTCPFrom(ctx, netip.AddrPort{}, addr)
 }
 
-// DialTCPFrom is DialTCP with the local address (and optionally port) bound
-// first; a zero local means any.
+// DialTCPFrom is DialTCP with the local address and/or port bound first;
+// the zero AddrPort means any (an invalid address with a port binds the
+// port only).
 func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (net.Conn, error) {
 	opErr := func(op string, err error) error {
 		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
@@ -58,7 +59,7 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 	entry, notify := waiter.NewChannelEntry(waiter.WritableEvents)
 	wq.EventRegister(&entry)
 	defer wq.EventUnregister(&entry)
-	if local.IsValid() {
+	if local.IsValid() || local.Port() != 0 {
 		if terr := ep.Bind(fullAddr(local)); terr != nil {
 			ep.Close()
 			return nil, opErr("bind", errnoOf(terr))

@@ -269,7 +269,13 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 		defer n.Close()
-		a.cfg.Dial, a.cfg.DataDial = nodeDialer(n), nodeDialer(n)
+		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, 0); err == nil {
+			a.cfg.DataDial, err = nodeDialer(n, a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+			return exitUsage
+		}
 	} else {
 		if a.cfg.Dial, err = kernelDialer(a.localAddr, 0); err == nil {
 			a.cfg.DataDial, err = kernelDialer(a.cfg.LocalDataAddr, a.cfg.LocalDataPort)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sort"
 
 	"github.com/mplsnode/mplsnode/config"
@@ -27,12 +28,32 @@ func startNode(path string, stderr io.Writer) (*node.Node, error) {
 	return node.New(cfg, node.Options{Logger: logger})
 }
 
-// nodeDialer dials through the node's stack. The local data address (netperf's
-// -L / -- -L) binds when it is an IP literal.
-func nodeDialer(n *node.Node) netperf.DialFunc {
-	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		return n.Stack().DialContext(ctx, network, address)
+// nodeDialer dials through the node's stack, from local (an IP literal;
+// empty means the route's source address) and port (0: any), the way
+// kernelDialer does on kernel sockets.
+func nodeDialer(n *node.Node, local string, port int) (netperf.DialFunc, error) {
+	bind := local != "" || port != 0
+	var from netip.AddrPort
+	if bind {
+		var ip netip.Addr
+		if local != "" {
+			var err error
+			if ip, err = netip.ParseAddr(local); err != nil {
+				return nil, fmt.Errorf("local address %q is not an IP address", local)
+			}
+		}
+		from = netip.AddrPortFrom(ip, uint16(port))
 	}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		if !bind {
+			return n.Stack().DialContext(ctx, network, address)
+		}
+		to, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		return n.Stack().DialTCPFrom(ctx, from, to)
+	}, nil
 }
 
 // printNodeDrops writes where the node's frames went: per link frames, label
