@@ -150,6 +150,13 @@ type Options struct {
 	Forwarder Forwarder
 	// LinkAddress, if set, overrides the lower link's MAC address.
 	LinkAddress tcpip.LinkAddress
+	// SplitOversizeRX segments received TCP packets larger than the link
+	// MTU (a veth peer's GSO frames, which the kernel passes unsegmented)
+	// into link-MTU packets before delivering them, so a forwarding stack
+	// can send them on instead of dropping them as too big. Set it when
+	// the stack forwards IP; a pure host leaves it off (gVisor's TCP takes
+	// large packets as they are, and splitting them costs a copy).
+	SplitOversizeRX bool
 }
 
 // Endpoint is the MPLS-over-Ethernet link endpoint. Create it with New and
@@ -167,6 +174,7 @@ type Endpoint struct {
 	maxLabels int
 	log       *slog.Logger
 	fwd       Forwarder
+	splitRX   bool // Options.SplitOversizeRX
 
 	linkAddrMu sync.RWMutex
 	linkAddr   tcpip.LinkAddress // override; empty means the lower's
@@ -178,6 +186,8 @@ type Endpoint struct {
 
 	scratch sync.Pool // *txScratch
 	rxPool  sync.Pool // *rxScratch
+	// splitPool holds *splitScratch for receive-side splits.
+	splitPool sync.Pool
 
 	ctr counters
 }
@@ -237,6 +247,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		log:       lg,
 		fwd:       opts.Forwarder,
 		linkAddr:  opts.LinkAddress,
+		splitRX:   opts.SplitOversizeRX,
 	}
 	e.Endpoint.Init(lower, e)
 	return e, nil

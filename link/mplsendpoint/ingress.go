@@ -87,6 +87,9 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
+	if e.splitRX && pkt.Data().Size() > int(e.lower.MTU()) && e.deliverSplit(proto, pkt) {
+		return
+	}
 	e.ctr.rxDelivered.Add(1)
 	e.Endpoint.DeliverNetworkPacket(proto, pkt)
 }

@@ -126,6 +126,9 @@ type Stats struct {
 	TXFrames uint64
 	// GSOPackets counts GSO packets segmented by the endpoint.
 	GSOPackets uint64
+	// RXSplit counts received TCP packets larger than the link MTU that
+	// were segmented before delivery (Options.SplitOversizeRX).
+	RXSplit uint64
 	// FTNHits counts outgoing packets that matched an FTN entry.
 	FTNHits uint64
 	// ILMHits counts incoming labels that matched an ILM entry.
@@ -146,6 +149,7 @@ func (s *Stats) Drop(r DropReason) uint64 {
 type counters struct {
 	rxFrames, rxDelivered, rxForwarded atomic.Uint64
 	txPackets, txFrames, gsoPackets    atomic.Uint64
+	rxSplit                            atomic.Uint64
 	ftnHits, ilmHits                   atomic.Uint64
 	drops                              [numDropReasons]atomic.Uint64
 	// warn lets at most one warning a second through per reason, so a
@@ -163,6 +167,7 @@ func (e *Endpoint) Stats() Stats {
 		TXPackets:   c.txPackets.Load(),
 		TXFrames:    c.txFrames.Load(),
 		GSOPackets:  c.gsoPackets.Load(),
+		RXSplit:     c.rxSplit.Load(),
 		FTNHits:     c.ftnHits.Load(),
 		ILMHits:     c.ilmHits.Load(),
 	}
