@@ -274,9 +274,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		GSOMode:        cfg.GSO,
 		Forwarder:      cfg.Forwarder,
 		Logger:         s.logger.With("link", l.Name),
-		// A forwarding stack must be able to send on a veth peer's
-		// GSO frames, which arrive larger than the link MTU.
-		SplitOversizeRX: cfg.Forwarding,
+		Forwarding:     cfg.Forwarding,
 	})
 	if err != nil {
 		lower.Close()

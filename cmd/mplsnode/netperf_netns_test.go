@@ -17,7 +17,7 @@ import (
 // the LSP on the userspace stack. TCP_STREAM, TCP_MAERTS and TCP_RR each
 // move data (byte and transaction counts agree with the server's) with -c -C
 // filled. MAERTS brings the kernel's GSO frames through the LSR, which must
-// split them to forward them (SplitOversizeRX).
+// split them to forward them (mplsendpoint.Options.Forwarding).
 func TestNetperfOverLSP(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	dir := t.TempDir()

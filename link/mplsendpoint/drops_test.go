@@ -204,7 +204,8 @@ func TestDropCounters(t *testing.T) {
 		}},
 		{"bad checksum", mplsendpoint.DropBadChecksum, false, func(ep *mplsendpoint.Endpoint) {
 			ip := ipv4Packet(false, 8)
-			inject(ep, ethFrame(macA, 0x0800, ip[:len(ip)-4]), true) // total length > bytes
+			ip[10] ^= 0xff // IPv4 header checksum; the frame is not flagged, so the endpoint verifies it
+			inject(ep, ethFrame(macA, 0x0800, ip), false)
 		}},
 	}
 	covered := map[mplsendpoint.DropReason]bool{}

@@ -150,13 +150,14 @@ type Options struct {
 	Forwarder Forwarder
 	// LinkAddress, if set, overrides the lower link's MAC address.
 	LinkAddress tcpip.LinkAddress
-	// SplitOversizeRX segments received TCP packets larger than the link
-	// MTU (a veth peer's GSO frames, which the kernel passes unsegmented)
-	// into link-MTU packets before delivering them, so a forwarding stack
-	// can send them on instead of dropping them as too big. Set it when
-	// the stack forwards IP; a pure host leaves it off (gVisor's TCP takes
-	// large packets as they are, and splitting them costs a copy).
-	SplitOversizeRX bool
+	// Forwarding says the stack above forwards IP, so received packets
+	// may leave again: the endpoint then finishes partial checksums
+	// (veth's CHECKSUM_PARTIAL) and segments TCP packets larger than the
+	// link MTU (a veth peer's GSO frames, which the kernel passes
+	// unsegmented) into link-MTU packets before delivering them. A host
+	// leaves it off: its TCP takes both as they are (the endpoint reports
+	// RX checksum offload), which saves a checksum pass and a copy.
+	Forwarding bool
 }
 
 // Endpoint is the MPLS-over-Ethernet link endpoint. Create it with New and
@@ -165,16 +166,16 @@ type Options struct {
 type Endpoint struct {
 	nested.Endpoint
 
-	lower     stack.LinkEndpoint
-	tables    *mpls.Tables
-	ttlModel  mpls.TTLModel
-	pipeTTL   uint8
-	copyTC    bool
-	gsoMode   GSOMode
-	maxLabels int
-	log       *slog.Logger
-	fwd       Forwarder
-	splitRX   bool // Options.SplitOversizeRX
+	lower      stack.LinkEndpoint
+	tables     *mpls.Tables
+	ttlModel   mpls.TTLModel
+	pipeTTL    uint8
+	copyTC     bool
+	gsoMode    GSOMode
+	maxLabels  int
+	log        *slog.Logger
+	fwd        Forwarder
+	forwarding bool // Options.Forwarding
 
 	linkAddrMu sync.RWMutex
 	linkAddr   tcpip.LinkAddress // override; empty means the lower's
@@ -237,17 +238,17 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		pipeTTL = mpls.DefaultPipeTTL
 	}
 	e := &Endpoint{
-		lower:     lower,
-		tables:    tables,
-		ttlModel:  opts.TTLModel,
-		pipeTTL:   pipeTTL,
-		copyTC:    opts.CopyTCFromDSCP,
-		gsoMode:   opts.GSOMode,
-		maxLabels: maxLabels,
-		log:       lg,
-		fwd:       opts.Forwarder,
-		linkAddr:  opts.LinkAddress,
-		splitRX:   opts.SplitOversizeRX,
+		lower:      lower,
+		tables:     tables,
+		ttlModel:   opts.TTLModel,
+		pipeTTL:    pipeTTL,
+		copyTC:     opts.CopyTCFromDSCP,
+		gsoMode:    opts.GSOMode,
+		maxLabels:  maxLabels,
+		log:        lg,
+		fwd:        opts.Forwarder,
+		linkAddr:   opts.LinkAddress,
+		forwarding: opts.Forwarding,
 	}
 	e.Endpoint.Init(lower, e)
 	return e, nil

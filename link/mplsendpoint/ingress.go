@@ -72,22 +72,23 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 	// The endpoint owns receive checksums (it advertises
 	// CapabilityRXChecksumOffload, so the stack does not check them
 	// again): frames the lower link flagged (the kernel validated them or
-	// left them partial, veth's CHECKSUM_PARTIAL) have partial checksums
-	// finished, so that packets forwarded on carry full ones; every other
-	// frame is verified here.
+	// left them partial, veth's CHECKSUM_PARTIAL) are taken as they are,
+	// their partial checksums finished when the packet may be forwarded
+	// on; every other frame is verified here.
 	if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
-		ok := false
-		if pkt.RXChecksumValidated {
-			ok = finishRXChecksum(proto, pkt)
-		} else {
+		ok := true
+		switch {
+		case !pkt.RXChecksumValidated:
 			ok = verifyRXChecksum(proto, pkt)
+		case e.forwarding:
+			ok = finishRXChecksum(proto, pkt)
 		}
 		if !ok {
 			e.drop(DropBadChecksum, -1, nil)
 			return
 		}
 	}
-	if e.splitRX && pkt.Data().Size() > int(e.lower.MTU()) && e.deliverSplit(proto, pkt) {
+	if e.forwarding && pkt.Data().Size() > int(e.lower.MTU()) && e.deliverSplit(proto, pkt) {
 		return
 	}
 	e.ctr.rxDelivered.Add(1)

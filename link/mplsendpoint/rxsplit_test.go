@@ -33,11 +33,11 @@ func (d *recordingDispatcher) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber
 
 func (*recordingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
 
-// TestSplitOversizeRX: a 20000-byte TCP payload arriving in one frame (a
+// TestForwardingSplitsOversizeRX: a 20000-byte TCP payload arriving in one frame (a
 // veth peer's GSO frame) is delivered as link-MTU packets whose payloads
 // join back to the original, each with valid checksums (checked by
 // gopacket); without the option it goes up whole.
-func TestSplitOversizeRX(t *testing.T) {
+func TestForwardingSplitsOversizeRX(t *testing.T) {
 	const mtu = 1500
 	payload := make([]byte, 20000)
 	for i := range payload {
@@ -61,7 +61,7 @@ func TestSplitOversizeRX(t *testing.T) {
 			name := tc.name + map[bool]string{false: "/whole", true: "/split"}[split]
 			t.Run(name, func(t *testing.T) {
 				lower := mplstest.NewSink(mtu, mac)
-				ep, err := mplsendpoint.New(lower, mplsendpoint.Options{SplitOversizeRX: split})
+				ep, err := mplsendpoint.New(lower, mplsendpoint.Options{Forwarding: split})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -127,7 +127,7 @@ type Stats struct {
 	// GSOPackets counts GSO packets segmented by the endpoint.
 	GSOPackets uint64
 	// RXSplit counts received TCP packets larger than the link MTU that
-	// were segmented before delivery (Options.SplitOversizeRX).
+	// were segmented before delivery (Options.Forwarding).
 	RXSplit uint64
 	// FTNHits counts outgoing packets that matched an FTN entry.
 	FTNHits uint64
