@@ -10,7 +10,7 @@ BENCHTIME   ?= 1s
 # The whole suite stays well under CI's budget; the timeout is a backstop.
 TESTTIMEOUT ?= 25m
 
-.PHONY: all build test bench demo fuzz lint deps clean
+.PHONY: all build test bench gobench demo fuzz soak lint deps clean
 
 all: build
 
@@ -26,9 +26,17 @@ build:
 test: deps
 	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
 
-# bench runs the Go benchmarks (the seed-topology bench lands with bench/).
-bench: deps
+# gobench runs the Go micro-benchmarks (label codec, segmenter, endpoint,
+# label switch).
+gobench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+# bench builds the seed topology and runs every configuration side by side
+# in one run (bench/README.md); BENCHFLAGS passes options, e.g.
+# BENCHFLAGS='-rounds 1 -seconds 3' for a quick look.
+BENCHFLAGS ?=
+bench: deps build
+	$(GO) run ./bench/cmd/seedbench $(BENCHFLAGS)
 
 demo: deps build
 	@scripts/demo.sh
@@ -41,6 +49,13 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$f || exit 1; \
 		done; \
 	done
+
+# soak runs labelled TCP through the seed topology for SOAKTIME with
+# periodic new connections, sampling RSS and goroutines (CI runs a short one
+# inside make test).
+SOAKTIME ?= 5m
+soak: deps
+	MPLSNODE_SOAK=$(SOAKTIME) $(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./cmd/mplsnode
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
