@@ -24,10 +24,43 @@ const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H
          [-Z PASSPHRASE] [-o json] [--classic]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
              [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]]]
-Global options come before "--", test-specific ones after it, as in netperf.
+
+A netperf 2.x client that speaks the stock control protocol, so it measures
+against stock netserver as well as "mplsnode netserver". With --config the
+client runs on the userspace stack of the node that node.conf describes (its
+links, addresses and label routes: TCP to a labelled route leaves as MPLS);
+without it (or with --kernel) it uses the kernel's sockets. The result lines
+have stock netperf's layout; -o json prints one JSON object instead.
+Global options come before "--", test-specific ones after it, as in netperf:
+
+  -H HOST     netserver's address (control connection)    -p PORT  its port (12865)
+  -t TEST     TCP_STREAM (we send), TCP_MAERTS (we receive), TCP_RR (transactions)
+  -l N        run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
+  -c, -C      report local / remote CPU utilisation
+  -L LOCAL    local address of the control connection     -P 0|1   banner off/on
+  -i, -I      confidence-interval iterations and level     -Z PASS  netserver passphrase
+  -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
+  -- -r R,S   request and response size -- -D     TCP_NODELAY
+  -- -H, -L, -P   data connection's remote host, local address, local,remote ports
+
+Example (ns0 of the seed topology: 10 s of TCP over label 100):
+  mplsnode netperf --config examples/seed/ns0.conf -H 10.10.10.10 -l 10 -t TCP_STREAM
 `
 
-const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-Z PASSPHRASE] [-D] [-v]
+const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v]
+
+A netperf 2.x netserver: serves stock netperf and "mplsnode netperf" clients
+(TCP_STREAM, TCP_MAERTS, TCP_RR, omni and classic requests) until SIGINT or
+SIGTERM. With --config it listens on the userspace stack of the node that
+node.conf describes; without it (or with --kernel) on kernel sockets.
+
+  -p PORT   control port (12865)          -L ADDR  listen address (all)
+  -4, -6    IPv4 or IPv6 only             -Z PASS  require this passphrase
+  -D        stay in the foreground (it always does; accepted for netserver's sake)
+  -v        debug logs
+
+Example (ns2 of the seed topology, the kernel as TCP peer):
+  mplsnode netserver --kernel -p 12865
 `
 
 // optSpec tells the parser which options take a value.
@@ -112,7 +145,7 @@ type netperfArgs struct {
 
 var globalSpec = optSpec{"-H": true, "-p": true, "-l": true, "-t": true, "-c": false, "-C": false,
 	"-L": true, "-P": true, "-i": true, "-I": true, "-Z": true, "-o": true, "-h": false,
-	"--kernel": false, "--config": true, "--classic": false}
+	"--help": false, "--kernel": false, "--config": true, "--classic": false}
 
 var testSpec = optSpec{"-m": true, "-M": true, "-s": true, "-S": true, "-r": true, "-D": false,
 	"-H": true, "-L": true, "-P": true, "-h": false}
@@ -128,7 +161,7 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 	for _, o := range global {
 		var err error
 		switch o.name {
-		case "-h":
+		case "-h", "--help":
 			return nil, errHelp
 		case "-H":
 			c.Host = o.value
@@ -305,7 +338,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-var netserverSpec = optSpec{"-p": true, "-L": true, "-Z": true, "-D": false, "-v": false, "-h": false,
+var netserverSpec = optSpec{"-p": true, "-L": true, "-Z": true, "-D": false, "-v": false, "-h": false, "--help": false,
 	"-4": false, "-6": false, "--kernel": false, "--config": true}
 
 func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -324,7 +357,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	kernel := false
 	for _, o := range opts {
 		switch o.name {
-		case "-h":
+		case "-h", "--help":
 			fmt.Fprint(stdout, netserverUsage)
 			return exitOK
 		case "-p":

@@ -105,6 +105,18 @@ func TestDispatch(t *testing.T) {
 	if got := run(context.Background(), []string{"help"}, &out, &errb); got != exitOK || !strings.Contains(out.String(), "netserver") {
 		t.Errorf("help: got exit %d, output %q", got, out.String())
 	}
+	// Every command explains itself with -h and --help: usage, what it
+	// does, an example; on stdout with exit 0.
+	for _, cmd := range []string{"run", "check", "stats", "netperf", "netserver"} {
+		for _, flag := range []string{"-h", "--help"} {
+			out.Reset()
+			errb.Reset()
+			got := run(context.Background(), []string{cmd, flag}, &out, &errb)
+			if got != exitOK || !strings.HasPrefix(out.String(), "usage: mplsnode "+cmd) || !strings.Contains(out.String(), "mplsnode "+cmd+" ") || errb.Len() != 0 {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want 0 and the usage", cmd, flag, got, out.String(), errb.String())
+			}
+		}
+	}
 }
 
 // freePort returns a loopback port that was free a moment ago.

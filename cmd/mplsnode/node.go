@@ -79,12 +79,21 @@ func newFlagSet(name, usage string, w io.Writer) *flag.FlagSet {
 // parseFlags parses args; it returns (exit code, true) when the caller must
 // stop: -h (0) or a usage error (2).
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
+	// The flag package prints the usage itself on any failure, -h
+	// included; hold it back so that help goes to stdout only, and a
+	// usage error's usage to stderr after its message.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
 			return exitOK, true
 		}
+		fs.SetOutput(stderr)
+		fs.Usage()
 		return exitUsage, true
 	}
 	if fs.NArg() > 0 {
