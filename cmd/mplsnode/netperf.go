@@ -21,7 +21,7 @@ func init() {
 
 const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST [-p PORT] [-l SECONDS|-COUNT]
          [-t TCP_STREAM|TCP_MAERTS|TCP_RR] [-c] [-C] [-L LOCAL] [-P 0|1] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]]
-         [-Z PASSPHRASE] [-o json] [--classic]
+         [-Z PASSPHRASE] [-o json] [--classic] [--cpuprofile FILE]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
              [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]]]
 
@@ -42,6 +42,7 @@ Global options come before "--", test-specific ones after it, as in netperf:
   -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
   -- -r R,S   request and response size -- -D     TCP_NODELAY
   -- -H, -L, -P   data connection's remote host, local address, local,remote ports
+  --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
 
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
   mplsnode netperf --config examples/seed/ns0.conf -H 10.10.10.10 -l 10 -t TCP_STREAM
@@ -141,11 +142,12 @@ type netperfArgs struct {
 	headers    bool
 	json       bool
 	localAddr  string // global -L: control connection source
+	cpuProfile string // --cpuprofile FILE
 }
 
 var globalSpec = optSpec{"-H": true, "-p": true, "-l": true, "-t": true, "-c": false, "-C": false,
 	"-L": true, "-P": true, "-i": true, "-I": true, "-Z": true, "-o": true, "-h": false,
-	"--help": false, "--kernel": false, "--config": true, "--classic": false}
+	"--help": false, "--kernel": false, "--config": true, "--classic": false, "--cpuprofile": true}
 
 var testSpec = optSpec{"-m": true, "-M": true, "-s": true, "-S": true, "-r": true, "-D": false,
 	"-H": true, "-L": true, "-P": true, "-h": false}
@@ -212,6 +214,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			a.configFile = o.value
 		case "--classic":
 			c.Classic = true
+		case "--cpuprofile":
+			a.cpuProfile = o.value
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.name, err)
@@ -295,6 +299,12 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)
 		return exitUsage
 	}
+	stopProfile, err := startCPUProfile(a.cpuProfile)
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+		return exitUsage
+	}
+	defer stopProfile()
 	var n *node.Node
 	if a.configFile != "" {
 		if n, err = startNode(a.configFile, stderr); err != nil {

@@ -156,6 +156,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
 	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
 	}
@@ -163,6 +164,12 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mplsnode run: -c FILE is required")
 		return exitUsage
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "mplsnode run:", err)
+		return exitUsage
+	}
+	defer stopProfile()
 	logger, err := newLogger(*format, *level, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mplsnode run:", err)
