@@ -23,13 +23,25 @@ import (
 // its AF_PACKET sockets bind in ns.
 func startNode(t *testing.T, ns *netns.NS, name, conf string) *node.Node {
 	t.Helper()
+	return startNodeWith(t, ns, name, conf, node.Options{})
+}
+
+// startNodeWith is startNode with node options (a logger, say).
+func startNodeWith(t *testing.T, ns *netns.NS, name, conf string, opts node.Options) *node.Node {
+	t.Helper()
+	return startNodeWith(t, ns, name, conf, node.Options{})
+}
+
+// startNodeWith is startNode with options.
+func startNodeWith(t *testing.T, ns *netns.NS, name, conf string, opts node.Options) *node.Node {
+	t.Helper()
 	cfg, err := config.Parse(name, strings.NewReader(conf))
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, conf)
 	}
 	var n *node.Node
 	if err := ns.Run(func() (err error) {
-		n, err = node.New(cfg, node.Options{})
+		n, err = node.New(cfg, opts)
 		return err
 	}); err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -191,6 +203,20 @@ type seed struct {
 
 func newSeed(t *testing.T) *seed {
 	t.Helper()
+	return newSeedWith(t, node.Options{}, node.Options{})
+}
+
+// newSeedWith is newSeed with node options for ns0 (opts0) and the LSR
+// in ns1 (opts1).
+func newSeedWith(t *testing.T, opts0, opts1 node.Options) *seed {
+	t.Helper()
+	return newSeedWith(t, nil)
+}
+
+// newSeedWith is newSeed with options for the nodes in ns0 and ns1 that
+// opts returns once the seed's namespaces and veths exist (nil: none).
+func newSeedWith(t *testing.T, opts func(*seed) (opts0, opts1 node.Options)) *seed {
+	t.Helper()
 	netns.SkipUnlessRoot(t)
 	s := &seed{ns0: netns.New(t, "s0"), ns1: netns.New(t, "s1"), ns2: netns.New(t, "s2")}
 	s.v01, s.v10 = netns.VethPair(t, s.ns0, s.ns1)
@@ -210,8 +236,12 @@ addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 via inet 172.16.21.22 dev %[2]s
 `, s.v10, s.v12)
-	s.n0 = startNode(t, s.ns0, "ns0.conf", s.conf0)
-	s.n1 = startNode(t, s.ns1, "ns1.conf", s.conf1)
+	var opts0, opts1 node.Options
+	if opts != nil {
+		opts0, opts1 = opts(s)
+	}
+	s.n0 = startNodeWith(t, s.ns0, "ns0.conf", s.conf0, opts0)
+	s.n1 = startNodeWith(t, s.ns1, "ns1.conf", s.conf1, opts1)
 	// ARCHITECTURE "Test hosts": the kernel holds no IPv4 address where
 	// mplsnode owns the interface.
 	for _, c := range []struct {

@@ -24,12 +24,15 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/stack"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -44,6 +47,13 @@ type Options struct {
 	// or a TAP device): tests and embedders use gVisor channel or pipe
 	// endpoints carrying whole Ethernet frames.
 	Endpoints map[string]gstack.LinkEndpoint
+	// Capture, if set, records every frame on the wire of the links named
+	// in CaptureLinks (all links when it is empty) to a pcap file. The
+	// caller closes it after the node.
+	Capture *pcap.Writer
+	// CaptureLinks names the captured links; each must be a link of the
+	// config.
+	CaptureLinks []string
 }
 
 // Node is a running mplsnode. Its methods are safe for concurrent use.
@@ -78,6 +88,11 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Capture != nil {
+		if err := setCapture(c.links, opts.Capture, opts.CaptureLinks); err != nil {
+			return nil, err
+		}
+	}
 	for i := range c.links {
 		if ep, ok := opts.Endpoints[c.links[i].Name]; ok {
 			c.links[i].Kind = stack.LinkEndpoint
@@ -108,6 +123,33 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
+}
+
+// ErrUnknownLink is returned by New when Options name a link the config
+// does not declare.
+var ErrUnknownLink = errors.New("no link named")
+
+// setCapture sets w as the capture of the links named (all when names is
+// empty); a name that is not a link is an error that lists the links.
+func setCapture(links []stack.Link, w *pcap.Writer, names []string) error {
+	if len(names) == 0 {
+		for i := range links {
+			links[i].Capture = w
+		}
+		return nil
+	}
+	for _, name := range names {
+		i := slices.IndexFunc(links, func(l stack.Link) bool { return l.Name == name })
+		if i < 0 {
+			have := make([]string, len(links))
+			for j, l := range links {
+				have[j] = l.Name
+			}
+			return fmt.Errorf("capture: %w %q in the config (links: %s)", ErrUnknownLink, name, strings.Join(have, ", "))
+		}
+		links[i].Capture = w
+	}
+	return nil
 }
 
 // Stack returns the node's userspace stack (for dialing and listening from

@@ -31,6 +31,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -79,6 +80,10 @@ type Link struct {
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
 	QdiscBypass bool
+	// Capture, if set, records every frame the link sends or receives, as
+	// on the wire, to a pcap file (link/pcap). Several links may share one
+	// Writer; the stack does not close it.
+	Capture *pcap.Writer
 }
 
 // Address is an address the stack owns on a link.
@@ -265,6 +270,9 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = l.Endpoint
 	default:
 		return fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
+	}
+	if l.Capture != nil {
+		lower = pcap.New(lower, l.Capture)
 	}
 	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{
 		Tables:         s.tables,

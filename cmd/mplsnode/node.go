@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -22,7 +23,7 @@ func init() {
 }
 
 const runUsage = `usage: mplsnode run -c FILE [--log-format text|json] [--log-level debug|info|warn|error]
-                    [--control-socket PATH] [--metrics-addr ADDR]
+                    [--control-socket PATH] [--metrics-addr ADDR] [--pcap FILE[,DEV...]]
 
 Runs the node that FILE describes until SIGINT or SIGTERM. SIGHUP reloads
 FILE: routes and label routes are replaced without dropping connections; a
@@ -44,6 +45,9 @@ The kernel must hold no IP address on the interfaces the node owns.
 Counters: "mplsnode stats" reads them over the control socket (read-only,
 mode 0600; "" turns it off); --metrics-addr 127.0.0.1:9477 serves them to
 Prometheus at /metrics (names in docs/METRICS.md).
+--pcap ns1.pcap,virt10 records every frame on the wire of virt10 (of every
+link without DEV), sent and received, labels and all, as an Ethernet pcap
+with nanosecond timestamps: tshark -r ns1.pcap, or --pcap - | tshark -r -.
 Exit codes: 0 stopped by a signal, 1 runtime failure, 2 usage or config error.
 
 Options:
@@ -103,6 +107,43 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int,
 	return 0, false
 }
 
+// openCapture creates the pcap file path ("-": w) and writes its header.
+// The file is 0600: it holds the traffic itself.
+func openCapture(path string, w io.Writer) (*pcap.Writer, error) {
+	if path == "-" {
+		return pcap.NewWriter(w, 0)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--pcap: %w", err)
+	}
+	pw, err := pcap.NewWriter(f, 0)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--pcap %s: %w", path, err)
+	}
+	return pw, nil
+}
+
+// closeCapture flushes and closes the capture and logs what it recorded,
+// and what it could not.
+func closeCapture(w *pcap.Writer, path string, logger *slog.Logger) {
+	err := w.Close()
+	if err != nil || w.Dropped() > 0 {
+		logger.Error("capture incomplete", "file", path, "frames", w.Frames(), "not_recorded", w.Dropped(), "err", err)
+		return
+	}
+	logger.Info("capture closed", "file", path, "frames", w.Frames())
+}
+
+// pcapLinksOrAll names the captured links for the log.
+func pcapLinksOrAll(links []string) string {
+	if len(links) == 0 {
+		return "all"
+	}
+	return strings.Join(links, ",")
+}
+
 // loadConfig parses and checks path, printing errors to stderr.
 func loadConfig(path string) (*config.Config, error) {
 	cfg, err := config.ParseFile(path)
@@ -157,11 +198,17 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
+	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcap, Ethernet, ns timestamps; - is stdout)")
 	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
 	}
 	if *file == "" {
 		fmt.Fprintln(stderr, "mplsnode run: -c FILE is required")
+		return exitUsage
+	}
+	pcapFile, pcapLinks, _ := strings.Cut(*pcapSpec, ",")
+	if *pcapSpec != "" && pcapFile == "" {
+		fmt.Fprintf(stderr, "mplsnode run: --pcap %q: want FILE[,DEV...]\n", *pcapSpec)
 		return exitUsage
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
@@ -180,15 +227,31 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	n, err := node.New(cfg, node.Options{Logger: logger})
+	opts := node.Options{Logger: logger}
+	if pcapFile != "" {
+		w, err := openCapture(pcapFile, stdout)
+		if err != nil {
+			fmt.Fprintln(stderr, "mplsnode run:", err)
+			return exitUsage
+		}
+		defer closeCapture(w, pcapFile, logger)
+		opts.Capture = w
+		if pcapLinks != "" {
+			opts.CaptureLinks = strings.Split(pcapLinks, ",")
+		}
+	}
+	n, err := node.New(cfg, opts)
 	if err != nil {
 		var el config.ErrorList
-		if errors.As(err, &el) {
-			fmt.Fprintln(stderr, err)
+		if errors.As(err, &el) || errors.Is(err, node.ErrUnknownLink) {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
 			return exitUsage
 		}
 		logger.Error("node failed to start", "err", err)
 		return exitFailure
+	}
+	if opts.Capture != nil {
+		logger.Info("capturing frames", "file", pcapFile, "links", pcapLinksOrAll(opts.CaptureLinks))
 	}
 	stopServers := startObservability(ctx, n, *ctlSock, *metricsAddr, logger)
 	hup := make(chan os.Signal, 1)

@@ -67,6 +67,11 @@ func TestRunUsage(t *testing.T) {
 		{"bad log format", []string{"-c", "x.conf", "--log-format", "xml"}, 2, `--log-format "xml"`},
 		{"bad log level", []string{"-c", "x.conf", "--log-level", "loud"}, 2, `--log-level "loud"`},
 		{"missing file", []string{"-c", "/nonexistent/x.conf"}, 2, "/nonexistent/x.conf"},
+		{"pcap without file", []string{"-c", "x.conf", "--pcap", ",virt10"}, 2, `--pcap ",virt10": want FILE[,DEV...]`},
+		{"pcap unwritable", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "/nonexistent/dir/x.pcap"}, 2, "--pcap: open /nonexistent/dir/x.pcap"},
+		// The link check runs before any interface is opened: no root needed.
+		{"pcap unknown link", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "-,virt10,eth9"},
+			2, `ns1.conf: capture: no link named "eth9" in the config (links: virt10, virt12)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,52 @@
+package pcap
+
+import (
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// Endpoint is a link endpoint that records every frame its lower link sends
+// or receives to a Writer, then passes it on unchanged. It expects a lower
+// link that carries whole Ethernet frames (docs/CONTRACTS.md, "Lower
+// links"): packets written to it hold their link header, and packets it
+// delivers hold the whole frame.
+type Endpoint struct {
+	nested.Endpoint
+	w *Writer
+}
+
+var (
+	_ stack.LinkEndpoint      = (*Endpoint)(nil)
+	_ stack.NetworkDispatcher = (*Endpoint)(nil)
+	_ stack.GSOEndpoint       = (*Endpoint)(nil)
+)
+
+// New returns an endpoint that records lower's frames to w.
+func New(lower stack.LinkEndpoint, w *Writer) *Endpoint {
+	e := &Endpoint{w: w}
+	e.Endpoint.Init(lower, e)
+	return e
+}
+
+// WritePackets implements stack.LinkEndpoint: it writes pkts to the lower
+// link and records the frames the lower link took.
+func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	n, err := e.Endpoint.WritePackets(pkts)
+	if n > 0 {
+		ts := e.w.now()
+		e.w.mu.Lock()
+		for _, pkt := range pkts.AsSlice()[:n] {
+			e.w.writeLocked(ts, pkt.AsSlices())
+		}
+		e.w.mu.Unlock()
+	}
+	return n, err
+}
+
+// DeliverNetworkPacket implements stack.NetworkDispatcher: it records the
+// received frame and passes it up.
+func (e *Endpoint) DeliverNetworkPacket(protocol tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	e.w.WriteFrame(e.w.now(), pkt.AsSlices())
+	e.Endpoint.DeliverNetworkPacket(protocol, pkt)
+}

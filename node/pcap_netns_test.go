@@ -1,0 +1,107 @@
+package node_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/link/pcap"
+	"github.com/mplsnode/mplsnode/node"
+)
+
+// TestSeedPcap captures the LSR's ingress link (virt10 in the seed) while
+// 8 MiB cross it, then has tshark read the file: every frame the link's
+// counters saw is there, the labelled ones carry label 100 with S=1 and
+// TTL 64 from ns0, and the plain ones are the return path to ns0. Frames
+// of the other link (virt12) are not in it.
+func TestSeedPcap(t *testing.T) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark is not installed (scripts/deps.sh installs it)")
+	}
+	file := filepath.Join(t.TempDir(), "ns1.pcap")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pcap.NewWriter(f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s := newSeedWith(t, func(s *seed) (node.Options, node.Options) {
+		return node.Options{}, node.Options{Capture: w, CaptureLinks: []string{s.v10}}
+	})
+	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := s.n0.Stack().DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	sum := send(t, c, size, nil)
+	if r := <-result; r.err != nil || r.n != size || r.sum != sum {
+		t.Fatalf("transfer: %d bytes, err %v, sha256 equal %v", r.n, r.err, r.sum == sum)
+	}
+	// Closing the node stops the link; the Writer then holds every frame.
+	if err := s.n1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.n1.Stats().Links[s.v10]
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rows := tsharkRows(t, file, "eth.type", "mpls.label", "mpls.bottom", "mpls.ttl", "ip.dst", "arp.opcode")
+	var labelled, toNS0, arp int
+	for i, r := range rows {
+		switch {
+		case r[0] == "0x8847":
+			labelled++
+			if r[1] != "100" || r[2] != "1" || r[3] != "64" {
+				t.Errorf("frame %d: label,S,TTL %s,%s,%s; want 100,1,64", i+1, r[1], r[2], r[3])
+			}
+		case r[0] == "0x0800" && r[4] == "172.16.20.20":
+			toNS0++
+		case r[0] == "0x0806":
+			arp++
+		default:
+			t.Errorf("frame %d: %v is not a frame of %s", i+1, r, s.v10)
+		}
+	}
+	if got, want := uint64(len(rows)), st.RXFrames+st.TXFrames; got != want || got != w.Frames() {
+		t.Errorf("pcap holds %d frames (writer counted %d); the link counted %d rx + %d tx = %d", got, w.Frames(), st.RXFrames, st.TXFrames, want)
+	}
+	if uint64(labelled) != st.ILMHits || labelled < size/1500 {
+		t.Errorf("%d labelled frames in the pcap, %d ILM hits on %s; want equal and at least %d", labelled, st.ILMHits, s.v10, size/1500)
+	}
+	if toNS0 == 0 {
+		t.Error("no return-path frame to 172.16.20.20 in the pcap")
+	}
+	t.Logf("pcap of %s: %d frames: %d labelled, %d IPv4 to ns0, %d ARP", s.v10, len(rows), labelled, toNS0, arp)
+}
+
+// tsharkRows decodes file with tshark and returns the fields of each frame.
+func tsharkRows(t *testing.T, file string, fields ...string) [][]string {
+	t.Helper()
+	args := []string{"-r", file, "-T", "fields", "-E", "separator=;"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command("tshark", args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark: %v: %s", err, stderr.String())
+	}
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		rows = append(rows, strings.Split(line, ";"))
+	}
+	return rows
+}
