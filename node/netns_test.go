@@ -26,12 +26,6 @@ func startNode(t *testing.T, ns *netns.NS, name, conf string) *node.Node {
 	return startNodeWith(t, ns, name, conf, node.Options{})
 }
 
-// startNodeWith is startNode with node options (a logger, say).
-func startNodeWith(t *testing.T, ns *netns.NS, name, conf string, opts node.Options) *node.Node {
-	t.Helper()
-	return startNodeWith(t, ns, name, conf, node.Options{})
-}
-
 // startNodeWith is startNode with options.
 func startNodeWith(t *testing.T, ns *netns.NS, name, conf string, opts node.Options) *node.Node {
 	t.Helper()
@@ -202,13 +196,6 @@ type seed struct {
 }
 
 func newSeed(t *testing.T) *seed {
-	t.Helper()
-	return newSeedWith(t, node.Options{}, node.Options{})
-}
-
-// newSeedWith is newSeed with node options for ns0 (opts0) and the LSR
-// in ns1 (opts1).
-func newSeedWith(t *testing.T, opts0, opts1 node.Options) *seed {
 	t.Helper()
 	return newSeedWith(t, nil)
 }
