@@ -1,0 +1,168 @@
+package lsrrate
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Generator settings.
+const (
+	// genBatch is the number of frames per sendmmsg call: enough to make
+	// the syscall cost small per frame, small enough that the deadline and
+	// the stop flag are checked often (a batch of 1514-byte frames takes
+	// tens of microseconds).
+	genBatch = 64
+	// genFlows is the number of distinct frames (UDP source ports) in a
+	// batch, so that any flow hashing on the path sees several flows.
+	genFlows = genBatch
+	// genSendBuffer is the socket send buffer: room for several batches
+	// of the largest frames in flight.
+	genSendBuffer = 4 << 20
+)
+
+// mmsghdr is struct mmsghdr from <sys/socket.h>.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+// generator sends pre-built frames on an AF_PACKET socket as fast as the
+// kernel takes them: one sendmmsg of genBatch frames after another, with
+// no allocation and no copy in Go per frame.
+type generator struct {
+	fd     int
+	frames [][]byte
+	iovs   []unix.Iovec
+	msgs   []mmsghdr
+}
+
+// genStats is what one generator run did.
+type genStats struct {
+	// sent counts frames the kernel accepted (sendmmsg's return values).
+	sent uint64
+	// refused counts sendmmsg calls that failed with ENOBUFS or EAGAIN.
+	refused uint64
+	// elapsed is the time from the first send to the return of the last.
+	elapsed time.Duration
+	// cpu is the sending thread's user+sys CPU time; softirq work the
+	// kernel ran inline in that thread is included (see package doc).
+	cpu time.Duration
+}
+
+// openGenerator opens a send-only AF_PACKET socket bound to dev in the
+// namespace at nsPath. Sent frames bypass the qdisc.
+func openGenerator(nsPath, dev string) (*generator, error) {
+	g := &generator{fd: -1}
+	err := inNamespace(nsPath, func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return fmt.Errorf("generator: %w", err)
+		}
+		// Protocol 0: the socket receives nothing, it only sends.
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("generator: socket(AF_PACKET): %w", err)
+		}
+		g.fd = fd
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+			return fmt.Errorf("generator: PACKET_QDISC_BYPASS: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, genSendBuffer); err != nil {
+			return fmt.Errorf("generator: SO_SNDBUFFORCE: %w", err)
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi.Index}); err != nil {
+			return fmt.Errorf("generator: bind %s: %w", dev, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if g.fd >= 0 {
+			unix.Close(g.fd)
+		}
+		return nil, err
+	}
+	return g, nil
+}
+
+// close closes the socket.
+func (g *generator) close() error { return unix.Close(g.fd) }
+
+// setFrames builds genFlows frames from spec, one per UDP source port
+// spec.srcPort, spec.srcPort+1, ..., and points the batch at them.
+func (g *generator) setFrames(spec frameSpec) error {
+	g.frames = g.frames[:0]
+	for i := 0; i < genFlows; i++ {
+		s := spec
+		s.srcPort = spec.srcPort + uint16(i)
+		f, err := buildFrame(s)
+		if err != nil {
+			return err
+		}
+		g.frames = append(g.frames, f)
+	}
+	g.iovs = make([]unix.Iovec, genBatch)
+	g.msgs = make([]mmsghdr, genBatch)
+	for i := range g.msgs {
+		f := g.frames[i%len(g.frames)]
+		g.iovs[i].Base = &f[0]
+		g.iovs[i].SetLen(len(f))
+		g.msgs[i].hdr.Iov = &g.iovs[i]
+		g.msgs[i].hdr.SetIovlen(1)
+	}
+	return nil
+}
+
+// sendBatch sends the first n frames of the batch once and returns how
+// many the kernel accepted.
+func (g *generator) sendBatch(n int) (int, error) {
+	r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(g.fd),
+		uintptr(unsafe.Pointer(&g.msgs[0])), uintptr(n), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
+
+// run sends batches until d has passed or stop is set, on one locked OS
+// thread whose CPU time it measures.
+func (g *generator) run(d time.Duration, stop *atomic.Bool) (genStats, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	cpu0, err := threadCPU(tid)
+	if err != nil {
+		return genStats{}, err
+	}
+	var st genStats
+	start := time.Now()
+	deadline := start.Add(d)
+	for {
+		n, err := g.sendBatch(genBatch)
+		switch err {
+		case nil:
+			st.sent += uint64(n)
+		case unix.ENOBUFS, unix.EAGAIN, unix.EINTR:
+			st.refused++
+		default:
+			return st, fmt.Errorf("generator: sendmmsg: %w", err)
+		}
+		now := time.Now()
+		if !now.Before(deadline) || stop.Load() {
+			st.elapsed = now.Sub(start)
+			break
+		}
+	}
+	cpu1, err := threadCPU(tid)
+	if err != nil {
+		return st, err
+	}
+	st.cpu = cpu1 - cpu0
+	return st, nil
+}

@@ -1,0 +1,464 @@
+// Package lsrrate measures label-switching rate: how many labelled frames
+// per second mplsnode, as an LSR, swaps and forwards between two veths, and
+// at what CPU cost, next to the Linux kernel IP-forwarding frames of the
+// same sizes in the same topology. It is configuration 10 of the seed
+// bench (bench/), and owns only this measurement.
+//
+// Run builds three network namespaces with unique names, removed on every
+// exit path (a cancelled context included):
+//
+//	gen  lg…  10.77.1.2 ---- li… LSR lo… ---- ls… 10.77.2.2  sink
+//	     generator           10.77.1.1  10.77.2.1             counter
+//
+// The generator (in this process, on a thread in gen) sends pre-built
+// frames on an AF_PACKET socket, 64 per sendmmsg, as fast as the kernel
+// takes them, for Options.Seconds. Configurations:
+//
+//   - mplsnode-swap: `mplsnode run` in the LSR namespace swaps label 100
+//     for 200 (`-f mpls route add 100 as to 200 via inet 10.77.2.2`). The
+//     frames are label 100 (S=1, TTL 64) over IPv4/UDP to 10.77.3.9. The
+//     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP.
+//   - kernel-ipfwd: no mplsnode; the kernel in the LSR namespace holds the
+//     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
+//     sink. The frames are the same IPv4/UDP packets without the label,
+//     padded to the same frame size.
+//
+// The counter in the sink is an AF_PACKET socket with a classic BPF filter
+// that accepts only what one correct hop produces (MPLS, label 200, S=1;
+// or IPv4 UDP to 10.77.3.9); the kernel counts accepted frames in
+// PACKET_STATISTICS without copying them to userspace, so counting costs
+// the sink almost nothing. The first frames queued on it are read at the
+// end and checked (label 200, S=1, label TTL 63; or IPv4 TTL 63).
+//
+// What the CPU figures cover (Result.CPUSecondsPerMpkt), read from /proc:
+//
+//   - mplsnode-swap: user+sys time of the mplsnode process (/proc/PID/stat,
+//     all threads) over the measurement. The kernel's work to deliver a
+//     frame into mplsnode's AF_PACKET socket runs in softirq context on the
+//     generator's thread (veth hands frames over inline) and is NOT in this
+//     figure; the sink's receive work triggered by mplsnode's sends is.
+//   - kernel-ipfwd: the machine-wide softirq time (/proc/stat, all CPUs)
+//     over the measurement. Forwarding through a veth runs in softirq
+//     context, inline in the generator's send; the figure also holds the
+//     sink's receive work and any softirq work of other processes on the
+//     machine, and not the generator's own sendmmsg cost. Without
+//     CONFIG_IRQ_TIME_ACCOUNTING it is sampled at the timer tick.
+//
+// Both are per million frames counted at the sink. Progress lines give the
+// rest (generator thread CPU, softirq time, device and mplsnode counters),
+// so where frames were lost can be read off: Sent is what the kernel took
+// from the generator, Frames what reached the sink.
+//
+// Run needs root (it creates namespaces) and ip(8) from iproute2.
+package lsrrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Configuration names, the values of Result.Config.
+const (
+	// ConfigMPLSNode is mplsnode swapping label 100 for 200 in the LSR
+	// namespace.
+	ConfigMPLSNode = "mplsnode-swap"
+	// ConfigKernel is the Linux kernel IP-forwarding in the LSR namespace.
+	ConfigKernel = "kernel-ipfwd"
+)
+
+// Defaults for zero Options fields.
+const (
+	// DefaultSeconds is the duration of each measurement.
+	DefaultSeconds = 5.0
+	// maxSeconds bounds one measurement (and the 32-bit kernel counter
+	// read every 250 ms is far from wrapping).
+	maxSeconds = 3600.0
+)
+
+// DefaultFrameSizes are the frame sizes measured when Options.FrameSizes is
+// empty: the smallest frame (64 bytes) and a full 1500-byte one.
+var DefaultFrameSizes = []int{64, 1500}
+
+// Options configures Run.
+type Options struct {
+	// Bin is the path of the mplsnode binary (built with go build
+	// ./cmd/mplsnode). Required.
+	Bin string
+	// Seconds is the duration of each measurement; 0 means
+	// DefaultSeconds.
+	Seconds float64
+	// FrameSizes are Ethernet frame sizes without FCS, MinFrameSize..
+	// MaxFrameSize (60..1514); empty means DefaultFrameSizes.
+	FrameSizes []int
+	// Progress receives progress lines (one per step and per
+	// measurement, with the counters behind each result); nil means none.
+	Progress io.Writer
+}
+
+// Result is one measurement: one configuration at one frame size.
+type Result struct {
+	// Config is ConfigMPLSNode ("mplsnode-swap") or ConfigKernel
+	// ("kernel-ipfwd").
+	Config string
+	// FrameSize is the Ethernet frame size without FCS.
+	FrameSize int
+	// PPS is frames per second counted at the receiver in the sink
+	// namespace (Frames over the generator's sending time).
+	PPS float64
+	// CPUSecondsPerMpkt is the forwarder's CPU seconds (user+sys of
+	// mplsnode; softirq time for the kernel: see the package doc) per
+	// million frames counted at the receiver; 0 when none arrived.
+	CPUSecondsPerMpkt float64
+	// Frames counts frames counted at the receiver.
+	Frames uint64
+	// Sent counts frames the generator sent (the kernel accepted).
+	Sent uint64
+}
+
+// Addresses and labels of the topology.
+var (
+	genIP   = netip.MustParseAddr("10.77.1.2")
+	dstIP   = netip.MustParseAddr("10.77.3.9") // beyond the sink, which drops it
+	genMAC  = [6]byte{0x02, 0x6c, 0x73, 0, 0, 1}
+	inMAC   = [6]byte{0x02, 0x6c, 0x73, 0, 0, 2} // LSR ingress
+	outMAC  = [6]byte{0x02, 0x6c, 0x73, 0, 0, 3} // LSR egress
+	sinkMAC = [6]byte{0x02, 0x6c, 0x73, 0, 0, 4}
+)
+
+const (
+	lsrInAddr  = "10.77.1.1/24"
+	lsrOutAddr = "10.77.2.1/24"
+	sinkAddr   = "10.77.2.2/24"
+	sinkIP     = "10.77.2.2"
+	dstPrefix  = "10.77.3.0/24"
+	// inLabel is the label the generator sends; outLabel the one the LSR
+	// swaps it for.
+	inLabel  = 100
+	outLabel = 200
+	srcPort  = 10000
+	dstPort  = 9 // discard
+)
+
+// Timing of each measurement.
+const (
+	// warmupTimeout bounds the wait for the first frame at the sink (the
+	// LSR resolving the sink's MAC, mplsnode starting to read).
+	warmupTimeout = 5 * time.Second
+	// settle is how long the counter keeps counting after the generator
+	// stops, so frames still queued in the LSR are counted.
+	settle = 200 * time.Millisecond
+	// pollEvery is how often the kernel's 32-bit counter is read.
+	pollEvery = 250 * time.Millisecond
+	// numSamples is how many counted frames are read back and checked.
+	numSamples = 16
+)
+
+// hooks lets tests see what Run saw; nil fields are not called.
+type hooks struct {
+	// samples receives the frames read back from the sink counter.
+	samples func(config string, size int, frames [][]byte)
+	// sinkRX receives the sink interface's rx_packets delta.
+	sinkRX func(config string, size int, rx uint64)
+}
+
+// Run measures each configuration (mplsnode-swap, then kernel-ipfwd) at
+// each of opts.FrameSizes and returns one Result per pair, in that order.
+// On error it returns the results measured so far and the error. Run needs
+// root; everything it creates is removed before it returns.
+func Run(ctx context.Context, opts Options) ([]Result, error) {
+	return run(ctx, opts, hooks{})
+}
+
+func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
+	var results []Result
+	for _, cfg := range []string{ConfigMPLSNode, ConfigKernel} {
+		rs, err := runConfig(ctx, &opts, cfg, h)
+		results = append(results, rs...)
+		if err != nil {
+			return results, fmt.Errorf("lsrrate %s: %w", cfg, err)
+		}
+	}
+	return results, nil
+}
+
+// checkOptions validates opts and fills in defaults.
+func checkOptions(opts *Options) error {
+	if opts.Bin == "" {
+		return errors.New("lsrrate: Options.Bin is empty: give the path of the mplsnode binary (go build -o bin/mplsnode ./cmd/mplsnode)")
+	}
+	fi, err := os.Stat(opts.Bin)
+	if err != nil {
+		return fmt.Errorf("lsrrate: mplsnode binary: %w (build it with go build -o bin/mplsnode ./cmd/mplsnode)", err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("lsrrate: mplsnode binary %s is not an executable file", opts.Bin)
+	}
+	switch {
+	case opts.Seconds == 0:
+		opts.Seconds = DefaultSeconds
+	case !(opts.Seconds > 0 && opts.Seconds <= maxSeconds): // also rejects NaN
+		return fmt.Errorf("lsrrate: Seconds %v: want more than 0 and at most %v", opts.Seconds, maxSeconds)
+	}
+	if len(opts.FrameSizes) == 0 {
+		opts.FrameSizes = DefaultFrameSizes
+	}
+	for _, s := range opts.FrameSizes {
+		if s < MinFrameSize || s > MaxFrameSize {
+			return fmt.Errorf("lsrrate: frame size %d: want %d..%d (Ethernet frame without FCS)", s, MinFrameSize, MaxFrameSize)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("lsrrate: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network namespaces and veths")
+	}
+	return nil
+}
+
+// progress writes one progress line if opts.Progress is set.
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+// forwarder is what sits in the LSR namespace.
+type forwarder interface {
+	// cpu returns the CPU time the forwarder figure is made of, so far.
+	cpu() (time.Duration, error)
+	// describe returns the forwarder's own counters for a progress line.
+	describe() string
+	// stop ends the forwarder.
+	stop() error
+}
+
+// runConfig builds the topology, starts cfg's forwarder and measures every
+// frame size.
+func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results []Result, err error) {
+	opts.progress("%s: building namespaces", cfg)
+	t, err := newTopology()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, t.close()) }()
+
+	var fw forwarder
+	var spec frameSpec
+	var filter = ipv4UDPFilter(dstIP)
+	var wantLabel uint32
+	switch cfg {
+	case ConfigMPLSNode:
+		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
+		fw, err = startMPLSNode(ctx, opts.Bin, t)
+		spec.label = inLabel
+		filter = mplsFilter(outLabel)
+		wantLabel = outLabel
+	case ConfigKernel:
+		fw, err = startKernel(t)
+	default:
+		err = fmt.Errorf("unknown configuration %q", cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, fw.stop()) }()
+
+	g, err := openGenerator(t.gen.path(), t.genDev)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close()
+	c, err := openCounter(t.sink.path(), t.sinkDev, filter)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+
+	spec.dst, spec.src = inMAC, genMAC
+	spec.srcIP, spec.dstIP = genIP, dstIP
+	spec.srcPort, spec.dstPort = srcPort, dstPort
+	for _, size := range opts.FrameSizes {
+		spec.size = size
+		if err := g.setFrames(spec); err != nil {
+			return results, err
+		}
+		r, err := measure(ctx, opts, cfg, t, fw, g, c, wantLabel, size, h)
+		if err != nil {
+			return results, fmt.Errorf("%d-byte frames: %w", size, err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// measure runs one measurement at one frame size.
+func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw forwarder,
+	g *generator, c *counter, wantLabel uint32, size int, h hooks) (Result, error) {
+	// Warm up: a few frames through, so the LSR has the sink's MAC and
+	// the path is known to work before the clock starts.
+	if _, err := g.sendBatch(8); err != nil {
+		return Result{}, fmt.Errorf("warm-up send: %w", err)
+	}
+	deadline := time.Now().Add(warmupTimeout)
+	for got := uint64(0); got == 0; {
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return Result{}, err
+		}
+		n, err := c.take()
+		if err != nil {
+			return Result{}, err
+		}
+		got += n
+		if got == 0 && time.Now().After(deadline) {
+			return Result{}, fmt.Errorf("no frame reached the sink within %v of the warm-up (forwarder: %s)", warmupTimeout, fw.describe())
+		}
+	}
+	if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		return Result{}, err
+	}
+	if _, err := c.take(); err != nil { // zero the counter
+		return Result{}, err
+	}
+	if err := c.drain(); err != nil {
+		return Result{}, err
+	}
+
+	in0, err := t.lsr.deviceStats(t.lsrIn)
+	if err != nil {
+		return Result{}, err
+	}
+	sink0, err := t.sink.deviceStats(t.sinkDev)
+	if err != nil {
+		return Result{}, err
+	}
+	si0, err := softirqTime()
+	if err != nil {
+		return Result{}, err
+	}
+	cpu0, err := fw.cpu()
+	if err != nil {
+		return Result{}, err
+	}
+
+	var stop atomic.Bool
+	type genResult struct {
+		st  genStats
+		err error
+	}
+	done := make(chan genResult, 1)
+	go func() {
+		st, err := g.run(time.Duration(opts.Seconds*float64(time.Second)), &stop)
+		done <- genResult{st, err}
+	}()
+	var frames uint64
+	var gr genResult
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	cancelled := ctx.Done()
+wait:
+	for {
+		select {
+		case <-cancelled:
+			stop.Store(true)
+			cancelled = nil // a closed channel would spin this loop
+		case gr = <-done:
+			break wait
+		case <-tick.C:
+			n, err := c.take()
+			if err != nil {
+				stop.Store(true)
+				<-done
+				return Result{}, err
+			}
+			frames += n
+		}
+	}
+	if gr.err != nil {
+		return Result{}, gr.err
+	}
+	if err := sleepCtx(ctx, settle); err != nil {
+		return Result{}, err
+	}
+	n, err := c.take()
+	if err != nil {
+		return Result{}, err
+	}
+	frames += n
+	cpu1, err := fw.cpu()
+	if err != nil {
+		return Result{}, err
+	}
+	si1, err := softirqTime()
+	if err != nil {
+		return Result{}, err
+	}
+	in1, err := t.lsr.deviceStats(t.lsrIn)
+	if err != nil {
+		return Result{}, err
+	}
+	sink1, err := t.sink.deviceStats(t.sinkDev)
+	if err != nil {
+		return Result{}, err
+	}
+
+	samples, err := c.samples(numSamples)
+	if err != nil {
+		return Result{}, err
+	}
+	if frames > 0 && len(samples) == 0 {
+		return Result{}, fmt.Errorf("%d frames counted but none could be read back to check", frames)
+	}
+	for _, s := range samples {
+		if err := checkSample(s, wantLabel); err != nil {
+			return Result{}, fmt.Errorf("frame counted at the sink: %w", err)
+		}
+	}
+	if h.samples != nil {
+		h.samples(cfg, size, samples)
+	}
+	if h.sinkRX != nil {
+		h.sinkRX(cfg, size, sink1.rxPackets-sink0.rxPackets)
+	}
+
+	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent}
+	secs := gr.st.elapsed.Seconds()
+	if secs > 0 {
+		r.PPS = float64(frames) / secs
+	}
+	if frames > 0 {
+		r.CPUSecondsPerMpkt = (cpu1 - cpu0).Seconds() / (float64(frames) / 1e6)
+	}
+	opts.progress("%s %d B: sent %d (%.0f pps, %d sendmmsg refused) counted %d (%.0f pps, %.1f%% of sent), %d checked; "+
+		"forwarder CPU %.2fs, softirq %.2fs, generator thread %.2fs in %.2fs; LSR in rx %d dropped %d; sink rx %d; %s",
+		cfg, size, gr.st.sent, float64(gr.st.sent)/secs, gr.st.refused, frames, r.PPS, pct(frames, gr.st.sent), len(samples),
+		(cpu1 - cpu0).Seconds(), (si1 - si0).Seconds(), gr.st.cpu.Seconds(), secs,
+		in1.rxPackets-in0.rxPackets, in1.rxDropped-in0.rxDropped, sink1.rxPackets-sink0.rxPackets, fw.describe())
+	return r, nil
+}
+
+// pct is 100*a/b, 0 for b == 0.
+func pct(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// sleepCtx sleeps for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}

@@ -1,0 +1,357 @@
+package lsrrate
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// topology is gen --veth-- LSR --veth-- sink.
+type topology struct {
+	gen, lsr, sink                 *namespace
+	genDev, lsrIn, lsrOut, sinkDev string
+}
+
+// macString formats a MAC address for ip(8).
+func macString(m [6]byte) string { return net.HardwareAddr(m[:]).String() }
+
+// newTopology creates the namespaces and veths (up, fixed MACs) and gives
+// the sink its address. On error everything made so far is removed.
+func newTopology() (t *topology, err error) {
+	t = &topology{
+		genDev: uniqueName("lg"), lsrIn: uniqueName("li"),
+		lsrOut: uniqueName("lo"), sinkDev: uniqueName("ls"),
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, t.close())
+			t = nil
+		}
+	}()
+	if t.gen, err = newNamespace("lrg"); err != nil {
+		return t, err
+	}
+	if t.lsr, err = newNamespace("lrl"); err != nil {
+		return t, err
+	}
+	if t.sink, err = newNamespace("lrs"); err != nil {
+		return t, err
+	}
+	pairs := []struct {
+		a, b       string
+		nsA, nsB   *namespace
+		macA, macB [6]byte
+	}{
+		{t.genDev, t.lsrIn, t.gen, t.lsr, genMAC, inMAC},
+		{t.lsrOut, t.sinkDev, t.lsr, t.sink, outMAC, sinkMAC},
+	}
+	for _, p := range pairs {
+		if _, err := ipCmd("link", "add", p.a, "address", macString(p.macA), "netns", p.nsA.name, "type", "veth",
+			"peer", "name", p.b, "address", macString(p.macB), "netns", p.nsB.name); err != nil {
+			return t, err
+		}
+		if _, err := p.nsA.ip("link", "set", p.a, "up"); err != nil {
+			return t, err
+		}
+		if _, err := p.nsB.ip("link", "set", p.b, "up"); err != nil {
+			return t, err
+		}
+	}
+	// The sink's kernel holds the LSR's next hop, so it answers ARP; what
+	// it receives (MPLS, or IPv4 for a prefix it does not route) it drops.
+	if _, err := t.sink.ip("addr", "add", sinkAddr, "dev", t.sinkDev); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// close removes the veths and the namespaces.
+func (t *topology) close() error {
+	var errs []error
+	// Deleting one end of a pair removes both. Delete them explicitly: a
+	// namespace outlives its name while a thread or socket still uses it.
+	if t.gen != nil {
+		if _, err := t.gen.ip("link", "del", t.genDev); err != nil && !noDevice(err) {
+			errs = append(errs, err)
+		}
+	}
+	if t.lsr != nil {
+		if _, err := t.lsr.ip("link", "del", t.lsrOut); err != nil && !noDevice(err) {
+			errs = append(errs, err)
+		}
+	}
+	for _, ns := range []*namespace{t.gen, t.lsr, t.sink} {
+		if ns != nil {
+			if err := ns.remove(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// noDevice reports whether an ip(8) error says the device does not exist
+// (not created yet when setup failed).
+func noDevice(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Cannot find device") || strings.Contains(s, "does not exist")
+}
+
+// kernelForwarder is the kernel IP-forwarding in the LSR namespace.
+type kernelForwarder struct{}
+
+// startKernel gives the LSR kernel the addresses, a route beyond the sink
+// and net.ipv4.ip_forward=1.
+func startKernel(t *topology) (forwarder, error) {
+	steps := [][]string{
+		{"addr", "add", lsrInAddr, "dev", t.lsrIn},
+		{"addr", "add", lsrOutAddr, "dev", t.lsrOut},
+		{"route", "add", dstPrefix, "via", sinkIP, "dev", t.lsrOut},
+	}
+	for _, s := range steps {
+		if _, err := t.lsr.ip(s...); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := t.lsr.exec("sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		return nil, err
+	}
+	return kernelForwarder{}, nil
+}
+
+// cpu implements forwarder: the machine's softirq time.
+func (kernelForwarder) cpu() (time.Duration, error) { return softirqTime() }
+
+// describe implements forwarder.
+func (kernelForwarder) describe() string { return "kernel (CPU figure: /proc/stat softirq)" }
+
+// stop implements forwarder: the namespace goes with the topology.
+func (kernelForwarder) stop() error { return nil }
+
+// Limits for the mplsnode process.
+const (
+	// startTimeout bounds mplsnode's start (links opened, control socket
+	// answering).
+	startTimeout = 15 * time.Second
+	// stopTimeout is how long mplsnode gets to exit after SIGTERM before
+	// it is killed.
+	stopTimeout = 5 * time.Second
+	// maxLog is how much of mplsnode's log is kept for error messages.
+	maxLog = 16 << 10
+)
+
+// mplsnodeForwarder is an `mplsnode run` process in the LSR namespace.
+type mplsnodeForwarder struct {
+	cmd    *exec.Cmd
+	dir    string // config and control socket
+	sock   string
+	log    *tailBuffer
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
+}
+
+// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink.
+func lsrConfig(t *topology) string {
+	return fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
+link add %s type afpacket
+link add %s type afpacket
+addr add %s dev %s
+addr add %s dev %s
+-f mpls route add %d as to %d via inet %s dev %s
+`, inLabel, outLabel, t.lsrIn, t.lsrOut, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
+		inLabel, outLabel, sinkIP, t.lsrOut)
+}
+
+// startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
+// namespace, and returns once its control socket answers.
+func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, err error) {
+	dir, err := os.MkdirTemp("", "lsrrate-")
+	if err != nil {
+		return nil, err
+	}
+	m := &mplsnodeForwarder{dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, m.stop())
+		}
+	}()
+	conf := filepath.Join(dir, "lsr.conf")
+	if err := os.WriteFile(conf, []byte(lsrConfig(t)), 0o600); err != nil {
+		return nil, err
+	}
+	// ip netns exec execs the binary in place: the pid is mplsnode's.
+	m.cmd = exec.Command("ip", "netns", "exec", t.lsr.name, bin, "run", "-c", conf,
+		"--control-socket", m.sock, "--log-level", "warn")
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		close(m.exited)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() {
+		m.err = m.cmd.Wait()
+		close(m.exited)
+	}()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if _, err := m.report(); err == nil {
+			return m, nil
+		}
+		select {
+		case <-m.exited:
+			return nil, fmt.Errorf("mplsnode run exited at start (%v): %s", m.err, m.log.String())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("mplsnode run: control socket %s not answering after %v: %s", m.sock, startTimeout, m.log.String())
+		}
+	}
+}
+
+// nodeReport is the part of the node's stats document (node.Report, the
+// JSON of mplsnode stats --json) that progress lines show.
+type nodeReport struct {
+	Links []struct {
+		Name     string            `json:"name"`
+		RXFrames uint64            `json:"rx_frames"`
+		TXFrames uint64            `json:"tx_frames"`
+		ILMHits  uint64            `json:"ilm_hits"`
+		Drops    map[string]uint64 `json:"drops"`
+	} `json:"links"`
+	LabelSwitch struct {
+		Forwarded uint64            `json:"forwarded"`
+		Swapped   uint64            `json:"swapped"`
+		Queued    uint64            `json:"queued"`
+		Drops     map[string]uint64 `json:"drops"`
+	} `json:"label_switch"`
+}
+
+// report asks the node for its counters over the control socket.
+func (m *mplsnodeForwarder) report() (*nodeReport, error) {
+	c, err := net.DialTimeout("unix", m.sock, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte("stats\n")); err != nil {
+		return nil, err
+	}
+	var r nodeReport
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&r); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", m.sock, err)
+	}
+	return &r, nil
+}
+
+// cpu implements forwarder: mplsnode's user+sys time.
+func (m *mplsnodeForwarder) cpu() (time.Duration, error) {
+	select {
+	case <-m.exited:
+		return 0, fmt.Errorf("mplsnode exited (%v): %s", m.err, m.log.String())
+	default:
+	}
+	return processCPU(m.cmd.Process.Pid)
+}
+
+// describe implements forwarder: the node's frame counters and every
+// non-zero drop.
+func (m *mplsnodeForwarder) describe() string {
+	r, err := m.report()
+	if err != nil {
+		return fmt.Sprintf("mplsnode counters unavailable: %v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "mplsnode:")
+	for _, l := range r.Links {
+		fmt.Fprintf(&b, " %s rx %d tx %d ilm %d", l.Name, l.RXFrames, l.TXFrames, l.ILMHits)
+		writeDrops(&b, l.Drops)
+	}
+	sw := r.LabelSwitch
+	fmt.Fprintf(&b, "; switch swapped %d forwarded %d queued %d", sw.Swapped, sw.Forwarded, sw.Queued)
+	writeDrops(&b, sw.Drops)
+	return b.String()
+}
+
+// writeDrops appends the non-zero counters of drops, sorted by name.
+func writeDrops(b *strings.Builder, drops map[string]uint64) {
+	var names []string
+	for k, v := range drops {
+		if v != 0 {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(b, " %s=%d", k, drops[k])
+	}
+}
+
+// stop implements forwarder: SIGTERM, then SIGKILL after stopTimeout; the
+// temporary directory is removed.
+func (m *mplsnodeForwarder) stop() error {
+	defer os.RemoveAll(m.dir)
+	if m.cmd == nil || m.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-m.exited:
+		return nil
+	default:
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+		var ee *exec.ExitError
+		if m.err != nil && !errors.As(m.err, &ee) {
+			return m.err
+		}
+		if m.err != nil {
+			return fmt.Errorf("mplsnode run: %v after SIGTERM: %s", m.err, m.log.String())
+		}
+		return nil
+	case <-time.After(stopTimeout):
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+		return fmt.Errorf("mplsnode run did not exit within %v of SIGTERM; killed", stopTimeout)
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+// Write implements io.Writer.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// String returns what the buffer holds.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
