@@ -72,8 +72,11 @@ type SwitchReport struct {
 	PoppedLabelled uint64 `json:"popped_labelled"`
 	// Queued counts frames that waited for a next hop's MAC address.
 	Queued uint64 `json:"queued"`
-	// ICMPSent counts ICMP time exceeded messages sent.
+	// ICMPSent counts ICMP errors sent (time exceeded, fragmentation
+	// needed, Packet Too Big).
 	ICMPSent uint64 `json:"icmp_sent"`
+	// Fragmented counts IPv4 packets fragmented to fit the egress link.
+	Fragmented uint64 `json:"fragmented"`
 	// Drops counts discards by reason name (SwitchDrop's String), every
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
@@ -137,7 +140,8 @@ func (n *Node) Report() Report {
 	r.LabelSwitch = SwitchReport{
 		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
 		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
-		Drops: map[string]uint64{},
+		Fragmented: sw.Fragmented,
+		Drops:      map[string]uint64{},
 	}
 	for _, d := range SwitchDrops() {
 		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)

@@ -49,6 +49,54 @@ const (
 // pseudo-header with src and dst (the addresses of the IP header the
 // message will go in); ICMPv4 ignores them.
 func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
+	if !v6 {
+		b := withLabelStack(orig, labels)
+		b[0] = byte(header.ICMPv4TimeExceeded)
+		b[1] = byte(header.ICMPv4TTLExceeded)
+		b[icmpv4LengthOffset] = icmpOrigLen / 4
+		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
+		return b
+	}
+	b := withLabelStack(orig, labels)
+	b[0] = byte(header.ICMPv6TimeExceeded)
+	b[1] = byte(header.ICMPv6HopLimitExceeded)
+	b[icmpv6LengthOffset] = icmpOrigLen / 8
+	icmpv6Checksum(b, src, dst)
+	return b
+}
+
+// FragmentationNeeded returns the ICMP message (header and body, without
+// the IP header) that tells orig's sender its packet is too big for the
+// path and what fits: mtu, the IP MTU of the labelled path (link MTU less
+// the label overhead, RFC 3032 §3.2). For IPv4 it is a destination
+// unreachable, fragmentation needed and DF set (RFC 1191), with labels as
+// an RFC 4950 extension like TimeExceeded. For IPv6 it is a Packet Too Big
+// (RFC 4443 §3.2) carrying as much of orig as fits in the IPv6 minimum
+// MTU; RFC 4884 defines no extension for it, so it has no label stack.
+func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst netip.Addr) []byte {
+	if !v6 {
+		b := withLabelStack(orig, labels)
+		b[0] = byte(header.ICMPv4DstUnreachable)
+		b[1] = byte(header.ICMPv4FragmentationNeeded)
+		b[icmpv4LengthOffset] = icmpOrigLen / 4
+		binary.BigEndian.PutUint16(b[6:], uint16(min(mtu, 0xffff)))
+		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
+		return b
+	}
+	n := min(len(orig), header.IPv6MinimumMTU-header.IPv6MinimumSize-header.ICMPv6MinimumSize)
+	b := make([]byte, header.ICMPv6MinimumSize+n)
+	b[0] = byte(header.ICMPv6PacketTooBig)
+	binary.BigEndian.PutUint32(b[4:], mtu)
+	copy(b[header.ICMPv6MinimumSize:], orig[:n])
+	icmpv6Checksum(b, src, dst)
+	return b
+}
+
+// withLabelStack returns an ICMP message of the RFC 4884 multipart shape
+// with its type, code and checksum still zero: an 8-byte header, orig's
+// first 128 bytes zero-padded to 128, and an extension structure holding
+// labels as an RFC 4950 MPLS label stack object.
+func withLabelStack(orig, labels []byte) []byte {
 	obj := icmpObjHeaderLen + len(labels)
 	total := header.ICMPv4MinimumSize + icmpOrigLen + icmpExtHeaderLen + obj
 	b := make([]byte, total)
@@ -61,18 +109,39 @@ func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
 	o[3] = mplsStackCType
 	copy(o[icmpObjHeaderLen:], labels)
 	binary.BigEndian.PutUint16(ext[2:], ^checksum.Checksum(ext, 0))
-	if !v6 {
-		b[0] = byte(header.ICMPv4TimeExceeded)
-		b[1] = byte(header.ICMPv4TTLExceeded)
-		b[icmpv4LengthOffset] = icmpOrigLen / 4
-		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
-		return b
-	}
-	b[0] = byte(header.ICMPv6TimeExceeded)
-	b[1] = byte(header.ICMPv6HopLimitExceeded)
-	b[icmpv6LengthOffset] = icmpOrigLen / 8
+	return b
+}
+
+// icmpv6Checksum sets the checksum of the ICMPv6 message b sent from src to
+// dst.
+func icmpv6Checksum(b []byte, src, dst netip.Addr) {
 	s, d := tcpip.AddrFrom16(src.As16()), tcpip.AddrFrom16(dst.As16())
 	sum := header.PseudoHeaderChecksum(header.ICMPv6ProtocolNumber, s, d, uint16(len(b)))
 	binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, sum))
-	return b
+}
+
+// isICMPError reports whether the IP packet ip is an ICMP error message
+// or a non-first fragment: RFC 1812 §4.3.2.7 and RFC 4443 §2.4 forbid
+// answering either with an ICMP error.
+func isICMPError(v6 bool, ip []byte) bool {
+	if !v6 {
+		h := header.IPv4(ip)
+		if h.FragmentOffset() != 0 {
+			return true
+		}
+		if h.Protocol() != uint8(header.ICMPv4ProtocolNumber) || len(ip) <= int(h.HeaderLength()) {
+			return false
+		}
+		switch header.ICMPv4Type(ip[h.HeaderLength()]) {
+		case header.ICMPv4DstUnreachable, header.ICMPv4SrcQuench, header.ICMPv4Redirect,
+			header.ICMPv4TimeExceeded, header.ICMPv4ParamProblem:
+			return true
+		}
+		return false
+	}
+	h := header.IPv6(ip)
+	if h.NextHeader() != uint8(header.ICMPv6ProtocolNumber) || len(ip) <= header.IPv6MinimumSize {
+		return false
+	}
+	return ip[header.IPv6MinimumSize] < 128 // error messages are types 0-127
 }

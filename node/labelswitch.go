@@ -12,6 +12,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
+	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -52,16 +53,18 @@ const (
 	// SwitchQueueFull: too many frames were waiting for the next hop's MAC.
 	SwitchQueueFull
 	// SwitchMTUExceeded: the outgoing frame is larger than the egress link
-	// MTU (a swap that pushes labels).
+	// MTU (a swap that pushes labels) and its packet may not be fragmented
+	// (IPv4 with DF, IPv6): the sender gets an ICMP fragmentation needed or
+	// Packet Too Big with the path MTU, unless rate-limited.
 	SwitchMTUExceeded
 	// SwitchUnknownPayload: a popped payload is neither bound nor IP.
 	SwitchUnknownPayload
 	// SwitchWriteError: the egress link refused the frame.
 	SwitchWriteError
-	// SwitchICMPRateLimited: a time exceeded message was suppressed by the
-	// rate limit (the frame itself is counted as ttl_expired).
+	// SwitchICMPRateLimited: an ICMP error was suppressed by the rate limit
+	// (the frame itself is counted as ttl_expired or mtu_exceeded).
 	SwitchICMPRateLimited
-	// SwitchICMPFailed: a time exceeded message could not be sent (no
+	// SwitchICMPFailed: an ICMP error could not be sent (no
 	// route back, no source address, not an IP payload).
 	SwitchICMPFailed
 
@@ -87,7 +90,7 @@ var switchRemedies = [numSwitchDrops]string{
 	SwitchNoEgressLink:    "name an existing link in the label route (dev NAME)",
 	SwitchNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
 	SwitchQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
-	SwitchMTUExceeded:     "raise the egress link MTU or push fewer labels",
+	SwitchMTUExceeded:     "none if the sender does path MTU discovery (it was told the MTU); else raise the egress link MTU or push fewer labels",
 	SwitchUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
 	SwitchWriteError:      "check the egress link (interface down, buffer full)",
 	SwitchICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
@@ -124,8 +127,12 @@ type SwitchStats struct {
 	PoppedLabelled uint64
 	// Queued counts frames that waited for a next hop's MAC address.
 	Queued uint64
-	// ICMPSent counts ICMP time exceeded messages sent.
+	// ICMPSent counts ICMP errors sent: time exceeded, fragmentation
+	// needed and Packet Too Big.
 	ICMPSent uint64
+	// Fragmented counts IPv4 packets (without DF) fragmented because they
+	// did not fit the egress link once labelled.
+	Fragmented uint64
 	// Drops counts discards by reason, indexed by SwitchDrop.
 	Drops [numSwitchDrops]uint64
 }
@@ -160,7 +167,7 @@ type LabelSwitch struct {
 	icmpLast   time.Time
 
 	ctr struct {
-		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent atomic.Uint64
+		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented atomic.Uint64
 		drops                                                          [numSwitchDrops]atomic.Uint64
 		warn                                                           [numSwitchDrops]lograte.Limiter
 	}
@@ -232,6 +239,7 @@ func (ls *LabelSwitch) Stats() SwitchStats {
 		PoppedLabelled: c.poppedLabelled.Load(),
 		Queued:         c.queued.Load(),
 		ICMPSent:       c.icmpSent.Load(),
+		Fragmented:     c.fragmented.Load(),
 	}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
@@ -274,7 +282,7 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	outTTL, err := mpls.ForwardTTL(inTTL)
 	if err != nil {
 		ls.drop(SwitchTTLExpired, 1, top.Label)
-		ls.timeExceeded(st, in, req)
+		ls.sendICMPError(st, in, req, icmpTimeExceeded, 0)
 		return
 	}
 	nh := ls.nextHop(st, ent.Device, ent.NextHop)
@@ -313,38 +321,179 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 		}
 	}
 	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
+	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: ent.Action == mpls.ILMSwap, out: ent.OutLabels,
+		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash}
 	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
-		ls.drop(SwitchMTUExceeded, 1, top.Label)
+		ls.tooBig(st, in, req, &eg, top.Label)
 		return
 	}
 	buf := data.ToBuffer()
 	buf.TrimFront(int64(payloadOff))
-	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: hdrLen, Payload: buf})
-	out.NetworkProtocolNumber = typ
-	out.Hash = req.Packet.Hash
-	h := out.LinkHeader().Push(hdrLen)
-	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: nh.ep.LinkAddress(), Type: typ})
-	off := header.EthernetMinimumSize
-	if ent.Action == mpls.ILMSwap {
-		for i, l := range ent.OutLabels {
-			mpls.Entry{Label: l, TC: top.TC, S: i == len(ent.OutLabels)-1 && len(rest) == 0, TTL: outTTL}.Encode(h[off:])
-			off += mpls.EntryLen
-		}
+	ls.countAction(&eg)
+	ls.emit(st, &eg, buf, top.Label)
+}
+
+// egress is where and how the label switch sends one received frame: the
+// next hop, the new link header's ethertype and length, and the labels
+// that go in it.
+type egress struct {
+	nh     *nextHop
+	typ    tcpip.NetworkProtocolNumber
+	hdrLen int
+	swap   bool         // the top label is swapped for out
+	out    []mpls.Label // the labels a swap pushes, outermost first
+	rest   []mpls.Entry // the received labels below the top one
+	tc     uint8
+	ttl    uint8
+	hash   uint32
+}
+
+// countAction counts what the switch did to one received frame.
+func (ls *LabelSwitch) countAction(eg *egress) {
+	switch {
+	case eg.swap:
 		ls.ctr.swapped.Add(1)
-	} else if nOut > 0 {
+	case len(eg.rest) > 0:
 		ls.ctr.poppedLabelled.Add(1)
-	} else {
+	default:
 		ls.ctr.poppedIP.Add(1)
 	}
-	for i, e := range rest {
-		if i == 0 && ent.Action != mpls.ILMSwap && ls.ttlModel == mpls.TTLUniform {
+}
+
+// emit puts eg's link header and labels in front of payload and transmits
+// the frame to eg's next hop. It takes ownership of payload.
+func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, label mpls.Label) {
+	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: eg.hdrLen, Payload: payload})
+	out.NetworkProtocolNumber = eg.typ
+	out.Hash = eg.hash
+	h := out.LinkHeader().Push(eg.hdrLen)
+	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.ep.LinkAddress(), Type: eg.typ})
+	off := header.EthernetMinimumSize
+	if eg.swap {
+		for i, l := range eg.out {
+			mpls.Entry{Label: l, TC: eg.tc, S: i == len(eg.out)-1 && len(eg.rest) == 0, TTL: eg.ttl}.Encode(h[off:])
+			off += mpls.EntryLen
+		}
+	}
+	for i, e := range eg.rest {
+		if i == 0 && !eg.swap && ls.ttlModel == mpls.TTLUniform {
 			// Popping to a label: uniform copies the TTL down.
-			e.TTL = outTTL
+			e.TTL = eg.ttl
 		}
 		e.Encode(h[off:])
 		off += mpls.EntryLen
 	}
-	ls.transmit(st, nh, out, top.Label)
+	ls.transmit(st, eg.nh, out, label)
+}
+
+// tooBig handles a frame whose payload does not fit the egress link once
+// labelled (RFC 3032 §3): an IPv4 packet without DF is fragmented to the
+// path's IP MTU and each fragment labelled alike; any other packet is
+// dropped (mtu_exceeded) and its sender gets an ICMP fragmentation needed
+// or Packet Too Big naming that MTU, so that path MTU discovery converges.
+func (ls *LabelSwitch) tooBig(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
+	ipMTU := int(eg.nh.ep.LinkMTU()) - (eg.hdrLen - header.EthernetMinimumSize)
+	data := req.Packet.Data()
+	payloadOff := len(req.Frame)
+	b, ok := data.PullUp(data.Size())
+	if ok && ipMTU >= header.IPv4MinimumMTU {
+		ip := b[payloadOff:]
+		bottom := req.Labels[len(req.Labels)-1].Label
+		if p, err := mpls.InferPayload(mpls.PayloadNone, bottom, ip); err == nil && p == mpls.PayloadIPv4 &&
+			header.IPv4(ip).Flags()&header.IPv4FlagDontFragment == 0 {
+			if frags, ok := fragmentIPv4(ip, ipMTU); ok {
+				ls.countAction(eg)
+				ls.ctr.fragmented.Add(1)
+				for _, f := range frags {
+					ls.emit(st, eg, buffer.MakeWithData(f), label)
+				}
+				return
+			}
+		}
+	}
+	ls.drop(SwitchMTUExceeded, 1, label)
+	if ipMTU > 0 {
+		ls.sendICMPError(st, in, req, icmpTooBig, uint32(ipMTU))
+	}
+}
+
+// fragmentIPv4 splits the IPv4 packet ip into fragments of at most mtu
+// bytes (RFC 791 §3.2): every fragment but the last carries a multiple of 8
+// data bytes and MF; later fragments keep only the options marked copied.
+// It returns false for a packet it cannot split (a malformed header, or an
+// MTU too small for its header).
+func fragmentIPv4(ip []byte, mtu int) ([][]byte, bool) {
+	h := header.IPv4(ip)
+	hl, total := int(h.HeaderLength()), int(h.TotalLength())
+	if hl < header.IPv4MinimumSize || total < hl || total > len(ip) {
+		return nil, false
+	}
+	first := ip[:hl]
+	later := laterFragmentHeader(first)
+	data := ip[hl:total]
+	baseOff := int(h.FragmentOffset())
+	moreAfter := h.More()
+	var frags [][]byte
+	for off := 0; off < len(data); {
+		hdr := first
+		if off > 0 {
+			hdr = later
+		}
+		room := (mtu - len(hdr)) &^ 7
+		if room <= 0 {
+			return nil, false
+		}
+		n := min(room, len(data)-off)
+		f := make([]byte, len(hdr)+n)
+		copy(f, hdr)
+		copy(f[len(hdr):], data[off:off+n])
+		fh := header.IPv4(f)
+		fh.SetHeaderLength(uint8(len(hdr)))
+		fh.SetTotalLength(uint16(len(f)))
+		flags := h.Flags() &^ header.IPv4FlagMoreFragments
+		if off+n < len(data) || moreAfter {
+			flags |= header.IPv4FlagMoreFragments
+		}
+		fh.SetFlagsFragmentOffset(flags, uint16(baseOff+off))
+		fh.SetChecksum(0)
+		fh.SetChecksum(^fh.CalculateChecksum())
+		frags = append(frags, f)
+		off += n
+	}
+	return frags, true
+}
+
+// laterFragmentHeader returns the header for fragments after the first:
+// hdr with only the options whose copied flag is set (RFC 791 §3.1),
+// padded to a multiple of 4 bytes.
+func laterFragmentHeader(hdr []byte) []byte {
+	if len(hdr) == header.IPv4MinimumSize {
+		return hdr
+	}
+	out := append([]byte(nil), hdr[:header.IPv4MinimumSize]...)
+	opts := hdr[header.IPv4MinimumSize:]
+	for i := 0; i < len(opts); {
+		t := opts[i]
+		if t == 0 { // end of options list
+			break
+		}
+		if t == 1 { // no-operation
+			i++
+			continue
+		}
+		if i+1 >= len(opts) || opts[i+1] < 2 || i+int(opts[i+1]) > len(opts) {
+			break // malformed: copy nothing further
+		}
+		l := int(opts[i+1])
+		if t&0x80 != 0 {
+			out = append(out, opts[i:i+l]...)
+		}
+		i += l
+	}
+	for len(out)%4 != 0 {
+		out = append(out, 0)
+	}
+	return out
 }
 
 // nextHop returns the next hop state for (dev, addr), creating it on first
@@ -484,14 +633,30 @@ func (ls *LabelSwitch) allowICMP() bool {
 	return true
 }
 
-// timeExceeded sends an ICMP time exceeded message for the labelled frame
-// in req back to its IP source, sourced from the ingress link's address,
-// with the received label stack as an RFC 4950 extension. The IP packet is
-// routed by the stack (and labelled if the route back is).
-func (ls *LabelSwitch) timeExceeded(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+// icmpKind is the ICMP error the label switch sends back.
+type icmpKind int
+
+const (
+	// icmpTimeExceeded: the label TTL expired (RFC 3032 §2.4.1).
+	icmpTimeExceeded icmpKind = iota
+	// icmpTooBig: the packet does not fit the egress path (RFC 3032 §3).
+	icmpTooBig
+)
+
+// sendICMPError sends an ICMP error of kind for the labelled frame in req
+// back to its IP source, sourced from the ingress link's address, with the
+// received label stack as an RFC 4950 extension; mtu is the path MTU that
+// icmpTooBig reports. The IP packet is routed by the stack (and labelled
+// if the route back is). ICMP errors and non-first fragments get none
+// (RFC 1812 §4.3.2.7), and all are rate-limited.
+func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
-	b, ok := data.PullUp(min(data.Size(), payloadOff+icmpOrigLen))
+	want := icmpOrigLen
+	if kind == icmpTooBig {
+		want = header.IPv6MinimumMTU // Packet Too Big carries up to 1232 bytes
+	}
+	b, ok := data.PullUp(min(data.Size(), payloadOff+want))
 	if !ok || len(b) < payloadOff+1 {
 		ls.drop(SwitchICMPFailed, 1, req.Labels[req.Top].Label)
 		return
@@ -502,11 +667,14 @@ func (ls *LabelSwitch) timeExceeded(st *switchState, in *mplsendpoint.Endpoint, 
 		ls.drop(SwitchICMPFailed, 1, bottom)
 		return
 	}
+	orig := b[payloadOff:]
+	if isICMPError(p == mpls.PayloadIPv6, orig) {
+		return
+	}
 	if !ls.allowICMP() {
 		ls.drop(SwitchICMPRateLimited, 1, bottom)
 		return
 	}
-	orig := b[payloadOff:]
 	var origSrc tcpip.Address
 	proto := header.IPv4ProtocolNumber
 	tproto := header.ICMPv4ProtocolNumber
@@ -535,7 +703,12 @@ func (ls *LabelSwitch) timeExceeded(st *switchState, in *mplsendpoint.Endpoint, 
 	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
 	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
 	labels := req.Frame[header.EthernetMinimumSize:]
-	msg := TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+	var msg []byte
+	if kind == icmpTooBig {
+		msg = FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
+	} else {
+		msg = TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
 	defer pkt.DecRef()
 	copy(pkt.TransportHeader().Push(len(msg)), msg)

@@ -47,7 +47,8 @@ var switchCounters = []switchCounter{
 	{"labelswitch_popped_ip_frames_total", "Frames popped to IP and forwarded.", func(s *SwitchReport) uint64 { return s.PoppedIP }},
 	{"labelswitch_popped_labelled_frames_total", "Frames popped and forwarded still labelled.", func(s *SwitchReport) uint64 { return s.PoppedLabelled }},
 	{"labelswitch_queued_frames_total", "Frames that waited for a next hop's MAC address.", func(s *SwitchReport) uint64 { return s.Queued }},
-	{"labelswitch_icmp_sent_messages_total", "ICMP time exceeded messages sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
+	{"labelswitch_icmp_sent_messages_total", "ICMP errors (time exceeded, fragmentation needed, packet too big) sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
+	{"labelswitch_fragmented_packets_total", "IPv4 packets fragmented to fit the egress link once labelled.", func(s *SwitchReport) uint64 { return s.Fragmented }},
 }
 
 // tcpCounter is one TCP counter, exported without labels.
