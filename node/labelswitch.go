@@ -168,8 +168,8 @@ type LabelSwitch struct {
 
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented atomic.Uint64
-		drops                                                          [numSwitchDrops]atomic.Uint64
-		warn                                                           [numSwitchDrops]lograte.Limiter
+		drops                                                                      [numSwitchDrops]atomic.Uint64
+		warn                                                                       [numSwitchDrops]lograte.Limiter
 	}
 }
 
