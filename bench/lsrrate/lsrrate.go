@@ -330,11 +330,7 @@ func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw for
 		return Result{}, err
 	}
 
-	in0, err := t.lsr.deviceStats(t.lsrIn)
-	if err != nil {
-		return Result{}, err
-	}
-	sink0, err := t.sink.deviceStats(t.sinkDev)
+	dev0, err := t.deviceStats()
 	if err != nil {
 		return Result{}, err
 	}
@@ -399,11 +395,7 @@ wait:
 	if err != nil {
 		return Result{}, err
 	}
-	in1, err := t.lsr.deviceStats(t.lsrIn)
-	if err != nil {
-		return Result{}, err
-	}
-	sink1, err := t.sink.deviceStats(t.sinkDev)
+	dev1, err := t.deviceStats()
 	if err != nil {
 		return Result{}, err
 	}
@@ -424,7 +416,7 @@ wait:
 		h.samples(cfg, size, samples)
 	}
 	if h.sinkRX != nil {
-		h.sinkRX(cfg, size, sink1.rxPackets-sink0.rxPackets)
+		h.sinkRX(cfg, size, dev1.sink.rxPackets-dev0.sink.rxPackets)
 	}
 
 	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent}
@@ -436,10 +428,14 @@ wait:
 		r.CPUSecondsPerMpkt = (cpu1 - cpu0).Seconds() / (float64(frames) / 1e6)
 	}
 	opts.progress("%s %d B: sent %d (%.0f pps, %d sendmmsg refused) counted %d (%.0f pps, %.1f%% of sent), %d checked; "+
-		"forwarder CPU %.2fs, softirq %.2fs, generator thread %.2fs in %.2fs; LSR in rx %d dropped %d; sink rx %d; %s",
+		"forwarder CPU %.2fs, softirq %.2fs, generator thread %.2fs in %.2fs; "+
+		"devices: gen tx %d dropped %d, LSR in rx %d dropped %d, LSR out tx %d dropped %d, sink rx %d; %s",
 		cfg, size, gr.st.sent, float64(gr.st.sent)/secs, gr.st.refused, frames, r.PPS, pct(frames, gr.st.sent), len(samples),
 		(cpu1 - cpu0).Seconds(), (si1 - si0).Seconds(), gr.st.cpu.Seconds(), secs,
-		in1.rxPackets-in0.rxPackets, in1.rxDropped-in0.rxDropped, sink1.rxPackets-sink0.rxPackets, fw.describe())
+		dev1.gen.txPackets-dev0.gen.txPackets, dev1.gen.txDropped-dev0.gen.txDropped,
+		dev1.in.rxPackets-dev0.in.rxPackets, dev1.in.rxDropped-dev0.in.rxDropped,
+		dev1.out.txPackets-dev0.out.txPackets, dev1.out.txDropped-dev0.out.txDropped,
+		dev1.sink.rxPackets-dev0.sink.rxPackets, fw.describe())
 	return r, nil
 }
 

@@ -108,6 +108,25 @@ func noDevice(err error) bool {
 	return strings.Contains(s, "Cannot find device") || strings.Contains(s, "does not exist")
 }
 
+// topoStats are the counters of the four veth ends.
+type topoStats struct {
+	gen, in, out, sink ifStats
+}
+
+// deviceStats reads the counters of the four veth ends.
+func (t *topology) deviceStats() (s topoStats, err error) {
+	for _, d := range []struct {
+		ns  *namespace
+		dev string
+		st  *ifStats
+	}{{t.gen, t.genDev, &s.gen}, {t.lsr, t.lsrIn, &s.in}, {t.lsr, t.lsrOut, &s.out}, {t.sink, t.sinkDev, &s.sink}} {
+		if *d.st, err = d.ns.deviceStats(d.dev); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
 // kernelForwarder is the kernel IP-forwarding in the LSR namespace.
 type kernelForwarder struct{}
 
