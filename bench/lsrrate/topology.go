@@ -335,12 +335,8 @@ func (m *mplsnodeForwarder) stop() error {
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-m.exited:
-		var ee *exec.ExitError
-		if m.err != nil && !errors.As(m.err, &ee) {
-			return m.err
-		}
 		if m.err != nil {
-			return fmt.Errorf("mplsnode run: %v after SIGTERM: %s", m.err, m.log.String())
+			return fmt.Errorf("mplsnode run after SIGTERM: %v: %s", m.err, m.log.String())
 		}
 		return nil
 	case <-time.After(stopTimeout):
