@@ -49,6 +49,9 @@
 // so where frames were lost can be read off: Sent is what the kernel took
 // from the generator, Frames what reached the sink.
 //
+// On a shared machine every figure also depends on what else runs: the
+// generator, the forwarder and the kernel's inline work share its cores.
+//
 // Run needs root (it creates namespaces) and ip(8) from iproute2.
 package lsrrate
 
@@ -233,7 +236,10 @@ func (o *Options) progress(format string, args ...any) {
 type forwarder interface {
 	// cpu returns the CPU time the forwarder figure is made of, so far.
 	cpu() (time.Duration, error)
-	// describe returns the forwarder's own counters for a progress line.
+	// mark notes the forwarder's counters; describe counts from there.
+	mark()
+	// describe returns the forwarder's own counters since the last mark,
+	// for a progress line.
 	describe() string
 	// stop ends the forwarder.
 	stop() error
@@ -301,6 +307,7 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 // measure runs one measurement at one frame size.
 func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw forwarder,
 	g *generator, c *counter, wantLabel uint32, size int, h hooks) (Result, error) {
+	fw.mark()
 	// Warm up: a few frames through, so the LSR has the sink's MAC and
 	// the path is known to work before the clock starts.
 	if _, err := g.sendBatch(8); err != nil {
@@ -330,6 +337,7 @@ func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw for
 		return Result{}, err
 	}
 
+	fw.mark()
 	dev0, err := t.deviceStats()
 	if err != nil {
 		return Result{}, err

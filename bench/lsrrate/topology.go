@@ -130,6 +130,9 @@ func (t *topology) deviceStats() (s topoStats, err error) {
 // kernelForwarder is the kernel IP-forwarding in the LSR namespace.
 type kernelForwarder struct{}
 
+// mark implements forwarder: the kernel has no counters of its own here.
+func (kernelForwarder) mark() {}
+
 // startKernel gives the LSR kernel the addresses, a route beyond the sink
 // and net.ipv4.ip_forward=1.
 func startKernel(t *topology) (forwarder, error) {
@@ -177,7 +180,8 @@ type mplsnodeForwarder struct {
 	sock   string
 	log    *tailBuffer
 	exited chan struct{}
-	err    error // Wait's result, once exited is closed
+	err    error       // Wait's result, once exited is closed
+	base   *nodeReport // counters at the last mark
 }
 
 // lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink.
@@ -242,19 +246,22 @@ func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, 
 // nodeReport is the part of the node's stats document (node.Report, the
 // JSON of mplsnode stats --json) that progress lines show.
 type nodeReport struct {
-	Links []struct {
-		Name     string            `json:"name"`
-		RXFrames uint64            `json:"rx_frames"`
-		TXFrames uint64            `json:"tx_frames"`
-		ILMHits  uint64            `json:"ilm_hits"`
-		Drops    map[string]uint64 `json:"drops"`
-	} `json:"links"`
+	Links       []linkReport `json:"links"`
 	LabelSwitch struct {
 		Forwarded uint64            `json:"forwarded"`
 		Swapped   uint64            `json:"swapped"`
 		Queued    uint64            `json:"queued"`
 		Drops     map[string]uint64 `json:"drops"`
 	} `json:"label_switch"`
+}
+
+// linkReport is one link's part of nodeReport.
+type linkReport struct {
+	Name     string            `json:"name"`
+	RXFrames uint64            `json:"rx_frames"`
+	TXFrames uint64            `json:"tx_frames"`
+	ILMHits  uint64            `json:"ilm_hits"`
+	Drops    map[string]uint64 `json:"drops"`
 }
 
 // report asks the node for its counters over the control socket.
@@ -287,36 +294,50 @@ func (m *mplsnodeForwarder) cpu() (time.Duration, error) {
 	return processCPU(m.cmd.Process.Pid)
 }
 
-// describe implements forwarder: the node's frame counters and every
-// non-zero drop.
+// mark implements forwarder: describe counts from here.
+func (m *mplsnodeForwarder) mark() {
+	if r, err := m.report(); err == nil {
+		m.base = r
+	}
+}
+
+// describe implements forwarder: the node's frame counters since the
+// last mark (since its start if none) and every non-zero drop.
 func (m *mplsnodeForwarder) describe() string {
 	r, err := m.report()
 	if err != nil {
 		return fmt.Sprintf("mplsnode counters unavailable: %v", err)
 	}
+	base := m.base
+	if base == nil || len(base.Links) != len(r.Links) {
+		base = &nodeReport{}
+		base.Links = make([]linkReport, len(r.Links))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "mplsnode:")
-	for _, l := range r.Links {
-		fmt.Fprintf(&b, " %s rx %d tx %d ilm %d", l.Name, l.RXFrames, l.TXFrames, l.ILMHits)
-		writeDrops(&b, l.Drops)
+	for i, l := range r.Links {
+		o := base.Links[i]
+		fmt.Fprintf(&b, " %s rx %d tx %d ilm %d", l.Name, l.RXFrames-o.RXFrames, l.TXFrames-o.TXFrames, l.ILMHits-o.ILMHits)
+		writeDrops(&b, l.Drops, o.Drops)
 	}
-	sw := r.LabelSwitch
-	fmt.Fprintf(&b, "; switch swapped %d forwarded %d queued %d", sw.Swapped, sw.Forwarded, sw.Queued)
-	writeDrops(&b, sw.Drops)
+	sw, o := r.LabelSwitch, base.LabelSwitch
+	fmt.Fprintf(&b, "; switch swapped %d forwarded %d queued %d", sw.Swapped-o.Swapped, sw.Forwarded-o.Forwarded, sw.Queued-o.Queued)
+	writeDrops(&b, sw.Drops, o.Drops)
 	return b.String()
 }
 
-// writeDrops appends the non-zero counters of drops, sorted by name.
-func writeDrops(b *strings.Builder, drops map[string]uint64) {
+// writeDrops appends the counters of drops that grew since base, sorted
+// by name.
+func writeDrops(b *strings.Builder, drops, base map[string]uint64) {
 	var names []string
 	for k, v := range drops {
-		if v != 0 {
+		if v != base[k] {
 			names = append(names, k)
 		}
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		fmt.Fprintf(b, " %s=%d", k, drops[k])
+		fmt.Fprintf(b, " %s=%d", k, drops[k]-base[k])
 	}
 }
 
