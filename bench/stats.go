@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Median returns the median of v (the mean of the middle two for an even
+// count) and false when v is empty. v is not modified.
+func Median(v []float64) (float64, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2], true
+	}
+	return (s[n/2-1] + s[n/2]) / 2, true
+}
+
+// MinMax returns the smallest and largest value of v, and false when v is
+// empty.
+func MinMax(v []float64) (lo, hi float64, ok bool) {
+	if len(v) == 0 {
+		return 0, 0, false
+	}
+	lo, hi = v[0], v[0]
+	for _, x := range v[1:] {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return lo, hi, true
+}
+
+// ProcSummary is one process role's cost over a configuration's runs.
+type ProcSummary struct {
+	Role     string `json:"role"`
+	Mplsnode bool   `json:"mplsnode"`
+	// UserSeconds and SysSeconds are medians over the successful runs.
+	UserSeconds float64 `json:"user_s_median"`
+	SysSeconds  float64 `json:"sys_s_median"`
+	// PeakRSSKiB is the largest peak over the runs.
+	PeakRSSKiB int64 `json:"peak_rss_kib_max"`
+}
+
+// Summary is one configuration over its runs.
+type Summary struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Test  string `json:"test"`
+	Units string `json:"units"`
+	// Runs counts successful runs, Failed the others.
+	Runs   int `json:"runs"`
+	Failed int `json:"failed"`
+	// Median, Min and Max are the throughput over the successful runs.
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	// MachineCPUSeconds is the median busy CPU time of the machine per run.
+	MachineCPUSeconds float64 `json:"machine_cpu_s_median"`
+	// Procs are the processes, in the order of the runs.
+	Procs []ProcSummary `json:"procs"`
+	// PeakRSSKiB is the largest peak RSS of any mplsnode process (0: none).
+	PeakRSSKiB int64 `json:"mplsnode_peak_rss_kib_max"`
+}
+
+// Summarize reduces runs (round 0, the profile runs, excluded) to one
+// Summary per configuration, in the order of cfgs.
+func Summarize(cfgs []Config, runs []Run) []Summary {
+	var out []Summary
+	for i := range cfgs {
+		c := &cfgs[i]
+		s := Summary{ID: c.ID, Name: c.Name, Test: string(c.Test), Units: c.Units()}
+		var tput, machine []float64
+		type acc struct {
+			mplsnode  bool
+			user, sys []float64
+			peak      int64
+		}
+		roles := map[string]*acc{}
+		var order []string
+		for _, r := range runs {
+			if r.Config != c.ID || r.Round == 0 {
+				continue
+			}
+			if !r.OK {
+				s.Failed++
+				continue
+			}
+			s.Runs++
+			tput = append(tput, r.Throughput)
+			machine = append(machine, r.MachineCPUSeconds)
+			for _, p := range r.Procs {
+				a := roles[p.Role]
+				if a == nil {
+					a = &acc{mplsnode: p.Mplsnode}
+					roles[p.Role] = a
+					order = append(order, p.Role)
+				}
+				a.user = append(a.user, p.UserSeconds)
+				a.sys = append(a.sys, p.SysSeconds)
+				a.peak = max(a.peak, p.PeakRSSKiB)
+			}
+		}
+		s.Median, _ = Median(tput)
+		s.Min, s.Max, _ = MinMax(tput)
+		s.MachineCPUSeconds, _ = Median(machine)
+		sort.Strings(order) // ns0, ns1, ns2
+		for _, role := range order {
+			a := roles[role]
+			u, _ := Median(a.user)
+			sy, _ := Median(a.sys)
+			s.Procs = append(s.Procs, ProcSummary{Role: role, Mplsnode: a.mplsnode, UserSeconds: u, SysSeconds: sy, PeakRSSKiB: a.peak})
+			if a.mplsnode {
+				s.PeakRSSKiB = max(s.PeakRSSKiB, a.peak)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Target is one of the issue's targets, checked on one run's medians.
+type Target struct {
+	// Name says what is compared, e.g. "5/4 (labels cost nothing)".
+	Name string `json:"name"`
+	// Value is the measured ratio (or MiB for the RSS target).
+	Value float64 `json:"value"`
+	// Op and Want state the target: Value Op Want.
+	Op   string  `json:"op"`
+	Want float64 `json:"want"`
+	// Available is false when a configuration it needs did not run or
+	// failed; Met is then false too.
+	Available bool `json:"available"`
+	Met       bool `json:"met"`
+}
+
+// String renders the target for the table and the chart.
+func (t Target) String() string {
+	if !t.Available {
+		return fmt.Sprintf("%s: not measured (want %s %g)", t.Name, t.Op, t.Want)
+	}
+	verdict := "met"
+	if !t.Met {
+		verdict = "NOT met"
+	}
+	return fmt.Sprintf("%s = %.2f (want %s %g): %s", t.Name, t.Value, t.Op, t.Want, verdict)
+}
+
+// RSSLimitMiB is the issue's limit on each mplsnode's peak RSS under load.
+const RSSLimitMiB = 64
+
+// Targets checks the issue's targets on the summaries and the LSR rows.
+func Targets(sums []Summary, lsr []LSRResult) []Target {
+	byID := map[string]*Summary{}
+	for i := range sums {
+		if sums[i].Runs > 0 {
+			byID[sums[i].ID] = &sums[i]
+		}
+	}
+	ratio := func(name, num, den string, want float64) Target {
+		t := Target{Name: name, Op: ">=", Want: want}
+		a, b := byID[num], byID[den]
+		if a != nil && b != nil && b.Median > 0 {
+			t.Value = a.Median / b.Median
+			t.Available = true
+			t.Met = t.Value >= want
+		}
+		return t
+	}
+	out := []Target{
+		ratio("5/4 (labels cost nothing)", "5", "4", 0.95),
+		ratio("5/3 (ahead of stock netstack)", "5", "3", 5),
+		ratio("5/2 (ahead of the kernel segmenting per frame)", "5", "2", 1.0),
+	}
+	// LSR: per frame size, mplsnode's swap rate over the kernel's IP
+	// forwarding rate.
+	sizes := map[int][2]float64{}
+	var order []int
+	for _, r := range lsr {
+		v, seen := sizes[r.FrameSize]
+		if !seen {
+			order = append(order, r.FrameSize)
+		}
+		switch r.Config {
+		case "mplsnode-swap":
+			v[0] = r.PPS
+		case "kernel-ipfwd":
+			v[1] = r.PPS
+		}
+		sizes[r.FrameSize] = v
+	}
+	sort.Ints(order)
+	if len(order) == 0 {
+		out = append(out, Target{Name: "LSR pps / kernel IP forwarding", Op: ">=", Want: 1.0})
+	}
+	for _, size := range order {
+		v := sizes[size]
+		t := Target{Name: fmt.Sprintf("LSR pps / kernel IP forwarding, %d B", size), Op: ">=", Want: 1.0}
+		if v[0] > 0 && v[1] > 0 {
+			t.Value, t.Available = v[0]/v[1], true
+			t.Met = t.Value >= 1.0
+		}
+		out = append(out, t)
+	}
+	rss := Target{Name: "peak RSS of each mplsnode (MiB)", Op: "<", Want: RSSLimitMiB}
+	for _, s := range sums {
+		if s.PeakRSSKiB > 0 {
+			rss.Available = true
+			rss.Value = max(rss.Value, float64(s.PeakRSSKiB)/1024)
+		}
+	}
+	rss.Met = rss.Available && rss.Value < RSSLimitMiB
+	return append(out, rss)
+}
