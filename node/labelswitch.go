@@ -25,6 +25,9 @@ const (
 	// slack; beyond it frames are dropped as queue_full, as Linux bounds its
 	// neighbour queue (unres_qlen_bytes).
 	maxQueuedPerNextHop = 64
+	// maxHeldPerLink bounds the frames held for one egress link within a
+	// receive batch before they are written anyway: one sendmmsg's worth.
+	maxHeldPerLink = 64
 	// icmpRate and icmpBurst shape the token bucket for the ICMP time
 	// exceeded messages the switch originates: 100 per second with a burst
 	// of 10, so a looping LSP cannot turn the node into an ICMP flood.
@@ -159,6 +162,7 @@ type LabelSwitch struct {
 
 	nhMu sync.Mutex                              // serialises next hop creation
 	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
+	txs  atomic.Pointer[[]*heldTx]               // one per egress link; copy-on-write under nhMu
 
 	listPool sync.Pool // *gstack.PacketBufferList
 
@@ -173,7 +177,7 @@ type LabelSwitch struct {
 	}
 }
 
-var _ mplsendpoint.Forwarder = (*LabelSwitch)(nil)
+var _ mplsendpoint.BatchForwarder = (*LabelSwitch)(nil)
 
 // switchState is what the switch needs from the running stack.
 type switchState struct {
@@ -202,6 +206,57 @@ type nextHop struct {
 	mu      sync.Mutex
 	queue   []*gstack.PacketBuffer
 	nQueued atomic.Int32
+
+	tx *heldTx // the egress link's frames held for the end of the batch
+}
+
+// heldTx holds the frames built for one egress link during a receive batch,
+// written together (one sendmmsg) at the batch's end.
+type heldTx struct {
+	ep   *mplsendpoint.Endpoint
+	mu   sync.Mutex
+	list gstack.PacketBufferList
+	n    atomic.Int32 // list.Len(), read without mu
+}
+
+// hold adds out to tx; a full list is written at once. It consumes out's
+// reference.
+func (ls *LabelSwitch) hold(tx *heldTx, out *gstack.PacketBuffer) {
+	tx.mu.Lock()
+	tx.list.PushBack(out)
+	if tx.n.Add(1) >= maxHeldPerLink {
+		ls.writeHeld(tx)
+	}
+	tx.mu.Unlock()
+}
+
+// writeHeld writes tx's frames and releases them. Callers hold tx.mu.
+func (ls *LabelSwitch) writeHeld(tx *heldTx) {
+	held := tx.list.Len()
+	if held == 0 {
+		return
+	}
+	n, _ := tx.ep.WriteRawFrames(tx.list)
+	tx.list.Reset() // releases the frames
+	tx.n.Store(0)
+	ls.ctr.forwarded.Add(uint64(n))
+	if n < held {
+		ls.drop(SwitchWriteError, uint64(held-n), 0)
+	}
+}
+
+// EndBatch implements mplsendpoint.BatchForwarder: the ingress link has
+// delivered a receive batch, so the frames held for every egress link are
+// written, one batch per link.
+func (ls *LabelSwitch) EndBatch(*mplsendpoint.Endpoint) {
+	for _, tx := range *ls.txs.Load() {
+		if tx.n.Load() == 0 {
+			continue
+		}
+		tx.mu.Lock()
+		ls.writeHeld(tx)
+		tx.mu.Unlock()
+	}
 }
 
 // NewLabelSwitch returns a label switch applying the TTL model on pop.
@@ -213,6 +268,7 @@ func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
 	ls := &LabelSwitch{ttlModel: model, log: logger, icmpTokens: icmpBurst}
 	empty := map[nextHopKey]*nextHop{}
 	ls.nhs.Store(&empty)
+	ls.txs.Store(&[]*heldTx{})
 	ls.listPool.New = func() any { return new(gstack.PacketBufferList) }
 	return ls
 }
@@ -322,7 +378,7 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	}
 	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
 	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: ent.Action == mpls.ILMSwap, out: ent.OutLabels,
-		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash}
+		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched}
 	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
 		ls.tooBig(st, in, req, &eg, top.Label)
 		return
@@ -346,6 +402,9 @@ type egress struct {
 	tc     uint8
 	ttl    uint8
 	hash   uint32
+	// batched: the ingress link ends its receive batches with EndBatch,
+	// so the frame may be held and written with the batch.
+	batched bool
 }
 
 // countAction counts what the switch did to one received frame.
@@ -383,7 +442,7 @@ func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, 
 		e.Encode(h[off:])
 		off += mpls.EntryLen
 	}
-	ls.transmit(st, eg.nh, out, label)
+	ls.transmit(st, eg.nh, out, label, eg.batched)
 }
 
 // tooBig handles a frame whose payload does not fit the egress link once
@@ -519,6 +578,7 @@ func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *ne
 		nh.proto = header.IPv6ProtocolNumber
 	}
 	nh.onResolve = nh.resolved
+	nh.tx = ls.heldFor(ep)
 	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
 	m := make(map[nextHopKey]*nextHop, len(old)+1)
 	for k, v := range old {
@@ -529,10 +589,25 @@ func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *ne
 	return nh
 }
 
+// heldFor returns the held-frames list of egress link ep, creating it on
+// first use. Callers hold nhMu.
+func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
+	old := *ls.txs.Load()
+	for _, tx := range old {
+		if tx.ep == ep {
+			return tx
+		}
+	}
+	tx := &heldTx{ep: ep}
+	txs := append(append(make([]*heldTx, 0, len(old)+1), old...), tx)
+	ls.txs.Store(&txs)
+	return tx
+}
+
 // transmit resolves nh's MAC address through the stack's neighbour table
 // (cached: the answer comes synchronously) and writes out, or queues it
 // while resolution runs. It consumes out's reference.
-func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched bool) {
 	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
 	switch terr.(type) {
 	case nil:
@@ -543,6 +618,10 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 			return
 		}
 		copy(out.LinkHeader().Slice(), *mac)
+		if batched {
+			ls.hold(nh.tx, out)
+			return
+		}
 		ls.write(nh, out, label)
 	case *tcpip.ErrWouldBlock:
 		nh.mu.Lock()
@@ -604,8 +683,14 @@ func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
 	}
 }
 
-// flush drops every queued frame (on Close).
+// flush drops every queued and held frame (on Close, after the links).
 func (ls *LabelSwitch) flush() {
+	for _, tx := range *ls.txs.Load() {
+		tx.mu.Lock()
+		tx.list.Reset()
+		tx.n.Store(0)
+		tx.mu.Unlock()
+	}
 	for _, nh := range *ls.nhs.Load() {
 		nh.mu.Lock()
 		for _, pkt := range nh.queue {

@@ -57,7 +57,7 @@ func TestSeedPcap(t *testing.T) {
 	}
 
 	rows := tsharkRows(t, file, "eth.type", "mpls.label", "mpls.bottom", "mpls.ttl", "ip.dst", "arp.opcode")
-	var labelled, toNS0, arp int
+	var labelled, toNS0, arp, ipv6 int
 	for i, r := range rows {
 		switch {
 		case r[0] == "0x8847":
@@ -69,6 +69,10 @@ func TestSeedPcap(t *testing.T) {
 			toNS0++
 		case r[0] == "0x0806":
 			arp++
+		case r[0] == "0x86dd":
+			// The kernel in ns0 still runs IPv6 on its veth (link-local
+			// router solicitations, MLD reports): received, recorded.
+			ipv6++
 		default:
 			t.Errorf("frame %d: %v is not a frame of %s", i+1, r, s.v10)
 		}
@@ -82,7 +86,7 @@ func TestSeedPcap(t *testing.T) {
 	if toNS0 == 0 {
 		t.Error("no return-path frame to 172.16.20.20 in the pcap")
 	}
-	t.Logf("pcap of %s: %d frames: %d labelled, %d IPv4 to ns0, %d ARP", s.v10, len(rows), labelled, toNS0, arp)
+	t.Logf("pcap of %s: %d frames: %d labelled, %d IPv4 to ns0, %d ARP, %d IPv6", s.v10, len(rows), labelled, toNS0, arp, ipv6)
 }
 
 // tsharkRows decodes file with tshark and returns the fields of each frame.

@@ -480,6 +480,15 @@ func (q *queue) rxLoop() {
 	}
 }
 
+// BatchDispatcher is a dispatcher that wants to know where a receive batch
+// ends: after delivering the frames of one recvmmsg, the endpoint calls
+// EndBatch (link/mplsendpoint uses it to write forwarded frames together).
+type BatchDispatcher interface {
+	stack.NetworkDispatcher
+	// EndBatch is called after the last frame of a receive batch.
+	EndBatch()
+}
+
 // deliver hands the first n received frames to the dispatcher.
 func (q *queue) deliver(n int) {
 	q.ep.mu.RLock()
@@ -528,6 +537,8 @@ func (q *queue) deliver(n int) {
 	}
 	if d == nil {
 		q.rxNoDisp.Add(uint64(n) - trunc)
+	} else if be, ok := d.(BatchDispatcher); ok && pkts > 0 {
+		be.EndBatch()
 	}
 	q.rxPackets.Add(pkts)
 	q.rxBytes.Add(bytes)

@@ -116,6 +116,19 @@ type ForwardRequest struct {
 	Top int
 	// Entry is the matched ILM entry.
 	Entry *mpls.ILMEntry
+	// Batched says the lower link ends every receive batch with EndBatch,
+	// which the endpoint passes on to a BatchForwarder: the forwarder may
+	// hold the frames it builds and write them together then.
+	Batched bool
+}
+
+// BatchForwarder is a Forwarder that writes the frames of a receive batch
+// together: after the lower link has delivered a batch (one recvmmsg), the
+// endpoint calls EndBatch, and the forwarder writes what it holds.
+type BatchForwarder interface {
+	Forwarder
+	// EndBatch is called after the last frame of a receive batch on in.
+	EndBatch(in *Endpoint)
 }
 
 // Options configures an Endpoint. The zero value is valid: no tables (plain
@@ -176,6 +189,9 @@ type Endpoint struct {
 	log        *slog.Logger
 	fwd        Forwarder
 	forwarding bool // Options.Forwarding
+	// batched is set once the lower link has called EndBatch: from then
+	// on it ends every receive batch so (docs/CONTRACTS.md).
+	batched atomic.Bool
 
 	linkAddrMu sync.RWMutex
 	linkAddr   tcpip.LinkAddress // override; empty means the lower's

@@ -29,6 +29,18 @@ func (e *Endpoint) putRX(s *rxScratch) {
 	e.rxPool.Put(s)
 }
 
+// EndBatch is called by a lower link after each receive batch (see
+// docs/CONTRACTS.md, "Lower links"); the endpoint passes it to a
+// BatchForwarder, which writes the frames it held.
+func (e *Endpoint) EndBatch() {
+	if !e.batched.Load() {
+		e.batched.Store(true)
+	}
+	if bf, ok := e.fwd.(BatchForwarder); ok {
+		bf.EndBatch(e)
+	}
+}
+
 // DeliverNetworkPacket implements stack.NetworkDispatcher for the lower
 // link, which delivers whole Ethernet frames in pkt.Data(). ARP, IPv4 and
 // IPv6 go up unchanged; MPLS frames are popped or forwarded per the ILM;
@@ -154,11 +166,12 @@ func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 					return
 				}
 				rx.req = ForwardRequest{
-					Packet: pkt,
-					Frame:  b[:header.EthernetMinimumSize+n],
-					Labels: labels,
-					Top:    i,
-					Entry:  ent,
+					Packet:  pkt,
+					Frame:   b[:header.EthernetMinimumSize+n],
+					Labels:  labels,
+					Top:     i,
+					Entry:   ent,
+					Batched: e.batched.Load(),
 				}
 				e.ctr.rxForwarded.Add(1)
 				e.fwd.Forward(e, &rx.req)

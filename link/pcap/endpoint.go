@@ -1,6 +1,8 @@
 package pcap
 
 import (
+	"sync/atomic"
+
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -14,6 +16,9 @@ import (
 type Endpoint struct {
 	nested.Endpoint
 	w *Writer
+	// up is the dispatcher above, for EndBatch (nested.Endpoint keeps its
+	// own copy private).
+	up atomic.Pointer[stack.NetworkDispatcher]
 }
 
 var (
@@ -42,6 +47,26 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		e.w.mu.Unlock()
 	}
 	return n, err
+}
+
+// Attach implements stack.LinkEndpoint.
+func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
+	if d == nil {
+		e.up.Store(nil)
+	} else {
+		e.up.Store(&d)
+	}
+	e.Endpoint.Attach(d)
+}
+
+// EndBatch passes the lower link's end of a receive batch up (see
+// link/afpacket.BatchDispatcher).
+func (e *Endpoint) EndBatch() {
+	if d := e.up.Load(); d != nil {
+		if be, ok := (*d).(interface{ EndBatch() }); ok {
+			be.EndBatch()
+		}
+	}
 }
 
 // DeliverNetworkPacket implements stack.NetworkDispatcher: it records the
