@@ -190,10 +190,26 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	if err != nil {
 		e.dropN(DropLowerWriteError, uint64(nFrames-n), -1, errString(err))
 		if n == 0 {
-			return 0, err
+			return 0, upperError(err)
 		}
 	}
 	return written, nil
+}
+
+// upperError is the error WritePackets returns to gVisor for a failed
+// lower write, already counted as lower_write_error. gVisor's IPv4 and
+// IPv6 forwarding (handleForwardingError at our pin) panics on any link
+// error but ErrMessageTooLong, ErrNoBufferSpace and ErrClosedForSend; a
+// lower link passes on what the kernel said (link/afpacket: ENETDOWN on a
+// down interface becomes ErrInvalidEndpointState), so anything else is
+// reported as ErrNoBufferSpace: this frame could not go now, as with a full
+// device queue. TCP ignores the error either way and retransmits.
+func upperError(err tcpip.Error) tcpip.Error {
+	switch err.(type) {
+	case *tcpip.ErrMessageTooLong, *tcpip.ErrNoBufferSpace, *tcpip.ErrClosedForSend:
+		return err
+	}
+	return &tcpip.ErrNoBufferSpace{}
 }
 
 // writeGSO handles one host-GSO TCP packet: a packet that fits in one
