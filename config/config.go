@@ -253,7 +253,7 @@ type Sysctl struct {
 type Settings struct {
 	// GSO is `set gso endpoint|stack|off` (default endpoint).
 	GSO GSOMode
-	// TCPCongestion is `set tcp cc reno|cubic` (default reno, gVisor's).
+	// TCPCongestion is `set tcp cc reno|cubic` (default cubic, as the stack and Linux).
 	TCPCongestion string
 	// TCPSACK is `set tcp sack on|off` (default on: loss recovery without
 	// SACK collapses throughput on any loss).
@@ -271,7 +271,7 @@ func defaults(name string) *Config {
 			DefaultTTL:     DefaultTTL,
 			PlatformLabels: DefaultPlatformLabels,
 		},
-		Settings: Settings{GSO: GSOEndpoint, TCPCongestion: "reno", TCPSACK: true, TCPRACK: true},
+		Settings: Settings{GSO: GSOEndpoint, TCPCongestion: "cubic", TCPSACK: true, TCPRACK: true},
 		Where:    map[string]Pos{},
 	}
 }

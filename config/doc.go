@@ -51,7 +51,7 @@
 //	    Where TCP segments are cut to the MTU: endpoint (default) in the
 //	    MPLS link endpoint after the labels are pushed; stack in gVisor's
 //	    software GSO; off, TCP sends MSS-sized segments.
-//	set tcp cc reno|cubic   congestion control (default reno)
+//	set tcp cc reno|cubic   congestion control (default cubic, as Linux)
 //	set tcp sack on|off     selective acknowledgements (default on)
 //	set tcp rack on|off     RACK-TLP loss detection (default on)
 //

@@ -107,7 +107,7 @@ func TestParseSettings(t *testing.T) {
 	if want := (config.Sysctl{IPTTLPropagate: true, DefaultTTL: 255, PlatformLabels: 1 << 20}); def.Sysctl != want {
 		t.Errorf("got default sysctls %+v, want %+v", def.Sysctl, want)
 	}
-	if want := (config.Settings{GSO: config.GSOEndpoint, TCPCongestion: "reno", TCPSACK: true, TCPRACK: true}); def.Settings != want {
+	if want := (config.Settings{GSO: config.GSOEndpoint, TCPCongestion: "cubic", TCPSACK: true, TCPRACK: true}); def.Settings != want {
 		t.Errorf("got default settings %+v, want %+v", def.Settings, want)
 	}
 	src := `# every setting, against its default
