@@ -23,6 +23,9 @@
 //	addr add ADDRESS[/LEN] dev NAME
 //	    An interface address, IPv4 or IPv6 (no /LEN: a host address).
 //	    mplsnode owns it: the kernel should not hold the same address.
+//	    With dev lo it must be a host address (/32, /128): the node owns it
+//	    on every link, as Linux does an address on lo (a router ID, the
+//	    tail of an LSP whose label is popped with dev lo).
 //
 //	route add PREFIX|default [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]
 //	    An IP route; with encap mpls, an FTN entry pushing STACK (labels

@@ -72,8 +72,8 @@ func convert(cfg *config.Config) (*converted, error) {
 		c.links = append(c.links, sl)
 	}
 	for _, a := range cfg.Addrs {
-		if a.Dev == config.LoopbackDev {
-			errs = append(errs, a.DevPos.Errorf(a.Dev, "addresses on lo are not supported yet; put %s on a link", a.Prefix))
+		if a.Dev == config.LoopbackDev && !a.Prefix.IsSingleIP() {
+			errs = append(errs, a.PrefixPos.Errorf(a.Prefix.String(), "an address on lo must be a host address: %s/%d", a.Prefix.Addr(), a.Prefix.Addr().BitLen()))
 			continue
 		}
 		c.addrs = append(c.addrs, stack.Address{Link: a.Dev, Prefix: a.Prefix})

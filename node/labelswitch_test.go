@@ -394,7 +394,8 @@ func TestReload(t *testing.T) {
 		{"link mtu", strings.Replace(lsrConf, "out0 type afpacket", "out0 type afpacket mtu 1400", 1), "lsr.conf:3:1: link out0 changed: a restart is needed", true},
 		{"address", strings.Replace(lsrConf, "10.1.0.1/24", "10.1.0.5/24", 1), "lsr.conf:4:1: address 10.1.0.5/24 changed: a restart is needed", true},
 		{"sysctl", lsrConf + "sysctl net.mpls.ip_ttl_propagate=0\n", "lsr.conf:9:1: a sysctl changed: a restart is needed", true},
-		{"address on lo", lsrConf + "addr add 10.9.9.9/32 dev lo\n", "lsr.conf:9:26: addresses on lo are not supported", false},
+		{"address on lo", lsrConf + "addr add 10.9.9.9/32 dev lo\n", "lsr.conf:9:1: address 10.9.9.9/32 changed: a restart is needed", true},
+		{"subnet on lo", lsrConf + "addr add 10.9.9.0/24 dev lo\n", "lsr.conf:9:10: an address on lo must be a host address: 10.9.9.0/32", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

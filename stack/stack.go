@@ -86,9 +86,16 @@ type Link struct {
 	Capture *pcap.Writer
 }
 
+// LoopbackLink is the Address.Link that puts an address on the stack's
+// loopback, as `ip addr add 10.10.10.10/32 dev lo` does on Linux: a host
+// address (/32, /128) the stack owns whichever link a packet for it
+// arrives on (Linux's weak host model), never chosen as a source address
+// unless a socket binds to it. A router ID or an LSP's tail end lives there.
+const LoopbackLink = "lo"
+
 // Address is an address the stack owns on a link.
 type Address struct {
-	// Link names the link.
+	// Link names the link, or LoopbackLink.
 	Link string
 	// Prefix is the address with its on-link prefix length.
 	Prefix netip.Prefix
@@ -155,8 +162,9 @@ type Stack struct {
 	logger *slog.Logger
 	tcp    TCPOptions
 
-	links  []*link
-	byName map[string]*link
+	links   []*link
+	byName  map[string]*link
+	loAddrs []netip.Addr // addresses on LoopbackLink
 
 	mu     sync.Mutex // serialises route changes
 	routes []Route
@@ -301,6 +309,12 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 // addAddress assigns a.Prefix's address to its link and installs the
 // on-link route for its prefix.
 func (s *Stack) addAddress(a Address) error {
+	if a.Link == LoopbackLink {
+		return s.addLoopbackAddress(a)
+	}
+	if slices.Contains(s.loAddrs, a.Prefix.Addr()) {
+		return fmt.Errorf("address %s on %s: already assigned on %s", a.Prefix.Addr(), a.Link, LoopbackLink)
+	}
 	l, ok := s.byName[a.Link]
 	if !ok {
 		return fmt.Errorf("address %s: no link named %q", a.Prefix, a.Link)
@@ -329,6 +343,41 @@ func (s *Stack) addAddress(a Address) error {
 		return fmt.Errorf("address %s on %s: %s", a.Prefix, a.Link, terr)
 	}
 	l.addrs = append(l.addrs, a.Prefix)
+	return nil
+}
+
+// addLoopbackAddress assigns the host address a to every link, as an
+// address that is never primary: the stack accepts packets for it on any
+// link (and answers ARP/NDP for it, as Linux does by default) but picks it
+// as a source only when a socket binds to it.
+func (s *Stack) addLoopbackAddress(a Address) error {
+	if !a.Prefix.IsValid() || !a.Prefix.IsSingleIP() {
+		return fmt.Errorf("address %s on %s: want a host address (/%d)", a.Prefix, LoopbackLink, a.Prefix.Addr().BitLen())
+	}
+	addr := a.Prefix.Addr()
+	if slices.Contains(s.loAddrs, addr) {
+		return fmt.Errorf("address %s on %s: already assigned on %s", addr, LoopbackLink, LoopbackLink)
+	}
+	for _, l := range s.links {
+		for _, p := range l.addrs {
+			if p.Addr() == addr {
+				return fmt.Errorf("address %s on %s: already assigned on %s", addr, LoopbackLink, l.Name)
+			}
+		}
+	}
+	if len(s.links) == 0 {
+		return fmt.Errorf("address %s on %s: the stack has no link to receive it on", addr, LoopbackLink)
+	}
+	pa := tcpip.ProtocolAddress{
+		Protocol:          protoOf(addr),
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(addr.AsSlice()), PrefixLen: addr.BitLen()},
+	}
+	for _, l := range s.links {
+		if terr := s.ns.AddProtocolAddress(l.nic, pa, gstack.AddressProperties{PEB: gstack.NeverPrimaryEndpoint}); terr != nil {
+			return fmt.Errorf("address %s on %s (via %s): %s", a.Prefix, LoopbackLink, l.Name, terr)
+		}
+	}
+	s.loAddrs = append(s.loAddrs, addr)
 	return nil
 }
 
