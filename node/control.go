@@ -286,6 +286,7 @@ func serveControlConn(n *Node, c net.Conn) {
 	line, err := bufio.NewReaderSize(c, maxCommandLen).ReadSlice('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 		fmt.Fprintf(c, "error: want one line ending in a newline, e.g. \"stats\\n\"\n")
+		drainControlConn(c)
 		return
 	}
 	switch cmd := strings.TrimSpace(string(line)); cmd {
@@ -296,4 +297,19 @@ func serveControlConn(n *Node, c net.Conn) {
 	default:
 		fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats)\n", cmd)
 	}
+	drainControlConn(c)
+}
+
+// maxControlDrain bounds what is read and discarded after the answer.
+const maxControlDrain = 64 << 10
+
+// drainControlConn ends the answer (the client reads EOF) and discards
+// what the client still sends, up to a bound and within the deadline, so
+// that closing a connection with unread input (an overlong line, a second
+// command) does not reset it and lose the answer already written.
+func drainControlConn(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.CopyN(io.Discard, c, maxControlDrain)
 }

@@ -155,8 +155,13 @@ func MetricsHandler(n *Node) http.Handler {
 
 // ServeMetrics serves n's metrics at http://addr/metrics until ctx is
 // done; it returns nil then, or the error that stopped it (e.g. the
-// address is in use).
+// address is in use). An addr without a host (":9477") listens on
+// loopback (127.0.0.1) only: counters are for the local Prometheus unless
+// an address is named (0.0.0.0:9477 for every IPv4 address).
 func ServeMetrics(ctx context.Context, n *Node, addr string) error {
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		addr = net.JoinHostPort(metricsDefaultHost, port)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -164,11 +169,17 @@ func ServeMetrics(ctx context.Context, n *Node, addr string) error {
 	return ServeMetricsListener(ctx, n, ln)
 }
 
+// metricsDefaultHost is where ServeMetrics listens when its address names
+// only a port.
+const metricsDefaultHost = "127.0.0.1"
+
 // ServeMetricsListener is ServeMetrics on an existing listener (tests use
-// 127.0.0.1:0 and read the port from ln). It closes ln.
+// 127.0.0.1:0 and read the port from ln). It closes ln. It answers GET
+// (and HEAD) /metrics only: other methods get 405 Method Not Allowed,
+// other paths 404; nothing it serves changes the node.
 func ServeMetricsListener(ctx context.Context, n *Node, ln net.Listener) error {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", MetricsHandler(n))
+	mux.Handle("GET /metrics", MetricsHandler(n))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadTimeout}
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
