@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -275,11 +276,43 @@ func TestIngressSeedOutcomes(t *testing.T) {
 	}
 }
 
+// goldenIngressSeeds returns the golden Ethernet frames
+// (testdata/golden/labelled-*.txt, which the endpoint wrote from macA to
+// macB) as the peer's frames arriving back: source and destination MAC
+// swapped. They are named golden-<file>-<n>.
+func goldenIngressSeeds(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", "labelled-*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden frames: %v", err)
+	}
+	seeds := map[string][]byte{}
+	for _, file := range files {
+		frames, err := readHexDump(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range frames {
+			b := bytes.Clone(f)
+			copy(b[0:6], f[6:12])
+			copy(b[6:12], f[0:6])
+			seeds[fmt.Sprintf("golden-%s-%d", strings.TrimSuffix(filepath.Base(file), ".txt"), i)] = b
+		}
+	}
+	return seeds
+}
+
 // TestIngressSeedCorpus checks that testdata/fuzz/FuzzIngress holds exactly
-// the frames ingressSeeds builds (rewrite with -write-seeds).
+// the frames ingressSeeds builds and the golden frames
+// (goldenIngressSeeds); rewrite with -write-seeds. The scapy-* seeds there
+// are node/testdata/hostile.py's, written by its --corpus mode.
 func TestIngressSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzIngress")
-	for name, b := range ingressSeeds() {
+	all := ingressSeeds()
+	for name, b := range goldenIngressSeeds(t) {
+		all[name] = b
+	}
+	for name, b := range all {
 		want := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(b)))
 		path := filepath.Join(dir, name)
 		if *writeSeeds {

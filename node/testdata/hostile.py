@@ -23,10 +23,19 @@ overflows) and answers one JSON line:
 
 "list" answers the class names; EOF ends the program. Errors go to stderr
 and end it with status 1.
+
+    hostile.py --corpus DIR --dst MAC --src MAC
+
+writes frame 0 of each class as a Go fuzz seed instead: whole frames to
+DIR/FuzzIngress/scapy-CLASS, the bytes after the Ethernet header to
+DIR/FuzzParseLabelStack/scapy-CLASS (see link/mplsendpoint/testdata/fuzz
+and mpls/testdata/fuzz, made with --dst 02:00:00:00:00:0a --src
+02:00:00:00:00:0b, the MACs of FuzzIngress's endpoint and its peer).
 """
 
 import argparse
 import json
+import os
 import socket
 import sys
 import time
@@ -116,12 +125,39 @@ CLASSES = ["truncated_stack", "runt_1to3", "no_bos_64", "no_bos_12", "entries_10
            "multicast_mpls"]
 
 
+def go_bytes(b):
+    """b as a Go []byte literal of a fuzz corpus file."""
+    q = "".join(chr(c) if 0x20 <= c < 0x7f and c not in (0x22, 0x5c) else "\\x%02x" % c for c in b)
+    return 'go test fuzz v1\n[]byte("%s")\n' % q
+
+
+def write_corpus(root, dst, src):
+    """Writes frame 0 of each class as a seed of the Go fuzz targets:
+    FuzzIngress (link/mplsendpoint, the whole frame) and
+    FuzzParseLabelStack (mpls, the bytes after the Ethernet header)."""
+    targets = {"FuzzIngress": lambda f: f,
+               "FuzzParseLabelStack": lambda f: f[14:]}
+    for target, part in targets.items():
+        d = os.path.join(root, target)
+        os.makedirs(d, exist_ok=True)
+        for cls in CLASSES:
+            with open(os.path.join(d, "scapy-" + cls.replace("_", "-")), "w") as f:
+                f.write(go_bytes(part(build(cls, 0, dst, src))))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--iface", required=True, help="interface to send on")
+    ap.add_argument("--iface", help="interface to send on")
     ap.add_argument("--dst", required=True, help="destination MAC (the LSR's link)")
     ap.add_argument("--src", required=True, help="source MAC")
+    ap.add_argument("--corpus", metavar="DIR",
+                    help="write one frame of each class as Go fuzz seeds under DIR/<target>/ and exit")
     args = ap.parse_args()
+    if args.corpus:
+        write_corpus(args.corpus, args.dst, args.src)
+        return
+    if not args.iface:
+        ap.error("--iface is required to send")
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     s.bind((args.iface, 0))
     print(json.dumps({"ready": True}), flush=True)
