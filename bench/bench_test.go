@@ -247,7 +247,7 @@ func TestWriteMarkdown(t *testing.T) {
 		"| 2 | kernel -> kernel, plain IP, tso/gso off on virt01 | TCP_STREAM | 2000.0 | 1000.0-3000.0 | Mbit/s | 3 |",
 		"| 1 (1 failed) |",
 		"ns1 lsr 3.00/2.00",
-		"| 70.0 MiB |",
+		"| ns0 21.0 / ns1 70.0 MiB |",
 		"| 10 | mplsnode-swap | 64 | 123456 | 1.500 | 617280 |",
 		"- [x] 5/3 (ahead of stock netstack) = 16.00 (want >= 5): met",
 		"- [ ] 5/2 (ahead of the kernel segmenting per frame) = 0.80 (want >= 1): NOT met",

@@ -79,6 +79,8 @@ func Plot(res *Results) (*plot.Plot, error) {
 	}
 	p.Add(bars, errs, vals)
 	p.NominalX(names...)
+	// Half a slot of room on each side, so the outer bars are whole.
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
 	return p, nil
 }
 

@@ -34,7 +34,7 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Seed topology bench: %d round(s) x %d s per run, configurations interleaved; %d CPUs, Linux %s; %s, took %.0f s.\n\n",
 		res.Rounds, res.Seconds, res.Host.CPUs, res.Host.Kernel, res.Started.Format("2006-01-02 15:04 UTC"), res.DurationSec)
-	b.WriteString("| # | configuration | test | median | min-max | unit | runs | CPU s per run, user/sys (median) | mplsnode peak RSS |\n")
+	b.WriteString("| # | configuration | test | median | min-max | unit | runs | CPU s per run, user/sys (median) | peak RSS of each mplsnode |\n")
 	b.WriteString("|---|---|---|---:|---|---|---:|---|---:|\n")
 	for _, s := range res.Summaries {
 		med, rng := "-", "-"
@@ -53,9 +53,17 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 		if s.Runs > 0 {
 			cpu = append(cpu, fmt.Sprintf("machine %.2f", s.MachineCPUSeconds))
 		}
+		// Each mplsnode's peak, named by its namespace: "ns0 29.3 / ns1 21.4 MiB".
+		var peaks []string
+		for _, p := range s.Procs {
+			if p.Mplsnode && p.PeakRSSKiB > 0 {
+				ns, _, _ := strings.Cut(p.Role, " ")
+				peaks = append(peaks, fmt.Sprintf("%s %.1f", ns, float64(p.PeakRSSKiB)/1024))
+			}
+		}
 		rss := "-"
-		if s.PeakRSSKiB > 0 {
-			rss = fmt.Sprintf("%.1f MiB", float64(s.PeakRSSKiB)/1024)
+		if len(peaks) > 0 {
+			rss = strings.Join(peaks, " / ") + " MiB"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.ID, cell(s.Name), s.Test, med, rng,
 			s.Units, runs, cell(strings.Join(cpu, ", ")), rss)
@@ -79,7 +87,7 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 		}
 		fmt.Fprintf(&b, "- [%s] %s\n", mark, t)
 	}
-	b.WriteString("\nCPU: user/sys seconds of each process per run (rusage); machine: the whole machine's busy CPU seconds during the client's run, kernel softirq work included. Peak RSS: VmHWM of each mplsnode process (ns0 client, ns1 LSR), the largest over the runs.\n")
+	b.WriteString("\nCPU: user/sys seconds of each process per run (rusage); machine: the whole machine's busy CPU seconds during the client's run, kernel softirq work included. Peak RSS: VmHWM (ru_maxrss for the client) of each mplsnode process, ns0 client and ns1 LSR, the largest over the runs.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
