@@ -10,6 +10,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -300,5 +301,73 @@ func TestMTUExceededSendsICMP(t *testing.T) {
 	ip := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	if !ip.DstIP.Equal(addrA4.AsSlice()) {
 		t.Errorf("got ICMP to %v, want %v", ip.DstIP, addrA4)
+	}
+}
+
+// TestPopHeaderMismatch: a payload the label says is IPv4 (explicit null
+// 0) or IPv6 (explicit null 2, or an ILM binding) but whose header says
+// otherwise is dropped as unknown_payload, not delivered to the stack
+// (which would discard it uncounted) nor counted as a bad checksum. Found
+// by node/hostile_netns_test.go's scapy frames.
+func TestPopHeaderMismatch(t *testing.T) {
+	v4 := ipv4Packet(false, 40) // 68 bytes: longer than an IPv6 header
+	v6 := mplstest.IPv6TCP(mplstest.TCP{Src: netip.AddrPortFrom(addrB6, 40000), Dst: netip.AddrPortFrom(addrA6, 80),
+		Seq: 1, Flags: header.TCPFlagAck, Payload: []byte("x")})
+	withByte0 := func(b []byte, v byte) []byte {
+		c := append([]byte(nil), b...)
+		c[0] = v
+		return c
+	}
+	null4 := mpls.Entry{Label: mpls.LabelIPv4ExplicitNull, S: true, TTL: 64}
+	null6 := mpls.Entry{Label: mpls.LabelIPv6ExplicitNull, S: true, TTL: 64}
+	bound6 := mpls.Entry{Label: 600, S: true, TTL: 64}
+	for _, tc := range []struct {
+		name    string
+		label   mpls.Entry
+		payload []byte
+		deliver bool
+	}{
+		{"null 0 over IPv4", null4, v4, true},
+		{"null 2 over IPv6", null6, v6, true},
+		{"label bound to IPv6 over IPv6", bound6, v6, true},
+		{"null 0 over IPv6", null4, v6, false},
+		{"null 0 over version 5", null4, withByte0(v4, 0x55), false},
+		{"null 0 over version 0", null4, withByte0(v4, 0x05), false},
+		{"null 0 over IHL 3", null4, withByte0(v4, 0x43), false},
+		{"null 0 over IHL 15 beyond the packet", null4, withByte0(v4, 0x4f)[:28], false},
+		{"null 0 over 10 bytes", null4, v4[:10], false},
+		{"null 2 over IPv4", null6, v4, false},
+		{"null 2 over 30 bytes", null6, v6[:30], false},
+		{"label bound to IPv6 over IPv4", bound6, v4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ilm, err := mpls.NewILM([]mpls.ILMEntry{{Label: 600, Action: mpls.ILMPopLocal, Payload: mpls.PayloadIPv6}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tables := &mpls.Tables{}
+			tables.SetILM(ilm)
+			ep, err := mplsendpoint.New(channel.New(8, 1500, macA), mplsendpoint.Options{Tables: tables, LinkAddress: macA})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			ep.Attach(rec)
+			inject(ep, ethFrame(macA, 0x8847, lse(tc.label), tc.payload), false)
+			st := ep.Stats()
+			var drops uint64
+			for _, r := range mplsendpoint.DropReasons() {
+				drops += st.Drop(r)
+			}
+			if tc.deliver {
+				if len(rec.pkts) != 1 || drops != 0 {
+					t.Errorf("got %d delivered, drops %v; want 1 delivered, no drop", len(rec.pkts), st.Drops)
+				}
+				return
+			}
+			if len(rec.pkts) != 0 || st.Drop(mplsendpoint.DropUnknownPayload) != 1 || drops != 1 {
+				t.Errorf("got %d delivered, drops %v; want none delivered and one unknown_payload", len(rec.pkts), st.Drops)
+			}
+		})
 	}
 }

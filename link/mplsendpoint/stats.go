@@ -29,7 +29,9 @@ const (
 	// this node does not process.
 	DropReservedLabel
 	// DropUnknownPayload: the payload under the bottom label is neither
-	// bound, nor an explicit null, nor a valid IP header.
+	// bound, nor an explicit null, nor a valid IP header; or it is not the
+	// IP version (or not a valid header of it) that the explicit null or
+	// binding says.
 	DropUnknownPayload
 	// DropMTUExceeded: an outgoing packet larger than the link MTU after the
 	// label push that cannot be segmented (ICMP sent back to the stack).
@@ -83,7 +85,7 @@ var remedies = [numDropReasons]string{
 	DropNoBottomOfStack:      "the sender emits a label stack without the S bit; capture on the lower link",
 	DropLabelStackTooDeep:    "raise Options.MaxLabels or shorten the label stacks upstream",
 	DropReservedLabel:        "the upstream sends a reserved label this node does not process",
-	DropUnknownPayload:       "bind the label to a payload (ILM Payload) or use an explicit null label",
+	DropUnknownPayload:       "bind the label to a payload (ILM Payload) or use an explicit null label; if the label already says IPv4 or IPv6, the sender put another payload under it",
 	DropMTUExceeded:          "lower the route MTU or raise the link MTU; the sender got an ICMP error",
 	DropGSOUnsupported:       "set Options.GSOMode to GSOStack or GSOOff",
 	DropLowerWriteError:      "check the lower link (interface down, buffer full)",

@@ -115,13 +115,26 @@ def build(cls, i, dst, src):
         ip = IP(src=HOST, dst=PEER, ttl=64, flags="DF" if cls == "jumbo_df" else 0)
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / ip
                      / UDP(sport=20000 + i, dport=9) / Raw(b"h" * (4000 - 28)))
+    if cls == "null_bad_version":
+        # IPv4 explicit null (popped by the LSR itself) over an IP version
+        # that is not 4.
+        version = (0, 5, 6, 15)[i % 4]
+        return bytes(eth / MPLS(label=0, s=1, ttl=64)
+                     / IP(src=HOST, dst=PEER, version=version) / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
+    if cls == "null_bad_ihl":
+        ihl = (0, 3, 4)[i % 3]
+        return bytes(eth / MPLS(label=0, s=1, ttl=64)
+                     / IP(src=HOST, dst=PEER, ihl=ihl) / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
+    if cls == "v6null_over_v4":
+        # IPv6 explicit null over an IPv4 datagram.
+        return bytes(eth / MPLS(label=2, s=1, ttl=64) / udp(i))
     if cls == "multicast_mpls":
         return bytes(Ether(dst=MPLS_MC_MAC, src=src, type=MPLS_MC) / MPLS(label=LSR_LABEL, s=1, ttl=64) / udp(i))
     raise ValueError("unknown class " + cls)
 
 
 CLASSES = ["truncated_stack", "runt_1to3", "no_bos_64", "no_bos_12", "entries_1000", "ttl_0", "ttl_1",
-           "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version", "jumbo", "jumbo_df",
+           "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version", "null_bad_version", "null_bad_ihl", "v6null_over_v4", "jumbo", "jumbo_df",
            "multicast_mpls"]
 
 
