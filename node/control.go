@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"io"
 	"net"
 	"os"
@@ -24,8 +25,85 @@ type Report struct {
 	Links []LinkReport `json:"links"`
 	// LabelSwitch holds the label switch counters.
 	LabelSwitch SwitchReport `json:"label_switch"`
+	// IP holds the userspace stack's IP counters: plain IP it forwarded
+	// between links (not through the label switch) and what it discarded.
+	IP IPReport `json:"ip"`
 	// TCP holds the userspace stack's TCP counters.
 	TCP TCPReport `json:"tcp"`
+}
+
+// IPReport is the userspace stack's IP layer (gVisor's tcpip.IPStats, IPv4
+// and IPv6 together): packets in and out, ICMP errors it sent, and every
+// packet it discarded, by reason.
+type IPReport struct {
+	// PacketsReceived counts IP packets the links handed to the stack.
+	PacketsReceived uint64 `json:"packets_received"`
+	// PacketsDelivered counts packets delivered to the stack's transports.
+	PacketsDelivered uint64 `json:"packets_delivered"`
+	// PacketsSent counts packets the stack sent, forwarded ones included.
+	PacketsSent uint64 `json:"packets_sent"`
+	// ICMPErrorsSent counts ICMP and ICMPv6 errors the stack sent
+	// (destination unreachable, fragmentation needed, packet too big,
+	// time exceeded, parameter problem).
+	ICMPErrorsSent uint64 `json:"icmp_errors_sent"`
+	// Drops counts discarded packets by reason (IPDropReasons), every
+	// reason present.
+	Drops map[string]uint64 `json:"drops"`
+}
+
+// IPDropReasons are the IPReport.Drops keys, in display order:
+//
+//	forward_unroutable      no route to the destination
+//	forward_ttl_exceeded    TTL or hop limit ran out (ICMP time exceeded sent)
+//	forward_packet_too_big  larger than the egress route's MTU (ICMP sent)
+//	forward_host_unreachable  the next hop did not answer ARP/NDP
+//	forward_link_local      link-local source or destination, not forwarded
+//	forward_no_buffer_space the egress link was full
+//	forward_other           any other forwarding error
+//	invalid_destination     not for the node and forwarding is off
+//	invalid_source          a source address no one may use
+//	malformed               bad header or fragment
+//	send_error              the stack could not send a packet it made
+var IPDropReasons = []string{
+	"forward_unroutable", "forward_ttl_exceeded", "forward_packet_too_big",
+	"forward_host_unreachable", "forward_link_local", "forward_no_buffer_space",
+	"forward_other", "invalid_destination", "invalid_source", "malformed", "send_error",
+}
+
+// ipReport reads the stack's IP and ICMP counters.
+func ipReport(st tcpip.Stats) IPReport {
+	f := st.IP.Forwarding
+	named := []uint64{
+		f.Unrouteable.Value(), f.ExhaustedTTL.Value(), f.PacketTooBig.Value(),
+		f.HostUnreachable.Value(), f.LinkLocalSource.Value() + f.LinkLocalDestination.Value(),
+		f.OutgoingDeviceNoBufferSpace.Value(),
+	}
+	var sum uint64
+	for _, v := range named {
+		sum += v
+	}
+	other := uint64(0)
+	if e := f.Errors.Value(); e > sum {
+		other = e - sum
+	}
+	vals := append(named, other,
+		st.IP.InvalidDestinationAddressesReceived.Value(),
+		st.IP.InvalidSourceAddressesReceived.Value(),
+		st.IP.MalformedPacketsReceived.Value()+st.IP.MalformedFragmentsReceived.Value(),
+		st.IP.OutgoingPacketErrors.Value())
+	r := IPReport{
+		PacketsReceived:  st.IP.PacketsReceived.Value(),
+		PacketsDelivered: st.IP.PacketsDelivered.Value(),
+		PacketsSent:      st.IP.PacketsSent.Value(),
+		Drops:            make(map[string]uint64, len(IPDropReasons)),
+	}
+	v4, v6 := st.ICMP.V4.PacketsSent, st.ICMP.V6.PacketsSent
+	r.ICMPErrorsSent = v4.DstUnreachable.Value() + v4.TimeExceeded.Value() + v4.ParamProblem.Value() +
+		v6.DstUnreachable.Value() + v6.PacketTooBig.Value() + v6.TimeExceeded.Value() + v6.ParamProblem.Value()
+	for i, k := range IPDropReasons {
+		r.Drops[k] = vals[i]
+	}
+	return r
 }
 
 // LinkReport is one link's counters.
@@ -146,6 +224,7 @@ func (n *Node) Report() Report {
 	for _, d := range SwitchDrops() {
 		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)
 	}
+	r.IP = ipReport(ns.Stats())
 	t := ns.Stats().TCP
 	r.TCP = TCPReport{
 		ActiveOpens:             t.ActiveConnectionOpenings.Value(),

@@ -72,6 +72,19 @@ var tcpCounters = []tcpCounter{
 	{"tcp_checksum_errors_total", "TCP segments with a bad checksum.", false, func(t *TCPReport) uint64 { return t.ChecksumErrors }},
 }
 
+// ipCounter is one IP counter, exported without labels.
+type ipCounter struct {
+	name, help string
+	get        func(*IPReport) uint64
+}
+
+var ipCounters = []ipCounter{
+	{"ip_received_packets_total", "IP packets the links handed to the userspace stack.", func(r *IPReport) uint64 { return r.PacketsReceived }},
+	{"ip_delivered_packets_total", "IP packets delivered to the userspace stack's transports.", func(r *IPReport) uint64 { return r.PacketsDelivered }},
+	{"ip_sent_packets_total", "IP packets the userspace stack sent, forwarded ones included.", func(r *IPReport) uint64 { return r.PacketsSent }},
+	{"ip_icmp_errors_sent_total", "ICMP and ICMPv6 errors the userspace stack sent.", func(r *IPReport) uint64 { return r.ICMPErrorsSent }},
+}
+
 // collector is a prometheus.Collector that reads the node's counters at
 // scrape time; it keeps no state of its own.
 type collector struct {
@@ -81,6 +94,8 @@ type collector struct {
 	sw         []*prometheus.Desc
 	swDrops    *prometheus.Desc
 	tcp        []*prometheus.Desc
+	ip         []*prometheus.Desc
+	ipDrops    *prometheus.Desc
 	everything []*prometheus.Desc
 }
 
@@ -102,7 +117,12 @@ func NewCollector(n *Node) prometheus.Collector {
 		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
 	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops), c.sw...), c.swDrops)
+	for _, m := range ipCounters {
+		c.ip = append(c.ip, prometheus.NewDesc(name(m.name), m.help, nil, nil))
+	}
+	c.ipDrops = prometheus.NewDesc(name("ip_drops_total"), "IP packets the userspace stack discarded (forwarding errors, bad addresses, malformed), by reason.", []string{"reason"}, nil)
 	c.everything = append(c.everything, c.tcp...)
+	c.everything = append(append(c.everything, c.ip...), c.ipDrops)
 	return c
 }
 
@@ -137,6 +157,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			vt = prometheus.GaugeValue
 		}
 		ch <- prometheus.MustNewConstMetric(c.tcp[j], vt, float64(m.get(&r.TCP)))
+	}
+	for j, m := range ipCounters {
+		ch <- prometheus.MustNewConstMetric(c.ip[j], prometheus.CounterValue, float64(m.get(&r.IP)))
+	}
+	for reason, v := range r.IP.Drops {
+		ch <- prometheus.MustNewConstMetric(c.ipDrops, prometheus.CounterValue, float64(v), reason)
 	}
 }
 

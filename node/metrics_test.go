@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,6 +133,31 @@ func TestMetrics(t *testing.T) {
 			if m[1] != "device" && m[1] != "reason" {
 				t.Errorf("got label %q on %s, want device or reason only", m[1], name)
 			}
+		}
+	}
+	for _, r := range node.IPDropReasons {
+		k := `mplsnode_ip_drops_total{reason="` + r + `"}`
+		if _, ok := samples[k]; !ok {
+			t.Errorf("got no sample %s", k)
+		}
+	}
+	// docs/METRICS.md lists every family served, and no other.
+	doc, err := os.ReadFile("../docs/METRICS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(mplsnode_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = true
+	}
+	for name := range types {
+		if !documented[name] {
+			t.Errorf("metric %s is served but not in docs/METRICS.md", name)
+		}
+	}
+	for name := range documented {
+		if _, ok := types[name]; !ok {
+			t.Errorf("docs/METRICS.md lists %s, which is not served", name)
 		}
 	}
 	if got := types["mplsnode_drops_total"]; got != "counter" {

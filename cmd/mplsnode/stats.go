@@ -151,6 +151,21 @@ func printReport(w io.Writer, r *node.Report) {
 	}
 	tw.Flush()
 
+	ip := r.IP
+	fmt.Fprintln(w, "\nIP (userspace stack)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, kv := range []struct {
+		k string
+		v uint64
+	}{{"packets received", ip.PacketsReceived}, {"delivered", ip.PacketsDelivered}, {"sent", ip.PacketsSent},
+		{"ICMP errors sent", ip.ICMPErrorsSent}} {
+		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
+	}
+	for _, k := range node.IPDropReasons {
+		fmt.Fprintf(tw, "  drop %s\t%d\n", k, ip.Drops[k])
+	}
+	tw.Flush()
+
 	t := r.TCP
 	fmt.Fprintln(w, "\nTCP")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -100,7 +100,7 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
-	if e.forwarding && pkt.Data().Size() > int(e.lower.MTU()) && e.deliverSplit(proto, pkt) {
+	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
 		return
 	}
 	e.ctr.rxDelivered.Add(1)
@@ -308,7 +308,10 @@ func verifyRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer
 }
 
 // checkRXChecksum verifies the packet's checksums; with finish, a transport
-// checksum that does not verify is taken to be partial and completed.
+// checksum that does not verify is taken to be partial and completed. A
+// malformed IP header (a version nibble other than the ethertype's, an
+// IHL below 5, a length beyond the frame) fails too: the stack would drop
+// it without a counter of ours.
 func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish bool) bool {
 	var (
 		hl, l4len int
@@ -324,7 +327,7 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 		ip := header.IPv4(b)
 		hl = int(ip.HeaderLength())
 		tot := int(ip.TotalLength())
-		if hl < header.IPv4MinimumSize || tot < hl || tot > pkt.Data().Size() {
+		if ip[0]>>4 != header.IPv4Version || hl < header.IPv4MinimumSize || tot < hl || tot > pkt.Data().Size() {
 			return false
 		}
 		if h, ok := pkt.Data().PullUp(hl); !ok || checksum.Checksum(h, 0) != 0xffff {
@@ -342,7 +345,7 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 		ip := header.IPv6(b)
 		hl = header.IPv6MinimumSize
 		l4len = int(ip.PayloadLength())
-		if hl+l4len > pkt.Data().Size() {
+		if b[0]>>4 != header.IPv6Version || hl+l4len > pkt.Data().Size() {
 			return false
 		}
 		tp, src, dst = tcpip.TransportProtocolNumber(ip.NextHeader()), ip.SourceAddress(), ip.DestinationAddress()

@@ -16,9 +16,13 @@ type splitScratch struct {
 	segs [][]byte
 }
 
-// deliverSplit segments a received TCP packet larger than the link MTU (an
-// IP packet, link header consumed, checksums already checked) into packets
-// that fit the link and delivers them. It reports false, delivering
+// deliverSplit segments a received TCP packet larger than the endpoint's
+// MTU (an IP packet, link header consumed, checksums already checked) into
+// packets of at most MTU() bytes and delivers them. MTU() leaves room for
+// the deepest label stack, so the pieces fit any route they are forwarded
+// on, labelled or not: a veth peer's GSO frame does not tell its segment
+// size (no virtio-net header), and cutting at the link MTU made packets
+// that a labelled route refuses. It reports false, delivering
 // nothing, for a packet it does not split (not TCP, a fragment, a header it
 // cannot parse): the caller delivers that one whole. A TCP packet that
 // cannot be segmented (SYN or RST spanning segments) is dropped as
@@ -47,7 +51,7 @@ func (e *Endpoint) deliverSplit(proto tcpip.NetworkProtocolNumber, pkt *stack.Pa
 	if len(b) < p.L4Offset+header.TCPMinimumSize {
 		return false
 	}
-	p.MSS = int(e.lower.MTU()) - p.L4Offset - int(header.TCP(b[p.L4Offset:]).DataOffset())
+	p.MSS = int(e.MTU()) - p.L4Offset - int(header.TCP(b[p.L4Offset:]).DataOffset())
 	if p.MSS <= 0 {
 		return false
 	}

@@ -1,0 +1,94 @@
+package node_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/internal/netns"
+)
+
+// TestLERReturnPath makes the seed's LSR (ns1) an LER on the return path:
+// IP packets from the kernel in ns2 to ns0 are forwarded by ns1's stack and
+// leave with label 200, which ns0 pops to itself. The kernel sends full-size
+// (1500-byte) packets in GSO frames whose segment size the veth does not
+// tell, so ns1 must cut them to fit the labelled route (1496): 8 MiB arrive
+// whole at ns0. Before, ns1 cut at the link MTU and the packets were too
+// big for the labelled route: a trickle of retransmits.
+func TestLERReturnPath(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	ns0, ns1, ns2 := netns.New(t, "r0"), netns.New(t, "r1"), netns.New(t, "r2")
+	v01, v10 := netns.VethPair(t, ns0, ns1)
+	v12, v21 := netns.VethPair(t, ns1, ns2)
+	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
+	ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
+	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+addr add 172.16.20.20/24 dev %[1]s
+route add 172.16.21.0/24 via 172.16.20.21
+-f mpls route add 200 dev lo
+`, v01))
+	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
+link add %[2]s type afpacket
+addr add 172.16.20.21/24 dev %[1]s
+addr add 172.16.21.21/24 dev %[2]s
+sysctl -w net.ipv4.ip_forward=1
+route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
+`, v10, v12))
+
+	ln, err := n0.Stack().Listen("tcp", "172.16.20.20:5001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sums := make(chan [32]byte, 1)
+	go acceptSums(ln, sums)
+	var c net.Conn
+	if err := ns2.Run(func() (err error) {
+		c, err = net.DialTimeout("tcp", "172.16.20.20:5001", 10*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	const size = 8 << 20
+	want := send(t, c, size, nil)
+	select {
+	case got := <-sums:
+		if got != want {
+			t.Error("SHA-256 differs")
+		}
+	case <-ctx.Done():
+		t.Fatalf("the transfer did not finish; ns1 IP %+v", n1.Report().IP)
+	}
+	// ns1 cut the kernel's GSO frames to its labelled MTU as it received
+	// them, so nothing was too big to forward.
+	ip := n1.Report().IP
+	if ip.Drops["forward_packet_too_big"] != 0 || n1.Stats().Links[v10].FTNHits < size/1500 {
+		t.Errorf("ns1: IP %+v, FTN hits on %s %d; want no packet too big and at least %d labelled", ip, v10, n1.Stats().Links[v10].FTNHits, size/1500)
+	}
+}
+
+// acceptSums accepts connections on ln until it closes and sends the
+// SHA-256 of each connection's bytes.
+func acceptSums(ln net.Listener, sums chan<- [32]byte) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			h := sha256.New()
+			io.Copy(h, c)
+			var s [32]byte
+			copy(s[:], h.Sum(nil))
+			sums <- s
+		}()
+	}
+}
