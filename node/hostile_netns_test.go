@@ -54,6 +54,10 @@ var hostileClasses = []hostileClass{
 	{"null_bad_version", "in/unknown_payload", false, "explicit null 0 (popped by the LSR) over IP versions 0, 5, 6, 15"},
 	{"null_bad_ihl", "in/unknown_payload", false, "explicit null 0 over IPv4 with IHL 0, 3, 4"},
 	{"v6null_over_v4", "in/unknown_payload", false, "IPv6 explicit null 2 over an IPv4 datagram"},
+	{"plain_bad_version", "in/bad_checksum", false, "unlabelled 0x0800 with IP version 5, 6, 0 (bad_checksum counts malformed IP headers)"},
+	{"plain_bad_ihl", "in/bad_checksum", false, "unlabelled IPv4 with IHL 0, 3, 4"},
+	{"plain_v6_bad_version", "in/bad_checksum", false, "unlabelled 0x86dd carrying an IPv4 datagram"},
+	{"plain_short_len", "in/bad_checksum", false, "unlabelled IPv4 whose total length (500) is beyond the frame"},
 	{"jumbo", "switch/fragmented", false, "label 100 over a 4000-byte IPv4 datagram, no DF: fragmented (RFC 3032 §3)"},
 	{"jumbo_df", "switch/mtu_exceeded", true, "the same with DF: fragmentation needed sent or rate-limited"},
 	{"multicast_mpls", "in/unsupported_ethertype", false, "0x8848 to 01:00:5e:80:00:01"},
@@ -170,14 +174,13 @@ func TestHostileInput(t *testing.T) {
 	before := lsrCounters(s.n1)
 	start := time.Now()
 	res := inj.send(t, "ttl_1", flood, 1.0)
-	replied := time.Now()
 	d, settledAt := waitSettled(s.n1, before, func(d map[string]uint64) bool {
 		return d["switch/ttl_expired"] >= flood && d["switch/icmp_sent"]+d["switch/icmp_rate_limited"] >= flood
 	})
-	// The LSR saw the flood within the time hostile.py spent sending and
-	// the time after its answer until the counters settled: at most the
-	// burst plus the rate over that window may have gone out.
-	window := time.Duration(res.Seconds*float64(time.Second)) + settledAt.Sub(replied)
+	// The LSR saw the flood between hostile.py's first send and the time
+	// the counters settled (the same system clock): at most the burst plus
+	// the rate over that window may have gone out.
+	window := settledAt.Sub(time.Unix(0, int64(res.StartUnix*1e9)))
 	floodEnd := time.Now()
 	wire := icmp.stop()
 	sent := d["switch/icmp_sent"]
@@ -369,6 +372,8 @@ type injected struct {
 	MinLen  int     `json:"min_len"`
 	MaxLen  int     `json:"max_len"`
 	Seconds float64 `json:"seconds"`
+	// StartUnix is when the first frame left, in seconds since the epoch.
+	StartUnix float64 `json:"start_unix"`
 }
 
 // injector is a running testdata/hostile.py, sending on one interface.

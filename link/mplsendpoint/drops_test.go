@@ -371,3 +371,54 @@ func TestPopHeaderMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainIPHeaderMismatch: an unlabelled frame whose IP version nibble is
+// not its ethertype's is dropped as bad_checksum (the reason for malformed
+// IP headers) instead of reaching the stack, which would discard it
+// without a counter of ours. Found by node/hostile_netns_test.go.
+func TestPlainIPHeaderMismatch(t *testing.T) {
+	v4 := ipv4Packet(false, 40)
+	v6 := mplstest.IPv6TCP(mplstest.TCP{Src: netip.AddrPortFrom(addrB6, 40000), Dst: netip.AddrPortFrom(addrA6, 80),
+		Seq: 1, Flags: header.TCPFlagAck, Payload: []byte("x")})
+	v5 := append([]byte(nil), v4...)
+	v5[0] = 0x55
+	v5h := header.IPv4(v5)
+	v5h.SetChecksum(0)
+	v5h.SetChecksum(^v5h.CalculateChecksum()) // a valid checksum: only the version is wrong
+	for _, tc := range []struct {
+		name      string
+		typ       uint16
+		ip        []byte
+		validated bool
+		deliver   bool
+	}{
+		{"IPv4", 0x0800, v4, false, true},
+		{"IPv6", 0x86dd, v6, false, true},
+		{"version 5 as IPv4", 0x0800, v5, false, false},
+		{"version 5 as IPv4, flagged by the kernel", 0x0800, v5, true, false},
+		{"IPv6 as IPv4", 0x0800, v6, false, false},
+		{"IPv4 as IPv6", 0x86dd, v4, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Forwarding: flagged frames are checked too (to finish partial
+			// checksums), as on an LSR.
+			ep, err := mplsendpoint.New(channel.New(8, 1500, macA), mplsendpoint.Options{Tables: &mpls.Tables{}, LinkAddress: macA, Forwarding: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			ep.Attach(rec)
+			inject(ep, ethFrame(macA, tc.typ, tc.ip), tc.validated)
+			st := ep.Stats()
+			if tc.deliver {
+				if len(rec.pkts) != 1 || st.Drop(mplsendpoint.DropBadChecksum) != 0 {
+					t.Errorf("got %d delivered, drops %v; want 1 delivered, no drop", len(rec.pkts), st.Drops)
+				}
+				return
+			}
+			if len(rec.pkts) != 0 || st.Drop(mplsendpoint.DropBadChecksum) != 1 {
+				t.Errorf("got %d delivered, drops %v; want none delivered and one bad_checksum", len(rec.pkts), st.Drops)
+			}
+		})
+	}
+}

@@ -51,8 +51,10 @@ const (
 	// DropNoForwarder: a forwarding ILM entry matched but Options.Forwarder is
 	// nil.
 	DropNoForwarder
-	// DropBadChecksum: the lower said the checksum was validated or partial,
-	// but the packet could not be completed (malformed transport header).
+	// DropBadChecksum: an IP packet whose checksum does not verify, or
+	// whose IP header is malformed (version nibble other than the
+	// ethertype's, IHL below 5, length beyond the frame), or whose partial
+	// checksum could not be completed (malformed transport header).
 	DropBadChecksum
 
 	numDropReasons
@@ -93,7 +95,7 @@ var remedies = [numDropReasons]string{
 	DropNotForUs:             "the peer sends to another MAC address; check ARP/NDP and the link address",
 	DropTruncatedFrame:       "the lower link delivered a runt frame",
 	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
-	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum: corrupted on the wire, or a malformed header under a partial checksum",
+	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum or a malformed IP header: corrupted on the wire, or a sender that emits malformed packets",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".

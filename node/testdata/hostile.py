@@ -19,7 +19,11 @@ sends COUNT frames of CLASS (spread over SECONDS if given, else as fast as
 the socket takes them, a short pause every 50 frames so no queue on the way
 overflows) and answers one JSON line:
 
-    {"class": ..., "sent": N, "min_len": ..., "max_len": ..., "seconds": ...}
+    {"class": ..., "sent": N, "min_len": ..., "max_len": ..., "seconds": ...,
+     "start_unix": ...}
+
+(seconds: how long the sending took; start_unix: when the first frame
+was sent, in seconds since the Unix epoch).
 
 "list" answers the class names; EOF ends the program. Errors go to stderr
 and end it with status 1.
@@ -128,13 +132,28 @@ def build(cls, i, dst, src):
     if cls == "v6null_over_v4":
         # IPv6 explicit null over an IPv4 datagram.
         return bytes(eth / MPLS(label=2, s=1, ttl=64) / udp(i))
+    # Unlabelled IP with a malformed header, to the LSR's MAC.
+    if cls == "plain_bad_version":
+        return bytes(Ether(dst=dst, src=src, type=0x0800) / IP(src=HOST, dst=PEER, version=(5, 6, 0)[i % 3])
+                     / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
+    if cls == "plain_bad_ihl":
+        return bytes(Ether(dst=dst, src=src, type=0x0800) / IP(src=HOST, dst=PEER, ihl=(0, 3, 4)[i % 3])
+                     / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
+    if cls == "plain_v6_bad_version":
+        # An IPv4 datagram under the IPv6 ethertype.
+        return bytes(Ether(dst=dst, src=src, type=0x86dd)) + bytes(udp(i))
+    if cls == "plain_short_len":
+        return bytes(Ether(dst=dst, src=src, type=0x0800) / IP(src=HOST, dst=PEER, len=500)
+                     / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
     if cls == "multicast_mpls":
         return bytes(Ether(dst=MPLS_MC_MAC, src=src, type=MPLS_MC) / MPLS(label=LSR_LABEL, s=1, ttl=64) / udp(i))
     raise ValueError("unknown class " + cls)
 
 
 CLASSES = ["truncated_stack", "runt_1to3", "no_bos_64", "no_bos_12", "entries_1000", "ttl_0", "ttl_1",
-           "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version", "null_bad_version", "null_bad_ihl", "v6null_over_v4", "jumbo", "jumbo_df",
+           "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version",
+           "null_bad_version", "null_bad_ihl", "v6null_over_v4", "jumbo", "jumbo_df",
+           "plain_bad_version", "plain_bad_ihl", "plain_v6_bad_version", "plain_short_len",
            "multicast_mpls"]
 
 
@@ -184,6 +203,7 @@ def main():
         cls, count = words[0], int(words[1])
         seconds = float(words[2]) if len(words) > 2 else 0.0
         frames = [build(cls, i, args.dst, args.src) for i in range(count)]
+        start_unix = time.time()
         start = time.monotonic()
         for i, f in enumerate(frames):
             if seconds > 0:
@@ -199,7 +219,8 @@ def main():
                 raise OSError("short send of %d of %d bytes" % (n, len(f)))
         took = time.monotonic() - start
         print(json.dumps({"class": cls, "sent": count, "min_len": min(map(len, frames)),
-                          "max_len": max(map(len, frames)), "seconds": took}), flush=True)
+                          "max_len": max(map(len, frames)), "seconds": took,
+                          "start_unix": start_unix}), flush=True)
 
 
 if __name__ == "__main__":
