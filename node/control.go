@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/stack"
 )
 
 // Report is the counters document of a running node: what the control
@@ -50,6 +51,16 @@ type IPReport struct {
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
 }
+
+// LowerDropReasons are the LinkReport.Drops keys for frames the lower link
+// (AF_PACKET socket, TAP device) lost, next to the endpoint's own reasons:
+//
+//	lower_rx_overflow    the socket's receive queue was full: the node did
+//	                     not read fast enough (PACKET_STATISTICS drops)
+//	lower_rx_truncated   a frame longer than the receive buffer
+//	lower_rx_error       a failed receive call
+//	lower_tx_queue_full  the device queue refused a frame (ENOBUFS)
+var LowerDropReasons = []string{"lower_rx_overflow", "lower_rx_truncated", "lower_rx_error", "lower_tx_queue_full"}
 
 // IPDropReasons are the IPReport.Drops keys, in display order:
 //
@@ -194,6 +205,10 @@ func (n *Node) Report() Report {
 	ns := n.stack.Netstack()
 	nics := ns.NICInfo()
 	r := Report{Links: []LinkReport{}}
+	lower := map[string]stack.LowerStats{}
+	for _, l := range n.stack.Stats().Links {
+		lower[l.Name] = l.Lower
+	}
 	for _, name := range n.stack.LinkNames() {
 		ls := st.Links[name]
 		lr := LinkReport{
@@ -205,6 +220,10 @@ func (n *Node) Report() Report {
 		}
 		for _, d := range mplsendpoint.DropReasons() {
 			lr.Drops[d.String()] = ls.Drop(d)
+		}
+		lo := lower[name]
+		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
+			lr.Drops[LowerDropReasons[i]] = v
 		}
 		if id, ok := n.stack.NICID(name); ok {
 			if info, ok := nics[id]; ok {

@@ -155,8 +155,8 @@ func TestControlSocket(t *testing.T) {
 		t.Fatalf("got links %+v, want in0, out0", r.Links)
 	}
 	in, out := r.Links[0], r.Links[1]
-	if len(in.Drops) != len(mplsendpoint.DropReasons()) {
-		t.Errorf("got %d drop reasons, want every one (%d)", len(in.Drops), len(mplsendpoint.DropReasons()))
+	if want := len(mplsendpoint.DropReasons()) + len(node.LowerDropReasons); len(in.Drops) != want {
+		t.Errorf("got %d drop reasons, want every one (%d)", len(in.Drops), want)
 	}
 	if len(r.LabelSwitch.Drops) != len(node.SwitchDrops()) {
 		t.Errorf("got %d switch drop reasons, want %d", len(r.LabelSwitch.Drops), len(node.SwitchDrops()))

@@ -135,6 +135,14 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
+	for _, dev := range []string{"in0", "out0"} {
+		for _, r := range node.LowerDropReasons {
+			k := `mplsnode_drops_total{device="` + dev + `",reason="` + r + `"}`
+			if _, ok := samples[k]; !ok {
+				t.Errorf("got no sample %s", k)
+			}
+		}
+	}
 	for _, r := range node.IPDropReasons {
 		k := `mplsnode_ip_drops_total{reason="` + r + `"}`
 		if _, ok := samples[k]; !ok {

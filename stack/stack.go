@@ -178,6 +178,9 @@ type link struct {
 	nic      tcpip.NICID
 	endpoint *mplsendpoint.Endpoint
 	addrs    []netip.Prefix
+	// lowerStats reads the drops of the lower link the stack opened (nil
+	// for a caller's LinkEndpoint).
+	lowerStats func() LowerStats
 }
 
 // New builds and starts a stack. On error nothing is left open.
@@ -255,6 +258,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		return fmt.Errorf("link %q declared twice", l.Name)
 	}
 	var lower gstack.LinkEndpoint
+	var lowerStats func() LowerStats
 	switch l.Kind {
 	case LinkAFPacket:
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass})
@@ -265,12 +269,20 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			ep.SetMTU(l.MTU)
 		}
 		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped}
+		}
 	case LinkTAP:
 		ep, err := openTAP(l)
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
 		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXTruncated: st.RXTruncated, RXErrors: st.RXErrors}
+		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {
 			return fmt.Errorf("link %s: kind endpoint needs Link.Endpoint", l.Name)
@@ -300,7 +312,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		ep.Close()
 		return fmt.Errorf("link %s: create NIC: %s", l.Name, terr)
 	}
-	ln := &link{Link: l, nic: id, endpoint: ep}
+	ln := &link{Link: l, nic: id, endpoint: ep, lowerStats: lowerStats}
 	s.links = append(s.links, ln)
 	s.byName[l.Name] = ln
 	return nil
@@ -633,6 +645,24 @@ type LinkStats struct {
 	// MPLS holds the endpoint's counters: frames, label hits, drops by
 	// reason.
 	MPLS mplsendpoint.Stats
+	// Lower holds the drops of the lower link (the socket or device
+	// below the endpoint); zero for a caller's LinkEndpoint.
+	Lower LowerStats
+}
+
+// LowerStats counts the frames a lower link (AF_PACKET socket, TAP device)
+// lost before the MPLS endpoint saw them, or after it let them go.
+type LowerStats struct {
+	// RXOverflow counts frames the kernel dropped because the socket's
+	// receive queue was full: the node did not read fast enough.
+	RXOverflow uint64
+	// RXTruncated counts frames longer than the receive buffer, dropped.
+	RXTruncated uint64
+	// RXErrors counts failed receive calls.
+	RXErrors uint64
+	// TXQueueFull counts frames the device queue refused (ENOBUFS), lost
+	// like on a wire.
+	TXQueueFull uint64
 }
 
 // Stats is a snapshot of the stack's counters.
@@ -648,7 +678,11 @@ type Stats struct {
 func (s *Stack) Stats() Stats {
 	st := Stats{Netstack: s.ns.Stats()}
 	for _, l := range s.links {
-		st.Links = append(st.Links, LinkStats{Name: l.Name, MPLS: l.endpoint.Stats()})
+		ls := LinkStats{Name: l.Name, MPLS: l.endpoint.Stats()}
+		if l.lowerStats != nil {
+			ls.Lower = l.lowerStats()
+		}
+		st.Links = append(st.Links, ls)
 	}
 	return st
 }

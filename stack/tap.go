@@ -5,7 +5,6 @@ import (
 	"net"
 
 	"golang.org/x/sys/unix"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/mplsnode/mplsnode/link/tap"
 )
@@ -13,7 +12,7 @@ import (
 // openTAP opens (creating if needed) the TAP device of l and, when l.Bridge
 // is set, adds it to that Linux bridge, so labelled frames leave by the
 // bridge's other ports (the kernel bridges any ethertype).
-func openTAP(l Link) (gstack.LinkEndpoint, error) {
+func openTAP(l Link) (*tap.Endpoint, error) {
 	ep, err := tap.New(tap.Options{Name: l.Name, MTU: l.MTU})
 	if err != nil {
 		return nil, err
