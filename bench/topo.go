@@ -130,13 +130,6 @@ func buildTopo(ctx context.Context, t *Topo) error {
 		}
 	case TopoUserHost:
 		steps = append(steps, kernelNS1...)
-	case TopoUserLSR, TopoTAP:
-		// 9c labels the return path at ns1 (mplsnode as LER on forwarded
-		// traffic). Its labelled route's IP MTU is 1496, and a forwarded
-		// 1500-byte packet is lost there without an ICMP "fragmentation
-		// needed" back to ns2 (a bug of the node, bench/README.md), so
-		// ns2's route is pinned like the seed's pusher's: mtu lock 1496.
-		steps = append(steps, s(ns2, "ip", "route", "change", "172.16.20.0/24", "via", "172.16.21.21", "mtu", "lock", "1496"))
 	}
 	if t.Kind == TopoTAP {
 		for _, b := range []struct{ ns, br, member string }{{ns0, "br0", "virt01"}, {ns1, "br10", "virt10"}, {ns1, "br12", "virt12"}} {
