@@ -182,8 +182,8 @@ func TestHostileInput(t *testing.T) {
 	// the rate over that window may have gone out.
 	window := settledAt.Sub(time.Unix(0, int64(res.StartUnix*1e9)))
 	floodEnd := time.Now()
-	wire := icmp.stop()
 	sent := d["switch/icmp_sent"]
+	wire := icmp.stop(int(sent))
 	bound := float64(node.ICMPBurst) + node.ICMPRate*window.Seconds()
 	if d["switch/ttl_expired"] != flood || sent+d["switch/icmp_rate_limited"] != flood {
 		t.Errorf("flood: got ttl_expired +%d, icmp sent %d + rate-limited %d; want %d and a sum of %d",
@@ -484,22 +484,38 @@ func startWireCount(t *testing.T, ns *netns.NS, dev, filter string) *wireCount {
 	return w
 }
 
-// stop ends the capture (SIGINT, as at a terminal) and returns the number
-// of frames tshark reads back from the file.
-func (w *wireCount) stop() int {
+// stop waits until the capture file holds want frames (dumpcap flushes it
+// every half second; a loaded machine may lag) or 10 s pass, ends the
+// capture (SIGINT, as at a terminal) and returns the number of frames
+// tshark reads back from the file.
+func (w *wireCount) stop(want int) int {
 	w.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if n, err := w.count(); err == nil && n >= want {
+			break
+		}
+	}
 	w.cmd.Process.Signal(syscall.SIGINT)
 	if err := w.cmd.Wait(); err != nil {
 		w.t.Fatalf("tshark: %v: %s", err, w.out.String())
 	}
+	n, err := w.count()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// count returns the number of frames in the capture file so far.
+func (w *wireCount) count() (int, error) {
 	cmd := exec.Command("tshark", "-r", w.file, "-T", "fields", "-e", "frame.number")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		w.t.Fatalf("tshark -r: %v: %s", err, stderr.String())
+		return 0, fmt.Errorf("tshark -r: %v: %s", err, stderr.String())
 	}
-	return strings.Count(string(out), "\n")
+	return strings.Count(string(out), "\n"), nil
 }
 
 // lockedBuf is a bytes.Buffer safe for a writer and a reader at once.
