@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +33,30 @@ type Report struct {
 	IP IPReport `json:"ip"`
 	// TCP holds the userspace stack's TCP counters.
 	TCP TCPReport `json:"tcp"`
+	// Runtime holds the node process's Go runtime figures, where a leak
+	// shows first.
+	Runtime RuntimeReport `json:"runtime"`
+}
+
+// RuntimeReport is the Go runtime's view of the process the node runs in
+// (the whole process: an embedder's goroutines and heap count too).
+type RuntimeReport struct {
+	// Goroutines is the number of goroutines when the report was made.
+	Goroutines int `json:"goroutines"`
+	// HeapObjectsBytes is the memory held by live and not yet swept heap
+	// objects (runtime/metrics /memory/classes/heap/objects:bytes).
+	HeapObjectsBytes uint64 `json:"heap_objects_bytes"`
+}
+
+// runtimeReport reads the figures without stopping the world.
+func runtimeReport() RuntimeReport {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	r := RuntimeReport{Goroutines: runtime.NumGoroutine()}
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		r.HeapObjectsBytes = s[0].Value.Uint64()
+	}
+	return r
 }
 
 // IPReport is the userspace stack's IP layer (gVisor's tcpip.IPStats, IPv4
@@ -258,6 +284,7 @@ func (n *Node) Report() Report {
 		Timeouts:                t.Timeouts.Value(),
 		ChecksumErrors:          t.ChecksumErrors.Value(),
 	}
+	r.Runtime = runtimeReport()
 	return r
 }
 

@@ -179,6 +179,9 @@ func TestControlSocket(t *testing.T) {
 			t.Errorf("got %s = %d, want %d", c.name, c.got, c.want)
 		}
 	}
+	if r.Runtime.Goroutines <= 0 || r.Runtime.HeapObjectsBytes == 0 {
+		t.Errorf("got runtime %+v, want goroutines and heap bytes > 0", r.Runtime)
+	}
 
 	// Unknown commands get an error line and change nothing.
 	for _, req := range []string{"route add 5 via 1.2.3.4\n", "STATS\n", "\n", "stats now\n"} {

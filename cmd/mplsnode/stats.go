@@ -180,6 +180,12 @@ func printReport(w io.Writer, r *node.Report) {
 		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
 	}
 	tw.Flush()
+
+	fmt.Fprintln(w, "\nRuntime")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  goroutines\t%d\n", r.Runtime.Goroutines)
+	fmt.Fprintf(tw, "  heap objects bytes\t%d\n", r.Runtime.HeapObjectsBytes)
+	tw.Flush()
 }
 
 func sortedKeys(m map[string]bool) []string {
