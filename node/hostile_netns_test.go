@@ -209,6 +209,28 @@ func TestHostileInput(t *testing.T) {
 	}
 	floodLines := logs.warnings(start, floodEnd, "")
 
+	// The same flood unlabelled: the LSR's stack forwards IP and answers
+	// time exceeded itself, bounded by the stack's ICMP limiter.
+	icmp = startWireCount(t, s.ns0, s.v01, "icmp[icmptype] == icmp-timxceed")
+	before = lsrCounters(s.n1)
+	ipRes := inj.send(t, "plain_ttl_1", flood, 1.0)
+	ipD, ipSettled := waitSettled(s.n1, before, func(d map[string]uint64) bool { return d["ip/forward_ttl_exceeded"] >= flood })
+	ipWindow := ipSettled.Sub(time.Unix(0, int64(ipRes.StartUnix*1e9)))
+	ipSent := ipD["ip/icmp_errors_sent"]
+	ipWire := icmp.stop(int(ipSent))
+	gs := s.n1.Stack().Netstack()
+	ipBound := float64(gs.ICMPBurst()) + float64(gs.ICMPLimit())*ipWindow.Seconds()
+	if ipD["ip/forward_ttl_exceeded"] != flood {
+		t.Errorf("IP flood: got forward_ttl_exceeded +%d, want %d (deltas %v)", ipD["ip/forward_ttl_exceeded"], flood, ipD)
+	}
+	if float64(ipSent) > ipBound || ipSent == 0 {
+		t.Errorf("IP flood: got %d time exceeded messages in %v, want some and at most %d + %v/s x %v = %.0f",
+			ipSent, ipWindow, gs.ICMPBurst(), gs.ICMPLimit(), ipWindow, ipBound)
+	}
+	if uint64(ipWire) != ipSent {
+		t.Errorf("IP flood: tshark counted %d time exceeded messages on %s, the stack counted %d", ipWire, s.v01, ipSent)
+	}
+
 	inj.close(t)
 	tx.finish()
 	r := <-result
@@ -269,6 +291,8 @@ func TestHostileInput(t *testing.T) {
 	}
 	t.Logf("flood: %d TTL-1 frames sent in %.2fs; settled after %v: icmp sent %d (bound %.0f), rate-limited %d, on the wire %d; %d warning lines",
 		res.Sent, res.Seconds, window.Round(time.Millisecond), sent, bound, d["switch/icmp_rate_limited"], wire, len(floodLines))
+	t.Logf("IP flood: %d unlabelled TTL-1 frames sent in %.2fs; settled after %v: forward_ttl_exceeded %d, icmp sent %d (bound %.0f), on the wire %d",
+		ipRes.Sent, ipRes.Seconds, ipWindow.Round(time.Millisecond), ipD["ip/forward_ttl_exceeded"], ipSent, ipBound, ipWire)
 }
 
 // lsrCounters flattens a node's drop counters: "<link>/<reason>" per link
@@ -291,6 +315,7 @@ func lsrCounters(n *node.Node) map[string]uint64 {
 	for k, v := range r.IP.Drops {
 		m["ip/"+k] = v
 	}
+	m["ip/icmp_errors_sent"] = r.IP.ICMPErrorsSent
 	return m
 }
 

@@ -303,6 +303,9 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		Forwarder:      cfg.Forwarder,
 		Logger:         s.logger.With("link", l.Name),
 		Forwarding:     cfg.Forwarding,
+		LocalAddress: func(p tcpip.NetworkProtocolNumber, a tcpip.Address) bool {
+			return s.ns.CheckLocalAddress(0, p, a) != 0
+		},
 	})
 	if err != nil {
 		lower.Close()

@@ -422,3 +422,56 @@ func TestPlainIPHeaderMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardingExpiresTTL1: with Forwarding and LocalAddress, an IPv4
+// packet with TTL 1 for another host goes up with TTL 0 (and a valid
+// header checksum), so that gVisor drops it with time exceeded rather than
+// forwarding it with TTL 0 (google/gvisor#13521); TTL 1 for a local
+// address, multicast or broadcast, and TTL 2, go up unchanged. Found by
+// node/hostile_netns_test.go's unlabelled TTL-1 flood, which reached the
+// kernel behind the LSR with no counter moving.
+func TestForwardingExpiresTTL1(t *testing.T) {
+	local := tcpip.AddrFrom4(addrB4.As4()) // ipv4Packet's destination
+	withTTLDst := func(ttl uint8, dst tcpip.Address) []byte {
+		b := ipv4Packet(false, 8)
+		ip := header.IPv4(b)
+		ip.SetTTL(ttl)
+		ip.SetDestinationAddress(dst)
+		ip.SetChecksum(0)
+		ip.SetChecksum(^ip.CalculateChecksum())
+		// The UDP checksum is 0 (none), so the new destination needs no fix.
+		return b
+	}
+	other := tcpip.AddrFrom4([4]byte{192, 0, 2, 9})
+	for _, tc := range []struct {
+		name    string
+		ip      []byte
+		wantTTL uint8
+	}{
+		{"TTL 1 to another host", withTTLDst(1, other), 0},
+		{"TTL 2 to another host", withTTLDst(2, other), 2},
+		{"TTL 1 to a local address", withTTLDst(1, local), 1},
+		{"TTL 1 to multicast", withTTLDst(1, tcpip.AddrFrom4([4]byte{224, 0, 0, 9})), 1},
+		{"TTL 1 to broadcast", withTTLDst(1, header.IPv4Broadcast), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep, err := mplsendpoint.New(channel.New(8, 1500, macA), mplsendpoint.Options{
+				Tables: &mpls.Tables{}, LinkAddress: macA, Forwarding: true,
+				LocalAddress: func(_ tcpip.NetworkProtocolNumber, a tcpip.Address) bool { return a == local },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			ep.Attach(rec)
+			inject(ep, ethFrame(macA, 0x0800, tc.ip), false)
+			if len(rec.pkts) != 1 {
+				t.Fatalf("got %d packets delivered, want 1 (drops %v)", len(rec.pkts), ep.Stats().Drops)
+			}
+			got := header.IPv4(rec.pkts[0])
+			if got.TTL() != tc.wantTTL || !got.IsChecksumValid() {
+				t.Errorf("got TTL %d, header checksum valid %v; want %d, true", got.TTL(), got.IsChecksumValid(), tc.wantTTL)
+			}
+		})
+	}
+}

@@ -171,6 +171,15 @@ type Options struct {
 	// leaves it off: its TCP takes both as they are (the endpoint reports
 	// RX checksum offload), which saves a checksum pass and a copy.
 	Forwarding bool
+	// LocalAddress, with Forwarding, reports whether addr is one of the
+	// stack's own addresses. The endpoint then passes an IPv4 packet with
+	// TTL 1 for any other unicast destination up with TTL 0, so that the
+	// stack drops it, counts it (ExhaustedTTL) and answers ICMP time
+	// exceeded, instead of forwarding it with TTL 0: the pinned gVisor
+	// checks for TTL 0 before its decrement, not for TTL <= 1 as RFC 1812
+	// §5.3.1 asks (google/gvisor#13521). The quoted header in that ICMP
+	// then shows TTL 0. nil turns the check off.
+	LocalAddress func(proto tcpip.NetworkProtocolNumber, addr tcpip.Address) bool
 }
 
 // Endpoint is the MPLS-over-Ethernet link endpoint. Create it with New and
@@ -188,7 +197,8 @@ type Endpoint struct {
 	maxLabels  int
 	log        *slog.Logger
 	fwd        Forwarder
-	forwarding bool // Options.Forwarding
+	forwarding bool                                                  // Options.Forwarding
+	localAddr  func(tcpip.NetworkProtocolNumber, tcpip.Address) bool // Options.LocalAddress
 	// batched is set once the lower link has called EndBatch: from then
 	// on it ends every receive batch so (docs/CONTRACTS.md).
 	batched atomic.Bool
@@ -255,6 +265,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 	}
 	e := &Endpoint{
 		lower:      lower,
+		localAddr:  opts.LocalAddress,
 		tables:     tables,
 		ttlModel:   opts.TTLModel,
 		pipeTTL:    pipeTTL,

@@ -100,11 +100,37 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
+	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
+		e.expireTTL1(pkt)
+	}
 	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
 		return
 	}
 	e.ctr.rxDelivered.Add(1)
 	e.Endpoint.DeliverNetworkPacket(proto, pkt)
+}
+
+// expireTTL1 sets the TTL of an IPv4 packet (header checked) to 0 if it is
+// 1 and the packet is for another unicast destination: see
+// Options.LocalAddress.
+func (e *Endpoint) expireTTL1(pkt *stack.PacketBuffer) {
+	b, ok := pkt.Data().PullUp(header.IPv4MinimumSize)
+	if !ok || header.IPv4(b).TTL() != 1 {
+		return
+	}
+	ip := header.IPv4(b)
+	dst := ip.DestinationAddress()
+	if header.IsV4MulticastAddress(dst) || dst == header.IPv4Broadcast || e.localAddr(header.IPv4ProtocolNumber, dst) {
+		return
+	}
+	h, ok := pkt.Data().PullUp(int(ip.HeaderLength()))
+	if !ok {
+		return
+	}
+	ip = header.IPv4(h)
+	ip.SetTTL(0)
+	ip.SetChecksum(0)
+	ip.SetChecksum(^ip.CalculateChecksum())
 }
 
 // deliverMPLS handles an 0x8847 frame: parse the label stack, walk it

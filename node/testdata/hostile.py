@@ -50,6 +50,7 @@ from scapy.contrib.mpls import MPLS
 LSR_LABEL = 100  # the seed LSR's ILM: 100 pops and forwards to 10.10.10.10
 HOST = "172.16.20.20"  # the seed's host (ns0), reachable from the LSR
 PEER = "10.10.10.10"  # the kernel peer behind the LSR
+PEER_LINK = "172.16.21.22"  # the kernel peer's address on the LSR's other link
 MPLS_MC = 0x8848  # RFC 5332 multicast MPLS ethertype
 MPLS_MC_MAC = "01:00:5e:80:00:01"  # RFC 5332 §4 multicast MAC for MPLS
 BATCH = 50  # frames between pauses when no SECONDS are given
@@ -142,6 +143,12 @@ def build(cls, i, dst, src):
     if cls == "plain_v6_bad_version":
         # An IPv4 datagram under the IPv6 ethertype.
         return bytes(Ether(dst=dst, src=src, type=0x86dd)) + bytes(udp(i))
+    if cls == "plain_ttl_1":
+        # Unlabelled IPv4 with TTL 1 to the kernel's address on the LSR's
+        # other link (the LSR routes it; 10.10.10.10 it reaches by label
+        # only): the LSR's stack answers time exceeded (rate-limited).
+        return bytes(Ether(dst=dst, src=src, type=0x0800) / IP(src=HOST, dst=PEER_LINK, ttl=1)
+                     / UDP(sport=20000 + i % 40000, dport=9) / Raw(b"h" * 32))
     if cls == "plain_short_len":
         return bytes(Ether(dst=dst, src=src, type=0x0800) / IP(src=HOST, dst=PEER, len=500)
                      / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
@@ -153,7 +160,7 @@ def build(cls, i, dst, src):
 CLASSES = ["truncated_stack", "runt_1to3", "no_bos_64", "no_bos_12", "entries_1000", "ttl_0", "ttl_1",
            "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version",
            "null_bad_version", "null_bad_ihl", "v6null_over_v4", "jumbo", "jumbo_df",
-           "plain_bad_version", "plain_bad_ihl", "plain_v6_bad_version", "plain_short_len",
+           "plain_bad_version", "plain_bad_ihl", "plain_v6_bad_version", "plain_short_len", "plain_ttl_1",
            "multicast_mpls"]
 
 
