@@ -61,6 +61,8 @@ var hostileClasses = []hostileClass{
 	{"jumbo", "switch/fragmented", false, "label 100 over a 4000-byte IPv4 datagram, no DF: fragmented (RFC 3032 §3)"},
 	{"jumbo_df", "switch/mtu_exceeded", true, "the same with DF: fragmentation needed sent or rate-limited"},
 	{"multicast_mpls", "in/unsupported_ethertype", false, "0x8848 to 01:00:5e:80:00:01"},
+	{"bcast_mpls", "in/not_for_us", false, "0x8847, label 100, to ff:ff:ff:ff:ff:ff"},
+	{"vlan_mpls", "in/unsupported_ethertype", false, "label 100 in an 802.1Q tag (VLAN 5)"},
 }
 
 // TestHostileInput injects malformed and hostile frames, crafted by
@@ -278,7 +280,7 @@ func TestHostileInput(t *testing.T) {
 	}
 
 	t.Logf("transfer: %d MiB ns0 -> LSR -> kernel, sha256 equal %v", tx.n>>20, r.sum == tx.sum)
-	t.Logf("%-16s %-26s %4s %10s %6s %6s %s", "class", "counter", "sent", "len", "delta", "lines", "other deltas")
+	t.Logf("%-20s %-26s %4s %10s %6s %6s %s", "class", "counter", "sent", "len", "delta", "lines", "other deltas")
 	for _, r := range rows {
 		extra := ""
 		if r.icmpSent+r.icmpRL > 0 {
@@ -287,7 +289,7 @@ func TestHostileInput(t *testing.T) {
 		if len(r.others) > 0 {
 			extra += fmt.Sprint(r.others)
 		}
-		t.Logf("%-16s %-26s %4d %4d..%-4d %6d %6d %s", r.class, r.counter, r.sent, r.minLen, r.maxLen, r.delta, r.logLines, extra)
+		t.Logf("%-20s %-26s %4d %4d..%-4d %6d %6d %s", r.class, r.counter, r.sent, r.minLen, r.maxLen, r.delta, r.logLines, extra)
 	}
 	t.Logf("flood: %d TTL-1 frames sent in %.2fs; settled after %v: icmp sent %d (bound %.0f), rate-limited %d, on the wire %d; %d warning lines",
 		res.Sent, res.Seconds, window.Round(time.Millisecond), sent, bound, d["switch/icmp_rate_limited"], wire, len(floodLines))

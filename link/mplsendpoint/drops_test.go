@@ -475,3 +475,34 @@ func TestForwardingExpiresTTL1(t *testing.T) {
 		})
 	}
 }
+
+// TestMPLSToBroadcastDropped: a unicast MPLS frame with a transit label
+// sent to the broadcast or a multicast MAC address is dropped as
+// not_for_us, not forwarded (Linux's mpls_forward drops non-host frames
+// too); to our own address it is forwarded. Found by
+// node/hostile_netns_test.go, where the seed LSR forwarded them.
+func TestMPLSToBroadcastDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dst     tcpip.LinkAddress
+		forward bool
+	}{
+		{"to us", macA, true},
+		{"broadcast", header.EthernetBroadcastAddress, false},
+		{"multicast", tcpip.LinkAddress("\x01\x00\x5e\x00\x00\x09"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fwd := &fakeForwarder{}
+			ep, _ := newTestEndpoint(t, channel.New(8, 1500, macA), fwd)
+			inject(ep, ethFrame(tc.dst, 0x8847, lse(mpls.Entry{Label: 300, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
+			st := ep.Stats()
+			notForUs := st.Drop(mplsendpoint.DropNotForUs)
+			if tc.forward && (fwd.n != 1 || notForUs != 0) {
+				t.Errorf("got %d Forward calls, not_for_us %d; want 1, 0", fwd.n, notForUs)
+			}
+			if !tc.forward && (fwd.n != 0 || notForUs != 1) {
+				t.Errorf("got %d Forward calls, not_for_us %d; want 0, 1", fwd.n, notForUs)
+			}
+		})
+	}
+}

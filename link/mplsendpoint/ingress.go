@@ -73,6 +73,13 @@ func (e *Endpoint) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber, pkt *stac
 		}
 		e.deliver(typ, pkt)
 	case EthertypeMPLSUnicast:
+		if pkt.PktType != tcpip.PacketHost {
+			// Unicast MPLS to a broadcast or multicast address: an LSR
+			// on a shared segment must not forward it (every LSR there
+			// would), so it is dropped, as Linux's mpls_forward does.
+			e.drop(DropNotForUs, -1, nil)
+			return
+		}
 		e.deliverMPLS(pkt)
 	default:
 		e.drop(DropUnsupportedEthertype, -1, nil)

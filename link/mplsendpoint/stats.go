@@ -44,7 +44,9 @@ const (
 	// DropUnsupportedEthertype: an ethertype this endpoint does not carry
 	// (multicast MPLS 0x8848, or anything not ARP/IPv4/IPv6/MPLS).
 	DropUnsupportedEthertype
-	// DropNotForUs: a unicast frame addressed to another MAC address.
+	// DropNotForUs: a unicast frame addressed to another MAC address, or a
+	// unicast MPLS (0x8847) frame addressed to a broadcast or multicast
+	// one.
 	DropNotForUs
 	// DropTruncatedFrame: a frame shorter than an Ethernet header.
 	DropTruncatedFrame
@@ -92,7 +94,7 @@ var remedies = [numDropReasons]string{
 	DropGSOUnsupported:       "set Options.GSOMode to GSOStack or GSOOff",
 	DropLowerWriteError:      "check the lower link (interface down, buffer full)",
 	DropUnsupportedEthertype: "multicast MPLS (0x8848) and other ethertypes are not supported",
-	DropNotForUs:             "the peer sends to another MAC address; check ARP/NDP and the link address",
+	DropNotForUs:             "the peer sends to another MAC address (or MPLS to a broadcast or multicast one); check ARP/NDP and the link address",
 	DropTruncatedFrame:       "the lower link delivered a runt frame",
 	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
 	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum or a malformed IP header: corrupted on the wire, or a sender that emits malformed packets",

@@ -44,7 +44,7 @@ import socket
 import sys
 import time
 
-from scapy.all import IP, UDP, Ether, Raw
+from scapy.all import IP, UDP, Dot1Q, Ether, Raw
 from scapy.contrib.mpls import MPLS
 
 LSR_LABEL = 100  # the seed LSR's ILM: 100 pops and forwards to 10.10.10.10
@@ -152,6 +152,12 @@ def build(cls, i, dst, src):
     if cls == "plain_short_len":
         return bytes(Ether(dst=dst, src=src, type=0x0800) / IP(src=HOST, dst=PEER, len=500)
                      / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
+    if cls == "bcast_mpls":
+        # Unicast MPLS (0x8847) with a good label, to the broadcast MAC.
+        return bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src=src, type=0x8847) / MPLS(label=LSR_LABEL, s=1, ttl=64) / udp(i))
+    if cls == "vlan_mpls":
+        # Label 100 inside an 802.1Q tag (VLAN 5): this node has no VLANs.
+        return bytes(Ether(dst=dst, src=src, type=0x8100) / Dot1Q(vlan=5, type=0x8847) / MPLS(label=LSR_LABEL, s=1, ttl=64) / udp(i))
     if cls == "multicast_mpls":
         return bytes(Ether(dst=MPLS_MC_MAC, src=src, type=MPLS_MC) / MPLS(label=LSR_LABEL, s=1, ttl=64) / udp(i))
     raise ValueError("unknown class " + cls)
@@ -161,7 +167,7 @@ CLASSES = ["truncated_stack", "runt_1to3", "no_bos_64", "no_bos_12", "entries_10
            "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version",
            "null_bad_version", "null_bad_ihl", "v6null_over_v4", "jumbo", "jumbo_df",
            "plain_bad_version", "plain_bad_ihl", "plain_v6_bad_version", "plain_short_len", "plain_ttl_1",
-           "multicast_mpls"]
+           "multicast_mpls", "bcast_mpls", "vlan_mpls"]
 
 
 def go_bytes(b):
