@@ -10,7 +10,6 @@ import (
 	"sort"
 
 	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/netperf"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -57,29 +56,29 @@ func nodeDialer(n *node.Node, local string, port int) (netperf.DialFunc, error) 
 }
 
 // printNodeDrops writes where the node's frames went: per link frames, label
-// hits and every non-zero drop counter, so a run over an LSP shows at once
-// whether anything was lost.
+// hits and every non-zero drop counter (the lower link's losses included),
+// then the TCP retransmissions, so a run over an LSP shows at once whether
+// anything was lost and whether TCP had to recover.
 func printNodeDrops(w io.Writer, n *node.Node) {
-	st := n.Stats()
-	names := make([]string, 0, len(st.Links))
-	for name := range st.Links {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		l := st.Links[name]
+	r := n.Report()
+	for _, l := range r.Links {
 		fmt.Fprintf(w, "mplsnode %s: rx %d frames, tx %d frames, FTN hits %d, ILM hits %d, GSO packets %d",
-			name, l.RXFrames, l.TXFrames, l.FTNHits, l.ILMHits, l.GSOPackets)
-		drops := 0
-		for _, r := range mplsendpoint.DropReasons() {
-			if c := l.Drops[r]; c != 0 {
-				fmt.Fprintf(w, ", drop %s %d", r, c)
-				drops++
+			l.Name, l.RXFrames, l.TXFrames, l.FTNHits, l.ILMHits, l.GSOPackets)
+		reasons := make([]string, 0, len(l.Drops))
+		for k, c := range l.Drops {
+			if c != 0 {
+				reasons = append(reasons, k)
 			}
 		}
-		if drops == 0 {
+		sort.Strings(reasons)
+		for _, k := range reasons {
+			fmt.Fprintf(w, ", drop %s %d", k, l.Drops[k])
+		}
+		if len(reasons) == 0 {
 			fmt.Fprint(w, ", drops 0")
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "mplsnode TCP: %d segments sent, %d retransmitted, %d timeouts\n",
+		r.TCP.SegmentsSent, r.TCP.Retransmits, r.TCP.Timeouts)
 }
