@@ -21,7 +21,7 @@ func TestCheck(t *testing.T) {
 	seed0 := filepath.Join("..", "..", "config", "testdata", "seed-ns0.conf")
 	seed1 := filepath.Join("..", "..", "config", "testdata", "seed-ns1.conf")
 	bad := write("bad.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\nroute add 10.9.0.0/16 encap mpls 3 via 10.0.0.2\n")
-	lo := write("lo.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\naddr add 10.10.10.10/32 dev lo\n")
+	lo := write("lo.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\naddr add 10.10.10.0/24 dev lo\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -32,7 +32,7 @@ func TestCheck(t *testing.T) {
 		{"seed ns0", []string{"-c", seed0}, 0, seed0 + ": ok", ""},
 		{"seed ns1", []string{"-c", seed1}, 0, seed1 + ": ok", ""},
 		{"parse error", []string{"-c", bad}, 2, "", bad + ":3:"},
-		{"semantic error", []string{"-c", lo}, 2, "", lo + ":3:29: addresses on lo are not supported"},
+		{"semantic error", []string{"-c", lo}, 2, "", lo + ":3:10: an address on lo must be a host address: 10.10.10.0/32"},
 		{"missing file", []string{"-c", filepath.Join(dir, "nope.conf")}, 2, "", "nope.conf"},
 		{"no -c", nil, 2, "", "-c FILE is required"},
 		{"extra arg", []string{"-c", seed0, "x"}, 2, "", `unexpected argument "x"`},
