@@ -1,8 +1,10 @@
 package node
 
-// The label switch's ICMP error rate limit, for the tests that check the
-// bound on the wire.
+import "github.com/mplsnode/mplsnode/stack"
+
+// The node-wide ICMP error rate limit (the stack's bucket, which the label
+// switch shares), for the tests that check the bound on the wire.
 const (
-	ICMPRate  = icmpRate
-	ICMPBurst = icmpBurst
+	ICMPRate  = stack.ICMPRateLimit
+	ICMPBurst = stack.ICMPBurst
 )

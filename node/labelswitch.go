@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -28,11 +27,6 @@ const (
 	// maxHeldPerLink bounds the frames held for one egress link within a
 	// receive batch before they are written anyway: one sendmmsg's worth.
 	maxHeldPerLink = 64
-	// icmpRate and icmpBurst shape the token bucket for the ICMP time
-	// exceeded messages the switch originates: 100 per second with a burst
-	// of 10, so a looping LSP cannot turn the node into an ICMP flood.
-	icmpRate  = 100
-	icmpBurst = 10
 	// ipPeek is how much of the payload under the labels must be contiguous
 	// to read its IP header: the largest IPv4 header (60 bytes), which
 	// covers the 40-byte IPv6 header too.
@@ -166,10 +160,6 @@ type LabelSwitch struct {
 
 	listPool sync.Pool // *gstack.PacketBufferList
 
-	icmpMu     sync.Mutex
-	icmpTokens float64
-	icmpLast   time.Time
-
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented atomic.Uint64
 		drops                                                                      [numSwitchDrops]atomic.Uint64
@@ -265,7 +255,7 @@ func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	ls := &LabelSwitch{ttlModel: model, log: logger, icmpTokens: icmpBurst}
+	ls := &LabelSwitch{ttlModel: model, log: logger}
 	empty := map[nextHopKey]*nextHop{}
 	ls.nhs.Store(&empty)
 	ls.txs.Store(&[]*heldTx{})
@@ -702,22 +692,6 @@ func (ls *LabelSwitch) flush() {
 	}
 }
 
-// allowICMP takes a token from the ICMP bucket.
-func (ls *LabelSwitch) allowICMP() bool {
-	ls.icmpMu.Lock()
-	defer ls.icmpMu.Unlock()
-	now := time.Now()
-	if !ls.icmpLast.IsZero() {
-		ls.icmpTokens = min(icmpBurst, ls.icmpTokens+now.Sub(ls.icmpLast).Seconds()*icmpRate)
-	}
-	ls.icmpLast = now
-	if ls.icmpTokens < 1 {
-		return false
-	}
-	ls.icmpTokens--
-	return true
-}
-
 // icmpKind is the ICMP error the label switch sends back.
 type icmpKind int
 
@@ -756,7 +730,7 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 	if isICMPError(p == mpls.PayloadIPv6, orig) {
 		return
 	}
-	if !ls.allowICMP() {
+	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
 		ls.drop(SwitchICMPRateLimited, 1, bottom)
 		return
 	}

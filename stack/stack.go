@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sync"
 
+	"golang.org/x/time/rate"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
@@ -183,6 +184,17 @@ type link struct {
 	lowerStats func() LowerStats
 }
 
+// ICMP errors the stack sends (fragmentation needed, time exceeded, port
+// unreachable, and the label switch's, which takes from the same bucket via
+// Netstack().AllowICMPMessage) are limited to ICMPRateLimit a second with
+// bursts of ICMPBurst, node-wide: a flood of expiring or oversize packets
+// cannot make the node an ICMP amplifier. (gVisor's default, like Linux's
+// icmp_msgs_per_sec, is 1000 a second.)
+const (
+	ICMPRateLimit = 100
+	ICMPBurst     = 10
+)
+
 // New builds and starts a stack. On error nothing is left open.
 func New(cfg Config) (s *Stack, err error) {
 	logger := cfg.Logger
@@ -193,10 +205,8 @@ func New(cfg Config) (s *Stack, err error) {
 		ns: gstack.New(gstack.Options{
 			NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
 			TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
-			// ICMP errors (frag needed, time exceeded, port
-			// unreachable) are rate-limited by the stack's
-			// default token bucket; HandleLocal lets a program
-			// talk to its own addresses without a wire.
+			// HandleLocal lets a program talk to its own
+			// addresses without a wire.
 			HandleLocal: true,
 		}),
 		tables: new(mpls.Tables),
@@ -210,6 +220,8 @@ func New(cfg Config) (s *Stack, err error) {
 			s = nil
 		}
 	}()
+	s.ns.SetICMPLimit(rate.Limit(ICMPRateLimit))
+	s.ns.SetICMPBurst(ICMPBurst)
 	if err := cfg.TCP.apply(s.ns); err != nil {
 		return s, err
 	}
