@@ -196,7 +196,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477; :9477 listens on loopback only")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
 	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcap, Ethernet, ns timestamps; - is stdout)")
 	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
