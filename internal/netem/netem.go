@@ -171,6 +171,7 @@ type Stats struct {
 	SendErrors uint64
 }
 
+// String formats the counters on one line, for test logs.
 func (s Stats) String() string {
 	return fmt.Sprintf("received %d sent %d lost %d duplicated %d reordered %d overlimit %d send_errors %d",
 		s.Received, s.Sent, s.Lost, s.Duplicated, s.Reordered, s.Overlimit, s.SendErrors)
