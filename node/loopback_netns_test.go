@@ -2,9 +2,7 @@ package node_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -44,22 +42,7 @@ addr add 10.20.20.20/32 dev lo
 	}
 	defer ln.Close()
 	sums := make(chan [32]byte, 2)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				h := sha256.New()
-				io.Copy(h, c)
-				var s [32]byte
-				copy(s[:], h.Sum(nil))
-				sums <- s
-			}()
-		}
-	}()
+	go acceptSums(ln, sums)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const size = 8 << 20

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -92,9 +93,7 @@ type capture struct {
 
 func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *capture {
 	t.Helper()
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("needs tshark (Debian package tshark) to decode frames")
-	}
+	tshark.Need(t)
 	c := &capture{t: t, file: filepath.Join(t.TempDir(), dev+".pcap")}
 	c.cmd = exec.Command("ip", "netns", "exec", ns.Name(), "tshark", "-i", dev, "-c", fmt.Sprint(count),
 		"-f", filter, "-w", c.file)
@@ -135,26 +134,7 @@ func (c *capture) fields(fields ...string) [][]string {
 		<-done
 		c.t.Fatalf("tshark captured too few frames: %s", c.out.String())
 	}
-	args := []string{"-r", c.file, "-T", "fields", "-E", "separator=/t"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command("tshark", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr // "Running as user root" and the like
-	out, err := cmd.Output()
-	if err != nil {
-		c.t.Fatalf("tshark -r: %v: %s", err, stderr.String())
-	}
-	var rows [][]string
-	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		row := strings.Split(line, "\t")
-		for len(row) < len(fields) {
-			row = append(row, "")
-		}
-		rows = append(rows, row)
-	}
-	return rows
+	return tshark.Fields(c.t, c.file, fields...)
 }
 
 // send writes size pseudorandom bytes to c in 64 KiB writes, closes it and

@@ -3,12 +3,11 @@ package node_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -19,9 +18,7 @@ import (
 // TTL 64 from ns0, and the plain ones are the return path to ns0. Frames
 // of the other link (virt12) are not in it.
 func TestSeedPcap(t *testing.T) {
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark is not installed (scripts/deps.sh installs it)")
-	}
+	tshark.Need(t)
 	file := filepath.Join(t.TempDir(), "ns1.pcap")
 	f, err := os.Create(file)
 	if err != nil {
@@ -56,7 +53,7 @@ func TestSeedPcap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rows := tsharkRows(t, file, "eth.type", "mpls.label", "mpls.bottom", "mpls.ttl", "ip.dst", "arp.opcode")
+	rows := tshark.Fields(t, file, "eth.type", "mpls.label", "mpls.bottom", "mpls.ttl", "ip.dst", "arp.opcode")
 	var labelled, toNS0, arp, ipv6 int
 	for i, r := range rows {
 		switch {
@@ -87,25 +84,4 @@ func TestSeedPcap(t *testing.T) {
 		t.Error("no return-path frame to 172.16.20.20 in the pcap")
 	}
 	t.Logf("pcap of %s: %d frames: %d labelled, %d IPv4 to ns0, %d ARP, %d IPv6", s.v10, len(rows), labelled, toNS0, arp, ipv6)
-}
-
-// tsharkRows decodes file with tshark and returns the fields of each frame.
-func tsharkRows(t *testing.T, file string, fields ...string) [][]string {
-	t.Helper()
-	args := []string{"-r", file, "-T", "fields", "-E", "separator=;"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command("tshark", args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v: %s", err, stderr.String())
-	}
-	var rows [][]string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		rows = append(rows, strings.Split(line, ";"))
-	}
-	return rows
 }

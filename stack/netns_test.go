@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 )
@@ -160,9 +161,7 @@ func TestTAPInBridge(t *testing.T) {
 // frames on B's veth are captured and decoded by tshark, our oracle.
 func TestLabelledPathDecodedByTshark(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark not installed (scripts/deps.sh installs it)")
-	}
+	tshark.Need(t)
 	a, b := netns.New(t, "la"), netns.New(t, "lb")
 	va, vb := netns.VethPair(t, a, b)
 	sb := newStackIn(t, b, stack.Config{
@@ -240,21 +239,12 @@ func TestLabelledPathDecodedByTshark(t *testing.T) {
 		t.Fatalf("tshark captured fewer than %d labelled frames", frames)
 	}
 
-	out, err := exec.Command("tshark", "-r", pcap, "-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
-		"-T", "fields", "-E", "separator=,", "-e", "mpls.label", "-e", "mpls.bottom", "-e", "mpls.ttl",
-		"-e", "ip.ttl", "-e", "ip.checksum.status", "-e", "tcp.checksum.status", "-e", "frame.len").Output()
-	if err != nil {
-		t.Fatalf("tshark -r: %v: %s", err, out)
+	rows := tshark.Fields(t, pcap, "mpls.label", "mpls.bottom", "mpls.ttl",
+		"ip.ttl", "ip.checksum.status", "tcp.checksum.status", "frame.len")
+	if len(rows) < frames {
+		t.Fatalf("tshark decoded %d frames, want at least %d", len(rows), frames)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < frames {
-		t.Fatalf("tshark decoded %d frames, want at least %d", len(lines), frames)
-	}
-	for i, line := range lines {
-		f := strings.Split(line, ",")
-		if len(f) != 7 {
-			t.Fatalf("frame %d: tshark fields %q, want 7", i+1, line)
-		}
+	for i, f := range rows {
 		label, bottom, mttl, ipttl, ipck, tcpck, flen := f[0], f[1], f[2], f[3], f[4], f[5], f[6]
 		if label != "100" || bottom != "1" {
 			t.Errorf("frame %d: label %s bottom %s, want 100, 1", i+1, label, bottom)

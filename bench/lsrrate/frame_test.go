@@ -1,16 +1,15 @@
 package lsrrate
 
 import (
-	"encoding/binary"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/link/pcap"
 )
 
 // testSpec is a frame like the generator's.
@@ -138,30 +137,8 @@ func TestBuildFrameTshark(t *testing.T) {
 // frame, tab-separated), checksum verification on; skips without tshark.
 func tsharkRows(t *testing.T, frames [][]byte, fields ...string) []string {
 	t.Helper()
-	bin, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("needs tshark (Debian package tshark; scripts/deps.sh installs it) as an independent decoder")
-	}
-	path := filepath.Join(t.TempDir(), "frames.pcap")
-	fh, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fh.Write(pcapFile(frames)); err != nil {
-		t.Fatal(err)
-	}
-	if err := fh.Close(); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-r", path, "-T", "fields", "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	out, err := exec.Command(bin, args...).Output()
-	if err != nil {
-		t.Fatalf("tshark %s: %v", strings.Join(args, " "), err)
-	}
-	rows := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	tshark.Need(t)
+	rows := tshark.Rows(t, tshark.WritePcap(t, pcap.LinkTypeEthernet, frames), fields...)
 	if len(rows) != len(frames) {
 		t.Fatalf("tshark: got %d rows %q, want %d", len(rows), rows, len(frames))
 	}
@@ -221,24 +198,4 @@ func TestCheckSample(t *testing.T) {
 	if err := checkSample(ip, 0); err != nil {
 		t.Errorf("forwarded IPv4 frame refused: %v", err)
 	}
-}
-
-// pcapFile returns a classic pcap file (LINKTYPE_ETHERNET) holding frames.
-func pcapFile(frames [][]byte) []byte {
-	le := binary.LittleEndian
-	b := le.AppendUint32(nil, 0xa1b2c3d4) // magic, microsecond timestamps
-	b = le.AppendUint16(b, 2)             // version 2.4
-	b = le.AppendUint16(b, 4)
-	b = le.AppendUint32(b, 0)     // thiszone
-	b = le.AppendUint32(b, 0)     // sigfigs
-	b = le.AppendUint32(b, 65535) // snaplen
-	b = le.AppendUint32(b, 1)     // LINKTYPE_ETHERNET
-	for _, f := range frames {
-		b = le.AppendUint32(b, 0) // ts_sec
-		b = le.AppendUint32(b, 0) // ts_usec
-		b = le.AppendUint32(b, uint32(len(f)))
-		b = le.AppendUint32(b, uint32(len(f)))
-		b = append(b, f...)
-	}
-	return b
 }

@@ -3,17 +3,16 @@ package mplsendpoint_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -241,51 +240,15 @@ const (
 	linkTypeIPv4     = 228
 )
 
-// writePcap writes frames as a classic pcap file (microsecond timestamps,
-// all zero).
-func writePcap(path string, linkType uint32, frames [][]byte) error {
-	var b bytes.Buffer
-	hdr := []any{
-		uint32(0xa1b2c3d4),   // magic: microsecond resolution
-		uint16(2), uint16(4), // version 2.4
-		int32(0), uint32(0), // thiszone, sigfigs
-		uint32(65535), // snaplen
-		linkType,
-	}
-	for _, v := range hdr {
-		binary.Write(&b, binary.LittleEndian, v)
-	}
-	for _, f := range frames {
-		for _, v := range []uint32{0, 0, uint32(len(f)), uint32(len(f))} {
-			binary.Write(&b, binary.LittleEndian, v)
-		}
-		b.Write(f)
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
-}
-
 // checkWithTshark decodes frames with tshark, an independent dissector, and
 // compares the requested fields per frame; skipped without tshark.
 func checkWithTshark(t *testing.T, linkType uint32, frames [][]byte, fields, want []string) {
 	t.Helper()
-	bin, err := exec.LookPath("tshark")
-	if err != nil {
+	if !tshark.Installed() {
 		t.Log("tshark not installed: golden bytes not decoded independently")
 		return
 	}
-	path := filepath.Join(t.TempDir(), "golden.pcap")
-	if err := writePcap(path, linkType, frames); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-r", path, "-T", "fields", "-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	out, err := exec.Command(bin, args...).Output()
-	if err != nil {
-		t.Fatalf("tshark: %v", err)
-	}
-	got := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	got := tshark.Rows(t, tshark.WritePcap(t, linkType, frames), fields...)
 	if len(got) != len(want) {
 		t.Fatalf("tshark: got %d lines %q, want %d", len(got), got, len(want))
 	}

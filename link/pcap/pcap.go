@@ -60,9 +60,16 @@ type Writer struct {
 }
 
 // NewWriter writes the pcap file header to w and returns a Writer that
-// records frames up to snapLen bytes (0 means DefaultSnapLen). If w is an
-// io.Closer, Close closes it.
+// records Ethernet frames up to snapLen bytes (0 means DefaultSnapLen). If
+// w is an io.Closer, Close closes it.
 func NewWriter(w io.Writer, snapLen int) (*Writer, error) {
+	return NewWriterLinkType(w, snapLen, LinkTypeEthernet)
+}
+
+// NewWriterLinkType is NewWriter for records of another pcap link type
+// (LINKTYPE_IPV4, 228, for bare IPv4 packets, say); the capture Endpoint
+// needs LinkTypeEthernet.
+func NewWriterLinkType(w io.Writer, snapLen int, linkType uint32) (*Writer, error) {
 	if snapLen < 0 {
 		return nil, fmt.Errorf("pcap: snap length %d is negative", snapLen)
 	}
@@ -85,7 +92,7 @@ func NewWriter(w io.Writer, snapLen int) (*Writer, error) {
 	binary.NativeEndian.PutUint16(hdr[6:], 4)
 	// thiszone and sigfigs stay zero: timestamps are UTC.
 	binary.NativeEndian.PutUint32(hdr[16:], uint32(snapLen))
-	binary.NativeEndian.PutUint32(hdr[20:], LinkTypeEthernet)
+	binary.NativeEndian.PutUint32(hdr[20:], linkType)
 	if _, err := pw.bw.Write(hdr[:]); err != nil {
 		return nil, fmt.Errorf("pcap: write file header: %w", err)
 	}

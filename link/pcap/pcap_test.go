@@ -15,6 +15,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
+	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/mplstest"
 )
@@ -41,36 +42,19 @@ func labelledFrame(size int) []byte {
 	return mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, 100), Payload: ip}.Bytes()
 }
 
-// needTshark skips the test when tshark, the oracle, is missing.
-func needTshark(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark is not installed (scripts/deps.sh installs it)")
+// joinRows joins each row's fields with ";" for comparison.
+func joinRows(rows [][]string) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = strings.Join(r, ";")
 	}
-}
-
-// tsharkFields decodes file with tshark and returns one line of
-// the fields per frame, ";"-separated.
-func tsharkFields(t *testing.T, file string, fields ...string) []string {
-	t.Helper()
-	args := []string{"-r", file, "-T", "fields", "-E", "separator=;"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	var stderr strings.Builder
-	cmd := exec.Command("tshark", args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v: %s", err, stderr.String())
-	}
-	return strings.Fields(string(out))
+	return out
 }
 
 // TestWriterTshark checks the file against tshark's reader (not ours):
 // Ethernet link type, nanosecond timestamps, lengths, truncation.
 func TestWriterTshark(t *testing.T) {
-	needTshark(t)
+	tshark.Need(t)
 	file := filepath.Join(t.TempDir(), "w.pcap")
 	f, err := os.Create(file)
 	if err != nil {
@@ -90,7 +74,7 @@ func TestWriterTshark(t *testing.T) {
 	if got := w.Frames(); got != 2 {
 		t.Errorf("Frames() = %d, want 2", got)
 	}
-	got := tsharkFields(t, file, "frame.time_epoch", "frame.len", "frame.cap_len", "eth.type", "mpls.label", "tcp.len")
+	got := joinRows(tshark.Fields(t, file, "frame.time_epoch", "frame.len", "frame.cap_len", "eth.type", "mpls.label", "tcp.len"))
 	want := []string{
 		"1700000000.123456789;68;68;0x8847;100;10",
 		"1700000000.123456790;558;100;0x8847;100;500",
@@ -156,7 +140,7 @@ func (d *nullDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.P
 // endpoint and has tshark decode the file: both directions recorded, in
 // order, labels visible, frames passed on unchanged.
 func TestEndpointTshark(t *testing.T) {
-	needTshark(t)
+	tshark.Need(t)
 	file := filepath.Join(t.TempDir(), "cap.pcap")
 	f, err := os.Create(file)
 	if err != nil {
@@ -194,7 +178,7 @@ func TestEndpointTshark(t *testing.T) {
 		t.Errorf("dispatcher got %d packets, want 1", d.n)
 	}
 
-	got := tsharkFields(t, file, "frame.len", "eth.src", "mpls.label", "mpls.bottom", "mpls.ttl", "tcp.len")
+	got := joinRows(tshark.Fields(t, file, "frame.len", "eth.src", "mpls.label", "mpls.bottom", "mpls.ttl", "tcp.len"))
 	want := []string{
 		"1058;02:00:00:00:00:0a;100;1;64;1000",
 		"62;02:00:00:00:00:0b;200,300;0,1;7,7;0",
