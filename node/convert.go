@@ -66,9 +66,7 @@ func convert(cfg *config.Config) (*converted, error) {
 		default:
 			sl.Kind = stack.LinkAFPacket
 		}
-		if !l.MPLSInput {
-			errs = append(errs, l.Pos.Errorf(l.Name, "net.mpls.conf.%s.input=0 is not supported yet: labelled frames are accepted on every link", l.Name))
-		}
+		sl.RejectMPLS = !l.MPLSInput
 		c.links = append(c.links, sl)
 	}
 	for _, a := range cfg.Addrs {

@@ -81,6 +81,9 @@ type Link struct {
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
 	QdiscBypass bool
+	// RejectMPLS drops the labelled frames the link receives
+	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
+	RejectMPLS bool
 	// Capture, if set, records every frame the link sends or receives, as
 	// on the wire, to a pcap file (link/pcap). Several links may share one
 	// Writer; the stack does not close it.
@@ -315,6 +318,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		Forwarder:      cfg.Forwarder,
 		Logger:         s.logger.With("link", l.Name),
 		Forwarding:     cfg.Forwarding,
+		RejectMPLS:     l.RejectMPLS,
 		LocalAddress: func(p tcpip.NetworkProtocolNumber, a tcpip.Address) bool {
 			return s.ns.CheckLocalAddress(0, p, a) != 0
 		},

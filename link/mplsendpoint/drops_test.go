@@ -95,7 +95,7 @@ func ipv4Packet(df bool, n int) []byte {
 	return b
 }
 
-func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Forwarder) (*mplsendpoint.Endpoint, *recorder) {
+func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Forwarder, mods ...func(*mplsendpoint.Options)) (*mplsendpoint.Endpoint, *recorder) {
 	t.Helper()
 	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Labels: []mpls.Label{100, 200}, NextHop: addrB4}})
 	if err != nil {
@@ -111,7 +111,11 @@ func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Fo
 	tables := &mpls.Tables{}
 	tables.SetFTN(ftn)
 	tables.SetILM(ilm)
-	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{Tables: tables, Forwarder: fwd, LinkAddress: macA})
+	opts := mplsendpoint.Options{Tables: tables, Forwarder: fwd, LinkAddress: macA}
+	for _, m := range mods {
+		m(&opts)
+	}
+	ep, err := mplsendpoint.New(lower, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,58 +160,62 @@ func TestDropCounters(t *testing.T) {
 		reason mplsendpoint.DropReason
 		fail   bool // lower refuses writes
 		run    func(ep *mplsendpoint.Endpoint)
+		opts   func(*mplsendpoint.Options)
 	}{
 		{"no ILM entry", mplsendpoint.DropNoILMEntry, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 500, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"TTL expired", mplsendpoint.DropTTLExpired, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 100, S: true, TTL: 0}), ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"truncated label stack", mplsendpoint.DropTruncatedLabelStack, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, []byte{0, 0x64}), false)
-		}},
+		}, nil},
 		{"no bottom of stack", mplsendpoint.DropNoBottomOfStack, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 100, TTL: 64})), false)
-		}},
+		}, nil},
 		{"label stack too deep", mplsendpoint.DropLabelStackTooDeep, false, func(ep *mplsendpoint.Endpoint) {
 			var es []mpls.Entry
 			for range 17 {
 				es = append(es, mpls.Entry{Label: 100, TTL: 64})
 			}
 			inject(ep, ethFrame(macA, 0x8847, lse(es...), ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"reserved label", mplsendpoint.DropReservedLabel, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: mpls.LabelRouterAlert, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"unknown payload", mplsendpoint.DropUnknownPayload, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(ok), make([]byte, 40)), false)
-		}},
+		}, nil},
 		{"MTU exceeded", mplsendpoint.DropMTUExceeded, false, func(ep *mplsendpoint.Endpoint) {
 			writeIP(ep, ipv4Packet(true, 1500-28-4), stack.GSO{}) // fits without labels, not with 2
-		}},
+		}, nil},
 		{"GSO unsupported", mplsendpoint.DropGSOUnsupported, false, func(ep *mplsendpoint.Endpoint) {
 			writeIP(ep, ipv4Packet(false, 100), stack.GSO{Type: stack.GSOTCPv4, NeedsCsum: true, MSS: 1000})
-		}},
+		}, nil},
 		{"lower write error", mplsendpoint.DropLowerWriteError, true, func(ep *mplsendpoint.Endpoint) {
 			writeIP(ep, ipv4Packet(false, 100), stack.GSO{})
-		}},
+		}, nil},
 		{"multicast MPLS", mplsendpoint.DropUnsupportedEthertype, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8848, lse(ok), ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"not for us", mplsendpoint.DropNotForUs, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(tcpip.LinkAddress("\x02\x00\x00\x00\x00\x99"), 0x0800, ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"truncated frame", mplsendpoint.DropTruncatedFrame, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, []byte{1, 2, 3}, false)
-		}},
+		}, nil},
 		{"no forwarder", mplsendpoint.DropNoForwarder, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 300, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
-		}},
+		}, nil},
 		{"bad checksum", mplsendpoint.DropBadChecksum, false, func(ep *mplsendpoint.Endpoint) {
 			ip := ipv4Packet(false, 8)
 			ip[10] ^= 0xff // IPv4 header checksum; the frame is not flagged, so the endpoint verifies it
 			inject(ep, ethFrame(macA, 0x0800, ip), false)
-		}},
+		}, nil},
+		{"MPLS input disabled", mplsendpoint.DropMPLSInputDisabled, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(ok), ipv4Packet(false, 8)), false)
+		}, func(o *mplsendpoint.Options) { o.RejectMPLS = true }},
 	}
 	covered := map[mplsendpoint.DropReason]bool{}
 	for _, tc := range cases {
@@ -216,7 +224,11 @@ func TestDropCounters(t *testing.T) {
 			if tc.fail {
 				lower = failLower{channel.New(8, 1500, macA)}
 			}
-			ep, _ := newTestEndpoint(t, lower, nil)
+			var mods []func(*mplsendpoint.Options)
+			if tc.opts != nil {
+				mods = append(mods, tc.opts)
+			}
+			ep, _ := newTestEndpoint(t, lower, nil, mods...)
 			before := ep.Stats()
 			tc.run(ep)
 			after := ep.Stats()

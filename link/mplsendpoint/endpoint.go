@@ -180,6 +180,12 @@ type Options struct {
 	// §5.3.1 asks (google/gvisor#13521). The quoted header in that ICMP
 	// then shows TTL 0. nil turns the check off.
 	LocalAddress func(proto tcpip.NetworkProtocolNumber, addr tcpip.Address) bool
+	// RejectMPLS drops every labelled frame received on the link
+	// (mpls_input_disabled), as Linux does on an interface whose
+	// net.mpls.conf.DEV.input is 0: a link towards customers, say, that
+	// must not inject labels into the core. Sending labelled frames is
+	// unaffected.
+	RejectMPLS bool
 }
 
 // Endpoint is the MPLS-over-Ethernet link endpoint. Create it with New and
@@ -198,6 +204,7 @@ type Endpoint struct {
 	log        *slog.Logger
 	fwd        Forwarder
 	forwarding bool                                                  // Options.Forwarding
+	rejectMPLS bool                                                  // Options.RejectMPLS
 	localAddr  func(tcpip.NetworkProtocolNumber, tcpip.Address) bool // Options.LocalAddress
 	// batched is set once the lower link has called EndBatch: from then
 	// on it ends every receive batch so (docs/CONTRACTS.md).
@@ -276,6 +283,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		fwd:        opts.Forwarder,
 		linkAddr:   opts.LinkAddress,
 		forwarding: opts.Forwarding,
+		rejectMPLS: opts.RejectMPLS,
 	}
 	e.Endpoint.Init(lower, e)
 	return e, nil

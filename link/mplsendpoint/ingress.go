@@ -73,6 +73,10 @@ func (e *Endpoint) DeliverNetworkPacket(_ tcpip.NetworkProtocolNumber, pkt *stac
 		}
 		e.deliver(typ, pkt)
 	case EthertypeMPLSUnicast:
+		if e.rejectMPLS {
+			e.drop(DropMPLSInputDisabled, -1, nil)
+			return
+		}
 		if pkt.PktType != tcpip.PacketHost {
 			// Unicast MPLS to a broadcast or multicast address: an LSR
 			// on a shared segment must not forward it (every LSR there

@@ -58,6 +58,9 @@ const (
 	// ethertype's, IHL below 5, length beyond the frame), or whose partial
 	// checksum could not be completed (malformed transport header).
 	DropBadChecksum
+	// DropMPLSInputDisabled: a labelled frame on a link that refuses them
+	// (Options.RejectMPLS; net.mpls.conf.DEV.input=0).
+	DropMPLSInputDisabled
 
 	numDropReasons
 )
@@ -78,6 +81,7 @@ var dropNames = [numDropReasons]string{
 	DropTruncatedFrame:       "truncated_frame",
 	DropNoForwarder:          "no_forwarder",
 	DropBadChecksum:          "bad_checksum",
+	DropMPLSInputDisabled:    "mpls_input_disabled",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -98,6 +102,7 @@ var remedies = [numDropReasons]string{
 	DropTruncatedFrame:       "the lower link delivered a runt frame",
 	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
 	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum or a malformed IP header: corrupted on the wire, or a sender that emits malformed packets",
+	DropMPLSInputDisabled:    "the link refuses labelled frames (net.mpls.conf.DEV.input=0); set it to 1 if the peer is meant to send them",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
