@@ -23,20 +23,24 @@ func init() {
 	register(command{name: "stats", summary: "print a running node's counters (links, drops, label switch, TCP)", run: runStats})
 }
 
-const statsUsage = `usage: mplsnode stats [--socket PATH] [--json]
+const statsUsage = `usage: mplsnode stats [--socket PATH] [--json | --drops]
 
 Asks a running node (mplsnode run) for its counters over its control
 socket and prints them: per link rx/tx frames, drops by reason (every
-reason, zero ones included), ILM/FTN hits; the label switch counters; TCP.
-The control socket is read-only and root-only (mode 0600).
+reason, zero ones included), ILM/FTN hits; the label switch counters; the
+userspace stack's IP and TCP counters. The control socket is read-only and
+root-only (mode 0600). --drops prints only the drop counters that are not
+zero, one "where reason count" a line, or "no drops", for scripts that
+must see nothing was lost.
 
 Examples:
 
 	mplsnode stats
 	ip netns exec ns1 mplsnode stats --socket /run/mplsnode-ns1.sock --json
+	mplsnode stats --drops || echo "the node dropped frames"
 
 Exit codes: 0 ok, 1 the node cannot be reached or answered an error,
-2 usage error.
+2 usage error, 3 --drops found a drop counter that is not zero.
 
 Options:
 `
@@ -49,8 +53,13 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("stats", statsUsage, stderr)
 	socket := fs.String("socket", node.DefaultControlSocket, "control socket `PATH` of the running node")
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
+	dropsOnly := fs.Bool("drops", false, "print only the non-zero drop counters; exit 3 if there is one")
 	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
+	}
+	if *asJSON && *dropsOnly {
+		fmt.Fprintln(stderr, "mplsnode stats: --json and --drops are exclusive")
+		return exitUsage
 	}
 	body, err := fetchStats(ctx, *socket)
 	if err != nil {
@@ -70,8 +79,46 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "mplsnode stats: bad answer from %s: %v\n", *socket, err)
 		return exitFailure
 	}
+	if *dropsOnly {
+		drops := nonZeroDrops(&r)
+		if len(drops) == 0 {
+			fmt.Fprintln(stdout, "no drops")
+			return exitOK
+		}
+		for _, d := range drops {
+			fmt.Fprintln(stdout, d)
+		}
+		return exitDrops
+	}
 	printReport(stdout, &r)
 	return exitOK
+}
+
+// exitDrops is stats --drops' exit code when something was dropped.
+const exitDrops = 3
+
+// nonZeroDrops lists the report's non-zero drop counters as "where reason
+// count": a link's name, "label-switch" or "ip".
+func nonZeroDrops(r *node.Report) []string {
+	var out []string
+	add := func(where string, m map[string]uint64) {
+		keys := make([]string, 0, len(m))
+		for k, v := range m {
+			if v != 0 {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, fmt.Sprintf("%s %s %d", where, k, m[k]))
+		}
+	}
+	for _, l := range r.Links {
+		add(l.Name, l.Drops)
+	}
+	add("label-switch", r.LabelSwitch.Drops)
+	add("ip", r.IP.Drops)
+	return out
 }
 
 // fetchStats sends `stats` to the control socket and returns the answer.

@@ -22,6 +22,7 @@ import (
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
+	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -30,6 +31,14 @@ import (
 // statsNode starts a node on channel endpoints and serves its control
 // socket; it returns the socket path.
 func statsNode(t *testing.T) string {
+	t.Helper()
+	path, _ := statsNodeLinks(t)
+	return path
+}
+
+// statsNodeLinks is statsNode that also returns link a0's channel endpoint,
+// to inject frames into.
+func statsNodeLinks(t *testing.T) (string, *channel.Endpoint) {
 	t.Helper()
 	conf := "link add a0 type afpacket\nlink add b0 type afpacket\naddr add 10.1.0.1/24 dev a0\naddr add 10.2.0.1/24 dev b0\n"
 	cfg, err := config.Parse("stats.conf", strings.NewReader(conf))
@@ -56,12 +65,35 @@ func statsNode(t *testing.T) string {
 	})
 	for range 200 {
 		if _, err := os.Stat(path); err == nil {
-			return path
+			return path, a
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("control socket did not appear")
-	return ""
+	return "", nil
+}
+
+// TestStatsDrops: --drops says "no drops" (exit 0) until a frame is
+// dropped, then names the link, the reason and the count (exit 3).
+func TestStatsDrops(t *testing.T) {
+	path, a := statsNodeLinks(t)
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"stats", "--socket", path, "--drops"}, &out, &errb); code != 0 || out.String() != "no drops\n" {
+		t.Fatalf("fresh node: exit %d, stdout %q, stderr %q; want 0 and \"no drops\"", code, out.String(), errb.String())
+	}
+	// A labelled frame for a0 with a label no ILM entry holds.
+	frame := []byte{2, 0, 0, 0, 1, 1, 2, 0, 0, 0, 9, 9, 0x88, 0x47, 0x00, 0x1f, 0x41, 0x40}
+	frame = append(frame, make([]byte, 46)...)
+	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	a.InjectInbound(0, pkt)
+	pkt.DecRef()
+	out.Reset()
+	if code := run(context.Background(), []string{"stats", "--socket", path, "--drops"}, &out, &errb); code != 3 || out.String() != "a0 no_ilm_entry 1\n" {
+		t.Errorf("after an unknown label: exit %d, stdout %q; want 3 and \"a0 no_ilm_entry 1\"", code, out.String())
+	}
+	if code := run(context.Background(), []string{"stats", "--socket", path, "--drops", "--json"}, &out, &errb); code != 2 {
+		t.Errorf("--drops --json: exit %d, want 2", code)
+	}
 }
 
 func TestStats(t *testing.T) {
