@@ -165,9 +165,10 @@ type Options struct {
 	LinkAddress tcpip.LinkAddress
 	// Forwarding says the stack above forwards IP, so received packets
 	// may leave again: the endpoint then finishes partial checksums
-	// (veth's CHECKSUM_PARTIAL) and segments TCP packets larger than the
-	// link MTU (a veth peer's GSO frames, which the kernel passes
-	// unsegmented) into link-MTU packets before delivering them. A host
+	// (veth's CHECKSUM_PARTIAL) and segments TCP packets larger than MTU()
+	// (a veth peer's GSO frames, which the kernel passes unsegmented) into
+	// packets of MTU() bytes, which fit a labelled route too, before
+	// delivering them. A host
 	// leaves it off: its TCP takes both as they are (the endpoint reports
 	// RX checksum offload), which saves a checksum pass and a copy.
 	Forwarding bool
