@@ -192,6 +192,9 @@ type SwitchReport struct {
 	ICMPSent uint64 `json:"icmp_sent"`
 	// Fragmented counts IPv4 packets fragmented to fit the egress link.
 	Fragmented uint64 `json:"fragmented"`
+	// Coalesced counts popped TCP segments merged into a GSO frame for an
+	// egress link that takes them.
+	Coalesced uint64 `json:"coalesced"`
 	// Drops counts discards by reason name (SwitchDrop's String), every
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
@@ -263,8 +266,8 @@ func (n *Node) Report() Report {
 	r.LabelSwitch = SwitchReport{
 		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
 		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
-		Fragmented: sw.Fragmented,
-		Drops:      map[string]uint64{},
+		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced,
+		Drops: map[string]uint64{},
 	}
 	for _, d := range SwitchDrops() {
 		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)

@@ -130,6 +130,9 @@ type SwitchStats struct {
 	// Fragmented counts IPv4 packets (without DF) fragmented because they
 	// did not fit the egress link once labelled.
 	Fragmented uint64
+	// Coalesced counts popped TCP segments merged into the GSO packet of the
+	// segment before them (gro.go); Forwarded counts them too.
+	Coalesced uint64
 	// Drops counts discards by reason, indexed by SwitchDrop.
 	Drops [numSwitchDrops]uint64
 }
@@ -161,9 +164,9 @@ type LabelSwitch struct {
 	listPool sync.Pool // *gstack.PacketBufferList
 
 	ctr struct {
-		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented atomic.Uint64
-		drops                                                                      [numSwitchDrops]atomic.Uint64
-		warn                                                                       [numSwitchDrops]lograte.Limiter
+		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
+		drops                                                                                 [numSwitchDrops]atomic.Uint64
+		warn                                                                                  [numSwitchDrops]lograte.Limiter
 	}
 }
 
@@ -204,20 +207,46 @@ type nextHop struct {
 // written together (one sendmmsg) at the batch's end.
 type heldTx struct {
 	ep   *mplsendpoint.Endpoint
+	gro  bool // ep's lower link takes TCP GSO frames: coalesce (gro.go)
 	mu   sync.Mutex
 	list gstack.PacketBufferList
+	segs []int        // received frames in each held packet (more than 1 once coalesced)
+	flow groFlow      // the held packet later segments may join
 	n    atomic.Int32 // list.Len(), read without mu
 }
 
-// hold adds out to tx; a full list is written at once. It consumes out's
-// reference.
-func (ls *LabelSwitch) hold(tx *heldTx, out *gstack.PacketBuffer) {
+// hold adds out, resolved for nh, to the egress link's held list; a full
+// list is written at once. It consumes out's reference.
+func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer) {
+	tx := nh.tx
 	tx.mu.Lock()
 	tx.list.PushBack(out)
+	tx.segs = append(tx.segs, 1)
+	if tx.gro {
+		tx.flow.start(nh, out)
+	}
 	if tx.n.Add(1) >= maxHeldPerLink {
 		ls.writeHeld(tx)
 	}
 	tx.mu.Unlock()
+}
+
+// coalesce merges payload, a popped IPv4 packet for eg.nh, into the packet
+// held for the egress link when it continues that packet's TCP flow
+// (gro.go), and reports whether it did (then it owns payload).
+func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer) bool {
+	tx := eg.nh.tx
+	if !eg.batched || !tx.gro || eg.typ != header.IPv4ProtocolNumber {
+		return false
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.flow.coalesce(eg.nh, payload) {
+		return false
+	}
+	tx.segs[len(tx.segs)-1]++
+	ls.ctr.coalesced.Add(1)
+	return true
 }
 
 // writeHeld writes tx's frames and releases them. Callers hold tx.mu.
@@ -229,9 +258,19 @@ func (ls *LabelSwitch) writeHeld(tx *heldTx) {
 	n, _ := tx.ep.WriteRawFrames(tx.list)
 	tx.list.Reset() // releases the frames
 	tx.n.Store(0)
-	ls.ctr.forwarded.Add(uint64(n))
-	if n < held {
-		ls.drop(SwitchWriteError, uint64(held-n), 0)
+	tx.flow.pkt = nil
+	var sent, lost uint64
+	for i, k := range tx.segs {
+		if i < n {
+			sent += uint64(k)
+		} else {
+			lost += uint64(k)
+		}
+	}
+	tx.segs = tx.segs[:0]
+	ls.ctr.forwarded.Add(sent)
+	if lost != 0 {
+		ls.drop(SwitchWriteError, lost, 0)
 	}
 }
 
@@ -286,6 +325,7 @@ func (ls *LabelSwitch) Stats() SwitchStats {
 		Queued:         c.queued.Load(),
 		ICMPSent:       c.icmpSent.Load(),
 		Fragmented:     c.fragmented.Load(),
+		Coalesced:      c.coalesced.Load(),
 	}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
@@ -412,6 +452,9 @@ func (ls *LabelSwitch) countAction(eg *egress) {
 // emit puts eg's link header and labels in front of payload and transmits
 // the frame to eg's next hop. It takes ownership of payload.
 func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, label mpls.Label) {
+	if ls.coalesce(eg, &payload) {
+		return
+	}
 	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: eg.hdrLen, Payload: payload})
 	out.NetworkProtocolNumber = eg.typ
 	out.Hash = eg.hash
@@ -588,7 +631,7 @@ func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 			return tx
 		}
 	}
-	tx := &heldTx{ep: ep}
+	tx := &heldTx{ep: ep, gro: ep.LowerGSOFrames()}
 	txs := append(append(make([]*heldTx, 0, len(old)+1), old...), tx)
 	ls.txs.Store(&txs)
 	return tx
@@ -609,7 +652,7 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 		}
 		copy(out.LinkHeader().Slice(), *mac)
 		if batched {
-			ls.hold(nh.tx, out)
+			ls.hold(nh, out)
 			return
 		}
 		ls.write(nh, out, label)
@@ -679,6 +722,8 @@ func (ls *LabelSwitch) flush() {
 		tx.mu.Lock()
 		tx.list.Reset()
 		tx.n.Store(0)
+		tx.flow.pkt = nil
+		tx.segs = tx.segs[:0]
 		tx.mu.Unlock()
 	}
 	for _, nh := range *ls.nhs.Load() {

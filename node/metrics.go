@@ -49,6 +49,7 @@ var switchCounters = []switchCounter{
 	{"labelswitch_queued_frames_total", "Frames that waited for a next hop's MAC address.", func(s *SwitchReport) uint64 { return s.Queued }},
 	{"labelswitch_icmp_sent_messages_total", "ICMP errors (time exceeded, fragmentation needed, packet too big) sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
 	{"labelswitch_fragmented_packets_total", "IPv4 packets fragmented to fit the egress link once labelled.", func(s *SwitchReport) uint64 { return s.Fragmented }},
+	{"labelswitch_coalesced_frames_total", "Popped TCP segments merged into a GSO frame for an egress link that takes them.", func(s *SwitchReport) uint64 { return s.Coalesced }},
 }
 
 // tcpCounter is one TCP counter, exported without labels.

@@ -246,6 +246,12 @@ func TestSeedTopology(t *testing.T) {
 	}
 	t.Logf("%d MiB in %v (%.0f Mbit/s); label switch %+v", transferSize>>20, el,
 		float64(transferSize)*8/el.Seconds()/1e6, s.n1.Stats().Switch)
+	// The LSR pops towards the kernel over AF_PACKET with GSOFrames: the
+	// segments of each receive batch leave coalesced into GSO frames,
+	// which the kernel took whole (the SHA-256 above).
+	if sw := s.n1.Stats().Switch; sw.Coalesced == 0 {
+		t.Errorf("the LSR coalesced no segment: %+v", sw)
+	}
 
 	for i, row := range labelled.fields("mpls.label", "mpls.bottom", "mpls.ttl") {
 		// ns0 originates: uniform model, label TTL = IP TTL = 64.

@@ -39,7 +39,9 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-trap 'echo; echo "interrupted: cleaning up" >&2; exit 130' INT TERM
+trap 'echo; echo "interrupted: cleaning up" >&2; exit 130' INT TERM HUP
+# A closed stdout (make demo | head) must still clean up.
+trap 'exit 141' PIPE
 
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
@@ -67,10 +69,12 @@ nsx "$NS2" ip addr add 10.10.10.10/32 dev lo
 nsx "$NS2" ip route add 172.16.20.0/24 via 172.16.21.21
 
 step "starting mplsnode LSR in $NS1 and netserver (kernel sockets) in $NS2"
-nsx "$NS1" "$BIN" run -c "$ROOT/examples/seed/ns1.conf" --control-socket "$TMP/ns1.sock" \
+# ip itself goes to the background (not the nsx function, whose subshell
+# would be the pid killed, leaving mplsnode running in a deleted namespace).
+ip netns exec "$NS1" "$BIN" run -c "$ROOT/examples/seed/ns1.conf" --control-socket "$TMP/ns1.sock" \
 	--log-level warn >"$TMP/ns1.log" 2>&1 &
 pids+=($!)
-nsx "$NS2" "$BIN" netserver --kernel -p 12865 >"$TMP/ns2.log" 2>&1 &
+ip netns exec "$NS2" "$BIN" netserver --kernel -p 12865 >"$TMP/ns2.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do
 	[[ -S $TMP/ns1.sock ]] && nsx "$NS2" ss -ltn 2>/dev/null | grep -q ':12865' && break

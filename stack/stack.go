@@ -276,7 +276,9 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	var lowerStats func() LowerStats
 	switch l.Kind {
 	case LinkAFPacket:
-		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass})
+		// GSOFrames: the label switch's coalesced TCP packets (node's
+		// GRO) cross the veth as single GSO frames.
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}

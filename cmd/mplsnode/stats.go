@@ -186,7 +186,7 @@ func printReport(w io.Writer, r *node.Report) {
 		k string
 		v uint64
 	}{{"forwarded", s.Forwarded}, {"swapped", s.Swapped}, {"popped to IP", s.PoppedIP},
-		{"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued}, {"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}} {
+		{"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued}, {"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced (GRO)", s.Coalesced}} {
 		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
 	}
 	sd := map[string]bool{}

@@ -128,6 +128,14 @@ type Options struct {
 	// (Stats.RXBadChecksum). An upper endpoint that reads the per-frame flag
 	// itself (link/mplsendpoint) leaves this off.
 	RXChecksumOffload bool
+
+	// GSOFrames opens a second, send-only socket with PACKET_VNET_HDR.
+	// WritePackets sends a batch that holds a TCP GSO packet (one whose
+	// GSOOptions say GSOTCPv4 or GSOTCPv6, with a partial checksum) through
+	// it, each frame behind a virtio-net header, so the packet leaves as one
+	// frame larger than the MTU and crosses a veth whole: the peer's kernel
+	// takes it as one GSO skb, as from a local sender. GSOFrames reports it.
+	GSOFrames bool
 }
 
 // Stats are the endpoint's counters, summed over its queues.
@@ -202,7 +210,8 @@ type Endpoint struct {
 	ifname  string
 	ifindex int
 	queues  []*queue
-	rxCsum  bool // Options.RXChecksumOffload
+	gsoq    *queue // Options.GSOFrames: the send-only virtio-net socket
+	rxCsum  bool   // Options.RXChecksumOffload
 
 	mtu atomic.Uint32
 
@@ -241,6 +250,13 @@ func New(opts Options) (*Endpoint, error) {
 	frameSize := cmpDefault(opts.MaxFrameSize, DefaultMaxFrameSize)
 
 	e := &Endpoint{ifname: opts.Interface, rxCsum: opts.RXChecksumOffload}
+	if opts.GSOFrames {
+		q, _, err := openQueue(&opts, e, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		e.gsoq = q
+	}
 	var fanoutArg int
 	for i := 0; i < nq; i++ {
 		q, info, err := openQueue(&opts, e, batch, frameSize)
@@ -305,6 +321,9 @@ type queue struct {
 	txDropped int
 	txErr     unix.Errno
 	sendFn    func(fd uintptr) bool
+	// vnetHdrs, on the GSOFrames socket, holds each message's virtio-net
+	// header (fixed length, so the iovecs' pointers stay valid).
+	vnetHdrs [][virtioNetHdrLen]byte
 
 	// Counters; the ring-drop counter is accumulated from PACKET_STATISTICS.
 	rxPackets, rxBytes, rxCsum, rxTrunc, rxNoDisp, rxBad, rxErrors atomic.Uint64
@@ -319,7 +338,11 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
+// openQueue opens one socket on opts.Interface. batch 0 makes the send-only
+// socket of Options.GSOFrames: PACKET_VNET_HDR, bound to no protocol (it
+// receives nothing), no receive buffers.
 func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceInfo, error) {
+	vnet := batch == 0
 	name := opts.Interface
 	// Protocol 0: the socket receives nothing until bind names the
 	// interface, so no frame of another interface slips in.
@@ -381,7 +404,15 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 			}
 		}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: ethPAll, Ifindex: info.index}); err != nil {
+	proto := uint16(ethPAll)
+	if vnet {
+		if err := setInt(unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1, "setsockopt PACKET_VNET_HDR"); err != nil {
+			unix.Close(fd)
+			return nil, ifaceInfo{}, err
+		}
+		proto = 0
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: info.index}); err != nil {
 		return fail("bind", err.(syscall.Errno))
 	}
 
@@ -394,7 +425,11 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 		q.file.Close()
 		return nil, ifaceInfo{}, &net.OpError{Op: "open", Net: "packet", Addr: Addr{name}, Err: err}
 	}
-	q.initRX(batch, frameSize)
+	if vnet {
+		q.vnetHdrs = make([][virtioNetHdrLen]byte, maxSendBatch)
+	} else {
+		q.initRX(batch, frameSize)
+	}
 	q.txMsgs = make([]mmsghdr, 0, 64)
 	q.txIovs = make([]unix.Iovec, 0, 256)
 	q.txFirst = make([]int, 0, 64)
@@ -585,6 +620,9 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		return 0, nil
 	}
 	q := e.queues[s[0].Hash%uint32(len(e.queues))]
+	if e.gsoq != nil && hasGSO(s) {
+		q = e.gsoq
+	}
 	q.txMu.Lock()
 	defer q.txMu.Unlock()
 	sent := 0
@@ -608,9 +646,17 @@ func (q *queue) write(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 	q.txIovs = q.txIovs[:0]
 	q.txFirst = q.txFirst[:0]
 	q.txLens = q.txLens[:0]
-	for _, pkt := range pkts {
+	for i, pkt := range pkts {
 		first := len(q.txIovs)
 		size := 0
+		if q.vnetHdrs != nil {
+			h := &q.vnetHdrs[i]
+			putVirtioNetHdr(h, pkt)
+			var iov unix.Iovec
+			iov.Base = &h[0]
+			iov.SetLen(virtioNetHdrLen)
+			q.txIovs = append(q.txIovs, iov)
+		}
 		vl, off := pkt.AsViewList()
 		for v := vl.Front(); v != nil; v = v.Next() {
 			b := v.AsSlice()
@@ -708,6 +754,12 @@ func (e *Endpoint) Stats() Stats {
 		s.RXNotAttached += q.rxNoDisp.Load()
 		s.RXBadChecksum += q.rxBad.Load()
 		s.RXErrors += q.rxErrors.Load()
+		s.TXPackets += q.txPackets.Load()
+		s.TXBytes += q.txBytes.Load()
+		s.TXDropped += q.txDrops.Load()
+		s.TXErrors += q.txErrors.Load()
+	}
+	if q := e.gsoq; q != nil {
 		s.TXPackets += q.txPackets.Load()
 		s.TXBytes += q.txBytes.Load()
 		s.TXDropped += q.txDrops.Load()
@@ -830,4 +882,83 @@ func (e *Endpoint) closeFiles() {
 	for _, q := range e.queues {
 		q.file.Close()
 	}
+	if e.gsoq != nil {
+		e.gsoq.file.Close()
+	}
+}
+
+// GSOFrames reports whether WritePackets sends TCP GSO packets as single
+// frames (Options.GSOFrames).
+func (e *Endpoint) GSOFrames() bool { return e.gsoq != nil }
+
+// virtio-net header (struct virtio_net_hdr, linux/virtio_net.h), in host
+// byte order as PACKET_VNET_HDR wants it.
+const (
+	virtioNetHdrLen       = 10
+	virtioNetHdrNeedsCsum = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM
+	virtioNetGSOTCPv4     = 1 // VIRTIO_NET_HDR_GSO_TCPV4
+	virtioNetGSOTCPv6     = 4 // VIRTIO_NET_HDR_GSO_TCPV6
+)
+
+// hasGSO reports whether a packet of pkts is a TCP GSO frame.
+func hasGSO(pkts []*stack.PacketBuffer) bool {
+	for _, p := range pkts {
+		if isGSOFrame(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isGSOFrame reports whether pkt is a TCP GSO frame for the virtio-net
+// socket: GSOOptions say TCP, the link header is a plain Ethernet header
+// over IPv4 or IPv6 (the kernel cannot segment MPLS here), and the data is
+// longer than one segment. (Segments an upper endpoint cut itself keep the
+// GSOOptions of the packet they came from; they go out as plain frames.)
+func isGSOFrame(pkt *stack.PacketBuffer) bool {
+	g := pkt.GSOOptions
+	if (g.Type != stack.GSOTCPv4 && g.Type != stack.GSOTCPv6) || g.MSS == 0 {
+		return false
+	}
+	lh := pkt.LinkHeader().Slice()
+	if len(lh) != header.EthernetMinimumSize {
+		return false
+	}
+	switch binary.BigEndian.Uint16(lh[12:]) {
+	case uint16(header.IPv4ProtocolNumber), uint16(header.IPv6ProtocolNumber):
+	default:
+		return false
+	}
+	return pkt.Data().Size() > int(g.L3HdrLen)+header.TCPMinimumSize+int(g.MSS)
+}
+
+// putVirtioNetHdr fills h for pkt, a whole Ethernet frame: zero (a plain
+// frame with its checksums done) unless pkt is a TCP GSO packet, whose
+// segment size, header length and partial TCP checksum it describes.
+func putVirtioNetHdr(h *[virtioNetHdrLen]byte, pkt *stack.PacketBuffer) {
+	*h = [virtioNetHdrLen]byte{}
+	if !isGSOFrame(pkt) {
+		return
+	}
+	g := pkt.GSOOptions
+	var typ byte
+	switch g.Type {
+	case stack.GSOTCPv4:
+		typ = virtioNetGSOTCPv4
+	case stack.GSOTCPv6:
+		typ = virtioNetGSOTCPv6
+	default:
+		return
+	}
+	l3 := header.EthernetMinimumSize + int(g.L3HdrLen)
+	tcpLen := header.TCPMinimumSize
+	if b, ok := pkt.Data().PullUp(int(g.L3HdrLen) + header.TCPMinimumSize); ok {
+		tcpLen = int(header.TCP(b[g.L3HdrLen:]).DataOffset())
+	}
+	h[0] = virtioNetHdrNeedsCsum
+	h[1] = typ
+	binary.NativeEndian.PutUint16(h[2:], uint16(l3+tcpLen))
+	binary.NativeEndian.PutUint16(h[4:], g.MSS)
+	binary.NativeEndian.PutUint16(h[6:], uint16(l3))
+	binary.NativeEndian.PutUint16(h[8:], uint16(g.CsumOffset))
 }

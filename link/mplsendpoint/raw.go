@@ -5,6 +5,15 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
+// LowerGSOFrames reports whether the lower link sends a TCP GSO packet
+// (pkt.GSOOptions set, partial checksum) given to WriteRawFrames as one
+// frame larger than the MTU, which the peer takes whole: link/afpacket with
+// Options.GSOFrames (through link/pcap too).
+func (e *Endpoint) LowerGSOFrames() bool {
+	g, ok := e.lower.(interface{ GSOFrames() bool })
+	return ok && g.GSOFrames()
+}
+
 // WriteRawFrames writes whole Ethernet frames (each packet's bytes,
 // pkt.AsSlices(), are one frame with its link header) straight to the lower
 // link, bypassing AddHeader, the FTN and segmentation. It is the output of

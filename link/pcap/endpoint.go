@@ -49,6 +49,13 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	return n, err
 }
 
+// GSOFrames passes on the lower link's answer (see link/afpacket's
+// Options.GSOFrames); such frames are recorded as the one frame they are.
+func (e *Endpoint) GSOFrames() bool {
+	g, ok := e.Child().(interface{ GSOFrames() bool })
+	return ok && g.GSOFrames()
+}
+
 // Attach implements stack.LinkEndpoint.
 func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
 	if d == nil {

@@ -1,0 +1,134 @@
+package node_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/mplstest"
+	"github.com/mplsnode/mplsnode/node"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// gsoLink is a batchLink whose lower link takes TCP GSO frames, like
+// link/afpacket with GSOFrames.
+type gsoLink struct {
+	*batchLink
+	pkts []*gstack.PacketBuffer
+}
+
+func (*gsoLink) GSOFrames() bool { return true }
+
+// WritePackets keeps a reference to each packet written, for its
+// GSOOptions, and passes it on.
+func (l *gsoLink) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error) {
+	for _, p := range pkts.AsSlice() {
+		p.IncRef()
+		l.pkts = append(l.pkts, p)
+	}
+	return l.batchLink.WritePackets(pkts)
+}
+
+func (l *gsoLink) release() {
+	for _, p := range l.pkts {
+		p.DecRef()
+	}
+	l.pkts = nil
+}
+
+// seg is a TCP segment 10.1.0.2:1000 -> 10.9.9.9:2000 (DF, ACK) with
+// payload bytes from data at offset off, sequence number 1000+off.
+func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
+	return mplstest.IPv4TCP(mplstest.TCP{
+		Src: netip.MustParseAddrPort("10.1.0.2:1000"), Dst: netip.MustParseAddrPort("10.9.9.9:2000"),
+		Seq: uint32(1000 + off), Ack: 77, Flags: header.TCPFlagAck | flags, DF: true,
+		Options: []byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}, // NOP NOP timestamps
+		Payload: data[off : off+n],
+	})
+}
+
+// TestLabelSwitchCoalesces pops a receive batch of TCP segments of one flow
+// (label 102) towards a link that takes GSO frames: they leave as one GSO
+// packet whose payload is theirs in order, with the headers of the whole
+// (length, PSH of the last, partial checksum) and the first segment's size
+// as MSS. A segment of another flow and one out of sequence are not merged.
+func TestLabelSwitchCoalesces(t *testing.T) {
+	cfg, err := config.Parse("lsr.conf", strings.NewReader(lsrConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
+	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
+	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
+		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		n.Close()
+		out.release()
+		in.Drain()
+		out.Drain()
+	}()
+	nicOut, _ := n.Stack().NICID("out0")
+	n.Stack().Netstack().AddStaticNeighbor(nicOut, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), macNext)
+	// The first batch teaches the endpoint that in0 ends its batches.
+	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
+	in.endBatch(t)
+	out.Drain()
+	out.release()
+
+	const mss, count = 1400, 20
+	data := make([]byte, mss*count+300)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for i := range count {
+		inject(in.Endpoint, labelled([]uint32{102}, 64, seg(data, i*mss, mss, 0)))
+	}
+	// The tail: shorter, with PSH: it joins and ends the packet.
+	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(data, count*mss, 300, header.TCPFlagPsh)))
+	// Nothing joins after PSH, even in sequence.
+	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(append(data, make([]byte, 100)...), count*mss+300, 100, 0)))
+	in.endBatch(t)
+
+	if len(out.pkts) != 2 {
+		t.Fatalf("%d packets written, want 2 (the coalesced one and the one after PSH); switch %+v", len(out.pkts), n.Stats().Switch)
+	}
+	g := out.pkts[0]
+	var frame []byte
+	for _, v := range g.AsSlices() {
+		frame = append(frame, v...)
+	}
+	ip := header.IPv4(frame[header.EthernetMinimumSize:])
+	tcp := header.TCP(ip.Payload())
+	if g.GSOOptions.Type != gstack.GSOTCPv4 || g.GSOOptions.MSS != mss || !g.GSOOptions.NeedsCsum || g.GSOOptions.CsumOffset != 16 {
+		t.Errorf("GSO options %+v, want TCPv4, MSS %d, partial checksum at 16", g.GSOOptions, mss)
+	}
+	if int(ip.TotalLength()) != len(frame)-header.EthernetMinimumSize || !ip.IsChecksumValid() {
+		t.Errorf("IP total length %d for %d bytes, checksum valid %v", ip.TotalLength(), len(frame)-header.EthernetMinimumSize, ip.IsChecksumValid())
+	}
+	if got, want := tcp.Payload(), data[:count*mss+300]; !bytes.Equal(got, want) {
+		t.Errorf("coalesced payload: %d bytes, equal %v; want the %d bytes of the segments in order", len(got), bytes.Equal(got, want), len(want))
+	}
+	if tcp.SequenceNumber() != 1000 || tcp.Flags() != header.TCPFlagAck|header.TCPFlagPsh || tcp.AckNumber() != 77 {
+		t.Errorf("TCP seq %d flags %v ack %d; want 1000, ACK|PSH, 77", tcp.SequenceNumber(), tcp.Flags(), tcp.AckNumber())
+	}
+	want := header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), uint16(len(ip.Payload())))
+	if tcp.Checksum() != want {
+		t.Errorf("TCP checksum %#x, want the pseudo-header sum %#x (partial)", tcp.Checksum(), want)
+	}
+	if p := out.pkts[1]; p.GSOOptions.Type != gstack.GSONone {
+		t.Errorf("the segment after PSH left as GSO %+v; want a plain frame", p.GSOOptions)
+	}
+	st := n.Stats().Switch
+	if st.Forwarded != 1+count+2 || st.Coalesced != count || st.PoppedIP != 1+count+2 {
+		t.Errorf("forwarded %d coalesced %d popped %d; want %d, %d, %d", st.Forwarded, st.Coalesced, st.PoppedIP, 1+count+2, count, 1+count+2)
+	}
+}
