@@ -99,4 +99,3 @@ func TestGSOFrames(t *testing.T) {
 		t.Errorf("stats %+v; want 2 frames sent, no error", st)
 	}
 }
-
