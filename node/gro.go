@@ -11,15 +11,17 @@ import (
 
 // Receive coalescing (GRO) in the label switch. When the egress link takes
 // TCP GSO frames (link/afpacket's GSOFrames: a virtio-net header crosses
-// the veth), the consecutive IPv4 TCP segments of one flow that a receive
-// batch pops to IP are merged into one GSO packet: one frame instead of
-// dozens, which the peer's kernel takes as one skb. Linux's GRO rules,
-// kept strict: no IP options, DF set, ACK with at most PSH, identical TCP
-// options, same ack and window, contiguous sequence numbers, every segment
-// but the last of the first one's size; a PSH or a shorter segment ends
-// the packet.
+// the veth), the consecutive TCP segments of one flow that a receive batch
+// pops to IP are merged into one GSO packet: one frame instead of dozens,
+// which the peer's kernel takes as one skb. Linux's GRO rules, kept strict:
+// IPv4 without options and with DF, or IPv6 without extension headers;
+// the same TOS/traffic class, flow label and TTL/hop limit; ACK with at
+// most PSH; identical TCP options, ack and window; contiguous sequence
+// numbers; every segment but the last of the first one's size. A PSH or a
+// shorter segment ends the packet.
 
-// groMaxSize caps a coalesced IPv4 packet (its total length field).
+// groMaxSize caps a coalesced packet: the IPv4 total length, or the IPv6
+// payload length, is 16 bits.
 const groMaxSize = 0xffff
 
 // groFlow is the coalescing state of one egress link: the held packet that
@@ -27,20 +29,27 @@ const groMaxSize = 0xffff
 type groFlow struct {
 	pkt          *gstack.PacketBuffer // the last held packet; nil: none to join
 	nh           *nextHop
-	src, dst     [4]byte
+	v6           bool
+	src, dst     [16]byte // IPv4 addresses in the first 4 bytes
+	ipMatch      [4]byte  // IPv4: TOS, TTL; IPv6: version, class, flow label
+	hopLimit     uint8    // IPv6
 	sport, dport uint16
 	nextSeq, ack uint32
 	win          uint16
 	tcpHL        int
 	opts         [header.TCPOptionsMaximumSize]byte
 	mss          int  // payload bytes of the first segment
-	size         int  // IP total length so far
+	size         int  // IP packet length so far
 	closed       bool // a PSH or short segment ended it
 }
 
-// tcpSeg is the parsed IPv4 TCP segment of a popped packet.
+// tcpSeg is a popped IP packet parsed as a TCP segment.
 type tcpSeg struct {
-	src, dst     [4]byte
+	v6           bool
+	l3           int // IP header length: 20 or 40
+	src, dst     [16]byte
+	ipMatch      [4]byte
+	hopLimit     uint8
 	sport, dport uint16
 	seq, ack     uint32
 	win          uint16
@@ -50,68 +59,102 @@ type tcpSeg struct {
 	hdr          []byte // the IP and TCP headers (read only)
 }
 
-// parseSeg reads a popped IPv4 packet of size bytes as a TCP segment that
-// may coalesce; pull returns its first n bytes contiguous.
-func parseSeg(pull func(n int) ([]byte, bool), size int) (tcpSeg, bool) {
-	var s tcpSeg
-	b, ok := pull(header.IPv4MinimumSize + header.TCPMinimumSize)
+// parseSeg reads a popped IP packet (v6: IPv6) of size bytes as a TCP
+// segment that may coalesce; pull returns its first n bytes contiguous.
+func parseSeg(v6 bool, pull func(n int) ([]byte, bool), size int) (tcpSeg, bool) {
+	s := tcpSeg{v6: v6, l3: header.IPv4MinimumSize}
+	if v6 {
+		s.l3 = header.IPv6MinimumSize
+	}
+	b, ok := pull(s.l3 + header.TCPMinimumSize)
 	if !ok {
 		return s, false
 	}
-	ip := header.IPv4(b)
-	if ip.HeaderLength() != header.IPv4MinimumSize || ip.Protocol() != uint8(header.TCPProtocolNumber) ||
-		ip.Flags()&header.IPv4FlagDontFragment == 0 || ip.More() || ip.FragmentOffset() != 0 ||
-		int(ip.TotalLength()) != size {
-		return s, false
+	if v6 {
+		ip := header.IPv6(b)
+		if b[0]>>4 != 6 || ip.NextHeader() != uint8(header.TCPProtocolNumber) || int(ip.PayloadLength())+s.l3 != size {
+			return s, false
+		}
+		copy(s.ipMatch[:], b[:4])
+		s.hopLimit = ip.HopLimit()
+	} else {
+		ip := header.IPv4(b)
+		if ip.HeaderLength() != header.IPv4MinimumSize || ip.Protocol() != uint8(header.TCPProtocolNumber) ||
+			ip.Flags()&header.IPv4FlagDontFragment == 0 || ip.More() || ip.FragmentOffset() != 0 ||
+			int(ip.TotalLength()) != size {
+			return s, false
+		}
+		s.ipMatch = [4]byte{b[1], b[8]} // TOS, TTL
 	}
-	tcp := header.TCP(b[header.IPv4MinimumSize:])
+	tcp := header.TCP(b[s.l3:])
 	s.tcpHL = int(tcp.DataOffset())
 	s.flags = tcp.Flags()
 	if s.tcpHL < header.TCPMinimumSize || s.flags&^(header.TCPFlagAck|header.TCPFlagPsh) != 0 || s.flags&header.TCPFlagAck == 0 {
 		return s, false
 	}
-	s.payload = size - header.IPv4MinimumSize - s.tcpHL
+	s.payload = size - s.l3 - s.tcpHL
 	if s.payload <= 0 {
 		return s, false
 	}
-	if s.hdr, ok = pull(header.IPv4MinimumSize + s.tcpHL); !ok {
+	if s.hdr, ok = pull(s.l3 + s.tcpHL); !ok {
 		return s, false
 	}
-	ip = header.IPv4(s.hdr)
-	tcp = header.TCP(s.hdr[header.IPv4MinimumSize:])
-	copy(s.src[:], ip.SourceAddressSlice())
-	copy(s.dst[:], ip.DestinationAddressSlice())
+	if v6 {
+		copy(s.src[:], s.hdr[8:24])
+		copy(s.dst[:], s.hdr[24:40])
+	} else {
+		copy(s.src[:], s.hdr[12:16])
+		copy(s.dst[:], s.hdr[16:20])
+	}
+	tcp = header.TCP(s.hdr[s.l3:])
 	s.sport, s.dport = tcp.SourcePort(), tcp.DestinationPort()
 	s.seq, s.ack, s.win = tcp.SequenceNumber(), tcp.AckNumber(), tcp.WindowSize()
 	return s, true
 }
 
-// coalesce merges payload, a popped IPv4 packet for eg.nh, into the packet
-// held for the egress link if it continues that packet's flow, and reports
-// whether it did (then it owns payload). Callers hold tx.mu.
-func (f *groFlow) coalesce(nh *nextHop, payload *buffer.Buffer) bool {
-	if f.pkt == nil || f.closed || f.nh != nh {
+// options returns the segment's TCP option bytes.
+func (s *tcpSeg) options() []byte { return s.hdr[s.l3+header.TCPMinimumSize:] }
+
+// l3 is the flow's IP header length.
+func (f *groFlow) l3() int {
+	if f.v6 {
+		return header.IPv6MinimumSize
+	}
+	return header.IPv4MinimumSize
+}
+
+// addrs returns the flow's addresses as tcpip addresses.
+func (f *groFlow) addrs() (tcpip.Address, tcpip.Address) {
+	if f.v6 {
+		return tcpip.AddrFrom16(f.src), tcpip.AddrFrom16(f.dst)
+	}
+	return tcpip.AddrFrom4([4]byte(f.src[:4])), tcpip.AddrFrom4([4]byte(f.dst[:4]))
+}
+
+// coalesce merges payload, a popped IP packet (v6: IPv6) for nh, into the
+// held packet if it continues that packet's flow, and reports whether it
+// did (then it owns payload). Callers hold heldTx.mu.
+func (f *groFlow) coalesce(nh *nextHop, v6 bool, payload *buffer.Buffer) bool {
+	if f.pkt == nil || f.closed || f.nh != nh || f.v6 != v6 {
 		return false
 	}
-	s, ok := parseSeg(func(n int) ([]byte, bool) {
+	s, ok := parseSeg(v6, func(n int) ([]byte, bool) {
 		v, ok := payload.PullUp(0, n)
 		return v.AsSlice(), ok
 	}, int(payload.Size()))
 	if !ok || s.src != f.src || s.dst != f.dst || s.sport != f.sport || s.dport != f.dport ||
+		s.ipMatch != f.ipMatch || s.hopLimit != f.hopLimit ||
 		s.seq != f.nextSeq || s.ack != f.ack || s.win != f.win || s.tcpHL != f.tcpHL ||
-		s.payload > f.mss || f.size+s.payload > groMaxSize ||
-		string(s.hdr[header.IPv4MinimumSize+header.TCPMinimumSize:]) != string(f.opts[:f.tcpHL-header.TCPMinimumSize]) {
+		s.payload > f.mss || f.size+s.payload-f.l3()*boolInt(v6) > groMaxSize ||
+		string(s.options()) != string(f.opts[:f.tcpHL-header.TCPMinimumSize]) {
 		return false
 	}
-	hb, ok := f.pkt.Data().PullUp(header.IPv4MinimumSize + f.tcpHL)
+	l3 := f.l3()
+	hb, ok := f.pkt.Data().PullUp(l3 + f.tcpHL)
 	if !ok {
 		return false
 	}
-	ip := header.IPv4(hb)
-	if tos, _ := ip.TOS(); tos != s.hdr[1] || ip.TTL() != s.hdr[8] {
-		return false
-	}
-	payload.TrimFront(int64(header.IPv4MinimumSize + s.tcpHL))
+	payload.TrimFront(int64(l3 + s.tcpHL))
 	f.pkt.Data().MergeBuffer(payload)
 	f.size += s.payload
 	f.nextSeq += uint32(s.payload)
@@ -121,39 +164,55 @@ func (f *groFlow) coalesce(nh *nextHop, payload *buffer.Buffer) bool {
 	// The headers now describe the whole GSO packet: its length, the PSH of
 	// its last segment, and a partial TCP checksum (the pseudo-header sum,
 	// which the peer's kernel, told NEEDS_CSUM, completes or trusts).
-	ip.SetTotalLength(uint16(f.size))
-	ip.SetChecksum(0)
-	ip.SetChecksum(^ip.CalculateChecksum())
-	tcp := header.TCP(hb[header.IPv4MinimumSize:])
+	typ := gstack.GSOTCPv4
+	if v6 {
+		typ = gstack.GSOTCPv6
+		header.IPv6(hb).SetPayloadLength(uint16(f.size - l3))
+	} else {
+		ip := header.IPv4(hb)
+		ip.SetTotalLength(uint16(f.size))
+		ip.SetChecksum(0)
+		ip.SetChecksum(^ip.CalculateChecksum())
+	}
+	tcp := header.TCP(hb[l3:])
 	tcp.SetFlags(uint8(tcp.Flags() | s.flags))
-	tcpLen := uint16(f.size - header.IPv4MinimumSize)
-	binary.BigEndian.PutUint16(hb[header.IPv4MinimumSize+16:],
-		header.PseudoHeaderChecksum(header.TCPProtocolNumber, tcpip.AddrFrom4(f.src), tcpip.AddrFrom4(f.dst), tcpLen))
+	src, dst := f.addrs()
+	binary.BigEndian.PutUint16(hb[l3+16:], header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(f.size-l3)))
 	f.pkt.GSOOptions = gstack.GSO{
-		Type:       gstack.GSOTCPv4,
+		Type:       typ,
 		NeedsCsum:  true,
 		CsumOffset: 16, // the TCP checksum
 		MSS:        uint16(f.mss),
-		L3HdrLen:   header.IPv4MinimumSize,
+		L3HdrLen:   uint16(l3),
 		MaxSize:    groMaxSize,
 	}
 	return true
+}
+
+// boolInt is 1 for true: the IPv6 header does not count in its length.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // start makes out, just held for nh, the packet later segments may join,
 // if it is a TCP segment that may coalesce; else nothing may join.
 func (f *groFlow) start(nh *nextHop, out *gstack.PacketBuffer) {
 	f.pkt = nil
-	if out.NetworkProtocolNumber != header.IPv4ProtocolNumber {
+	v6 := out.NetworkProtocolNumber == header.IPv6ProtocolNumber
+	if !v6 && out.NetworkProtocolNumber != header.IPv4ProtocolNumber {
 		return
 	}
 	d := out.Data()
-	s, ok := parseSeg(d.PullUp, d.Size())
-	if ok {
-		*f = groFlow{pkt: out, nh: nh, src: s.src, dst: s.dst, sport: s.sport, dport: s.dport,
-			nextSeq: s.seq + uint32(s.payload), ack: s.ack, win: s.win, tcpHL: s.tcpHL,
-			mss: s.payload, size: header.IPv4MinimumSize + s.tcpHL + s.payload,
-			closed: s.flags&header.TCPFlagPsh != 0}
-		copy(f.opts[:], s.hdr[header.IPv4MinimumSize+header.TCPMinimumSize:])
+	s, ok := parseSeg(v6, d.PullUp, d.Size())
+	if !ok {
+		return
 	}
+	*f = groFlow{pkt: out, nh: nh, v6: v6, src: s.src, dst: s.dst, ipMatch: s.ipMatch, hopLimit: s.hopLimit,
+		sport: s.sport, dport: s.dport, nextSeq: s.seq + uint32(s.payload), ack: s.ack, win: s.win,
+		tcpHL: s.tcpHL, mss: s.payload, size: s.l3 + s.tcpHL + s.payload,
+		closed: s.flags&header.TCPFlagPsh != 0}
+	copy(f.opts[:], s.options())
 }

@@ -132,3 +132,79 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 		t.Errorf("forwarded %d coalesced %d popped %d; want %d, %d, %d", st.Forwarded, st.Coalesced, st.PoppedIP, 1+count+2, count, 1+count+2)
 	}
 }
+
+// TestLabelSwitchCoalescesIPv6 is TestLabelSwitchCoalesces for IPv6 popped
+// from label 104: one GSO TCPv6 packet with the segments' payload in order.
+func TestLabelSwitchCoalescesIPv6(t *testing.T) {
+	cfg, err := config.Parse("lsr6.conf", strings.NewReader(`
+link add in0 type afpacket
+link add out0 type afpacket
+addr add 2001:db8:1::1/64 dev in0
+addr add 2001:db8:2::1/64 dev out0
+-f mpls route add 104 via inet6 2001:db8:2::2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
+	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
+	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
+		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		n.Close()
+		out.release()
+		in.Drain()
+		out.Drain()
+	}()
+	nicOut, _ := n.Stack().NICID("out0")
+	n.Stack().Netstack().AddStaticNeighbor(nicOut, header.IPv6ProtocolNumber,
+		tcpip.AddrFrom16(netip.MustParseAddr("2001:db8:2::2").As16()), macNext)
+	seg6 := func(data []byte, off, size int) []byte {
+		return mplstest.IPv6TCP(mplstest.TCP{
+			Src: netip.MustParseAddrPort("[2001:db8:1::2]:1000"), Dst: netip.MustParseAddrPort("[2001:db8:9::9]:2000"),
+			Seq: uint32(5000 + off), Ack: 9, Flags: header.TCPFlagAck, Payload: data[off : off+size]})
+	}
+	inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(make([]byte, 10), 0, 10)))
+	in.endBatch(t)
+	out.Drain()
+	out.release()
+
+	const mss, count = 1200, 10
+	data := make([]byte, mss*count)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	for i := range count {
+		inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(data, i*mss, mss)))
+	}
+	in.endBatch(t)
+	if len(out.pkts) != 1 {
+		t.Fatalf("%d packets written, want 1; switch %+v", len(out.pkts), n.Stats().Switch)
+	}
+	g := out.pkts[0]
+	var frame []byte
+	for _, v := range g.AsSlices() {
+		frame = append(frame, v...)
+	}
+	ip := header.IPv6(frame[header.EthernetMinimumSize:])
+	tcp := header.TCP(ip.Payload())
+	if g.GSOOptions.Type != gstack.GSOTCPv6 || g.GSOOptions.MSS != mss || g.GSOOptions.L3HdrLen != header.IPv6MinimumSize {
+		t.Errorf("GSO options %+v, want TCPv6, MSS %d, L3 40", g.GSOOptions, mss)
+	}
+	if int(ip.PayloadLength()) != len(frame)-header.EthernetMinimumSize-header.IPv6MinimumSize || ip.HopLimit() != 63 {
+		t.Errorf("payload length %d for %d bytes, hop limit %d (want 63)", ip.PayloadLength(), len(frame)-54, ip.HopLimit())
+	}
+	if !bytes.Equal(tcp.Payload(), data) || tcp.SequenceNumber() != 5000 {
+		t.Errorf("coalesced payload equal %v (%d bytes), seq %d; want the %d bytes from 5000", bytes.Equal(tcp.Payload(), data), len(tcp.Payload()), tcp.SequenceNumber(), len(data))
+	}
+	want := header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), ip.PayloadLength())
+	if tcp.Checksum() != want {
+		t.Errorf("TCP checksum %#x, want the pseudo-header sum %#x", tcp.Checksum(), want)
+	}
+	if st := n.Stats().Switch; st.Coalesced != count-1 || st.Forwarded != count+1 {
+		t.Errorf("coalesced %d forwarded %d; want %d, %d", st.Coalesced, st.Forwarded, count-1, count+1)
+	}
+}

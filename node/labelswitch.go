@@ -231,17 +231,17 @@ func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer) {
 	tx.mu.Unlock()
 }
 
-// coalesce merges payload, a popped IPv4 packet for eg.nh, into the packet
+// coalesce merges payload, a popped IP packet for eg.nh, into the packet
 // held for the egress link when it continues that packet's TCP flow
 // (gro.go), and reports whether it did (then it owns payload).
 func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer) bool {
 	tx := eg.nh.tx
-	if !eg.batched || !tx.gro || eg.typ != header.IPv4ProtocolNumber {
+	if !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
 		return false
 	}
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if !tx.flow.coalesce(eg.nh, payload) {
+	if !tx.flow.coalesce(eg.nh, eg.typ == header.IPv6ProtocolNumber, payload) {
 		return false
 	}
 	tx.segs[len(tx.segs)-1]++
