@@ -123,6 +123,15 @@ func (f *groFlow) l3() int {
 	return header.IPv4MinimumSize
 }
 
+// lengthField is the value of the packet's IP length field so far: the
+// IPv4 total length, or the IPv6 payload length (header not counted).
+func (f *groFlow) lengthField() int {
+	if f.v6 {
+		return f.size - header.IPv6MinimumSize
+	}
+	return f.size
+}
+
 // addrs returns the flow's addresses as tcpip addresses.
 func (f *groFlow) addrs() (tcpip.Address, tcpip.Address) {
 	if f.v6 {
@@ -145,7 +154,7 @@ func (f *groFlow) coalesce(nh *nextHop, v6 bool, payload *buffer.Buffer) bool {
 	if !ok || s.src != f.src || s.dst != f.dst || s.sport != f.sport || s.dport != f.dport ||
 		s.ipMatch != f.ipMatch || s.hopLimit != f.hopLimit ||
 		s.seq != f.nextSeq || s.ack != f.ack || s.win != f.win || s.tcpHL != f.tcpHL ||
-		s.payload > f.mss || f.size+s.payload-f.l3()*boolInt(v6) > groMaxSize ||
+		s.payload > f.mss || f.lengthField()+s.payload > groMaxSize ||
 		string(s.options()) != string(f.opts[:f.tcpHL-header.TCPMinimumSize]) {
 		return false
 	}
@@ -167,10 +176,10 @@ func (f *groFlow) coalesce(nh *nextHop, v6 bool, payload *buffer.Buffer) bool {
 	typ := gstack.GSOTCPv4
 	if v6 {
 		typ = gstack.GSOTCPv6
-		header.IPv6(hb).SetPayloadLength(uint16(f.size - l3))
+		header.IPv6(hb).SetPayloadLength(uint16(f.lengthField()))
 	} else {
 		ip := header.IPv4(hb)
-		ip.SetTotalLength(uint16(f.size))
+		ip.SetTotalLength(uint16(f.lengthField()))
 		ip.SetChecksum(0)
 		ip.SetChecksum(^ip.CalculateChecksum())
 	}
@@ -187,14 +196,6 @@ func (f *groFlow) coalesce(nh *nextHop, v6 bool, payload *buffer.Buffer) bool {
 		MaxSize:    groMaxSize,
 	}
 	return true
-}
-
-// boolInt is 1 for true: the IPv6 header does not count in its length.
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // start makes out, just held for nh, the packet later segments may join,

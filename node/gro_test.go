@@ -42,6 +42,37 @@ func (l *gsoLink) release() {
 	l.pkts = nil
 }
 
+// groLSR starts the node of conf with in0 on a link that ends its receive
+// batches and out0 on one that takes GSO frames, next hop resolved to
+// macNext on out0; it is closed when the test ends.
+func groLSR(t *testing.T, conf string, nextHop netip.Addr) (*node.Node, *batchLink, *gsoLink) {
+	t.Helper()
+	cfg, err := config.Parse("lsr.conf", strings.NewReader(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
+	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
+	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
+		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		out.release()
+		in.Drain()
+		out.Drain()
+	})
+	proto := header.IPv4ProtocolNumber
+	if nextHop.Is6() {
+		proto = header.IPv6ProtocolNumber
+	}
+	nicOut, _ := n.Stack().NICID("out0")
+	n.Stack().Netstack().AddStaticNeighbor(nicOut, proto, tcpip.AddrFromSlice(nextHop.AsSlice()), macNext)
+	return n, in, out
+}
+
 // seg is a TCP segment 10.1.0.2:1000 -> 10.9.9.9:2000 (DF, ACK) with
 // payload bytes from data at offset off, sequence number 1000+off.
 func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
@@ -57,27 +88,9 @@ func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
 // (label 102) towards a link that takes GSO frames: they leave as one GSO
 // packet whose payload is theirs in order, with the headers of the whole
 // (length, PSH of the last, partial checksum) and the first segment's size
-// as MSS. A segment of another flow and one out of sequence are not merged.
+// as MSS. A segment after the PSH, though in sequence, is not merged.
 func TestLabelSwitchCoalesces(t *testing.T) {
-	cfg, err := config.Parse("lsr.conf", strings.NewReader(lsrConf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
-	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		n.Close()
-		out.release()
-		in.Drain()
-		out.Drain()
-	}()
-	nicOut, _ := n.Stack().NICID("out0")
-	n.Stack().Netstack().AddStaticNeighbor(nicOut, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), macNext)
+	n, in, out := groLSR(t, lsrConf, netip.MustParseAddr("10.2.0.2"))
 	// The first batch teaches the endpoint that in0 ends its batches.
 	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
 	in.endBatch(t)
@@ -136,32 +149,13 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 // TestLabelSwitchCoalescesIPv6 is TestLabelSwitchCoalesces for IPv6 popped
 // from label 104: one GSO TCPv6 packet with the segments' payload in order.
 func TestLabelSwitchCoalescesIPv6(t *testing.T) {
-	cfg, err := config.Parse("lsr6.conf", strings.NewReader(`
+	n, in, out := groLSR(t, `
 link add in0 type afpacket
 link add out0 type afpacket
 addr add 2001:db8:1::1/64 dev in0
 addr add 2001:db8:2::1/64 dev out0
 -f mpls route add 104 via inet6 2001:db8:2::2
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
-	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		n.Close()
-		out.release()
-		in.Drain()
-		out.Drain()
-	}()
-	nicOut, _ := n.Stack().NICID("out0")
-	n.Stack().Netstack().AddStaticNeighbor(nicOut, header.IPv6ProtocolNumber,
-		tcpip.AddrFrom16(netip.MustParseAddr("2001:db8:2::2").As16()), macNext)
+`, netip.MustParseAddr("2001:db8:2::2"))
 	seg6 := func(data []byte, off, size int) []byte {
 		return mplstest.IPv6TCP(mplstest.TCP{
 			Src: netip.MustParseAddrPort("[2001:db8:1::2]:1000"), Dst: netip.MustParseAddrPort("[2001:db8:9::9]:2000"),

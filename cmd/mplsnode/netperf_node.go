@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"sort"
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/netperf"
@@ -64,17 +63,14 @@ func printNodeDrops(w io.Writer, n *node.Node) {
 	for _, l := range r.Links {
 		fmt.Fprintf(w, "mplsnode %s: rx %d frames, tx %d frames, FTN hits %d, ILM hits %d, GSO packets %d",
 			l.Name, l.RXFrames, l.TXFrames, l.FTNHits, l.ILMHits, l.GSOPackets)
-		reasons := make([]string, 0, len(l.Drops))
-		for k, c := range l.Drops {
-			if c != 0 {
-				reasons = append(reasons, k)
+		dropped := false
+		for _, k := range sortedKeys(l.Drops) {
+			if c := l.Drops[k]; c != 0 {
+				fmt.Fprintf(w, ", drop %s %d", k, c)
+				dropped = true
 			}
 		}
-		sort.Strings(reasons)
-		for _, k := range reasons {
-			fmt.Fprintf(w, ", drop %s %d", k, l.Drops[k])
-		}
-		if len(reasons) == 0 {
+		if !dropped {
 			fmt.Fprint(w, ", drops 0")
 		}
 		fmt.Fprintln(w)

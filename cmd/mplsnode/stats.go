@@ -102,15 +102,10 @@ const exitDrops = 3
 func nonZeroDrops(r *node.Report) []string {
 	var out []string
 	add := func(where string, m map[string]uint64) {
-		keys := make([]string, 0, len(m))
-		for k, v := range m {
-			if v != 0 {
-				keys = append(keys, k)
+		for _, k := range sortedKeys(m) {
+			if m[k] != 0 {
+				out = append(out, fmt.Sprintf("%s %s %d", where, k, m[k]))
 			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			out = append(out, fmt.Sprintf("%s %s %d", where, k, m[k]))
 		}
 	}
 	for _, l := range r.Links {
@@ -164,10 +159,10 @@ func printReport(w io.Writer, r *node.Report) {
 		fmt.Fprintf(tw, "%s\t", l.Name)
 	}
 	fmt.Fprintln(tw)
-	reasons := map[string]bool{}
+	reasons := map[string]struct{}{}
 	for _, l := range r.Links {
 		for k := range l.Drops {
-			reasons[k] = true
+			reasons[k] = struct{}{}
 		}
 	}
 	for _, k := range sortedKeys(reasons) {
@@ -180,53 +175,21 @@ func printReport(w io.Writer, r *node.Report) {
 	tw.Flush()
 
 	s := r.LabelSwitch
-	fmt.Fprintln(w, "\nlabel switch")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, kv := range []struct {
-		k string
-		v uint64
-	}{{"forwarded", s.Forwarded}, {"swapped", s.Swapped}, {"popped to IP", s.PoppedIP},
-		{"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued}, {"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced (GRO)", s.Coalesced}} {
-		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
-	}
-	sd := map[string]bool{}
-	for k := range s.Drops {
-		sd[k] = true
-	}
-	for _, k := range sortedKeys(sd) {
-		fmt.Fprintf(tw, "  drop %s\t%d\n", k, s.Drops[k])
-	}
-	tw.Flush()
-
+	printSection(w, "label switch", []namedCount{{"forwarded", s.Forwarded}, {"swapped", s.Swapped},
+		{"popped to IP", s.PoppedIP}, {"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued},
+		{"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced (GRO)", s.Coalesced}},
+		s.Drops, sortedKeys(s.Drops))
 	ip := r.IP
-	fmt.Fprintln(w, "\nIP (userspace stack)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, kv := range []struct {
-		k string
-		v uint64
-	}{{"packets received", ip.PacketsReceived}, {"delivered", ip.PacketsDelivered}, {"sent", ip.PacketsSent},
-		{"ICMP errors sent", ip.ICMPErrorsSent}} {
-		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
-	}
-	for _, k := range node.IPDropReasons {
-		fmt.Fprintf(tw, "  drop %s\t%d\n", k, ip.Drops[k])
-	}
-	tw.Flush()
-
+	printSection(w, "IP (userspace stack)", []namedCount{{"packets received", ip.PacketsReceived},
+		{"delivered", ip.PacketsDelivered}, {"sent", ip.PacketsSent}, {"ICMP errors sent", ip.ICMPErrorsSent}},
+		ip.Drops, node.IPDropReasons)
 	t := r.TCP
-	fmt.Fprintln(w, "\nTCP")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, kv := range []struct {
-		k string
-		v uint64
-	}{{"active opens", t.ActiveOpens}, {"passive opens", t.PassiveOpens}, {"established now", t.CurrentEstablished},
-		{"failed attempts", t.FailedAttempts}, {"established resets", t.EstablishedResets},
-		{"segments sent", t.SegmentsSent}, {"segments received", t.SegmentsReceived},
-		{"invalid segments", t.InvalidSegmentsReceived}, {"retransmits", t.Retransmits},
-		{"timeouts", t.Timeouts}, {"checksum errors", t.ChecksumErrors}} {
-		fmt.Fprintf(tw, "  %s\t%d\n", kv.k, kv.v)
-	}
-	tw.Flush()
+	printSection(w, "TCP", []namedCount{{"active opens", t.ActiveOpens}, {"passive opens", t.PassiveOpens},
+		{"established now", t.CurrentEstablished}, {"failed attempts", t.FailedAttempts},
+		{"established resets", t.EstablishedResets}, {"segments sent", t.SegmentsSent},
+		{"segments received", t.SegmentsReceived}, {"invalid segments", t.InvalidSegmentsReceived},
+		{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"checksum errors", t.ChecksumErrors}},
+		nil, nil)
 
 	fmt.Fprintln(w, "\nRuntime")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -235,7 +198,28 @@ func printReport(w io.Writer, r *node.Report) {
 	tw.Flush()
 }
 
-func sortedKeys(m map[string]bool) []string {
+// namedCount is one line of a printed section.
+type namedCount struct {
+	name  string
+	count uint64
+}
+
+// printSection writes a titled block of counters, then the drops of order
+// (in that order) as "drop REASON" lines.
+func printSection(w io.Writer, title string, counts []namedCount, drops map[string]uint64, order []string) {
+	fmt.Fprintf(w, "\n%s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range counts {
+		fmt.Fprintf(tw, "  %s\t%d\n", c.name, c.count)
+	}
+	for _, k := range order {
+		fmt.Fprintf(tw, "  drop %s\t%d\n", k, drops[k])
+	}
+	tw.Flush()
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
