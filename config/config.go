@@ -231,6 +231,35 @@ func (m GSOMode) String() string {
 	return "GSOMode(" + strconv.Itoa(int(m)) + ")"
 }
 
+// XDPMode is `set forward xdp on|off|auto`: whether the label switch's
+// decisions also run as an XDP program in the kernel (package forward/xdp).
+type XDPMode uint8
+
+// XDP modes.
+const (
+	// XDPOff (default): every transit frame takes the userspace path.
+	XDPOff XDPMode = iota
+	// XDPOn: the program must attach to every link; the node refuses to
+	// start otherwise.
+	XDPOn
+	// XDPAuto: the program runs where it attaches; where it cannot, the
+	// node logs why once and runs without it.
+	XDPAuto
+)
+
+// String returns the config word for m.
+func (m XDPMode) String() string {
+	switch m {
+	case XDPOff:
+		return "off"
+	case XDPOn:
+		return "on"
+	case XDPAuto:
+		return "auto"
+	}
+	return "XDPMode(" + strconv.Itoa(int(m)) + ")"
+}
+
 // Sysctl holds the supported net.* sysctls.
 type Sysctl struct {
 	// IPTTLPropagate is net.mpls.ip_ttl_propagate: true (1, default) is the
@@ -260,6 +289,8 @@ type Settings struct {
 	TCPSACK bool
 	// TCPRACK is `set tcp rack on|off` (default on): RACK-TLP loss detection.
 	TCPRACK bool
+	// ForwardXDP is `set forward xdp on|off|auto` (default off).
+	ForwardXDP XDPMode
 }
 
 // defaults returns a Config with every default filled in.
@@ -373,6 +404,7 @@ func (c *Config) Format() string {
 	st := c.Settings
 	fmt.Fprintf(&b, "set gso %s\nset tcp cc %s\nset tcp sack %s\nset tcp rack %s\n",
 		st.GSO, st.TCPCongestion, onOff(st.TCPSACK), onOff(st.TCPRACK))
+	fmt.Fprintf(&b, "set forward xdp %s\n", st.ForwardXDP)
 	for _, r := range c.Routes {
 		b.WriteString(r.String() + "\n")
 	}

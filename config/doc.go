@@ -57,6 +57,12 @@
 //	set tcp cc reno|cubic   congestion control (default cubic, as Linux)
 //	set tcp sack on|off     selective acknowledgements (default on)
 //	set tcp rack on|off     RACK-TLP loss detection (default on)
+//	set forward xdp on|off|auto
+//	    Run the label switch's swap and pop also as an XDP program on the
+//	    links (package forward/xdp): frames it carries never leave the
+//	    kernel; everything else takes the userspace path. off (default);
+//	    on: the node refuses to start where the program cannot attach;
+//	    auto: on where it attaches, else off with one log line saying why.
 //
 // Each sysctl and setting may appear once.
 //

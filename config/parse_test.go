@@ -122,12 +122,13 @@ set gso stack
 set tcp cc cubic
 set tcp sack off
 set tcp rack off
+set forward xdp auto
 `
 	cfg := mustParse(t, "s.conf", src)
 	if want := (config.Sysctl{IPTTLPropagate: false, DefaultTTL: 64, PlatformLabels: 1000, IPv4Forward: true, IPv6Forward: true}); cfg.Sysctl != want {
 		t.Errorf("got sysctls %+v, want %+v", cfg.Sysctl, want)
 	}
-	if want := (config.Settings{GSO: config.GSOStack, TCPCongestion: "cubic", TCPSACK: false, TCPRACK: false}); cfg.Settings != want {
+	if want := (config.Settings{GSO: config.GSOStack, TCPCongestion: "cubic", TCPSACK: false, TCPRACK: false, ForwardXDP: config.XDPAuto}); cfg.Settings != want {
 		t.Errorf("got settings %+v, want %+v", cfg.Settings, want)
 	}
 	if cfg.Links[0].MPLSInput {
@@ -137,6 +138,7 @@ set tcp rack off
 		"net.mpls.default_ttl":         "s.conf:4:1",
 		"net.ipv6.conf.all.forwarding": "s.conf:7:2",
 		"set tcp rack":                 "s.conf:12:1",
+		"set forward xdp":              "s.conf:13:1",
 	} {
 		if got := cfg.Where[key].String(); got != want {
 			t.Errorf("got Where[%q] = %s, want %s", key, got, want)

@@ -106,7 +106,7 @@ func (p *parser) bool01(t token, name string) bool {
 	return false
 }
 
-var setWords = []string{"gso", "tcp"}
+var setWords = []string{"gso", "tcp", "forward"}
 var setTCPWords = []string{"cc", "sack", "rack"}
 
 // set parses mplsnode's own settings:
@@ -115,6 +115,7 @@ var setTCPWords = []string{"cc", "sack", "rack"}
 //	set tcp cc reno|cubic
 //	set tcp sack on|off
 //	set tcp rack on|off
+//	set forward xdp on|off|auto
 func (p *parser) set(pos Pos) {
 	t := p.word("set", setWords...)
 	switch t.s {
@@ -135,6 +136,11 @@ func (p *parser) set(pos Pos) {
 			p.cfg.Settings.TCPRACK = p.onOff(key)
 		}
 		p.where(key, pos, w)
+	case "forward":
+		w := p.word("set forward", "xdp")
+		v := p.word("set forward xdp", "on", "off", "auto")
+		p.cfg.Settings.ForwardXDP = map[string]XDPMode{"on": XDPOn, "off": XDPOff, "auto": XDPAuto}[v.s]
+		p.where("set forward xdp", pos, w)
 	}
 }
 

@@ -36,6 +36,9 @@ type Report struct {
 	// Runtime holds the node process's Go runtime figures, where a leak
 	// shows first.
 	Runtime RuntimeReport `json:"runtime"`
+	// XDP holds the XDP label switch's state and counters; nil unless
+	// `set forward xdp` runs it.
+	XDP *XDPReport `json:"xdp,omitempty"`
 }
 
 // RuntimeReport is the Go runtime's view of the process the node runs in
@@ -288,6 +291,7 @@ func (n *Node) Report() Report {
 		ChecksumErrors:          t.ChecksumErrors.Value(),
 	}
 	r.Runtime = runtimeReport()
+	r.XDP = n.xdp.report()
 	return r
 }
 

@@ -176,7 +176,7 @@ const metricsReadTimeout = 10 * time.Second
 // metrics).
 func MetricsHandler(n *Node) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(n))
+	reg.MustRegister(NewCollector(n), newXDPCollector(n))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

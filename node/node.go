@@ -61,6 +61,7 @@ type Node struct {
 	log   *slog.Logger
 	stack *stack.Stack
 	ls    *LabelSwitch
+	xdp   *xdpPlane // nil unless set forward xdp runs the program
 
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
@@ -119,7 +120,12 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		return nil, routeError(cfg, err)
 	}
 	ls.Attach(s)
-	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg}
+	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: cfg}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
@@ -213,6 +219,9 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		return err
 	}
 	n.cfg = newCfg
+	if n.xdp != nil {
+		n.xdp.sync()
+	}
 	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
 	return nil
 }
@@ -277,7 +286,8 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
-	err := n.stack.Close()
+	xerr := n.xdp.close()
+	err := errors.Join(n.stack.Close(), xerr)
 	n.ls.flush()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err

@@ -230,6 +230,11 @@ type seedOptions struct {
 	link01 func(t *testing.T, ns0, ns1 *netns.NS) (string, string)
 	// conf0 is appended to ns0's config (settings, say).
 	conf0 string
+	// conf1 is appended to the LSR's config.
+	conf1 string
+	// beforeLSR runs after the namespaces and links exist, before the LSR
+	// starts (to set the kernel's side of a link, say).
+	beforeLSR func(s *seedProc)
 }
 
 // lsrConf is the seed LSR's config: label 100 popped towards ns2, IP
@@ -266,7 +271,10 @@ func newSeedProc(t *testing.T, bin, prefix string, o seedOptions) *seedProc {
 	s.ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
 	s.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
 
-	s.conf1 = lsrConf(s.v10, s.v12)
+	s.conf1 = lsrConf(s.v10, s.v12) + o.conf1
+	if o.beforeLSR != nil {
+		o.beforeLSR(s)
+	}
 	s.lsr = startLSR(t, bin, s.ns1, s.conf1)
 
 	cfg0, err := config.Parse("ns0.conf", strings.NewReader(fmt.Sprintf(`link add %[1]s type afpacket

@@ -190,6 +190,7 @@ func printReport(w io.Writer, r *node.Report) {
 		{"segments received", t.SegmentsReceived}, {"invalid segments", t.InvalidSegmentsReceived},
 		{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"checksum errors", t.ChecksumErrors}},
 		nil, nil)
+	printXDP(w, r.XDP)
 
 	fmt.Fprintln(w, "\nRuntime")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
