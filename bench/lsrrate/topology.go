@@ -175,6 +175,7 @@ const (
 
 // mplsnodeForwarder is an `mplsnode run` process in the LSR namespace.
 type mplsnodeForwarder struct {
+	xdp    bool // the node runs its XDP label switch
 	cmd    *exec.Cmd
 	dir    string // config and control socket
 	sock   string
@@ -184,9 +185,14 @@ type mplsnodeForwarder struct {
 	base   *nodeReport // counters at the last mark
 }
 
-// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink.
-func lsrConfig(t *topology) string {
-	return fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
+// lsrConfig is the LSR's config: swap inLabel for outLabel towards the
+// sink; with xdp, in the node's XDP label switch.
+func lsrConfig(t *topology, xdp bool) string {
+	extra := ""
+	if xdp {
+		extra = "set forward xdp on\n"
+	}
+	return extra + fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
 link add %s type afpacket
 link add %s type afpacket
 addr add %s dev %s
@@ -197,20 +203,27 @@ addr add %s dev %s
 }
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
-// namespace, and returns once its control socket answers.
-func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, err error) {
+// namespace, and returns once its control socket answers. With xdp the
+// node runs its XDP label switch, and the sink's veth gets GRO so that
+// it takes redirected frames.
+func startMPLSNode(ctx context.Context, bin string, t *topology, xdp bool) (fw forwarder, err error) {
+	if xdp {
+		if out, err := t.sink.exec("ethtool", "-K", t.sinkDev, "gro", "on"); err != nil {
+			return nil, fmt.Errorf("ethtool -K %s gro on: %v: %s", t.sinkDev, err, out)
+		}
+	}
 	dir, err := os.MkdirTemp("", "lsrrate-")
 	if err != nil {
 		return nil, err
 	}
-	m := &mplsnodeForwarder{dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
+	m := &mplsnodeForwarder{xdp: xdp, dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, m.stop())
 		}
 	}()
 	conf := filepath.Join(dir, "lsr.conf")
-	if err := os.WriteFile(conf, []byte(lsrConfig(t)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(lsrConfig(t, xdp)), 0o600); err != nil {
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.
@@ -253,6 +266,10 @@ type nodeReport struct {
 		Queued    uint64            `json:"queued"`
 		Drops     map[string]uint64 `json:"drops"`
 	} `json:"label_switch"`
+	XDP *struct {
+		Swapped uint64            `json:"swapped"`
+		Passed  map[string]uint64 `json:"passed"`
+	} `json:"xdp"`
 }
 
 // linkReport is one link's part of nodeReport.
@@ -284,14 +301,20 @@ func (m *mplsnodeForwarder) report() (*nodeReport, error) {
 	return &r, nil
 }
 
-// cpu implements forwarder: mplsnode's user+sys time.
+// cpu implements forwarder: mplsnode's user+sys time, plus the
+// machine's softirq time where its XDP program runs.
 func (m *mplsnodeForwarder) cpu() (time.Duration, error) {
 	select {
 	case <-m.exited:
 		return 0, fmt.Errorf("mplsnode exited (%v): %s", m.err, m.log.String())
 	default:
 	}
-	return processCPU(m.cmd.Process.Pid)
+	d, err := processCPU(m.cmd.Process.Pid)
+	if err != nil || !m.xdp {
+		return d, err
+	}
+	si, err := softirqTime()
+	return d + si, err
 }
 
 // mark implements forwarder: describe counts from here.
@@ -323,6 +346,15 @@ func (m *mplsnodeForwarder) describe() string {
 	sw, o := r.LabelSwitch, base.LabelSwitch
 	fmt.Fprintf(&b, "; switch swapped %d forwarded %d queued %d", sw.Swapped-o.Swapped, sw.Forwarded-o.Forwarded, sw.Queued-o.Queued)
 	writeDrops(&b, sw.Drops, o.Drops)
+	if x := r.XDP; x != nil {
+		var ob uint64
+		var op map[string]uint64
+		if base.XDP != nil {
+			ob, op = base.XDP.Swapped, base.XDP.Passed
+		}
+		fmt.Fprintf(&b, "; xdp swapped %d", x.Swapped-ob)
+		writeDrops(&b, x.Passed, op)
+	}
 	return b.String()
 }
 
