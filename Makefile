@@ -10,7 +10,7 @@ BENCHTIME   ?= 1s
 # The whole suite stays well under CI's budget; the timeout is a backstop.
 TESTTIMEOUT ?= 25m
 
-.PHONY: all build test bench gobench demo fuzz soak lint deps clean
+.PHONY: all build test bench gobench demo fuzz soak lint deps clean bpf
 
 all: build
 
@@ -65,3 +65,9 @@ lint:
 
 clean:
 	rm -rf bin
+
+# bpf regenerates forward/xdp's BPF object and Go loader from
+# forward/xdp/bpf/lsr.c (bpf2go; needs clang and libbpf-dev). Both are
+# committed, so build and test need no C compiler.
+bpf:
+	$(GO) generate ./forward/xdp

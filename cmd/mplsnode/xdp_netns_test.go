@@ -33,6 +33,7 @@ func TestSeedXDP(t *testing.T) {
 				t.Fatalf("no XDP section in the LSR's report; log:\n%s", s.lsr.logs.String())
 			}
 			x := r.XDP
+			t.Logf("ns0 TCP retransmits %d timeouts %d", s.n0.Report().TCP.Retransmits, s.n0.Report().TCP.Timeouts)
 			t.Logf("%d MiB in %v (%.0f Mbit/s); XDP popped_ip %d, passed %v, egress ok %v; userspace popped_ip %d",
 				size>>20, d.Round(time.Millisecond), mbits(size, d), x.PoppedIP, x.Passed, x.EgressOK, r.LabelSwitch.PoppedIP)
 			// A 32 MiB transfer is over 20,000 labelled segments of at
