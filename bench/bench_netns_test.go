@@ -40,7 +40,7 @@ func TestBenchRoot(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mplsnode/mplsnode/cmd/mplsnode").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
-	// Group 5 holds 5 and 5x (the LSR in XDP mode): four runs.
+	// Group 5 holds 5 and 5k (the LSR in XDP mode): four runs.
 	sel, err := bench.ParseSelection("1,3,5", bench.Configs())
 	if err != nil {
 		t.Fatal(err)

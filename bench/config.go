@@ -186,7 +186,7 @@ func Configs() []Config {
 		{ID: "5", Group: 5, Name: "mplsnode ns0 -> mplsnode LSR ns1 (pop) -> kernel, 1 label", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "6b", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv6", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP6, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
-		{ID: "5x", Group: 5, Name: "as 5, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21)", Test: netperf.TCPStream, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},
+		{ID: "5k", Group: 5, Name: "as 5, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21)", Test: netperf.TCPStream, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},
 		{ID: "7", Group: 7, Name: "as 5, TAP in a Linux bridge instead of AF_PACKET", Test: netperf.TCPStream, Topo: TopoTAP, Client: ClientNode, Host: hostLSP, NS0Conf: ns0TAP, NS1Conf: ns1TAP},
 		{ID: "8a", Group: 8, Name: "as 5, set gso off (endpoint: see 5)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label + "set gso off\n", NS1Conf: ns1Pop},
 		{ID: "8b", Group: 8, Name: "as 5, set gso stack (endpoint: see 5)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label + "set gso stack\n", NS1Conf: ns1Pop},
