@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,6 +32,7 @@ type xdpPlane struct {
 	log   *slog.Logger
 	s     *stack.Stack
 	prog  *fxdp.Program
+	feats *fxdp.Features // opened in the node's network namespace
 	links map[string]fxdp.Link // attached links by name
 	// skipped says why a link runs without the program (auto mode).
 	skipped map[string]string
@@ -67,7 +69,12 @@ func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *s
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	x := &xdpPlane{log: logger, s: s, prog: prog, links: map[string]fxdp.Link{}, skipped: map[string]string{},
+	feats, err := fxdp.OpenFeatures()
+	if err != nil {
+		prog.Close()
+		return nil, fail("%w", err)
+	}
+	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
 		egressOK: map[int]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, l := range links {
 		why := ""
@@ -88,6 +95,7 @@ func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *s
 		if why != "" {
 			if mode == config.XDPOn {
 				prog.Close()
+				feats.Close()
 				return nil, fmt.Errorf("set forward xdp on: link %s: %s", l.Name, why)
 			}
 			x.skipped[l.Name] = why
@@ -98,6 +106,7 @@ func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *s
 	}
 	if len(x.links) == 0 {
 		prog.Close()
+		feats.Close()
 		return nil, fail("no link took the program")
 	}
 	x.sync()
@@ -131,7 +140,7 @@ func (x *xdpPlane) sync() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, l := range x.links {
-		ok, err := fxdp.RedirectCapable(l.Index)
+		ok, err := x.feats.RedirectCapable(l.Index)
 		if err != nil {
 			ok = false
 		}
@@ -270,7 +279,7 @@ func (x *xdpPlane) close() error {
 	}
 	close(x.stop)
 	<-x.done
-	return x.prog.Close()
+	return errors.Join(x.prog.Close(), x.feats.Close())
 }
 
 // xdpCollector exports the XDP label switch's counters (when it runs) as
