@@ -32,7 +32,7 @@ type xdpPlane struct {
 	log   *slog.Logger
 	s     *stack.Stack
 	prog  *fxdp.Program
-	feats *fxdp.Features // opened in the node's network namespace
+	feats *fxdp.Features       // opened in the node's network namespace
 	links map[string]fxdp.Link // attached links by name
 	// skipped says why a link runs without the program (auto mode).
 	skipped map[string]string
