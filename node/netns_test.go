@@ -45,9 +45,17 @@ func startNodeWith(t *testing.T, ns *netns.NS, name, conf string, opts node.Opti
 	return n
 }
 
+// transferTimeout bounds every transfer of these tests: the accept and all
+// reads of kernelSink, all writes of send. A transfer that stalls fails
+// when it expires, with the bytes it saw, instead of hanging until go
+// test's -timeout (whose panic skips t.Cleanup and so used to leave the
+// test's namespaces behind).
+const transferTimeout = 3 * time.Minute
+
 // kernelSink listens on addr with a kernel socket inside ns and returns the
 // listener's address and a channel that yields the SHA-256 and length of
-// the first connection's bytes.
+// the first connection's bytes; it always yields within transferTimeout
+// (with a timeout error and the bytes read so far if the transfer stalls).
 type sinkResult struct {
 	sum [32]byte
 	n   int64
@@ -64,6 +72,8 @@ func kernelSink(t *testing.T, ns *netns.NS, addr string) (string, <-chan sinkRes
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	deadline := time.Now().Add(transferTimeout)
+	ln.(*net.TCPListener).SetDeadline(deadline)
 	ch := make(chan sinkResult, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -72,6 +82,7 @@ func kernelSink(t *testing.T, ns *netns.NS, addr string) (string, <-chan sinkRes
 			return
 		}
 		defer c.Close()
+		c.SetReadDeadline(deadline)
 		h := sha256.New()
 		n, err := io.Copy(h, c)
 		var r sinkResult
@@ -141,6 +152,7 @@ func (c *capture) fields(fields ...string) [][]string {
 // returns their SHA-256. mid, if not nil, runs once halfway.
 func send(t *testing.T, c net.Conn, size int64, mid func()) [32]byte {
 	t.Helper()
+	c.SetWriteDeadline(time.Now().Add(transferTimeout))
 	r := rand.NewChaCha8([32]byte{1, 2, 3})
 	h := sha256.New()
 	buf := make([]byte, 64<<10)
@@ -400,6 +412,12 @@ route add fd00:20::/64 via fd00:22::1
 		{"IPv6", "[fd00:10::10]:0", "201"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// A failed or stalled transfer says how far the LSRs got.
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("A: %+v; B: %+v", nA.Stats().Switch, nB.Stats().Switch)
+				}
+			})
 			addr, result := kernelSink(t, ns3, tc.listen)
 			swapped := startCapture(t, nsB, vba, "mpls and greater 1000", 10)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
