@@ -113,6 +113,7 @@ func ask(t *testing.T, path, req string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
