@@ -202,3 +202,84 @@ addr add 2001:db8:2::1/64 dev out0
 		t.Errorf("coalesced %d forwarded %d; want %d, %d", st.Coalesced, st.Forwarded, count-1, count+1)
 	}
 }
+
+// TestLabelSwitchGROKeepsBadChecksums is issue 12's laundering case:
+// contiguous full-size ACK segments of one flow, popped towards a link that
+// takes GSO frames, whose TCP checksum (or IPv4 header checksum) is wrong.
+// Coalesced, they would leave as one GSO packet with a fresh partial
+// checksum that the receiving kernel completes, delivering corrupt data as
+// valid. They must not be coalesced, and each must leave with its wrong
+// checksum as it came. A bad segment between good ones breaks the packet:
+// neither the one before nor the one after joins across it. Checked by
+// planting: with emit's groOK forced true, the TCP and IP cases leave as
+// one GSO packet and this test fails.
+func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
+	const mss, count = 1400, 6
+	data := make([]byte, mss*count)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	badTCP := func(b []byte) { b[header.IPv4MinimumSize+16] ^= 0x5a }
+	badIP := func(b []byte) { b[10] ^= 0x5a }
+	for _, tc := range []struct {
+		name    string
+		corrupt func(i int, b []byte)
+		want    int // packets written
+	}{
+		{"wrong TCP checksum", func(_ int, b []byte) { badTCP(b) }, count},
+		{"wrong IPv4 header checksum", func(_ int, b []byte) { badIP(b) }, count},
+		{"one wrong TCP checksum in the middle", func(i int, b []byte) {
+			if i == 2 {
+				badTCP(b)
+			}
+		}, 3}, // [0 1] [2] [3 4 5]
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, in, out := groLSR(t, lsrConf, netip.MustParseAddr("10.2.0.2"))
+			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
+			in.endBatch(t)
+			out.Drain()
+			out.release()
+
+			sent := make([][]byte, count)
+			for i := range count {
+				b := seg(data, i*mss, mss, 0)
+				tc.corrupt(i, b)
+				sent[i] = b
+				inject(in.Endpoint, labelled([]uint32{102}, 64, b))
+			}
+			in.endBatch(t)
+			if len(out.pkts) != tc.want {
+				t.Fatalf("%d packets written, want %d; switch %+v", len(out.pkts), tc.want, n.Stats().Switch)
+			}
+			if tc.want != count {
+				return
+			}
+			for i, p := range out.pkts {
+				var frame []byte
+				for _, v := range p.AsSlices() {
+					frame = append(frame, v...)
+				}
+				ip := header.IPv4(frame[header.EthernetMinimumSize:])
+				if p.GSOOptions.Type != gstack.GSONone {
+					t.Errorf("segment %d left as GSO %+v", i, p.GSOOptions)
+				}
+				// The pop decrements the TTL (uniform) and updates the
+				// header checksum incrementally: a wrong one stays wrong
+				// by the same amount; the TCP checksum is untouched.
+				if got, want := header.TCP(ip.Payload()).Checksum(), header.TCP(sent[i][header.IPv4MinimumSize:]).Checksum(); got != want {
+					t.Errorf("segment %d TCP checksum %#x, want %#x as sent", i, got, want)
+				}
+				if ipChecksum(ip[:header.IPv4MinimumSize]) == 0xffff && tc.name == "wrong IPv4 header checksum" {
+					t.Errorf("segment %d IPv4 header checksum verifies: laundered", i)
+				}
+				if !bytes.Equal(ip.Payload()[header.TCPMinimumSize+12:], data[i*mss:(i+1)*mss]) {
+					t.Errorf("segment %d payload changed", i)
+				}
+			}
+			if st := n.Stats().Switch; st.Coalesced != 0 {
+				t.Errorf("coalesced %d, want 0", st.Coalesced)
+			}
+		})
+	}
+}

@@ -122,9 +122,13 @@ func icmpv6Checksum(b []byte, src, dst netip.Addr) {
 
 // isICMPError reports whether the IP packet ip is an ICMP error message
 // or a non-first fragment: RFC 1812 §4.3.2.7 and RFC 4443 §2.4 forbid
-// answering either with an ICMP error.
+// answering either with an ICMP error. A packet too short for its fixed
+// header counts as one (nothing is sent for it).
 func isICMPError(v6 bool, ip []byte) bool {
 	if !v6 {
+		if len(ip) < header.IPv4MinimumSize {
+			return true
+		}
 		h := header.IPv4(ip)
 		if h.FragmentOffset() != 0 {
 			return true
@@ -138,6 +142,9 @@ func isICMPError(v6 bool, ip []byte) bool {
 			return true
 		}
 		return false
+	}
+	if len(ip) < header.IPv6MinimumSize {
+		return true
 	}
 	h := header.IPv6(ip)
 	if h.NextHeader() != uint8(header.ICMPv6ProtocolNumber) || len(ip) <= header.IPv6MinimumSize {

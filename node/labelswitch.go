@@ -64,6 +64,20 @@ const (
 	// SwitchICMPFailed: an ICMP error could not be sent (no
 	// route back, no source address, not an IP payload).
 	SwitchICMPFailed
+	// SwitchImplicitNull: the received label stack holds label 3
+	// (implicit null), which is signalled, never sent (RFC 3032 §2.1).
+	SwitchImplicitNull
+	// SwitchReservedLabel: popping the top label would expose a reserved
+	// label (1, 4-15: router alert, GAL, OAM alert, an entropy label
+	// indicator at the bottom, ...) that the node does not process; it is
+	// never forwarded on.
+	SwitchReservedLabel
+	// SwitchICMPBadSource: an ICMP error was not sent because the
+	// offending packet's source is not one host (unspecified, loopback,
+	// multicast, broadcast, a connected subnet's broadcast, class E) or is
+	// the node's own address (RFC 1812 §4.3.2.7, RFC 4443 §2.4). The frame
+	// itself is counted as ttl_expired or mtu_exceeded.
+	SwitchICMPBadSource
 
 	numSwitchDrops
 )
@@ -79,6 +93,9 @@ var switchDropNames = [numSwitchDrops]string{
 	SwitchWriteError:      "write_error",
 	SwitchICMPRateLimited: "icmp_rate_limited",
 	SwitchICMPFailed:      "icmp_failed",
+	SwitchImplicitNull:    "implicit_null_label",
+	SwitchReservedLabel:   "reserved_label",
+	SwitchICMPBadSource:   "icmp_bad_source",
 }
 
 var switchRemedies = [numSwitchDrops]string{
@@ -92,6 +109,9 @@ var switchRemedies = [numSwitchDrops]string{
 	SwitchWriteError:      "check the egress link (interface down, buffer full)",
 	SwitchICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
 	SwitchICMPFailed:      "give the ingress link an address and a route back to the sender",
+	SwitchImplicitNull:    "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
+	SwitchReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
+	SwitchICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
@@ -216,14 +236,18 @@ type heldTx struct {
 }
 
 // hold adds out, resolved for nh, to the egress link's held list; a full
-// list is written at once. It consumes out's reference.
-func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer) {
+// list is written at once. Later segments may join out (GRO) only if
+// groOK: its checksums verified. It consumes out's reference.
+func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
 	tx := nh.tx
 	tx.mu.Lock()
 	tx.list.PushBack(out)
 	tx.segs = append(tx.segs, 1)
-	if tx.gro {
+	switch {
+	case tx.gro && groOK:
 		tx.flow.start(nh, out)
+	case tx.gro:
+		tx.flow.pkt = nil // nothing may join a packet whose checksums fail
 	}
 	if tx.n.Add(1) >= maxHeldPerLink {
 		ls.writeHeld(tx)
@@ -231,12 +255,13 @@ func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer) {
 	tx.mu.Unlock()
 }
 
-// coalesce merges payload, a popped IP packet for eg.nh, into the packet
-// held for the egress link when it continues that packet's TCP flow
-// (gro.go), and reports whether it did (then it owns payload).
-func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer) bool {
+// coalesce merges payload, a popped IP packet for eg.nh whose checksums
+// verified (groOK), into the packet held for the egress link when it
+// continues that packet's TCP flow (gro.go), and reports whether it did
+// (then it owns payload).
+func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) bool {
 	tx := eg.nh.tx
-	if !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
+	if !groOK || !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
 		return false
 	}
 	tx.mu.Lock()
@@ -371,12 +396,25 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 		ls.sendICMPError(st, in, req, icmpTimeExceeded, 0)
 		return
 	}
+	for _, e := range req.Labels {
+		if e.Label == mpls.LabelImplicitNull {
+			ls.drop(SwitchImplicitNull, 1, top.Label)
+			return
+		}
+	}
+	rest := req.Labels[req.Top+1:]
+	if ent.Action != mpls.ILMSwap {
+		var ok bool
+		if rest, ok = exposedLabels(rest); !ok {
+			ls.drop(SwitchReservedLabel, 1, top.Label)
+			return
+		}
+	}
 	nh := ls.nextHop(st, ent.Device, ent.NextHop)
 	if nh == nil {
 		ls.drop(SwitchNoEgressLink, 1, top.Label)
 		return
 	}
-	rest := req.Labels[req.Top+1:]
 	nOut := len(rest)
 	if ent.Action == mpls.ILMSwap {
 		nOut += len(ent.OutLabels)
@@ -408,7 +446,8 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	}
 	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
 	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: ent.Action == mpls.ILMSwap, out: ent.OutLabels,
-		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched}
+		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched,
+		csumValid: req.Packet.RXChecksumValidated}
 	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
 		ls.tooBig(st, in, req, &eg, top.Label)
 		return
@@ -417,6 +456,27 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	buf.TrimFront(int64(payloadOff))
 	ls.countAction(&eg)
 	ls.emit(st, &eg, buf, top.Label)
+}
+
+// exposedLabels returns the labels a pop leaves on the frame, rest, once
+// reserved labels the pop exposes are dealt with: an entropy label
+// indicator and its entropy label are popped too (RFC 6790 §4.3: whoever
+// pops the label above the ELI pops the ELI and EL); explicit nulls stay
+// (the next hop pops them); any other reserved label (router alert, GAL,
+// OAM alert, 4-15) or an ELI at the bottom of the stack makes ok false: the
+// frame must not leave with it on top.
+func exposedLabels(rest []mpls.Entry) (out []mpls.Entry, ok bool) {
+	for len(rest) > 0 {
+		switch l := rest[0].Label; {
+		case l == mpls.LabelIPv4ExplicitNull || l == mpls.LabelIPv6ExplicitNull || !l.IsReserved():
+			return rest, true
+		case l == mpls.LabelEntropyIndicator && !rest[0].S && len(rest) >= 2:
+			rest = rest[2:]
+		default:
+			return nil, false
+		}
+	}
+	return rest, true
 }
 
 // egress is where and how the label switch sends one received frame: the
@@ -435,6 +495,9 @@ type egress struct {
 	// batched: the ingress link ends its receive batches with EndBatch,
 	// so the frame may be held and written with the batch.
 	batched bool
+	// csumValid: the receive path validated the frame's checksums (the
+	// kernel's TP_STATUS_CSUM_VALID, or a partial checksum it will finish).
+	csumValid bool
 }
 
 // countAction counts what the switch did to one received frame.
@@ -452,7 +515,15 @@ func (ls *LabelSwitch) countAction(eg *egress) {
 // emit puts eg's link header and labels in front of payload and transmits
 // the frame to eg's next hop. It takes ownership of payload.
 func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, label mpls.Label) {
-	if ls.coalesce(eg, &payload) {
+	// GRO rewrites the headers and leaves the TCP checksum for the peer's
+	// kernel to complete, which would make a corrupt segment valid: only
+	// segments whose checksums verify (or that the receive path validated)
+	// may coalesce; the others leave as they came.
+	groOK := false
+	if eg.batched && eg.nh.tx.gro {
+		groOK = eg.csumValid || checksumsValid(eg.typ, &payload)
+	}
+	if ls.coalesce(eg, &payload, groOK) {
 		return
 	}
 	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: eg.hdrLen, Payload: payload})
@@ -475,7 +546,7 @@ func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, 
 		e.Encode(h[off:])
 		off += mpls.EntryLen
 	}
-	ls.transmit(st, eg.nh, out, label, eg.batched)
+	ls.transmit(st, eg.nh, out, label, eg.batched, groOK)
 }
 
 // tooBig handles a frame whose payload does not fit the egress link once
@@ -640,7 +711,7 @@ func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 // transmit resolves nh's MAC address through the stack's neighbour table
 // (cached: the answer comes synchronously) and writes out, or queues it
 // while resolution runs. It consumes out's reference.
-func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched bool) {
+func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
 	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
 	switch terr.(type) {
 	case nil:
@@ -652,7 +723,7 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 		}
 		copy(out.LinkHeader().Slice(), *mac)
 		if batched {
-			ls.hold(nh, out)
+			ls.hold(nh, out, groOK)
 			return
 		}
 		ls.write(nh, out, label)
@@ -775,6 +846,10 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 	if isICMPError(p == mpls.PayloadIPv6, orig) {
 		return
 	}
+	if !ls.icmpSourceOK(st, p == mpls.PayloadIPv6, orig) {
+		ls.drop(SwitchICMPBadSource, 1, bottom)
+		return
+	}
 	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
 		ls.drop(SwitchICMPRateLimited, 1, bottom)
 		return
@@ -822,4 +897,40 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 		return
 	}
 	ls.ctr.icmpSent.Add(1)
+}
+
+// icmpSourceOK reports whether the source of the IP packet ip (a whole
+// fixed header, checked by InferPayload) names one host other than this
+// node, so that an ICMP error may be sent to it: not unspecified, loopback,
+// multicast, limited broadcast or class E (IPv4), not the broadcast
+// address of a subnet the node is on, not one of the node's own addresses
+// (RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e)).
+func (ls *LabelSwitch) icmpSourceOK(st *switchState, v6 bool, ip []byte) bool {
+	var src tcpip.Address
+	if v6 {
+		src = header.IPv6(ip).SourceAddress()
+		a := netip.AddrFrom16(src.As16())
+		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() {
+			return false
+		}
+	} else {
+		src = header.IPv4(ip).SourceAddress()
+		a := netip.AddrFrom4(src.As4())
+		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.As4()[0] == 0 || a.As4()[0] >= 240 {
+			return false // 0/8 "this network", 240/4 class E and 255.255.255.255
+		}
+	}
+	for _, addrs := range st.ns.AllAddresses() {
+		for _, pa := range addrs {
+			if pa.AddressWithPrefix.Address == src {
+				return false
+			}
+			if !v6 && pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				if sn := pa.AddressWithPrefix.Subnet(); sn.Broadcast() == src {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
