@@ -19,7 +19,7 @@ func issue12Frame(null uint32, payload byte) []byte {
 	f = append(f, macIn...)
 	f = append(f, macPrev...)
 	f = binary.BigEndian.AppendUint16(f, 0x8847)
-	f = binary.BigEndian.AppendUint32(f, 100<<12|1)         // label 100, S=0, TTL 1
+	f = binary.BigEndian.AppendUint32(f, 100<<12|1)        // label 100, S=0, TTL 1
 	f = binary.BigEndian.AppendUint32(f, null<<12|1<<8|64) // label 0 or 2, S=1, TTL 64
 	return append(f, payload)
 }
