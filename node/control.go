@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/stack"
 )
@@ -195,7 +196,7 @@ type SwitchReport struct {
 	// Coalesced counts popped TCP segments merged into a GSO frame for an
 	// egress link that takes them.
 	Coalesced uint64 `json:"coalesced"`
-	// Drops counts discards by reason name (SwitchDrop's String), every
+	// Drops counts discards by reason name (forward.Drop's String), every
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
 }
@@ -254,8 +255,8 @@ func (n *Node) Report() Report {
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}
-		if id, ok := n.stack.NICID(name); ok {
-			if info, ok := nics[id]; ok {
+		for _, info := range nics {
+			if info.Name == name {
 				lr.StackRXBytes = info.Stats.Rx.Bytes.Value()
 				lr.StackTXBytes = info.Stats.Tx.Bytes.Value()
 			}
@@ -269,7 +270,7 @@ func (n *Node) Report() Report {
 		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced,
 		Drops: map[string]uint64{},
 	}
-	for _, d := range SwitchDrops() {
+	for _, d := range forward.Drops() {
 		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)
 	}
 	r.IP = ipReport(ns.Stats())

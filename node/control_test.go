@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -56,7 +57,7 @@ func obsNode(t testing.TB) *node.Node {
 		in.Drain()
 		out.Drain()
 	})
-	nic, _ := n.Stack().NICID("out0")
+	nic := nicID(t, n, "out0")
 	n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber,
 		tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), tcpip.LinkAddress("\x02\x00\x00\x00\x02\x02"))
 	for _, label := range []uint32{100, 999} {
@@ -158,8 +159,8 @@ func TestControlSocket(t *testing.T) {
 	if want := len(mplsendpoint.DropReasons()) + len(node.LowerDropReasons); len(in.Drops) != want {
 		t.Errorf("got %d drop reasons, want every one (%d)", len(in.Drops), want)
 	}
-	if len(r.LabelSwitch.Drops) != len(node.SwitchDrops()) {
-		t.Errorf("got %d switch drop reasons, want %d", len(r.LabelSwitch.Drops), len(node.SwitchDrops()))
+	if len(r.LabelSwitch.Drops) != len(forward.Drops()) {
+		t.Errorf("got %d switch drop reasons, want %d", len(r.LabelSwitch.Drops), len(forward.Drops()))
 	}
 	checks := []struct {
 		name      string

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -112,7 +113,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range node.SwitchDrops() {
+	for _, r := range forward.Drops() {
 		k := `mplsnode_labelswitch_drops_total{reason="` + r.String() + `"}`
 		if _, ok := samples[k]; !ok {
 			t.Errorf("got no sample %s", k)

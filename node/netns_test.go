@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/node"
@@ -341,7 +342,7 @@ func TestSeedTTLExpiry(t *testing.T) {
 	if len(rows) != 1 || strings.Join(rows[0], "|") != want {
 		t.Errorf("got ICMP fields %v, want %s", rows, want)
 	}
-	if st := s.n1.Stats().Switch; st.Drop(node.SwitchTTLExpired) == 0 || st.ICMPSent == 0 {
+	if st := s.n1.Stats().Switch; st.Drop(forward.DropTTLExpired) == 0 || st.ICMPSent == 0 {
 		t.Errorf("got stats %+v, want ttl_expired and ICMP sent", st)
 	}
 }

@@ -596,13 +596,17 @@ func subnetOf(p netip.Prefix) tcpip.Subnet {
 }
 
 // Netstack returns the underlying gVisor stack, for what this API does not
-// cover (the node's label switch uses its neighbour tables).
+// cover: its statistics, static neighbours, raw endpoints. Embedders need
+// that escape hatch; a forwarding plane (package forward) attaches to it
+// too, for its neighbour tables and routes. Each link is a NIC named after
+// the link, whose link endpoint is the link's *mplsendpoint.Endpoint.
 func (s *Stack) Netstack() *gstack.Stack { return s.ns }
 
 // Tables returns the MPLS tables the links consult.
 func (s *Stack) Tables() *mpls.Tables { return s.tables }
 
-// Endpoint returns the MPLS endpoint of the named link, or nil.
+// Endpoint returns the MPLS endpoint of the named link, or nil: embedders
+// read its counters (Stats) and tables from it.
 func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
 	if l, ok := s.byName[name]; ok {
 		return l.endpoint
@@ -610,16 +614,8 @@ func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
 	return nil
 }
 
-// NICID returns the netstack NIC of the named link.
-func (s *Stack) NICID(name string) (tcpip.NICID, bool) {
-	l, ok := s.byName[name]
-	if !ok {
-		return 0, false
-	}
-	return l.nic, true
-}
-
-// LinkNames returns the links' names in the order they were configured.
+// LinkNames returns the links' names in the order they were configured,
+// to walk their endpoints (Endpoint) for counters.
 func (s *Stack) LinkNames() []string {
 	names := make([]string, len(s.links))
 	for i, l := range s.links {

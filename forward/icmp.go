@@ -1,4 +1,4 @@
-package node
+package forward
 
 import (
 	"encoding/binary"

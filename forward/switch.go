@@ -1,4 +1,4 @@
-package node
+package forward
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
-	"github.com/mplsnode/mplsnode/stack"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -33,106 +32,106 @@ const (
 	ipPeek = header.IPv4MaximumHeaderSize
 )
 
-// SwitchDrop names why the label switch discarded a frame.
-type SwitchDrop uint8
+// Drop names why the label switch discarded a frame.
+type Drop uint8
 
 // Label switch drop reasons; String is the counter name.
 const (
-	// SwitchNotReady: a frame arrived before the node finished starting.
-	SwitchNotReady SwitchDrop = iota
-	// SwitchTTLExpired: the label TTL reached 0 at this hop (an ICMP time
+	// DropNotReady: a frame arrived before the node finished starting.
+	DropNotReady Drop = iota
+	// DropTTLExpired: the label TTL reached 0 at this hop (an ICMP time
 	// exceeded was sent back unless rate-limited).
-	SwitchTTLExpired
-	// SwitchNoEgressLink: the ILM entry names a link the node does not have.
-	SwitchNoEgressLink
-	// SwitchNoNeighbor: the next hop's MAC address could not be resolved.
-	SwitchNoNeighbor
-	// SwitchQueueFull: too many frames were waiting for the next hop's MAC.
-	SwitchQueueFull
-	// SwitchMTUExceeded: the outgoing frame is larger than the egress link
+	DropTTLExpired
+	// DropNoEgressLink: the ILM entry names a link the node does not have.
+	DropNoEgressLink
+	// DropNoNeighbor: the next hop's MAC address could not be resolved.
+	DropNoNeighbor
+	// DropQueueFull: too many frames were waiting for the next hop's MAC.
+	DropQueueFull
+	// DropMTUExceeded: the outgoing frame is larger than the egress link
 	// MTU (a swap that pushes labels) and its packet may not be fragmented
 	// (IPv4 with DF, IPv6): the sender gets an ICMP fragmentation needed or
 	// Packet Too Big with the path MTU, unless rate-limited.
-	SwitchMTUExceeded
-	// SwitchUnknownPayload: a popped payload is neither bound nor IP.
-	SwitchUnknownPayload
-	// SwitchWriteError: the egress link refused the frame.
-	SwitchWriteError
-	// SwitchICMPRateLimited: an ICMP error was suppressed by the rate limit
+	DropMTUExceeded
+	// DropUnknownPayload: a popped payload is neither bound nor IP.
+	DropUnknownPayload
+	// DropWriteError: the egress link refused the frame.
+	DropWriteError
+	// DropICMPRateLimited: an ICMP error was suppressed by the rate limit
 	// (the frame itself is counted as ttl_expired or mtu_exceeded).
-	SwitchICMPRateLimited
-	// SwitchICMPFailed: an ICMP error could not be sent (no
+	DropICMPRateLimited
+	// DropICMPFailed: an ICMP error could not be sent (no
 	// route back, no source address, not an IP payload).
-	SwitchICMPFailed
-	// SwitchImplicitNull: the received label stack holds label 3
+	DropICMPFailed
+	// DropImplicitNull: the received label stack holds label 3
 	// (implicit null), which is signalled, never sent (RFC 3032 §2.1).
-	SwitchImplicitNull
-	// SwitchReservedLabel: popping the top label would expose a reserved
+	DropImplicitNull
+	// DropReservedLabel: popping the top label would expose a reserved
 	// label (1, 4-15: router alert, GAL, OAM alert, an entropy label
 	// indicator at the bottom, ...) that the node does not process; it is
 	// never forwarded on.
-	SwitchReservedLabel
-	// SwitchICMPBadSource: an ICMP error was not sent because the
+	DropReservedLabel
+	// DropICMPBadSource: an ICMP error was not sent because the
 	// offending packet's source is not one host (unspecified, loopback,
 	// multicast, broadcast, a connected subnet's broadcast, class E) or is
 	// the node's own address (RFC 1812 §4.3.2.7, RFC 4443 §2.4). The frame
 	// itself is counted as ttl_expired or mtu_exceeded.
-	SwitchICMPBadSource
+	DropICMPBadSource
 
-	numSwitchDrops
+	numDrops
 )
 
-var switchDropNames = [numSwitchDrops]string{
-	SwitchNotReady:        "not_ready",
-	SwitchTTLExpired:      "ttl_expired",
-	SwitchNoEgressLink:    "no_egress_link",
-	SwitchNoNeighbor:      "no_neighbor",
-	SwitchQueueFull:       "queue_full",
-	SwitchMTUExceeded:     "mtu_exceeded",
-	SwitchUnknownPayload:  "unknown_payload",
-	SwitchWriteError:      "write_error",
-	SwitchICMPRateLimited: "icmp_rate_limited",
-	SwitchICMPFailed:      "icmp_failed",
-	SwitchImplicitNull:    "implicit_null_label",
-	SwitchReservedLabel:   "reserved_label",
-	SwitchICMPBadSource:   "icmp_bad_source",
+var dropNames = [numDrops]string{
+	DropNotReady:        "not_ready",
+	DropTTLExpired:      "ttl_expired",
+	DropNoEgressLink:    "no_egress_link",
+	DropNoNeighbor:      "no_neighbor",
+	DropQueueFull:       "queue_full",
+	DropMTUExceeded:     "mtu_exceeded",
+	DropUnknownPayload:  "unknown_payload",
+	DropWriteError:      "write_error",
+	DropICMPRateLimited: "icmp_rate_limited",
+	DropICMPFailed:      "icmp_failed",
+	DropImplicitNull:    "implicit_null_label",
+	DropReservedLabel:   "reserved_label",
+	DropICMPBadSource:   "icmp_bad_source",
 }
 
-var switchRemedies = [numSwitchDrops]string{
-	SwitchNotReady:        "none: transient while the node starts",
-	SwitchTTLExpired:      "look for a forwarding loop or a too-small TTL at the ingress LER",
-	SwitchNoEgressLink:    "name an existing link in the label route (dev NAME)",
-	SwitchNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
-	SwitchQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
-	SwitchMTUExceeded:     "none if the sender does path MTU discovery (it was told the MTU); else raise the egress link MTU or push fewer labels",
-	SwitchUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
-	SwitchWriteError:      "check the egress link (interface down, buffer full)",
-	SwitchICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
-	SwitchICMPFailed:      "give the ingress link an address and a route back to the sender",
-	SwitchImplicitNull:    "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
-	SwitchReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
-	SwitchICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
+var remedies = [numDrops]string{
+	DropNotReady:        "none: transient while the node starts",
+	DropTTLExpired:      "look for a forwarding loop or a too-small TTL at the ingress LER",
+	DropNoEgressLink:    "name an existing link in the label route (dev NAME)",
+	DropNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
+	DropQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
+	DropMTUExceeded:     "none if the sender does path MTU discovery (it was told the MTU); else raise the egress link MTU or push fewer labels",
+	DropUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
+	DropWriteError:      "check the egress link (interface down, buffer full)",
+	DropICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
+	DropICMPFailed:      "give the ingress link an address and a route back to the sender",
+	DropImplicitNull:    "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
+	DropReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
+	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
-func (r SwitchDrop) String() string {
-	if r < numSwitchDrops {
-		return switchDropNames[r]
+func (r Drop) String() string {
+	if r < numDrops {
+		return dropNames[r]
 	}
 	return "unknown"
 }
 
-// SwitchDrops returns every label switch drop reason, in counter order.
-func SwitchDrops() []SwitchDrop {
-	rs := make([]SwitchDrop, numSwitchDrops)
+// Drops returns every label switch drop reason, in counter order.
+func Drops() []Drop {
+	rs := make([]Drop, numDrops)
 	for i := range rs {
-		rs[i] = SwitchDrop(i)
+		rs[i] = Drop(i)
 	}
 	return rs
 }
 
-// SwitchStats is a snapshot of the label switch counters.
-type SwitchStats struct {
+// Stats is a snapshot of the label switch counters.
+type Stats struct {
 	// Forwarded counts frames written to an egress link.
 	Forwarded uint64
 	// Swapped counts frames whose top label was swapped (with or without
@@ -153,29 +152,29 @@ type SwitchStats struct {
 	// Coalesced counts popped TCP segments merged into the GSO packet of the
 	// segment before them (gro.go); Forwarded counts them too.
 	Coalesced uint64
-	// Drops counts discards by reason, indexed by SwitchDrop.
-	Drops [numSwitchDrops]uint64
+	// Drops counts discards by reason, indexed by Drop.
+	Drops [numDrops]uint64
 }
 
 // Drop returns the counter for reason r.
-func (s *SwitchStats) Drop(r SwitchDrop) uint64 {
-	if r < numSwitchDrops {
+func (s *Stats) Drop(r Drop) uint64 {
+	if r < numDrops {
 		return s.Drops[r]
 	}
 	return 0
 }
 
-// LabelSwitch is the node's transit data path: it implements
+// Switch is the node's transit data path: it implements
 // mplsendpoint.Forwarder and forwards labelled frames from link to link
 // without entering the TCP/IP stack (swap, swap and push, pop and forward
 // as IP or still labelled), with the next hop's MAC from the stack's
-// neighbour table. Create it with NewLabelSwitch, give it to
+// neighbour table. Create it with New, give it to
 // stack.Config.Forwarder, then Attach the stack.
-type LabelSwitch struct {
+type Switch struct {
 	ttlModel mpls.TTLModel
 	log      *slog.Logger
 
-	st atomic.Pointer[switchState]
+	st atomic.Pointer[attached]
 
 	nhMu sync.Mutex                              // serialises next hop creation
 	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
@@ -185,18 +184,26 @@ type LabelSwitch struct {
 
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
-		drops                                                                                 [numSwitchDrops]atomic.Uint64
-		warn                                                                                  [numSwitchDrops]lograte.Limiter
+		drops                                                                                 [numDrops]atomic.Uint64
+		warn                                                                                  [numDrops]lograte.Limiter
 	}
 }
 
-var _ mplsendpoint.BatchForwarder = (*LabelSwitch)(nil)
+var _ mplsendpoint.BatchForwarder = (*Switch)(nil)
 
-// switchState is what the switch needs from the running stack.
-type switchState struct {
-	s    *stack.Stack
-	ns   *gstack.Stack
-	nics map[*mplsendpoint.Endpoint]tcpip.NICID
+// attached is what the switch needs from the running stack.
+// attached is the gVisor stack the switch forwards for: its NICs whose
+// link endpoints are MPLS endpoints, by name and by endpoint.
+type attached struct {
+	ns     *gstack.Stack
+	byName map[string]attachedLink
+	nics   map[*mplsendpoint.Endpoint]tcpip.NICID
+}
+
+// attachedLink is one of the stack's links.
+type attachedLink struct {
+	ep  *mplsendpoint.Endpoint
+	nic tcpip.NICID
 }
 
 type nextHopKey struct {
@@ -207,7 +214,7 @@ type nextHopKey struct {
 // nextHop is one (egress link, next hop address) pair with its resolution
 // state and its queue of frames waiting for the MAC address.
 type nextHop struct {
-	ls    *LabelSwitch
+	ls    *Switch
 	ep    *mplsendpoint.Endpoint
 	nic   tcpip.NICID
 	addr  tcpip.Address
@@ -238,7 +245,7 @@ type heldTx struct {
 // hold adds out, resolved for nh, to the egress link's held list; a full
 // list is written at once. Later segments may join out (GRO) only if
 // groOK: its checksums verified. It consumes out's reference.
-func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
+func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
 	tx := nh.tx
 	tx.mu.Lock()
 	tx.list.PushBack(out)
@@ -259,7 +266,7 @@ func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
 // verified (groOK), into the packet held for the egress link when it
 // continues that packet's TCP flow (gro.go), and reports whether it did
 // (then it owns payload).
-func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) bool {
+func (ls *Switch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) bool {
 	tx := eg.nh.tx
 	if !groOK || !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
 		return false
@@ -275,7 +282,7 @@ func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) 
 }
 
 // writeHeld writes tx's frames and releases them. Callers hold tx.mu.
-func (ls *LabelSwitch) writeHeld(tx *heldTx) {
+func (ls *Switch) writeHeld(tx *heldTx) {
 	held := tx.list.Len()
 	if held == 0 {
 		return
@@ -295,14 +302,14 @@ func (ls *LabelSwitch) writeHeld(tx *heldTx) {
 	tx.segs = tx.segs[:0]
 	ls.ctr.forwarded.Add(sent)
 	if lost != 0 {
-		ls.drop(SwitchWriteError, lost, 0)
+		ls.drop(DropWriteError, lost, 0)
 	}
 }
 
 // EndBatch implements mplsendpoint.BatchForwarder: the ingress link has
 // delivered a receive batch, so the frames held for every egress link are
 // written, one batch per link.
-func (ls *LabelSwitch) EndBatch(*mplsendpoint.Endpoint) {
+func (ls *Switch) EndBatch(*mplsendpoint.Endpoint) {
 	for _, tx := range *ls.txs.Load() {
 		if tx.n.Load() == 0 {
 			continue
@@ -313,13 +320,13 @@ func (ls *LabelSwitch) EndBatch(*mplsendpoint.Endpoint) {
 	}
 }
 
-// NewLabelSwitch returns a label switch applying the TTL model on pop.
+// New returns a label switch applying the TTL model on pop.
 // logger receives rate-limited drop warnings (nil: slog.Default()).
-func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
+func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	ls := &LabelSwitch{ttlModel: model, log: logger}
+	ls := &Switch{ttlModel: model, log: logger}
 	empty := map[nextHopKey]*nextHop{}
 	ls.nhs.Store(&empty)
 	ls.txs.Store(&[]*heldTx{})
@@ -327,22 +334,31 @@ func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
 	return ls
 }
 
-// Attach gives the switch the running stack whose links it forwards
-// between. Frames arriving before Attach are dropped as not_ready.
-func (ls *LabelSwitch) Attach(s *stack.Stack) {
-	st := &switchState{s: s, ns: s.Netstack(), nics: make(map[*mplsendpoint.Endpoint]tcpip.NICID)}
-	for _, name := range s.LinkNames() {
-		if nic, ok := s.NICID(name); ok {
-			st.nics[s.Endpoint(name)] = nic
+// Attach gives the switch the running gVisor stack whose links it forwards
+// between: every NIC whose link endpoint is an *mplsendpoint.Endpoint, by
+// its NIC name (the device an ILM entry names). The stack's neighbour
+// table resolves next hops and its routes carry the ICMP errors the switch
+// sends. Frames arriving before Attach are dropped as not_ready.
+func (ls *Switch) Attach(ns *gstack.Stack) {
+	st := &attached{ns: ns, byName: map[string]attachedLink{}, nics: map[*mplsendpoint.Endpoint]tcpip.NICID{}}
+	for id, info := range ns.NICInfo() {
+		if info.Name == "" {
+			continue
 		}
+		ep, ok := ns.GetLinkEndpointByName(info.Name).(*mplsendpoint.Endpoint)
+		if !ok {
+			continue // the loopback, or a link that is not an MPLS endpoint
+		}
+		st.byName[info.Name] = attachedLink{ep: ep, nic: id}
+		st.nics[ep] = id
 	}
 	ls.st.Store(st)
 }
 
 // Stats returns a snapshot of the counters.
-func (ls *LabelSwitch) Stats() SwitchStats {
+func (ls *Switch) Stats() Stats {
 	c := &ls.ctr
-	s := SwitchStats{
+	s := Stats{
 		Forwarded:      c.forwarded.Load(),
 		Swapped:        c.swapped.Load(),
 		PoppedIP:       c.poppedIP.Load(),
@@ -360,7 +376,7 @@ func (ls *LabelSwitch) Stats() SwitchStats {
 
 // drop counts n discards for r and logs at most one warning a second per
 // reason.
-func (ls *LabelSwitch) drop(r SwitchDrop, n uint64, label mpls.Label) {
+func (ls *Switch) drop(r Drop, n uint64, label mpls.Label) {
 	ls.ctr.drops[r].Add(n)
 	suppressed, ok := ls.ctr.warn[r].Allow(n)
 	if !ok {
@@ -368,19 +384,19 @@ func (ls *LabelSwitch) drop(r SwitchDrop, n uint64, label mpls.Label) {
 	}
 	ls.log.LogAttrs(context.Background(), slog.LevelWarn, "label switch: drop",
 		slog.String("reason", r.String()), slog.Uint64("label", uint64(label)),
-		slog.String("remedy", switchRemedies[r]), slog.Uint64("suppressed", suppressed))
+		slog.String("remedy", remedies[r]), slog.Uint64("suppressed", suppressed))
 }
 
 // Forward implements mplsendpoint.Forwarder: it swaps or pops the matched
 // label, decrements the TTL (RFC 3032 §2.4.1), and writes the new frame to
 // the ILM entry's next hop. An expiring TTL yields an ICMP time exceeded
 // with the received label stack (RFC 4950).
-func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
 	ent := req.Entry
 	top := req.Labels[req.Top]
 	st := ls.st.Load()
 	if st == nil {
-		ls.drop(SwitchNotReady, 1, top.Label)
+		ls.drop(DropNotReady, 1, top.Label)
 		return
 	}
 	// The TTL that arrived: in the uniform model every label above the
@@ -392,13 +408,13 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	}
 	outTTL, err := mpls.ForwardTTL(inTTL)
 	if err != nil {
-		ls.drop(SwitchTTLExpired, 1, top.Label)
+		ls.drop(DropTTLExpired, 1, top.Label)
 		ls.sendICMPError(st, in, req, icmpTimeExceeded, 0)
 		return
 	}
 	for _, e := range req.Labels {
 		if e.Label == mpls.LabelImplicitNull {
-			ls.drop(SwitchImplicitNull, 1, top.Label)
+			ls.drop(DropImplicitNull, 1, top.Label)
 			return
 		}
 	}
@@ -406,13 +422,13 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	if ent.Action != mpls.ILMSwap {
 		var ok bool
 		if rest, ok = exposedLabels(rest); !ok {
-			ls.drop(SwitchReservedLabel, 1, top.Label)
+			ls.drop(DropReservedLabel, 1, top.Label)
 			return
 		}
 	}
 	nh := ls.nextHop(st, ent.Device, ent.NextHop)
 	if nh == nil {
-		ls.drop(SwitchNoEgressLink, 1, top.Label)
+		ls.drop(DropNoEgressLink, 1, top.Label)
 		return
 	}
 	nOut := len(rest)
@@ -427,7 +443,7 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 		// Pop to IP: find the payload type, apply the TTL model.
 		b, ok := data.PullUp(min(data.Size(), payloadOff+ipPeek))
 		if !ok {
-			ls.drop(SwitchUnknownPayload, 1, top.Label)
+			ls.drop(DropUnknownPayload, 1, top.Label)
 			return
 		}
 		ip := b[payloadOff:]
@@ -436,7 +452,7 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 			err = mpls.PopTTL(ls.ttlModel, outTTL, p, ip)
 		}
 		if err != nil {
-			ls.drop(SwitchUnknownPayload, 1, top.Label)
+			ls.drop(DropUnknownPayload, 1, top.Label)
 			return
 		}
 		typ = header.IPv4ProtocolNumber
@@ -501,7 +517,7 @@ type egress struct {
 }
 
 // countAction counts what the switch did to one received frame.
-func (ls *LabelSwitch) countAction(eg *egress) {
+func (ls *Switch) countAction(eg *egress) {
 	switch {
 	case eg.swap:
 		ls.ctr.swapped.Add(1)
@@ -514,7 +530,7 @@ func (ls *LabelSwitch) countAction(eg *egress) {
 
 // emit puts eg's link header and labels in front of payload and transmits
 // the frame to eg's next hop. It takes ownership of payload.
-func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, label mpls.Label) {
+func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mpls.Label) {
 	// GRO rewrites the headers and leaves the TCP checksum for the peer's
 	// kernel to complete, which would make a corrupt segment valid: only
 	// segments whose checksums verify (or that the receive path validated)
@@ -554,7 +570,7 @@ func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, 
 // path's IP MTU and each fragment labelled alike; any other packet is
 // dropped (mtu_exceeded) and its sender gets an ICMP fragmentation needed
 // or Packet Too Big naming that MTU, so that path MTU discovery converges.
-func (ls *LabelSwitch) tooBig(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
+func (ls *Switch) tooBig(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
 	ipMTU := int(eg.nh.ep.LinkMTU()) - (eg.hdrLen - header.EthernetMinimumSize)
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
@@ -574,94 +590,15 @@ func (ls *LabelSwitch) tooBig(st *switchState, in *mplsendpoint.Endpoint, req *m
 			}
 		}
 	}
-	ls.drop(SwitchMTUExceeded, 1, label)
+	ls.drop(DropMTUExceeded, 1, label)
 	if ipMTU > 0 {
 		ls.sendICMPError(st, in, req, icmpTooBig, uint32(ipMTU))
 	}
 }
 
-// fragmentIPv4 splits the IPv4 packet ip into fragments of at most mtu
-// bytes (RFC 791 §3.2): every fragment but the last carries a multiple of 8
-// data bytes and MF; later fragments keep only the options marked copied.
-// It returns false for a packet it cannot split (a malformed header, or an
-// MTU too small for its header).
-func fragmentIPv4(ip []byte, mtu int) ([][]byte, bool) {
-	h := header.IPv4(ip)
-	hl, total := int(h.HeaderLength()), int(h.TotalLength())
-	if hl < header.IPv4MinimumSize || total < hl || total > len(ip) {
-		return nil, false
-	}
-	first := ip[:hl]
-	later := laterFragmentHeader(first)
-	data := ip[hl:total]
-	baseOff := int(h.FragmentOffset())
-	moreAfter := h.More()
-	var frags [][]byte
-	for off := 0; off < len(data); {
-		hdr := first
-		if off > 0 {
-			hdr = later
-		}
-		room := (mtu - len(hdr)) &^ 7
-		if room <= 0 {
-			return nil, false
-		}
-		n := min(room, len(data)-off)
-		f := make([]byte, len(hdr)+n)
-		copy(f, hdr)
-		copy(f[len(hdr):], data[off:off+n])
-		fh := header.IPv4(f)
-		fh.SetHeaderLength(uint8(len(hdr)))
-		fh.SetTotalLength(uint16(len(f)))
-		flags := h.Flags() &^ header.IPv4FlagMoreFragments
-		if off+n < len(data) || moreAfter {
-			flags |= header.IPv4FlagMoreFragments
-		}
-		fh.SetFlagsFragmentOffset(flags, uint16(baseOff+off))
-		fh.SetChecksum(0)
-		fh.SetChecksum(^fh.CalculateChecksum())
-		frags = append(frags, f)
-		off += n
-	}
-	return frags, true
-}
-
-// laterFragmentHeader returns the header for fragments after the first:
-// hdr with only the options whose copied flag is set (RFC 791 §3.1),
-// padded to a multiple of 4 bytes.
-func laterFragmentHeader(hdr []byte) []byte {
-	if len(hdr) == header.IPv4MinimumSize {
-		return hdr
-	}
-	out := append([]byte(nil), hdr[:header.IPv4MinimumSize]...)
-	opts := hdr[header.IPv4MinimumSize:]
-	for i := 0; i < len(opts); {
-		t := opts[i]
-		if t == 0 { // end of options list
-			break
-		}
-		if t == 1 { // no-operation
-			i++
-			continue
-		}
-		if i+1 >= len(opts) || opts[i+1] < 2 || i+int(opts[i+1]) > len(opts) {
-			break // malformed: copy nothing further
-		}
-		l := int(opts[i+1])
-		if t&0x80 != 0 {
-			out = append(out, opts[i:i+l]...)
-		}
-		i += l
-	}
-	for len(out)%4 != 0 {
-		out = append(out, 0)
-	}
-	return out
-}
-
 // nextHop returns the next hop state for (dev, addr), creating it on first
 // use; nil if dev is not one of the stack's links.
-func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *nextHop {
+func (ls *Switch) nextHop(st *attached, dev string, addr netip.Addr) *nextHop {
 	key := nextHopKey{dev: dev, addr: addr}
 	if nh, ok := (*ls.nhs.Load())[key]; ok {
 		return nh
@@ -672,11 +609,11 @@ func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *ne
 	if nh, ok := old[key]; ok {
 		return nh
 	}
-	ep := st.s.Endpoint(dev)
-	nic, ok := st.s.NICID(dev)
-	if ep == nil || !ok || !addr.IsValid() {
+	l, ok := st.byName[dev]
+	if !ok || !addr.IsValid() {
 		return nil
 	}
+	ep, nic := l.ep, l.nic
 	nh := &nextHop{ls: ls, ep: ep, nic: nic, addr: tcpip.AddrFromSlice(addr.AsSlice()), proto: header.IPv4ProtocolNumber}
 	if addr.Is6() {
 		nh.proto = header.IPv6ProtocolNumber
@@ -695,7 +632,7 @@ func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *ne
 
 // heldFor returns the held-frames list of egress link ep, creating it on
 // first use. Callers hold nhMu.
-func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
+func (ls *Switch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 	old := *ls.txs.Load()
 	for _, tx := range old {
 		if tx.ep == ep {
@@ -711,13 +648,13 @@ func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 // transmit resolves nh's MAC address through the stack's neighbour table
 // (cached: the answer comes synchronously) and writes out, or queues it
 // while resolution runs. It consumes out's reference.
-func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
+func (ls *Switch) transmit(st *attached, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
 	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
 	switch terr.(type) {
 	case nil:
 		mac := nh.mac.Load()
 		if mac == nil { // unreachable: a nil error means onResolve ran
-			ls.drop(SwitchNoNeighbor, 1, label)
+			ls.drop(DropNoNeighbor, 1, label)
 			out.DecRef()
 			return
 		}
@@ -731,7 +668,7 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 		nh.mu.Lock()
 		if len(nh.queue) >= maxQueuedPerNextHop {
 			nh.mu.Unlock()
-			ls.drop(SwitchQueueFull, 1, label)
+			ls.drop(DropQueueFull, 1, label)
 			out.DecRef()
 			return
 		}
@@ -740,13 +677,13 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 		nh.mu.Unlock()
 		ls.ctr.queued.Add(1)
 	default:
-		ls.drop(SwitchNoNeighbor, 1, label)
+		ls.drop(DropNoNeighbor, 1, label)
 		out.DecRef()
 	}
 }
 
 // write sends one frame on nh's link and releases it.
-func (ls *LabelSwitch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+func (ls *Switch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
 	l := ls.listPool.Get().(*gstack.PacketBufferList)
 	l.PushBack(out)
 	n, _ := nh.ep.WriteRawFrames(*l)
@@ -755,7 +692,7 @@ func (ls *LabelSwitch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.L
 	if n == 1 {
 		ls.ctr.forwarded.Add(1)
 	} else {
-		ls.drop(SwitchWriteError, 1, label)
+		ls.drop(DropWriteError, 1, label)
 	}
 }
 
@@ -778,7 +715,7 @@ func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
 	nh.mu.Unlock()
 	for _, pkt := range q {
 		if r.Err != nil {
-			nh.ls.drop(SwitchNoNeighbor, 1, 0)
+			nh.ls.drop(DropNoNeighbor, 1, 0)
 			pkt.DecRef()
 			continue
 		}
@@ -787,8 +724,9 @@ func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
 	}
 }
 
-// flush drops every queued and held frame (on Close, after the links).
-func (ls *LabelSwitch) flush() {
+// Flush drops every queued and held frame: call it when the stack has
+// closed its links.
+func (ls *Switch) Flush() {
 	for _, tx := range *ls.txs.Load() {
 		tx.mu.Lock()
 		tx.list.Reset()
@@ -824,7 +762,7 @@ const (
 // icmpTooBig reports. The IP packet is routed by the stack (and labelled
 // if the route back is). ICMP errors and non-first fragments get none
 // (RFC 1812 §4.3.2.7), and all are rate-limited.
-func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
+func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
 	want := icmpOrigLen
@@ -833,13 +771,13 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 	}
 	b, ok := data.PullUp(min(data.Size(), payloadOff+want))
 	if !ok || len(b) < payloadOff+1 {
-		ls.drop(SwitchICMPFailed, 1, req.Labels[req.Top].Label)
+		ls.drop(DropICMPFailed, 1, req.Labels[req.Top].Label)
 		return
 	}
 	bottom := req.Labels[len(req.Labels)-1].Label
 	p, err := mpls.InferPayload(mpls.PayloadNone, bottom, b[payloadOff:])
 	if err != nil {
-		ls.drop(SwitchICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
 	orig := b[payloadOff:]
@@ -847,11 +785,11 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 		return
 	}
 	if !ls.icmpSourceOK(st, p == mpls.PayloadIPv6, orig) {
-		ls.drop(SwitchICMPBadSource, 1, bottom)
+		ls.drop(DropICMPBadSource, 1, bottom)
 		return
 	}
 	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
-		ls.drop(SwitchICMPRateLimited, 1, bottom)
+		ls.drop(DropICMPRateLimited, 1, bottom)
 		return
 	}
 	var origSrc tcpip.Address
@@ -874,7 +812,7 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 		r, terr = st.ns.FindRoute(0, tcpip.Address{}, origSrc, proto, false)
 	}
 	if terr != nil {
-		ls.drop(SwitchICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
 	defer r.Release()
@@ -893,7 +831,7 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 	copy(pkt.TransportHeader().Push(len(msg)), msg)
 	pkt.TransportProtocolNumber = tproto
 	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmpErrorTTL}, pkt); terr != nil {
-		ls.drop(SwitchICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
 	ls.ctr.icmpSent.Add(1)
@@ -905,7 +843,7 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 // multicast, limited broadcast or class E (IPv4), not the broadcast
 // address of a subnet the node is on, not one of the node's own addresses
 // (RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e)).
-func (ls *LabelSwitch) icmpSourceOK(st *switchState, v6 bool, ip []byte) bool {
+func (ls *Switch) icmpSourceOK(st *attached, v6 bool, ip []byte) bool {
 	var src tcpip.Address
 	if v6 {
 		src = header.IPv6(ip).SourceAddress()

@@ -1,4 +1,4 @@
-package node_test
+package forward_test
 
 import (
 	"encoding/binary"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/mplstest"
-	"github.com/mplsnode/mplsnode/node"
 )
 
 // issue12Frame returns the 23-byte frame of issue 12 as scapy builds it:
@@ -40,16 +40,16 @@ func TestLabelSwitchTruncatedUnderExplicitNull(t *testing.T) {
 		payload byte
 	}{{"IPv4 explicit null, 0x45", 0, 0x45}, {"IPv6 explicit null, 0x60", 2, 0x60}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLSR(t, lsrConf, true)
+			l := newLSR(t, lsrV4, true)
 			f := issue12Frame(tc.null, tc.payload)
 			if len(f) != 23 {
 				t.Fatalf("frame of %d bytes, want the issue's 23", len(f))
 			}
 			inject(l.in, f)
-			st := l.n.Stats().Switch
-			if st.Drop(node.SwitchTTLExpired) != 1 || st.Drop(node.SwitchICMPFailed) != 1 || st.ICMPSent != 0 || st.Forwarded != 0 {
+			st := l.sw.Stats()
+			if st.Drop(forward.DropTTLExpired) != 1 || st.Drop(forward.DropICMPFailed) != 1 || st.ICMPSent != 0 || st.Forwarded != 0 {
 				t.Errorf("ttl_expired %d icmp_failed %d icmp sent %d forwarded %d; want 1, 1, 0, 0",
-					st.Drop(node.SwitchTTLExpired), st.Drop(node.SwitchICMPFailed), st.ICMPSent, st.Forwarded)
+					st.Drop(forward.DropTTLExpired), st.Drop(forward.DropICMPFailed), st.ICMPSent, st.Forwarded)
 			}
 			if n := l.in.NumQueued() + l.out.NumQueued(); n != 0 {
 				t.Errorf("%d frames sent, want none", n)
@@ -57,7 +57,7 @@ func TestLabelSwitchTruncatedUnderExplicitNull(t *testing.T) {
 			// The node still forwards.
 			inject(l.in, labelled([]uint32{100}, 64, ipv4UDP(t, 64, 10)))
 			if readFrame(t, l.out) == nil {
-				t.Fatalf("no frame forwarded after the hostile one; stats %+v", l.n.Stats().Switch)
+				t.Fatalf("no frame forwarded after the hostile one; stats %+v", l.sw.Stats())
 			}
 		})
 	}
@@ -78,27 +78,27 @@ func TestLabelSwitchReservedUnderPop(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		labels []uint32
-		drop   node.SwitchDrop // counted, nothing sent
-		want   []uint32        // else the labels on the wire (nil: IP)
+		drop   forward.Drop // counted, nothing sent
+		want   []uint32     // else the labels on the wire (nil: IP)
 	}{
-		{"implicit null under pop", []uint32{102, 3}, node.SwitchImplicitNull, nil},
-		{"implicit null under swap", []uint32{100, 3}, node.SwitchImplicitNull, nil},
-		{"implicit null deeper", []uint32{100, 500, 3}, node.SwitchImplicitNull, nil},
-		{"GAL under pop", []uint32{102, 13}, node.SwitchReservedLabel, nil},
-		{"OAM alert under pop", []uint32{102, 14, 500}, node.SwitchReservedLabel, nil},
-		{"router alert under pop", []uint32{102, 1, 500}, node.SwitchReservedLabel, nil},
-		{"label 4 under pop", []uint32{102, 4}, node.SwitchReservedLabel, nil},
-		{"label 15 under pop", []uint32{102, 15}, node.SwitchReservedLabel, nil},
-		{"ELI at the bottom under pop", []uint32{102, 7}, node.SwitchReservedLabel, nil},
+		{"implicit null under pop", []uint32{102, 3}, forward.DropImplicitNull, nil},
+		{"implicit null under swap", []uint32{100, 3}, forward.DropImplicitNull, nil},
+		{"implicit null deeper", []uint32{100, 500, 3}, forward.DropImplicitNull, nil},
+		{"GAL under pop", []uint32{102, 13}, forward.DropReservedLabel, nil},
+		{"OAM alert under pop", []uint32{102, 14, 500}, forward.DropReservedLabel, nil},
+		{"router alert under pop", []uint32{102, 1, 500}, forward.DropReservedLabel, nil},
+		{"label 4 under pop", []uint32{102, 4}, forward.DropReservedLabel, nil},
+		{"label 15 under pop", []uint32{102, 15}, forward.DropReservedLabel, nil},
+		{"ELI at the bottom under pop", []uint32{102, 7}, forward.DropReservedLabel, nil},
 		{"ELI and EL under pop: popped too", []uint32{102, 7, 4242}, 0, []uint32{}},
 		{"ELI and EL over a label under pop", []uint32{102, 7, 4242, 600}, 0, []uint32{600}},
 		{"explicit null under pop goes on", []uint32{102, 0}, 0, []uint32{0}},
 		{"GAL under swap goes on (not looked at)", []uint32{100, 13}, 0, []uint32{200, 13}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLSR(t, lsrConf, true)
+			l := newLSR(t, lsrV4, true)
 			inject(l.in, labelled(tc.labels, 64, ip))
-			st := l.n.Stats().Switch
+			st := l.sw.Stats()
 			if tc.want == nil {
 				if got := st.Drop(tc.drop); got != 1 || st.Forwarded != 0 || l.out.NumQueued() != 0 {
 					t.Errorf("%s %d, forwarded %d, %d frames out; want 1, 0, 0", tc.drop, got, st.Forwarded, l.out.NumQueued())
@@ -139,16 +139,16 @@ func TestLabelSwitchReservedUnderPop(t *testing.T) {
 // planting: without icmpSourceOK the subnet broadcast draws a frame to
 // ff:ff:ff:ff:ff:ff and the node's own address one to itself.
 func TestLabelSwitchNoICMPToBadSource(t *testing.T) {
-	l := newLSR(t, lsrConf, true)
+	l := newLSR(t, lsrV4, true)
 	bad := []string{"10.1.0.255", "10.2.0.255", "10.1.0.1", "10.2.0.1", "0.0.0.0", "0.1.2.3", "127.0.0.1",
 		"224.0.0.1", "239.1.2.3", "255.255.255.255", "240.0.0.1"}
 	for _, src := range bad {
 		ip := mplstest.IPv4UDP(netip.AddrPortFrom(netip.MustParseAddr(src), 1234), netip.MustParseAddrPort("10.9.9.9:5678"), false, make([]byte, 20))
 		inject(l.in, labelled([]uint32{100}, 1, ip))
 	}
-	st := l.n.Stats().Switch
-	if got := st.Drop(node.SwitchICMPBadSource); got != uint64(len(bad)) || st.ICMPSent != 0 || st.Drop(node.SwitchTTLExpired) != uint64(len(bad)) {
-		t.Errorf("icmp_bad_source %d, icmp sent %d, ttl_expired %d; want %d, 0, %d", got, st.ICMPSent, st.Drop(node.SwitchTTLExpired), len(bad), len(bad))
+	st := l.sw.Stats()
+	if got := st.Drop(forward.DropICMPBadSource); got != uint64(len(bad)) || st.ICMPSent != 0 || st.Drop(forward.DropTTLExpired) != uint64(len(bad)) {
+		t.Errorf("icmp_bad_source %d, icmp sent %d, ttl_expired %d; want %d, 0, %d", got, st.ICMPSent, st.Drop(forward.DropTTLExpired), len(bad), len(bad))
 	}
 	if n := l.in.NumQueued() + l.out.NumQueued(); n != 0 {
 		t.Errorf("%d frames sent, want none", n)
@@ -156,6 +156,6 @@ func TestLabelSwitchNoICMPToBadSource(t *testing.T) {
 	// A good source still gets its ICMP: the check is not a blanket refusal.
 	inject(l.in, labelled([]uint32{100}, 1, ipv4UDP(t, 64, 20)))
 	if f := readFrame(t, l.in); f == nil {
-		t.Errorf("no ICMP to 10.1.0.2; stats %+v", l.n.Stats().Switch)
+		t.Errorf("no ICMP to 10.1.0.2; stats %+v", l.sw.Stats())
 	}
 }
