@@ -549,9 +549,14 @@ func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mp
 	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.ep.LinkAddress(), Type: eg.typ})
 	off := header.EthernetMinimumSize
 	if eg.swap {
-		for i, l := range eg.out {
-			mpls.Entry{Label: l, TC: eg.tc, S: i == len(eg.out)-1 && len(eg.rest) == 0, TTL: eg.ttl}.Encode(h[off:])
-			off += mpls.EntryLen
+		// NewILM rejected every label EncodeLabels refuses (implicit
+		// null, over 20 bits), so it cannot fail here.
+		n, _ := mpls.EncodeLabels(h[off:], eg.out, eg.tc, eg.ttl)
+		off += n
+		if len(eg.rest) > 0 && n > 0 { // the received labels below stay the bottom
+			last := mpls.DecodeEntry(h[off-mpls.EntryLen:])
+			last.S = false
+			last.Encode(h[off-mpls.EntryLen:])
 		}
 	}
 	for i, e := range eg.rest {

@@ -50,14 +50,7 @@ func convert(cfg *config.Config) (*converted, error) {
 	if !cfg.Sysctl.IPTTLPropagate {
 		c.ttl = mpls.TTLPipe
 	}
-	switch cfg.Settings.GSO {
-	case config.GSOStack:
-		c.gso = mplsendpoint.GSOStack
-	case config.GSOOff:
-		c.gso = mplsendpoint.GSOOff
-	default:
-		c.gso = mplsendpoint.GSOEndpoint
-	}
+	c.gso = cfg.Settings.GSO // one type: gso.Mode
 	for _, l := range cfg.Links {
 		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge}
 		switch l.Type {

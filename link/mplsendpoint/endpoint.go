@@ -35,6 +35,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/gso"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -57,35 +58,23 @@ const (
 	EthertypeMPLSMulticast tcpip.NetworkProtocolNumber = 0x8848
 )
 
-// GSOMode selects who segments TCP.
-type GSOMode uint8
+// GSOMode selects who segments TCP: the one definition in package gso,
+// shared with the config language.
+type GSOMode = gso.Mode
 
 // GSO modes.
 const (
 	// GSOEndpoint (the default): the endpoint advertises host GSO, TCP hands
 	// over packets of up to 64 KiB with a partial checksum, and the endpoint
 	// segments them after the label push (package gso).
-	GSOEndpoint GSOMode = iota
+	GSOEndpoint = gso.ModeEndpoint
 	// GSOStack: the endpoint advertises gVisor GSO; gVisor's TCP splits
 	// its batches into MSS-sized packets itself and the endpoint pushes
 	// labels on each.
-	GSOStack
+	GSOStack = gso.ModeStack
 	// GSOOff: no GSO; TCP sends MSS-sized packets one by one.
-	GSOOff
+	GSOOff = gso.ModeOff
 )
-
-// String returns "endpoint", "stack" or "off".
-func (m GSOMode) String() string {
-	switch m {
-	case GSOEndpoint:
-		return "endpoint"
-	case GSOStack:
-		return "stack"
-	case GSOOff:
-		return "off"
-	}
-	return fmt.Sprintf("GSOMode(%d)", uint8(m))
-}
 
 // gsoMaxSize is the largest GSO packet TCP may hand over in GSOEndpoint
 // mode: 64 KiB, the IPv4 total length limit, as Linux's TSO.
