@@ -29,9 +29,9 @@ func issue12Frame(null uint32, payload byte) []byte {
 // TTL expires, the switch looks at the payload to answer with ICMP, and the
 // explicit null says IPv4 (IPv6) over a 1-byte payload. It used to panic
 // (slice bounds out of range in header.IPv4.FragmentOffset <-
-// isICMPError, IPv6.NextHeader for the IPv6 form); now the node counts
+// icmp.IsError, IPv6.NextHeader for the IPv6 form); now the node counts
 // ttl_expired and icmp_failed once each and stays up. Checked by planting:
-// with InferPayload's header-length checks and isICMPError's bounds check
+// with InferPayload's header-length checks and icmp.IsError's bounds check
 // removed, this test panics.
 func TestLabelSwitchTruncatedUnderExplicitNull(t *testing.T) {
 	for _, tc := range []struct {

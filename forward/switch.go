@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
@@ -770,7 +771,7 @@ const (
 func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
-	want := icmpOrigLen
+	want := icmp.OrigLen
 	if kind == icmpTooBig {
 		want = header.IPv6MinimumMTU // Packet Too Big carries up to 1232 bytes
 	}
@@ -786,7 +787,7 @@ func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mp
 		return
 	}
 	orig := b[payloadOff:]
-	if isICMPError(p == mpls.PayloadIPv6, orig) {
+	if icmp.IsError(p == mpls.PayloadIPv6, orig) {
 		return
 	}
 	if !ls.icmpSourceOK(st, p == mpls.PayloadIPv6, orig) {
@@ -827,15 +828,15 @@ func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mp
 	labels := req.Frame[header.EthernetMinimumSize:]
 	var msg []byte
 	if kind == icmpTooBig {
-		msg = FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
+		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
 	} else {
-		msg = TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+		msg = icmp.TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
 	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
 	defer pkt.DecRef()
 	copy(pkt.TransportHeader().Push(len(msg)), msg)
 	pkt.TransportProtocolNumber = tproto
-	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmpErrorTTL}, pkt); terr != nil {
+	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmp.ErrorTTL}, pkt); terr != nil {
 		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
@@ -843,25 +844,20 @@ func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mp
 }
 
 // icmpSourceOK reports whether the source of the IP packet ip (a whole
-// fixed header, checked by InferPayload) names one host other than this
-// node, so that an ICMP error may be sent to it: not unspecified, loopback,
-// multicast, limited broadcast or class E (IPv4), not the broadcast
-// address of a subnet the node is on, not one of the node's own addresses
-// (RFC 1812 §4.3.2.7, RFC 4443 §2.4 (e)).
+// fixed header, checked by InferPayload) may get an ICMP error: it names
+// one host (icmp.SourceNamesOneHost) that is not this node, nor the
+// broadcast address of a subnet the node is on (RFC 1812 §4.3.2.7, RFC
+// 4443 §2.4 (e)).
 func (ls *Switch) icmpSourceOK(st *attached, v6 bool, ip []byte) bool {
 	var src tcpip.Address
 	if v6 {
 		src = header.IPv6(ip).SourceAddress()
-		a := netip.AddrFrom16(src.As16())
-		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() {
-			return false
-		}
 	} else {
 		src = header.IPv4(ip).SourceAddress()
-		a := netip.AddrFrom4(src.As4())
-		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.As4()[0] == 0 || a.As4()[0] >= 240 {
-			return false // 0/8 "this network", 240/4 class E and 255.255.255.255
-		}
+	}
+	a, _ := netip.AddrFromSlice(src.AsSlice())
+	if !icmp.SourceNamesOneHost(a) {
+		return false
 	}
 	for _, addrs := range st.ns.AllAddresses() {
 		for _, pa := range addrs {
