@@ -1,14 +1,13 @@
 package forward
 
 import (
-	"context"
 	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mplsnode/mplsnode/internal/icmp"
-	"github.com/mplsnode/mplsnode/internal/lograte"
+	"github.com/mplsnode/mplsnode/internal/drops"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -185,8 +184,8 @@ type Switch struct {
 
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
-		drops                                                                                 [numDrops]atomic.Uint64
-		warn                                                                                  [numDrops]lograte.Limiter
+		// drops counts discards by reason, one warning a second per reason.
+		drops *drops.Counters[Drop]
 	}
 }
 
@@ -328,6 +327,7 @@ func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 		logger = slog.Default()
 	}
 	ls := &Switch{ttlModel: model, log: logger}
+	ls.ctr.drops = drops.New[Drop]("label switch: drop", dropNames[:], remedies[:], logger)
 	empty := map[nextHopKey]*nextHop{}
 	ls.nhs.Store(&empty)
 	ls.txs.Store(&[]*heldTx{})
@@ -369,23 +369,14 @@ func (ls *Switch) Stats() Stats {
 		Fragmented:     c.fragmented.Load(),
 		Coalesced:      c.coalesced.Load(),
 	}
-	for i := range s.Drops {
-		s.Drops[i] = c.drops[i].Load()
-	}
+	c.drops.Snapshot(s.Drops[:])
 	return s
 }
 
 // drop counts n discards for r and logs at most one warning a second per
 // reason.
 func (ls *Switch) drop(r Drop, n uint64, label mpls.Label) {
-	ls.ctr.drops[r].Add(n)
-	suppressed, ok := ls.ctr.warn[r].Allow(n)
-	if !ok {
-		return
-	}
-	ls.log.LogAttrs(context.Background(), slog.LevelWarn, "label switch: drop",
-		slog.String("reason", r.String()), slog.Uint64("label", uint64(label)),
-		slog.String("remedy", remedies[r]), slog.Uint64("suppressed", suppressed))
+	ls.ctr.drops.Add(r, n, int64(label), nil)
 }
 
 // Forward implements mplsendpoint.Forwarder: it swaps or pops the matched

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mplsnode/mplsnode/gso"
+	"github.com/mplsnode/mplsnode/internal/drops"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -275,6 +276,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		forwarding: opts.Forwarding,
 		rejectMPLS: opts.RejectMPLS,
 	}
+	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
 	e.Endpoint.Init(lower, e)
 	return e, nil
 }
