@@ -29,7 +29,7 @@ func (l *batchLink) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error
 }
 
 // endBatch ends a receive batch as link/afpacket does after a recvmmsg.
-func (l *batchLink) endBatch(t *testing.T) {
+func (l *batchLink) endBatch(t testing.TB) {
 	be, ok := l.up.(interface{ EndBatch() })
 	if !ok {
 		t.Fatalf("the link's dispatcher %T has no EndBatch", l.up)

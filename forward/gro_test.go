@@ -41,7 +41,7 @@ func (l *gsoLink) release() {
 // groLSR starts the node of conf with in0 on a link that ends its receive
 // batches and out0 on one that takes GSO frames, next hop resolved to
 // macNext on out0; it is closed when the test ends.
-func groLSR(t *testing.T, spec lsrSpec, nextHop netip.Addr) (plane, *batchLink, *gsoLink) {
+func groLSR(t testing.TB, spec lsrSpec, nextHop netip.Addr) (plane, *batchLink, *gsoLink) {
 	t.Helper()
 	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
 	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}

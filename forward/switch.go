@@ -77,6 +77,11 @@ const (
 	// the node's own address (RFC 1812 §4.3.2.7, RFC 4443 §2.4). The frame
 	// itself is counted as ttl_expired or mtu_exceeded.
 	DropICMPBadSource
+	// DropBadChecksum: a packet that needed its IPv4 header rewritten
+	// (fragmented to fit the egress link) has a header checksum that does
+	// not verify: a router checks it before rewriting the header (RFC 1812
+	// §5.2.2), so that a corrupt header never leaves with a valid one.
+	DropBadChecksum
 
 	numDrops
 )
@@ -95,6 +100,7 @@ var dropNames = [numDrops]string{
 	DropImplicitNull:    "implicit_null_label",
 	DropReservedLabel:   "reserved_label",
 	DropICMPBadSource:   "icmp_bad_source",
+	DropBadChecksum:     "bad_checksum",
 }
 
 var remedies = [numDrops]string{
@@ -111,6 +117,7 @@ var remedies = [numDrops]string{
 	DropImplicitNull:    "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
 	DropReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
 	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
+	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
@@ -577,6 +584,12 @@ func (ls *Switch) tooBig(st *attached, in *mplsendpoint.Endpoint, req *mplsendpo
 		bottom := req.Labels[len(req.Labels)-1].Label
 		if p, err := mpls.InferPayload(mpls.PayloadNone, bottom, ip); err == nil && p == mpls.PayloadIPv4 &&
 			header.IPv4(ip).Flags()&header.IPv4FlagDontFragment == 0 {
+			if !header.IPv4(ip).IsChecksumValid() {
+				// Each fragment gets a new header checksum: a corrupt
+				// header must not leave with valid ones.
+				ls.drop(DropBadChecksum, 1, label)
+				return
+			}
 			if frags, ok := fragmentIPv4(ip, ipMTU); ok {
 				ls.countAction(eg)
 				ls.ctr.fragmented.Add(1)
