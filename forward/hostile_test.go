@@ -169,7 +169,7 @@ func TestLabelSwitchNoICMPToBadSource(t *testing.T) {
 // checksums leave).
 func TestLabelSwitchNoFragmentOfBadHeader(t *testing.T) {
 	l := newLSR(t, lsrV4, true)
-	ip := ipv4UDP(t, 64, 1480-28)
+	ip := ipv4UDP(t, 64, 1480) // 1508 bytes of IP: fits one label, not two
 	ip[10] ^= 0x5a
 	inject(l.in, labelled([]uint32{101}, 64, ip))
 	st := l.sw.Stats()
