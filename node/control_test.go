@@ -40,7 +40,14 @@ addr add 10.2.0.1/24 dev out0
 // with label 999 (no ILM entry).
 func obsNode(t testing.TB) *node.Node {
 	t.Helper()
-	cfg, err := config.Parse("obs.conf", strings.NewReader(obsConf))
+	return obsNodeWith(t, "", []uint32{100, 999})
+}
+
+// obsNodeWith is obsNode with more config lines and the labels of the
+// frames fed to it, one frame each.
+func obsNodeWith(t testing.TB, more string, labels []uint32) *node.Node {
+	t.Helper()
+	cfg, err := config.Parse("obs.conf", strings.NewReader(obsConf+more))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +67,7 @@ func obsNode(t testing.TB) *node.Node {
 	nic := nicID(t, n, "out0")
 	n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber,
 		tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), tcpip.LinkAddress("\x02\x00\x00\x00\x02\x02"))
-	for _, label := range []uint32{100, 999} {
+	for _, label := range labels {
 		f := make([]byte, 14, 64)
 		copy(f, macIn)
 		copy(f[6:], "\x02\x00\x00\x00\x01\x02")
