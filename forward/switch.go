@@ -26,6 +26,11 @@ const (
 	// maxHeldPerLink bounds the frames held for one egress link within a
 	// receive batch before they are written anyway: one sendmmsg's worth.
 	maxHeldPerLink = 64
+	// maxNextHops bounds the next hops the switch keeps state for (each
+	// with its queue): transit to on-link destinations makes one per
+	// destination host, which a scan of a large subnet must not grow
+	// without bound. Beyond it frames are dropped as no_neighbor.
+	maxNextHops = 4096
 	// ipPeek is how much of the payload under the labels must be contiguous
 	// to read its IP header: the largest IPv4 header (60 bytes), which
 	// covers the 40-byte IPv6 header too.
@@ -77,6 +82,8 @@ const (
 	// the node's own address (RFC 1812 §4.3.2.7, RFC 4443 §2.4). The frame
 	// itself is counted as ttl_expired or mtu_exceeded.
 	DropICMPBadSource
+	// DropNoRoute: a transit IP packet for a destination no route covers.
+	DropNoRoute
 	// DropBadChecksum: a packet that needed its IPv4 header rewritten
 	// (fragmented to fit the egress link) has a header checksum that does
 	// not verify: a router checks it before rewriting the header (RFC 1812
@@ -101,6 +108,7 @@ var dropNames = [numDrops]string{
 	DropReservedLabel:   "reserved_label",
 	DropICMPBadSource:   "icmp_bad_source",
 	DropBadChecksum:     "bad_checksum",
+	DropNoRoute:         "no_route",
 }
 
 var remedies = [numDrops]string{
@@ -118,6 +126,7 @@ var remedies = [numDrops]string{
 	DropReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
 	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
 	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
+	DropNoRoute:         "add a route to the destination (route add PREFIX via ADDR)",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
@@ -159,6 +168,11 @@ type Stats struct {
 	// Coalesced counts popped TCP segments merged into the GSO packet of the
 	// segment before them (gro.go); Forwarded counts them too.
 	Coalesced uint64
+	// IPForwarded counts transit IP packets routed (ip.go), plain or
+	// labelled.
+	IPForwarded uint64
+	// Pushed counts transit IP packets that left labelled (the LER push).
+	Pushed uint64
 	// Drops counts discards by reason, indexed by Drop.
 	Drops [numDrops]uint64
 }
@@ -181,7 +195,8 @@ type Switch struct {
 	ttlModel mpls.TTLModel
 	log      *slog.Logger
 
-	st atomic.Pointer[attached]
+	st     atomic.Pointer[attached]
+	router atomic.Pointer[Router] // transit IP routes (ip.go)
 
 	nhMu sync.Mutex                              // serialises next hop creation
 	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
@@ -191,6 +206,7 @@ type Switch struct {
 
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
+		ipForwarded, pushed                                                                   atomic.Uint64
 		// drops counts discards by reason, one warning a second per reason.
 		drops *drops.Counters[Drop]
 	}
@@ -205,6 +221,9 @@ type attached struct {
 	ns     *gstack.Stack
 	byName map[string]attachedLink
 	nics   map[*mplsendpoint.Endpoint]tcpip.NICID
+	// local holds the node's addresses and its IPv4 subnets' broadcast
+	// addresses: IP packets to them are the stack's, never transit.
+	local map[tcpip.Address]struct{}
 }
 
 // attachedLink is one of the stack's links.
@@ -348,7 +367,17 @@ func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 // table resolves next hops and its routes carry the ICMP errors the switch
 // sends. Frames arriving before Attach are dropped as not_ready.
 func (ls *Switch) Attach(ns *gstack.Stack) {
-	st := &attached{ns: ns, byName: map[string]attachedLink{}, nics: map[*mplsendpoint.Endpoint]tcpip.NICID{}}
+	st := &attached{ns: ns, byName: map[string]attachedLink{}, nics: map[*mplsendpoint.Endpoint]tcpip.NICID{},
+		local: map[tcpip.Address]struct{}{}}
+	for _, addrs := range ns.AllAddresses() {
+		for _, pa := range addrs {
+			st.local[pa.AddressWithPrefix.Address] = struct{}{}
+			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				sn := pa.AddressWithPrefix.Subnet()
+				st.local[sn.Broadcast()] = struct{}{}
+			}
+		}
+	}
 	for id, info := range ns.NICInfo() {
 		if info.Name == "" {
 			continue
@@ -375,6 +404,8 @@ func (ls *Switch) Stats() Stats {
 		ICMPSent:       c.icmpSent.Load(),
 		Fragmented:     c.fragmented.Load(),
 		Coalesced:      c.coalesced.Load(),
+		IPForwarded:    c.ipForwarded.Load(),
+		Pushed:         c.pushed.Load(),
 	}
 	c.drops.Snapshot(s.Drops[:])
 	return s
@@ -513,11 +544,18 @@ type egress struct {
 	// csumValid: the receive path validated the frame's checksums (the
 	// kernel's TP_STATUS_CSUM_VALID, or a partial checksum it will finish).
 	csumValid bool
+	// ip: a transit IP packet (ip.go), pushed labels in out if swap.
+	ip bool
 }
 
 // countAction counts what the switch did to one received frame.
 func (ls *Switch) countAction(eg *egress) {
 	switch {
+	case eg.ip:
+		ls.ctr.ipForwarded.Add(1)
+		if eg.swap {
+			ls.ctr.pushed.Add(1)
+		}
 	case eg.swap:
 		ls.ctr.swapped.Add(1)
 	case len(eg.rest) > 0:
@@ -618,6 +656,9 @@ func (ls *Switch) nextHop(st *attached, dev string, addr netip.Addr) *nextHop {
 	old := *ls.nhs.Load()
 	if nh, ok := old[key]; ok {
 		return nh
+	}
+	if len(old) >= maxNextHops {
+		return nil
 	}
 	l, ok := st.byName[dev]
 	if !ok || !addr.IsValid() {
@@ -790,7 +831,24 @@ func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mp
 		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
-	orig := b[payloadOff:]
+	ls.icmpError(st, in, p == mpls.PayloadIPv6, b[payloadOff:], req.Frame[header.EthernetMinimumSize:], kind, mtu, bottom)
+}
+
+// icmpError sends an ICMP error of kind for orig, the start of an IP
+// packet (v6: IPv6; a whole fixed header) received on in, back to its
+// source, sourced from in's address, with labels (the received label
+// stack, nil for none) as an RFC 4950 extension; mtu is what icmpTooBig
+// reports. The IP packet is routed by the stack (and labelled if the route
+// back is). ICMP errors, non-first fragments and sources that name no
+// single host or this node get none (RFC 1812 §4.3.2.7), and all are
+// rate-limited by the stack's node-wide bucket. label names the frame in
+// drop warnings.
+func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, orig, labels []byte, kind icmpKind, mtu uint32, label mpls.Label) {
+	p := mpls.PayloadIPv4
+	if v6 {
+		p = mpls.PayloadIPv6
+	}
+	bottom := label
 	if icmp.IsError(p == mpls.PayloadIPv6, orig) {
 		return
 	}
@@ -829,7 +887,6 @@ func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mp
 	localAddr := r.LocalAddress()
 	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
 	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
-	labels := req.Frame[header.EthernetMinimumSize:]
 	var msg []byte
 	if kind == icmpTooBig {
 		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)

@@ -107,9 +107,11 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Routes:    c.routes,
 		ILM:       c.ilm,
 		Forwarder: ls,
-		TTLModel:  c.ttl,
-		PipeTTL:   c.pipe,
-		GSO:       c.gso,
+		// Transit IP is routed by the forwarding plane, never by gVisor.
+		IPForwarder: ls,
+		TTLModel:    c.ttl,
+		PipeTTL:     c.pipe,
+		GSO:         c.gso,
 		// Forward IP between links: the LER role and plain transit (the
 		// seed's return path needs no kernel routing).
 		Forwarding: c.fwd,
@@ -120,6 +122,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		return nil, routeError(cfg, err)
 	}
 	ls.Attach(s.Netstack())
+	ls.SetRouter(transitRoutes(c))
 	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
@@ -213,6 +216,7 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		_ = n.stack.SetRoutes(oldRoutes)
 		return err
 	}
+	n.ls.SetRouter(transitRoutes(c))
 	n.cfg = newCfg
 	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
 	return nil

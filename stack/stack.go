@@ -138,6 +138,11 @@ type Config struct {
 	// Forwarder receives labelled frames whose ILM entry forwards them
 	// (the node's label switch). Nil drops them as no_ilm_entry.
 	Forwarder mplsendpoint.Forwarder
+	// IPForwarder, if set, forwards transit IP packets outside gVisor
+	// (package forward): every link offers it the unicast IP packets it
+	// receives, and gVisor's own IP forwarding stays off even with
+	// Forwarding, so that gVisor sees only the node's own traffic.
+	IPForwarder mplsendpoint.IPForwarder
 	// TTLModel is uniform (the default) or pipe (RFC 3443).
 	TTLModel mpls.TTLModel
 	// PipeTTL is the TTL of pushed labels in the pipe model (0 means 255).
@@ -250,7 +255,7 @@ func New(cfg Config) (s *Stack, err error) {
 			return s, err
 		}
 	}
-	if cfg.Forwarding {
+	if cfg.Forwarding && cfg.IPForwarder == nil {
 		for _, p := range []tcpip.NetworkProtocolNumber{ipv4.ProtocolNumber, ipv6.ProtocolNumber} {
 			if terr := s.ns.SetForwardingDefaultAndAllNICs(p, true); terr != nil {
 				return s, fmt.Errorf("enable IP forwarding: %s", terr)
@@ -318,6 +323,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		CopyTCFromDSCP: cfg.CopyTCFromDSCP,
 		GSOMode:        cfg.GSO,
 		Forwarder:      cfg.Forwarder,
+		IPForwarder:    cfg.IPForwarder,
 		Logger:         s.logger.With("link", l.Name),
 		Forwarding:     cfg.Forwarding,
 		RejectMPLS:     l.RejectMPLS,

@@ -59,6 +59,12 @@ const (
 // pseudo-header with src and dst (the addresses of the IP header the
 // message will go in); ICMPv4 ignores them.
 func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
+	if labels == nil {
+		if v6 {
+			return plain(true, byte(header.ICMPv6TimeExceeded), byte(header.ICMPv6HopLimitExceeded), orig, 0, src, dst)
+		}
+		return plain(false, byte(header.ICMPv4TimeExceeded), byte(header.ICMPv4TTLExceeded), orig, 0, src, dst)
+	}
 	if !v6 {
 		b := withLabelStack(orig, labels)
 		b[0] = byte(header.ICMPv4TimeExceeded)
@@ -86,19 +92,7 @@ func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
 // MTU; RFC 4884 defines no extension for it, so it has no label stack.
 func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst netip.Addr) []byte {
 	if !v6 && labels == nil {
-		// RFC 792: the IP header and the first 64 bits of the data.
-		hl := header.IPv4MinimumSize
-		if len(orig) >= header.IPv4MinimumSize {
-			hl = max(hl, int(header.IPv4(orig).HeaderLength()))
-		}
-		quote := orig[:min(len(orig), hl+icmpv4QuoteLen)]
-		b := make([]byte, header.ICMPv4MinimumSize+len(quote))
-		b[0] = byte(header.ICMPv4DstUnreachable)
-		b[1] = byte(header.ICMPv4FragmentationNeeded)
-		binary.BigEndian.PutUint16(b[6:], uint16(min(mtu, 0xffff)))
-		copy(b[header.ICMPv4MinimumSize:], quote)
-		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
-		return b
+		return plain(false, byte(header.ICMPv4DstUnreachable), byte(header.ICMPv4FragmentationNeeded), orig, min(mtu, 0xffff), src, dst)
 	}
 	if !v6 {
 		b := withLabelStack(orig, labels)
@@ -115,6 +109,34 @@ func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst neti
 	binary.BigEndian.PutUint32(b[4:], mtu)
 	copy(b[header.ICMPv6MinimumSize:], orig[:n])
 	icmpv6Checksum(b, src, dst)
+	return b
+}
+
+// plain returns an ICMP error without extensions: type, code, the 32-bit
+// word after the checksum (the MTU for fragmentation needed / Packet Too
+// Big), and the quote: for ICMPv4 orig's IP header and first 64 bits of
+// data (RFC 792), for ICMPv6 as much of orig as fits in the IPv6 minimum
+// MTU (RFC 4443 §2.4 (c)).
+func plain(v6 bool, typ, code byte, orig []byte, word uint32, src, dst netip.Addr) []byte {
+	var n int
+	if v6 {
+		n = min(len(orig), header.IPv6MinimumMTU-header.IPv6MinimumSize-header.ICMPv6MinimumSize)
+	} else {
+		hl := header.IPv4MinimumSize
+		if len(orig) >= header.IPv4MinimumSize {
+			hl = max(hl, int(header.IPv4(orig).HeaderLength()))
+		}
+		n = min(len(orig), hl+icmpv4QuoteLen)
+	}
+	b := make([]byte, header.ICMPv4MinimumSize+n)
+	b[0], b[1] = typ, code
+	binary.BigEndian.PutUint32(b[4:], word)
+	copy(b[header.ICMPv4MinimumSize:], orig[:n])
+	if v6 {
+		icmpv6Checksum(b, src, dst)
+	} else {
+		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
+	}
 	return b
 }
 

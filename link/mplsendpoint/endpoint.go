@@ -112,6 +112,32 @@ type ForwardRequest struct {
 	Batched bool
 }
 
+// IPForwarder is the forwarding plane's entry for IP packets: the endpoint
+// offers it every unicast IP packet it receives (plain, or popped from a
+// local label) before the stack sees it, and the forwarder takes those that
+// are not for this node (transit) and forwards them itself, so that
+// transit never enters gVisor's IP forwarding.
+type IPForwarder interface {
+	// ForwardIP reports whether it took the packet; false hands it to the
+	// stack (it is for this node, or not forwardable). req and its packet
+	// are valid only during the call; the packet is owned by the caller.
+	ForwardIP(in *Endpoint, req *IPForwardRequest) bool
+}
+
+// IPForwardRequest describes a received IP packet offered to an
+// IPForwarder.
+type IPForwardRequest struct {
+	// Packet holds the IP packet in Packet.Data() (link header consumed).
+	// Its checksums were verified, or finished when the lower link left
+	// them partial (Options.Forwarding), and it is no larger than MTU()
+	// (larger TCP packets are split first).
+	Packet *stack.PacketBuffer
+	// Proto is IPv4 or IPv6.
+	Proto tcpip.NetworkProtocolNumber
+	// Batched: as ForwardRequest.Batched.
+	Batched bool
+}
+
 // BatchForwarder is a Forwarder that writes the frames of a receive batch
 // together: after the lower link has delivered a batch (one recvmmsg), the
 // endpoint calls EndBatch, and the forwarder writes what it holds.
@@ -151,6 +177,12 @@ type Options struct {
 	// Forwarder receives labelled frames with a forwarding ILM entry; nil
 	// means such frames are dropped (no_forwarder).
 	Forwarder Forwarder
+	// IPForwarder, if set, is offered every unicast IP packet received
+	// before the stack sees it, and forwards transit packets itself
+	// (package forward); nil leaves them to the stack. Set Forwarding too,
+	// so that partial checksums are finished and large TCP packets split
+	// before it sees them.
+	IPForwarder IPForwarder
 	// LinkAddress, if set, overrides the lower link's MAC address.
 	LinkAddress tcpip.LinkAddress
 	// Forwarding says the stack above forwards IP, so received packets
@@ -194,6 +226,7 @@ type Endpoint struct {
 	maxLabels  int
 	log        *slog.Logger
 	fwd        Forwarder
+	ipFwd      IPForwarder // Options.IPForwarder
 	forwarding bool                                                  // Options.Forwarding
 	rejectMPLS bool                                                  // Options.RejectMPLS
 	localAddr  func(tcpip.NetworkProtocolNumber, tcpip.Address) bool // Options.LocalAddress
@@ -272,6 +305,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		maxLabels:  maxLabels,
 		log:        lg,
 		fwd:        opts.Forwarder,
+		ipFwd:      opts.IPForwarder,
 		linkAddr:   opts.LinkAddress,
 		forwarding: opts.Forwarding,
 		rejectMPLS: opts.RejectMPLS,

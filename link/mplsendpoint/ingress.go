@@ -38,6 +38,8 @@ func (e *Endpoint) EndBatch() {
 	}
 	if bf, ok := e.fwd.(BatchForwarder); ok {
 		bf.EndBatch(e)
+	} else if bf, ok := e.ipFwd.(BatchForwarder); ok {
+		bf.EndBatch(e)
 	}
 }
 
@@ -111,11 +113,27 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
-	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
-		e.expireTTL1(pkt)
-	}
 	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
 		return
+	}
+	e.up(proto, pkt)
+}
+
+// up hands a checked IP packet (link header consumed) to the IP forwarder
+// if it takes it (transit), else to the stack.
+func (e *Endpoint) up(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	if e.ipFwd != nil && pkt.PktType == tcpip.PacketHost &&
+		(proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber) {
+		// The checksums were verified (or finished) by deliver.
+		pkt.RXChecksumValidated = true
+		req := IPForwardRequest{Packet: pkt, Proto: proto, Batched: e.batched.Load()}
+		if e.ipFwd.ForwardIP(e, &req) {
+			e.ctr.rxForwarded.Add(1)
+			return
+		}
+	}
+	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
+		e.expireTTL1(pkt)
 	}
 	e.ctr.rxDelivered.Add(1)
 	e.Endpoint.DeliverNetworkPacket(proto, pkt)

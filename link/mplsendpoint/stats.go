@@ -126,7 +126,8 @@ type Stats struct {
 	RXFrames uint64
 	// RXDelivered counts packets delivered up to the stack.
 	RXDelivered uint64
-	// RXForwarded counts labelled frames handed to Options.Forwarder.
+	// RXForwarded counts labelled frames handed to Options.Forwarder and
+	// transit IP packets Options.IPForwarder took.
 	RXForwarded uint64
 	// TXPackets counts packets the stack handed to WritePackets.
 	TXPackets uint64
