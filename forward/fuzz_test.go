@@ -15,9 +15,10 @@ import (
 // fuzzLinkMTU is the link MTU of both fuzzed links.
 const fuzzLinkMTU = 1500
 
-// FuzzForward feeds whole Ethernet frames to an LSR (lsrV4: swap, swap and
-// push, pop to IP; the egress link takes GSO frames, so popped TCP may
-// coalesce) through its ingress link, each twice in one receive batch, and
+// FuzzForward feeds whole Ethernet frames to an LSR (lsrIP: swap, swap and
+// push, pop to IP, and IP transit plain or with labels pushed; the egress
+// link takes GSO frames, so popped and routed TCP may coalesce) through its
+// ingress link, each twice in one receive batch, and
 // checks every frame the switch writes, forwarded on out0 or an ICMP error
 // back on in0:
 //   - nothing panics (a panic fails the fuzz run);
@@ -49,7 +50,13 @@ func FuzzForward(f *testing.F) {
 	badTCP[header.IPv4MinimumSize+16] ^= 0x5a
 	f.Add(labelled([]uint32{102}, 64, badTCP))
 
-	p, in, out := groLSR(f, lsrV4, hop2)
+	f.Add(ipFrame(udpTo("10.9.9.9", 64, 100, false)))
+	f.Add(ipFrame(udpTo("10.8.1.1", 64, 1480, false)))
+	f.Add(ipFrame(udpTo("10.8.1.1", 64, 1480, true)))
+	f.Add(ipFrame(udpTo("10.9.9.9", 1, 100, false)))
+	f.Add(ipFrame(seg(data, 0, 1400, 0)))
+
+	p, in, out := groLSR(f, lsrIP, hop2)
 	p.neighbor(f, "in0", netip.MustParseAddr("10.1.0.2"), macPrev)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) > 9000 {

@@ -156,7 +156,7 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 	if !st.transit(dst) {
 		return false
 	}
-	dstAddr, _ := netip.AddrFromSlice(dst.AsSlice())
+	dstAddr := addrOf(dst)
 	r, ok := (*rp).Lookup(dstAddr)
 	if !ok {
 		ls.drop(DropNoRoute, 1, 0)
@@ -259,7 +259,18 @@ func (st *attached) transit(dst tcpip.Address) bool {
 	if _, local := st.local[dst]; local {
 		return false
 	}
-	a, _ := netip.AddrFromSlice(dst.AsSlice())
+	a := addrOf(dst)
 	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLinkLocalUnicast() &&
 		!a.IsLoopback() && dst != header.IPv4Broadcast
+}
+
+// addrOf converts a without allocating (tcpip.Address.AsSlice does).
+func addrOf(a tcpip.Address) netip.Addr {
+	switch a.Len() {
+	case 4:
+		return netip.AddrFrom4(a.As4())
+	case 16:
+		return netip.AddrFrom16(a.As16())
+	}
+	return netip.Addr{}
 }

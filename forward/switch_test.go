@@ -33,9 +33,10 @@ func TestMain(m *testing.M) {
 // lsrSpec is an in-process LSR: the addresses of its links in0 and out0
 // and its label routes.
 type lsrSpec struct {
-	addrs []stack.Address
-	ilm   []mpls.ILMEntry
-	ttl   mpls.TTLModel
+	addrs  []stack.Address
+	ilm    []mpls.ILMEntry
+	ttl    mpls.TTLModel
+	routes []forward.Route // transit IP routes beyond the connected subnets
 }
 
 var (
@@ -86,17 +87,23 @@ func startPlane(t testing.TB, spec lsrSpec, in, out gstack.LinkEndpoint) plane {
 			{Name: "in0", Kind: stack.LinkEndpoint, Endpoint: in},
 			{Name: "out0", Kind: stack.LinkEndpoint, Endpoint: out},
 		},
-		Addresses:  spec.addrs,
-		ILM:        spec.ilm,
-		Forwarder:  sw,
-		TTLModel:   spec.ttl,
-		Forwarding: true,
-		Logger:     lg,
+		Addresses:   spec.addrs,
+		ILM:         spec.ilm,
+		Forwarder:   sw,
+		IPForwarder: sw,
+		TTLModel:    spec.ttl,
+		Forwarding:  true,
+		Logger:      lg,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sw.Attach(st.Netstack())
+	routes := append([]forward.Route(nil), spec.routes...)
+	for _, a := range spec.addrs {
+		routes = append(routes, forward.Route{Prefix: a.Prefix.Masked(), Device: a.Link})
+	}
+	sw.SetRouter(forward.NewTable(routes))
 	t.Cleanup(func() {
 		st.Close()
 		sw.Flush()

@@ -15,6 +15,7 @@ import (
 type rxScratch struct {
 	labels []mpls.Entry
 	req    ForwardRequest
+	ipReq  IPForwardRequest
 }
 
 func (e *Endpoint) getRX() *rxScratch {
@@ -26,6 +27,7 @@ func (e *Endpoint) getRX() *rxScratch {
 
 func (e *Endpoint) putRX(s *rxScratch) {
 	s.req = ForwardRequest{}
+	s.ipReq = IPForwardRequest{}
 	e.rxPool.Put(s)
 }
 
@@ -126,8 +128,11 @@ func (e *Endpoint) up(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer
 		(proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber) {
 		// The checksums were verified (or finished) by deliver.
 		pkt.RXChecksumValidated = true
-		req := IPForwardRequest{Packet: pkt, Proto: proto, Batched: e.batched.Load()}
-		if e.ipFwd.ForwardIP(e, &req) {
+		rx := e.getRX() // pooled: the request escapes through the interface call
+		rx.ipReq = IPForwardRequest{Packet: pkt, Proto: proto, Batched: e.batched.Load()}
+		took := e.ipFwd.ForwardIP(e, &rx.ipReq)
+		e.putRX(rx)
+		if took {
 			e.ctr.rxForwarded.Add(1)
 			return
 		}
