@@ -196,6 +196,11 @@ type SwitchReport struct {
 	// Coalesced counts popped TCP segments merged into a GSO frame for an
 	// egress link that takes them.
 	Coalesced uint64 `json:"coalesced"`
+	// IPForwarded counts transit IP packets the forwarding plane routed
+	// (plain or labelled), outside the userspace stack.
+	IPForwarded uint64 `json:"ip_forwarded"`
+	// Pushed counts transit IP packets that left labelled (LER push).
+	Pushed uint64 `json:"pushed"`
 	// Drops counts discards by reason name (forward.Drop's String), every
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
@@ -267,7 +272,7 @@ func (n *Node) Report() Report {
 	r.LabelSwitch = SwitchReport{
 		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
 		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
-		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced,
+		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced, IPForwarded: sw.IPForwarded, Pushed: sw.Pushed,
 		Drops: map[string]uint64{},
 	}
 	for _, d := range forward.Drops() {

@@ -226,7 +226,7 @@ type Endpoint struct {
 	maxLabels  int
 	log        *slog.Logger
 	fwd        Forwarder
-	ipFwd      IPForwarder // Options.IPForwarder
+	ipFwd      IPForwarder                                           // Options.IPForwarder
 	forwarding bool                                                  // Options.Forwarding
 	rejectMPLS bool                                                  // Options.RejectMPLS
 	localAddr  func(tcpip.NetworkProtocolNumber, tcpip.Address) bool // Options.LocalAddress
