@@ -91,7 +91,12 @@ func firstLabelledFrame(t *testing.T, conf string) []byte {
 		n.Close()
 		link.Drain()
 	})
-	nic, _ := n.Stack().NICID("v0")
+	var nic tcpip.NICID
+	for id, info := range n.Stack().Netstack().NICInfo() {
+		if info.Name == "v0" {
+			nic = id
+		}
+	}
 	n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 0, 0, 2}), tcpip.LinkAddress("\x02\x00\x00\x00\x00\x02"))
 	go n.Stack().DialContext(ctx, "tcp", "10.9.9.9:80") // never answered: only its SYN matters
 	var seen int
