@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/mplsnode/mplsnode/gso"
 )
 
 // Limits of the language. Each carries its reason.
@@ -204,32 +206,20 @@ type LabelRoute struct {
 	DevPos Pos
 }
 
-// GSOMode chooses where large TCP segments are cut to the link MTU.
-type GSOMode uint8
+// GSOMode chooses where large TCP segments are cut to the link MTU: the
+// one definition in package gso, shared with link/mplsendpoint.
+type GSOMode = gso.Mode
 
-// GSO modes.
+// GSO modes (`set gso endpoint|stack|off`).
 const (
 	// GSOEndpoint (default): the MPLS link endpoint advertises GSO and
 	// segments after pushing the labels, knowing the inner protocol.
-	GSOEndpoint GSOMode = iota + 1
+	GSOEndpoint = gso.ModeEndpoint
 	// GSOStack: gVisor's own software GSO segments before the link.
-	GSOStack
+	GSOStack = gso.ModeStack
 	// GSOOff: no GSO; TCP emits MSS-sized segments.
-	GSOOff
+	GSOOff = gso.ModeOff
 )
-
-// String returns the config word for m.
-func (m GSOMode) String() string {
-	switch m {
-	case GSOEndpoint:
-		return "endpoint"
-	case GSOStack:
-		return "stack"
-	case GSOOff:
-		return "off"
-	}
-	return "GSOMode(" + strconv.Itoa(int(m)) + ")"
-}
 
 // XDPMode is `set forward xdp on|off|auto`: whether the label switch's
 // decisions also run as an XDP program in the kernel (package forward/xdp).

@@ -110,6 +110,7 @@ func fakeNetserver(t *testing.T, ln net.Listener, replies []*netperf.Message, te
 		return
 	}
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // the client's run is shorter
 	var req netperf.Message
 	if _, err := io.ReadFull(c, req[:]); err != nil {
 		return

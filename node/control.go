@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/stack"
 )
@@ -198,7 +199,12 @@ type SwitchReport struct {
 	// Coalesced counts popped TCP segments merged into a GSO frame for an
 	// egress link that takes them.
 	Coalesced uint64 `json:"coalesced"`
-	// Drops counts discards by reason name (SwitchDrop's String), every
+	// IPForwarded counts transit IP packets the forwarding plane routed
+	// (plain or labelled), outside the userspace stack.
+	IPForwarded uint64 `json:"ip_forwarded"`
+	// Pushed counts transit IP packets that left labelled (LER push).
+	Pushed uint64 `json:"pushed"`
+	// Drops counts discards by reason name (forward.Drop's String), every
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
 }
@@ -257,8 +263,8 @@ func (n *Node) Report() Report {
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}
-		if id, ok := n.stack.NICID(name); ok {
-			if info, ok := nics[id]; ok {
+		for _, info := range nics {
+			if info.Name == name {
 				lr.StackRXBytes = info.Stats.Rx.Bytes.Value()
 				lr.StackTXBytes = info.Stats.Tx.Bytes.Value()
 			}
@@ -269,10 +275,10 @@ func (n *Node) Report() Report {
 	r.LabelSwitch = SwitchReport{
 		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
 		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
-		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced,
+		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced, IPForwarded: sw.IPForwarded, Pushed: sw.Pushed,
 		Drops: map[string]uint64{},
 	}
-	for _, d := range SwitchDrops() {
+	for _, d := range forward.Drops() {
 		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)
 	}
 	r.IP = ipReport(ns.Stats())

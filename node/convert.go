@@ -3,9 +3,11 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
@@ -50,14 +52,7 @@ func convert(cfg *config.Config) (*converted, error) {
 	if !cfg.Sysctl.IPTTLPropagate {
 		c.ttl = mpls.TTLPipe
 	}
-	switch cfg.Settings.GSO {
-	case config.GSOStack:
-		c.gso = mplsendpoint.GSOStack
-	case config.GSOOff:
-		c.gso = mplsendpoint.GSOOff
-	default:
-		c.gso = mplsendpoint.GSOEndpoint
-	}
+	c.gso = cfg.Settings.GSO // one type: gso.Mode
 	for _, l := range cfg.Links {
 		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge}
 		switch l.Type {
@@ -157,4 +152,39 @@ func routeError(cfg *config.Config, err error) error {
 		}
 	}
 	return fmt.Errorf("%s: %w", cfg.File, err)
+}
+
+// transitRoutes is the forwarding plane's route table for transit IP: the
+// configured routes (the egress link filled from the connected subnet of
+// the next hop when the route names none, as the stack does) and an
+// on-link route for each connected subnet. In the pipe model pushed labels
+// get the configured pipe TTL, as the stack's own pushes do.
+func transitRoutes(c *converted) *forward.Table {
+	routes, addrs := c.routes, c.addrs
+	linkOf := func(via netip.Addr) string {
+		for _, a := range addrs {
+			if a.Link != config.LoopbackDev && a.Prefix.Masked().Contains(via) {
+				return a.Link
+			}
+		}
+		return ""
+	}
+	var rs []forward.Route
+	for _, r := range routes {
+		dev := r.Link
+		if dev == "" && r.Via.IsValid() {
+			dev = linkOf(r.Via)
+		}
+		ttl := r.TTL
+		if ttl == 0 && c.ttl == mpls.TTLPipe {
+			ttl = c.pipe // 0: mpls.DefaultPipeTTL
+		}
+		rs = append(rs, forward.Route{Prefix: r.Prefix, Device: dev, Via: r.Via, Labels: r.Labels, MTU: r.MTU, TTL: ttl})
+	}
+	for _, a := range addrs {
+		if a.Link != config.LoopbackDev {
+			rs = append(rs, forward.Route{Prefix: a.Prefix.Masked(), Device: a.Link})
+		}
+	}
+	return forward.NewTable(rs)
 }

@@ -50,6 +50,8 @@ var switchCounters = []switchCounter{
 	{"labelswitch_icmp_sent_messages_total", "ICMP errors (time exceeded, fragmentation needed, packet too big) sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
 	{"labelswitch_fragmented_packets_total", "IPv4 packets fragmented to fit the egress link once labelled.", func(s *SwitchReport) uint64 { return s.Fragmented }},
 	{"labelswitch_coalesced_frames_total", "Popped TCP segments merged into a GSO frame for an egress link that takes them.", func(s *SwitchReport) uint64 { return s.Coalesced }},
+	{"labelswitch_ip_forwarded_packets_total", "Transit IP packets the forwarding plane routed, plain or labelled.", func(s *SwitchReport) uint64 { return s.IPForwarded }},
+	{"labelswitch_pushed_packets_total", "Transit IP packets that left labelled (LER push).", func(s *SwitchReport) uint64 { return s.Pushed }},
 }
 
 // tcpCounter is one TCP counter, exported without labels.

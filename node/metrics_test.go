@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -60,8 +61,13 @@ func scrape(t *testing.T, url string) (samples map[string]float64, types map[str
 	return samples, types
 }
 
+// TestMetrics scrapes /metrics of an LSR fed four frames: label 100
+// (swapped), 999 (no ILM entry) and 101 twice (popped to IP), so that the
+// forwarded (3), swapped (1) and popped (2) counters differ: a metric that
+// returned another's value fails (issue 18: the swapped metric returning
+// the forwarded count survived when both were 1).
 func TestMetrics(t *testing.T) {
-	n := obsNode(t)
+	n := obsNodeWith(t, "-f mpls route add 101 via inet 10.2.0.2\n", []uint32{100, 999, 101, 101})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -81,14 +87,16 @@ func TestMetrics(t *testing.T) {
 		sample string
 		want   float64
 	}{
-		{`mplsnode_rx_frames_total{device="in0"}`, 2},
-		{`mplsnode_tx_frames_total{device="out0"}`, 1},
-		{`mplsnode_ilm_hits_total{device="in0"}`, 1},
+		{`mplsnode_rx_frames_total{device="in0"}`, 4},
+		{`mplsnode_tx_frames_total{device="out0"}`, 3},
+		{`mplsnode_ilm_hits_total{device="in0"}`, 3},
 		{`mplsnode_ftn_hits_total{device="in0"}`, 0},
 		{`mplsnode_drops_total{device="in0",reason="no_ilm_entry"}`, 1},
 		{`mplsnode_drops_total{device="out0",reason="no_ilm_entry"}`, 0},
-		{`mplsnode_labelswitch_forwarded_frames_total`, 1},
+		{`mplsnode_labelswitch_forwarded_frames_total`, 3},
 		{`mplsnode_labelswitch_swapped_frames_total`, 1},
+		{`mplsnode_labelswitch_popped_ip_frames_total`, 2},
+		{`mplsnode_labelswitch_popped_labelled_frames_total`, 0},
 		{`mplsnode_labelswitch_drops_total{reason="no_neighbor"}`, 0},
 		{`mplsnode_tcp_active_opens_total`, 0},
 		{`mplsnode_tcp_established_connections`, 0},
@@ -112,7 +120,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range node.SwitchDrops() {
+	for _, r := range forward.Drops() {
 		k := `mplsnode_labelswitch_drops_total{reason="` + r.String() + `"}`
 		if _, ok := samples[k]; !ok {
 			t.Errorf("got no sample %s", k)

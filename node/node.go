@@ -1,7 +1,7 @@
 // Package node assembles a running mplsnode from a parsed config: the links
 // (AF_PACKET or TAP), the userspace stack with its addresses and routes, the
-// MPLS tables (FTN and ILM) and the label switch that forwards labelled
-// frames from link to link. It also owns reload: routes and label routes
+// MPLS tables (FTN and ILM) and the forwarding plane (package forward)
+// that forwards labelled frames from link to link. It also owns reload: routes and label routes
 // are swapped while connections run.
 //
 // A node plays every role its config asks for: host (TCP endpoints in the
@@ -17,8 +17,8 @@
 //	err = n.Reload(newCfg) // on SIGHUP
 //
 // Protocol logic lives below: package mpls (tables, TTL rules),
-// link/mplsendpoint (push, pop, GSO), stack (the netstack); the node wires
-// them and holds the label switch (LabelSwitch).
+// link/mplsendpoint (push, pop, GSO), stack (the netstack), forward (the
+// label switch); the node wires them.
 package node
 
 import (
@@ -31,6 +31,7 @@ import (
 	"sync"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/stack"
@@ -60,7 +61,7 @@ type Options struct {
 type Node struct {
 	log   *slog.Logger
 	stack *stack.Stack
-	ls    *LabelSwitch
+	ls    *forward.Switch
 	xdp   *xdpPlane // nil unless set forward xdp runs the program
 
 	mu     sync.Mutex // serialises Reload and Close
@@ -71,7 +72,7 @@ type Node struct {
 // Stats is a snapshot of the node's counters.
 type Stats struct {
 	// Switch holds the label switch counters.
-	Switch SwitchStats
+	Switch forward.Stats
 	// Links holds each link endpoint's counters, keyed by link name.
 	Links map[string]mplsendpoint.Stats
 }
@@ -100,16 +101,18 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 			c.links[i].Endpoint = ep
 		}
 	}
-	ls := NewLabelSwitch(c.ttl, logger)
+	ls := forward.New(c.ttl, logger)
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
 		Routes:    c.routes,
 		ILM:       c.ilm,
 		Forwarder: ls,
-		TTLModel:  c.ttl,
-		PipeTTL:   c.pipe,
-		GSO:       c.gso,
+		// Transit IP is routed by the forwarding plane, never by gVisor.
+		IPForwarder: ls,
+		TTLModel:    c.ttl,
+		PipeTTL:     c.pipe,
+		GSO:         c.gso,
 		// Forward IP between links: the LER role and plain transit (the
 		// seed's return path needs no kernel routing).
 		Forwarding: c.fwd,
@@ -119,7 +122,8 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, routeError(cfg, err)
 	}
-	ls.Attach(s)
+	ls.Attach(s.Netstack())
+	ls.SetRouter(transitRoutes(c))
 	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
 	if err != nil {
 		s.Close()
@@ -162,8 +166,8 @@ func setCapture(links []stack.Link, w *pcap.Writer, names []string) error {
 // the node's addresses).
 func (n *Node) Stack() *stack.Stack { return n.stack }
 
-// LabelSwitch returns the node's label switch.
-func (n *Node) LabelSwitch() *LabelSwitch { return n.ls }
+// LabelSwitch returns the node's label switch (the forwarding plane).
+func (n *Node) LabelSwitch() *forward.Switch { return n.ls }
 
 // Stats returns a snapshot of the node's counters.
 func (n *Node) Stats() Stats {
@@ -218,6 +222,7 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		_ = n.stack.SetRoutes(oldRoutes)
 		return err
 	}
+	n.ls.SetRouter(transitRoutes(c))
 	n.cfg = newCfg
 	if n.xdp != nil {
 		n.xdp.sync()
@@ -288,7 +293,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	xerr := n.xdp.close()
 	err := errors.Join(n.stack.Close(), xerr)
-	n.ls.flush()
+	n.ls.Flush()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err
 }

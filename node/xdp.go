@@ -32,8 +32,9 @@ type xdpPlane struct {
 	log   *slog.Logger
 	s     *stack.Stack
 	prog  *fxdp.Program
-	feats *fxdp.Features       // opened in the node's network namespace
-	links map[string]fxdp.Link // attached links by name
+	feats *fxdp.Features         // opened in the node's network namespace
+	nics  map[string]tcpip.NICID // the stack NIC of each link
+	links map[string]fxdp.Link   // attached links by name
 	// skipped says why a link runs without the program (auto mode).
 	skipped map[string]string
 
@@ -75,7 +76,10 @@ func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *s
 		return nil, fail("%w", err)
 	}
 	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
-		egressOK: map[int]bool{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	for id, info := range s.Netstack().NICInfo() {
+		x.nics[info.Name] = id
+	}
 	for _, l := range links {
 		why := ""
 		var fl fxdp.Link
@@ -158,6 +162,10 @@ func (x *xdpPlane) sync() {
 		}
 	}
 	ns := x.s.Netstack()
+	type nextHopKey struct {
+		dev  string
+		addr netip.Addr
+	}
 	macs := map[nextHopKey]net.HardwareAddr{}
 	var entries []fxdp.Entry
 	x.resolved = 0
@@ -187,7 +195,7 @@ func (x *xdpPlane) sync() {
 // neighbor returns addr's MAC address on link dev from the stack's
 // neighbour table, or nil after starting its resolution.
 func (x *xdpPlane) neighbor(ns *gstack.Stack, dev string, addr netip.Addr) net.HardwareAddr {
-	nic, ok := x.s.NICID(dev)
+	nic, ok := x.nics[dev]
 	if !ok || !addr.IsValid() {
 		return nil
 	}

@@ -138,6 +138,11 @@ type Config struct {
 	// Forwarder receives labelled frames whose ILM entry forwards them
 	// (the node's label switch). Nil drops them as no_ilm_entry.
 	Forwarder mplsendpoint.Forwarder
+	// IPForwarder, if set, forwards transit IP packets outside gVisor
+	// (package forward): every link offers it the unicast IP packets it
+	// receives, and gVisor's own IP forwarding stays off even with
+	// Forwarding, so that gVisor sees only the node's own traffic.
+	IPForwarder mplsendpoint.IPForwarder
 	// TTLModel is uniform (the default) or pipe (RFC 3443).
 	TTLModel mpls.TTLModel
 	// PipeTTL is the TTL of pushed labels in the pipe model (0 means 255).
@@ -250,7 +255,7 @@ func New(cfg Config) (s *Stack, err error) {
 			return s, err
 		}
 	}
-	if cfg.Forwarding {
+	if cfg.Forwarding && cfg.IPForwarder == nil {
 		for _, p := range []tcpip.NetworkProtocolNumber{ipv4.ProtocolNumber, ipv6.ProtocolNumber} {
 			if terr := s.ns.SetForwardingDefaultAndAllNICs(p, true); terr != nil {
 				return s, fmt.Errorf("enable IP forwarding: %s", terr)
@@ -318,6 +323,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		CopyTCFromDSCP: cfg.CopyTCFromDSCP,
 		GSOMode:        cfg.GSO,
 		Forwarder:      cfg.Forwarder,
+		IPForwarder:    cfg.IPForwarder,
 		Logger:         s.logger.With("link", l.Name),
 		Forwarding:     cfg.Forwarding,
 		RejectMPLS:     l.RejectMPLS,
@@ -596,13 +602,17 @@ func subnetOf(p netip.Prefix) tcpip.Subnet {
 }
 
 // Netstack returns the underlying gVisor stack, for what this API does not
-// cover (the node's label switch uses its neighbour tables).
+// cover: its statistics, static neighbours, raw endpoints. Embedders need
+// that escape hatch; a forwarding plane (package forward) attaches to it
+// too, for its neighbour tables and routes. Each link is a NIC named after
+// the link, whose link endpoint is the link's *mplsendpoint.Endpoint.
 func (s *Stack) Netstack() *gstack.Stack { return s.ns }
 
 // Tables returns the MPLS tables the links consult.
 func (s *Stack) Tables() *mpls.Tables { return s.tables }
 
-// Endpoint returns the MPLS endpoint of the named link, or nil.
+// Endpoint returns the MPLS endpoint of the named link, or nil: embedders
+// read its counters (Stats) and tables from it.
 func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
 	if l, ok := s.byName[name]; ok {
 		return l.endpoint
@@ -610,16 +620,8 @@ func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
 	return nil
 }
 
-// NICID returns the netstack NIC of the named link.
-func (s *Stack) NICID(name string) (tcpip.NICID, bool) {
-	l, ok := s.byName[name]
-	if !ok {
-		return 0, false
-	}
-	return l.nic, true
-}
-
-// LinkNames returns the links' names in the order they were configured.
+// LinkNames returns the links' names in the order they were configured,
+// to walk their endpoints (Endpoint) for counters.
 func (s *Stack) LinkNames() []string {
 	names := make([]string, len(s.links))
 	for i, l := range s.links {

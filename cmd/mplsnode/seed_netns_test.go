@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -326,7 +327,7 @@ func (s *seedProc) transfer(t *testing.T, size int64, limit time.Duration, at fu
 	defer watchdog.Stop()
 	sum, err := sendData(c, size, uint64(start.UnixNano()), at)
 	if err != nil {
-		t.Fatalf("send: %v (limit %v)\nns0 %+v\nLSR log:\n%s", err, limit, s.n0.Report().TCP, s.lsr.logs.String())
+		t.Fatalf("send: %v (limit %v); the sink read %d bytes\nns0 %+v\nLSR log:\n%s", err, limit, s.sink.received(c.LocalAddr().String()), s.n0.Report().TCP, s.lsr.logs.String())
 	}
 	if err := s.sink.check(c.LocalAddr().String(), size, sum, limit); err != nil {
 		t.Fatal(err)
@@ -380,6 +381,9 @@ type sink struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	results map[string]sinkResult
+	// reading counts the bytes read so far on each open connection, so
+	// that a stalled transfer fails saying how far it got.
+	reading map[string]*atomic.Int64
 }
 
 func newSink(t *testing.T, ns *netns.NS, addr string) *sink {
@@ -388,7 +392,7 @@ func newSink(t *testing.T, ns *netns.NS, addr string) *sink {
 	if err := ns.Run(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
-	s := &sink{addr: ln.Addr().String(), results: map[string]sinkResult{}}
+	s := &sink{addr: ln.Addr().String(), results: map[string]sinkResult{}, reading: map[string]*atomic.Int64{}}
 	s.cond = sync.NewCond(&s.mu)
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
@@ -404,13 +408,19 @@ func newSink(t *testing.T, ns *netns.NS, addr string) *sink {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
+				from := c.RemoteAddr().String()
+				var read atomic.Int64
+				s.mu.Lock()
+				s.reading[from] = &read
+				s.mu.Unlock()
 				h := sha256.New()
-				n, err := io.Copy(h, c)
+				n, err := io.Copy(h, readCounter{c, &read})
 				var r sinkResult
 				copy(r.sum[:], h.Sum(nil))
 				r.n, r.err = n, err
 				s.mu.Lock()
-				s.results[c.RemoteAddr().String()] = r
+				delete(s.reading, from)
+				s.results[from] = r
 				s.cond.Broadcast()
 				s.mu.Unlock()
 			}()
@@ -429,6 +439,30 @@ func (s *sink) check(from string, size int64, sum [32]byte, timeout time.Duratio
 	return nil
 }
 
+// readCounter counts the bytes read through it.
+type readCounter struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+// Read implements io.Reader.
+func (c readCounter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// received returns the bytes read so far on the open connection from
+// `from` (0 if none is open).
+func (s *sink) received(from string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if read, ok := s.reading[from]; ok {
+		return read.Load()
+	}
+	return 0
+}
+
 // result waits up to timeout for the end of the connection from `from`.
 func (s *sink) result(from string, timeout time.Duration) sinkResult {
 	timer := time.AfterFunc(timeout, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
@@ -442,7 +476,12 @@ func (s *sink) result(from string, timeout time.Duration) sinkResult {
 			return r
 		}
 		if time.Now().After(deadline) {
-			return sinkResult{err: fmt.Errorf("no end of stream from %s within %v", from, timeout)}
+			r := sinkResult{err: fmt.Errorf("no end of stream from %s within %v (connection never accepted)", from, timeout)}
+			if read, ok := s.reading[from]; ok {
+				r.n = read.Load()
+				r.err = fmt.Errorf("no end of stream from %s within %v", from, timeout)
+			}
+			return r
 		}
 		s.cond.Wait()
 	}

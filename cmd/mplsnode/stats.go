@@ -177,7 +177,8 @@ func printReport(w io.Writer, r *node.Report) {
 	s := r.LabelSwitch
 	printSection(w, "label switch", []namedCount{{"forwarded", s.Forwarded}, {"swapped", s.Swapped},
 		{"popped to IP", s.PoppedIP}, {"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued},
-		{"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced (GRO)", s.Coalesced}},
+		{"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced (GRO)", s.Coalesced},
+		{"IP transit routed", s.IPForwarded}, {"IP transit labelled", s.Pushed}},
 		s.Drops, sortedKeys(s.Drops))
 	ip := r.IP
 	printSection(w, "IP (userspace stack)", []namedCount{{"packets received", ip.PacketsReceived},

@@ -223,6 +223,7 @@ func TestRunObservability(t *testing.T) {
 				return err
 			}
 			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
 			fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
 			b, err := io.ReadAll(c)
 			metrics = string(b)

@@ -95,11 +95,9 @@ func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
 	if e.copyTC {
 		tc = mpls.TCFromDSCP(tos)
 	}
-	off := header.EthernetMinimumSize
-	for i, l := range ent.Labels {
-		mpls.Entry{Label: l, TC: tc, S: i == n-1, TTL: lttl}.Encode(b[off:])
-		off += mpls.EntryLen
-	}
+	// NewFTN rejected every label EncodeLabels refuses (implicit null,
+	// over 20 bits), so it cannot fail here.
+	_, _ = mpls.EncodeLabels(b[header.EthernetMinimumSize:], ent.Labels, tc, lttl)
 }
 
 // netDst returns the destination address of pkt's IP header.

@@ -15,6 +15,7 @@ import (
 type rxScratch struct {
 	labels []mpls.Entry
 	req    ForwardRequest
+	ipReq  IPForwardRequest
 }
 
 func (e *Endpoint) getRX() *rxScratch {
@@ -26,6 +27,7 @@ func (e *Endpoint) getRX() *rxScratch {
 
 func (e *Endpoint) putRX(s *rxScratch) {
 	s.req = ForwardRequest{}
+	s.ipReq = IPForwardRequest{}
 	e.rxPool.Put(s)
 }
 
@@ -37,6 +39,8 @@ func (e *Endpoint) EndBatch() {
 		e.batched.Store(true)
 	}
 	if bf, ok := e.fwd.(BatchForwarder); ok {
+		bf.EndBatch(e)
+	} else if bf, ok := e.ipFwd.(BatchForwarder); ok {
 		bf.EndBatch(e)
 	}
 }
@@ -111,11 +115,30 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
-	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
-		e.expireTTL1(pkt)
-	}
 	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
 		return
+	}
+	e.up(proto, pkt)
+}
+
+// up hands a checked IP packet (link header consumed) to the IP forwarder
+// if it takes it (transit), else to the stack.
+func (e *Endpoint) up(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	if e.ipFwd != nil && pkt.PktType == tcpip.PacketHost &&
+		(proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber) {
+		// The checksums were verified (or finished) by deliver.
+		pkt.RXChecksumValidated = true
+		rx := e.getRX() // pooled: the request escapes through the interface call
+		rx.ipReq = IPForwardRequest{Packet: pkt, Proto: proto, Batched: e.batched.Load()}
+		took := e.ipFwd.ForwardIP(e, &rx.ipReq)
+		e.putRX(rx)
+		if took {
+			e.ctr.rxForwarded.Add(1)
+			return
+		}
+	}
+	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
+		e.expireTTL1(pkt)
 	}
 	e.ctr.rxDelivered.Add(1)
 	e.Endpoint.DeliverNetworkPacket(proto, pkt)

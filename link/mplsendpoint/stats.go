@@ -1,11 +1,9 @@
 package mplsendpoint
 
 import (
-	"context"
-	"log/slog"
 	"sync/atomic"
 
-	"github.com/mplsnode/mplsnode/internal/lograte"
+	"github.com/mplsnode/mplsnode/internal/drops"
 )
 
 // DropReason names why the endpoint discarded a frame or packet. Each reason
@@ -128,7 +126,8 @@ type Stats struct {
 	RXFrames uint64
 	// RXDelivered counts packets delivered up to the stack.
 	RXDelivered uint64
-	// RXForwarded counts labelled frames handed to Options.Forwarder.
+	// RXForwarded counts labelled frames handed to Options.Forwarder and
+	// transit IP packets Options.IPForwarder took.
 	RXForwarded uint64
 	// TXPackets counts packets the stack handed to WritePackets.
 	TXPackets uint64
@@ -162,10 +161,9 @@ type counters struct {
 	txPackets, txFrames, gsoPackets    atomic.Uint64
 	rxSplit                            atomic.Uint64
 	ftnHits, ilmHits                   atomic.Uint64
-	drops                              [numDropReasons]atomic.Uint64
-	// warn lets at most one warning a second through per reason, so a
-	// flood of bad frames cannot flood the log.
-	warn [numDropReasons]lograte.Limiter
+	// drops counts discards by reason, with at most one warning a second
+	// per reason, so a flood of bad frames cannot flood the log.
+	drops *drops.Counters[DropReason]
 }
 
 // Stats returns a snapshot of the counters.
@@ -182,9 +180,7 @@ func (e *Endpoint) Stats() Stats {
 		FTNHits:     c.ftnHits.Load(),
 		ILMHits:     c.ilmHits.Load(),
 	}
-	for i := range s.Drops {
-		s.Drops[i] = c.drops[i].Load()
-	}
+	c.drops.Snapshot(s.Drops[:])
 	return s
 }
 
@@ -196,25 +192,5 @@ func (e *Endpoint) drop(r DropReason, label int64, cause error) {
 }
 
 func (e *Endpoint) dropN(r DropReason, n uint64, label int64, cause error) {
-	c := &e.ctr
-	c.drops[r].Add(n)
-	if e.log == nil {
-		return
-	}
-	suppressed, ok := c.warn[r].Allow(n)
-	if !ok {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("reason", r.String()),
-		slog.String("remedy", remedies[r]),
-		slog.Uint64("suppressed", suppressed),
-	}
-	if label >= 0 {
-		attrs = append(attrs, slog.Int64("label", label))
-	}
-	if cause != nil {
-		attrs = append(attrs, slog.String("cause", cause.Error()))
-	}
-	e.log.LogAttrs(context.Background(), slog.LevelWarn, "mplsendpoint: drop", attrs...)
+	e.ctr.drops.Add(r, n, label, cause)
 }

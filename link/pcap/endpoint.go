@@ -49,10 +49,24 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	return n, err
 }
 
+// GSOFramer is a lower link that may send TCP GSO packets as single frames
+// (link/afpacket; the same contract as link/mplsendpoint.GSOFramer, which
+// this endpoint implements by asking its lower link).
+type GSOFramer interface {
+	GSOFrames() bool
+}
+
+// BatchDispatcher is a dispatcher above that wants to know where a receive
+// batch ends (the same contract as link/afpacket.BatchDispatcher, which
+// this endpoint implements by passing EndBatch up).
+type BatchDispatcher interface {
+	EndBatch()
+}
+
 // GSOFrames passes on the lower link's answer (see link/afpacket's
 // Options.GSOFrames); such frames are recorded as the one frame they are.
 func (e *Endpoint) GSOFrames() bool {
-	g, ok := e.Child().(interface{ GSOFrames() bool })
+	g, ok := e.Child().(GSOFramer)
 	return ok && g.GSOFrames()
 }
 
@@ -70,7 +84,7 @@ func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
 // link/afpacket.BatchDispatcher).
 func (e *Endpoint) EndBatch() {
 	if d := e.up.Load(); d != nil {
-		if be, ok := (*d).(interface{ EndBatch() }); ok {
+		if be, ok := (*d).(BatchDispatcher); ok {
 			be.EndBatch()
 		}
 	}

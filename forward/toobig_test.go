@@ -1,4 +1,4 @@
-package node_test
+package forward_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/ip4defrag"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/mplsnode/mplsnode/node"
+	"github.com/mplsnode/mplsnode/forward"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -67,7 +67,7 @@ func TestLabelSwitchFragments(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLSR(t, lsrConf, true)
+			l := newLSR(t, lsrV4, true)
 			orig := ipv4Big(t, 1496, false, tc.opts) // 1496 + one label = the ingress MTU
 			inject(l.in, labelled([]uint32{101}, 64, orig))
 			d := ip4defrag.NewIPv4Defragmenter()
@@ -75,7 +75,7 @@ func TestLabelSwitchFragments(t *testing.T) {
 			for i := 0; whole == nil; i++ {
 				f := readFrame(t, l.out)
 				if f == nil {
-					t.Fatalf("fragment %d missing; stats %+v", i, l.n.Stats().Switch)
+					t.Fatalf("fragment %d missing; stats %+v", i, l.sw.Stats())
 				}
 				if len(f) > 14+1500 {
 					t.Errorf("fragment %d: frame of %d bytes exceeds the 1500-byte link MTU", i, len(f))
@@ -116,9 +116,9 @@ func TestLabelSwitchFragments(t *testing.T) {
 					t.Fatal("more than 5 fragments for a 1496-byte packet")
 				}
 			}
-			st := l.n.Stats().Switch
-			if st.Fragmented != 1 || st.Swapped != 1 || st.Drop(node.SwitchMTUExceeded) != 0 {
-				t.Errorf("fragmented %d swapped %d mtu_exceeded %d; want 1 1 0", st.Fragmented, st.Swapped, st.Drop(node.SwitchMTUExceeded))
+			st := l.sw.Stats()
+			if st.Fragmented != 1 || st.Swapped != 1 || st.Drop(forward.DropMTUExceeded) != 0 {
+				t.Errorf("fragmented %d swapped %d mtu_exceeded %d; want 1 1 0", st.Fragmented, st.Swapped, st.Drop(forward.DropMTUExceeded))
 			}
 		})
 	}
@@ -129,12 +129,12 @@ func TestLabelSwitchFragments(t *testing.T) {
 // ICMP fragmentation needed with the path's IP MTU (1500 less 8 bytes of
 // labels) and the received label stack (RFC 4950).
 func TestLabelSwitchFragmentationNeeded(t *testing.T) {
-	l := newLSR(t, lsrConf, true)
+	l := newLSR(t, lsrV4, true)
 	orig := ipv4Big(t, 1496, true, nil)
 	inject(l.in, labelled([]uint32{101}, 64, orig))
 	f := readFrame(t, l.in)
 	if f == nil {
-		t.Fatalf("no ICMP on in0; stats %+v", l.n.Stats().Switch)
+		t.Fatalf("no ICMP on in0; stats %+v", l.sw.Stats())
 	}
 	if n := l.out.NumQueued(); n != 0 {
 		t.Errorf("%d frames on out0, want 0", n)
@@ -162,9 +162,9 @@ func TestLabelSwitchFragmentationNeeded(t *testing.T) {
 	if len(obj) != 8 || obj[2] != 1 || obj[3] != 1 || binary.BigEndian.Uint32(obj[4:]) != 101<<12|1<<8|64 {
 		t.Errorf("label stack object %x, want class 1 c-type 1 with label 101 S=1 TTL 64", obj)
 	}
-	st := l.n.Stats().Switch
-	if st.Drop(node.SwitchMTUExceeded) != 1 || st.ICMPSent != 1 || st.Fragmented != 0 {
-		t.Errorf("mtu_exceeded %d icmp %d fragmented %d; want 1 1 0", st.Drop(node.SwitchMTUExceeded), st.ICMPSent, st.Fragmented)
+	st := l.sw.Stats()
+	if st.Drop(forward.DropMTUExceeded) != 1 || st.ICMPSent != 1 || st.Fragmented != 0 {
+		t.Errorf("mtu_exceeded %d icmp %d fragmented %d; want 1 1 0", st.Drop(forward.DropMTUExceeded), st.ICMPSent, st.Fragmented)
 	}
 
 	// An ICMP error that does not fit is dropped without an answer
@@ -178,32 +178,20 @@ func TestLabelSwitchFragmentationNeeded(t *testing.T) {
 	if f := readFrame(t, l.in); f != nil {
 		t.Errorf("an ICMP error was answered with %d bytes", len(f))
 	}
-	st = l.n.Stats().Switch
-	if st.Drop(node.SwitchMTUExceeded) != 2 || st.ICMPSent != 1 {
-		t.Errorf("after the ICMP error: mtu_exceeded %d icmp %d; want 2 1", st.Drop(node.SwitchMTUExceeded), st.ICMPSent)
+	st = l.sw.Stats()
+	if st.Drop(forward.DropMTUExceeded) != 2 || st.ICMPSent != 1 {
+		t.Errorf("after the ICMP error: mtu_exceeded %d icmp %d; want 2 1", st.Drop(forward.DropMTUExceeded), st.ICMPSent)
 	}
 }
-
-// The IPv6 LSR: label 103 is swapped for 300/301 towards 2001:db8:2::2.
-const lsr6Conf = `
-link add in0 type afpacket
-link add out0 type afpacket
-addr add 2001:db8:1::1/64 dev in0
-addr add 2001:db8:2::1/64 dev out0
--f mpls route add 103 as to 300/301 via inet6 2001:db8:2::2
-`
 
 // TestLabelSwitchPacketTooBig is TestLabelSwitchFragmentationNeeded for
 // IPv6, which never fragments in transit: a Packet Too Big with MTU 1492
 // goes back to the sender, quoting as much of the packet as fits in 1280.
 func TestLabelSwitchPacketTooBig(t *testing.T) {
-	l := newLSR(t, lsr6Conf, false)
-	ns := l.n.Stack().Netstack()
-	nicIn, _ := l.n.Stack().NICID("in0")
-	nicOut, _ := l.n.Stack().NICID("out0")
+	l := newLSR(t, lsrV6, false)
 	src := netip.MustParseAddr("2001:db8:1::2")
-	ns.AddStaticNeighbor(nicIn, header.IPv6ProtocolNumber, tcpip.AddrFrom16(src.As16()), macPrev)
-	ns.AddStaticNeighbor(nicOut, header.IPv6ProtocolNumber, tcpip.AddrFrom16(netip.MustParseAddr("2001:db8:2::2").As16()), macNext)
+	l.neighbor(t, "in0", src, macPrev)
+	l.neighbor(t, "out0", netip.MustParseAddr("2001:db8:2::2"), macNext)
 
 	ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP,
 		SrcIP: src.AsSlice(), DstIP: netip.MustParseAddr("2001:db8:9::9").AsSlice()}
@@ -218,7 +206,7 @@ func TestLabelSwitchPacketTooBig(t *testing.T) {
 	inject(l.in, labelled([]uint32{103}, 64, orig))
 	f := readFrame(t, l.in)
 	if f == nil {
-		t.Fatalf("no ICMPv6 on in0; stats %+v", l.n.Stats().Switch)
+		t.Fatalf("no ICMPv6 on in0; stats %+v", l.sw.Stats())
 	}
 	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
 	ip6, ok := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
@@ -239,8 +227,8 @@ func TestLabelSwitchPacketTooBig(t *testing.T) {
 	if checksum.Checksum(msg, sum) != 0xffff {
 		t.Error("ICMPv6 checksum does not verify")
 	}
-	st := l.n.Stats().Switch
-	if st.Drop(node.SwitchMTUExceeded) != 1 || st.ICMPSent != 1 {
-		t.Errorf("mtu_exceeded %d icmp %d; want 1 1", st.Drop(node.SwitchMTUExceeded), st.ICMPSent)
+	st := l.sw.Stats()
+	if st.Drop(forward.DropMTUExceeded) != 1 || st.ICMPSent != 1 {
+		t.Errorf("mtu_exceeded %d icmp %d; want 1 1", st.Drop(forward.DropMTUExceeded), st.ICMPSent)
 	}
 }

@@ -1,20 +1,20 @@
-package node_test
+package forward_test
 
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/node"
+	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/stack"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/refs"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -30,17 +30,37 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The in-process LSR: in0 (10.1.0.1) receives, out0 (10.2.0.1) sends to the
-// next hop 10.2.0.2.
-const lsrConf = `
-link add in0 type afpacket
-link add out0 type afpacket
-addr add 10.1.0.1/24 dev in0
-addr add 10.2.0.1/24 dev out0
--f mpls route add 100 as to 200 via inet 10.2.0.2
--f mpls route add 101 as to 300/301 via inet 10.2.0.2
--f mpls route add 102 via inet 10.2.0.2
-`
+// lsrSpec is an in-process LSR: the addresses of its links in0 and out0
+// and its label routes.
+type lsrSpec struct {
+	addrs  []stack.Address
+	ilm    []mpls.ILMEntry
+	ttl    mpls.TTLModel
+	routes []forward.Route // transit IP routes beyond the connected subnets
+}
+
+var (
+	hop2 = netip.MustParseAddr("10.2.0.2")
+	// lsrV4: in0 (10.1.0.1) receives, out0 (10.2.0.1) sends to the next
+	// hop 10.2.0.2: 100 is swapped for 200, 101 for 300/301, 102 popped.
+	lsrV4 = lsrSpec{
+		addrs: []stack.Address{{Link: "in0", Prefix: netip.MustParsePrefix("10.1.0.1/24")}, {Link: "out0", Prefix: netip.MustParsePrefix("10.2.0.1/24")}},
+		ilm: []mpls.ILMEntry{
+			{Label: 100, Action: mpls.ILMSwap, OutLabels: []mpls.Label{200}, NextHop: hop2, Device: "out0"},
+			{Label: 101, Action: mpls.ILMSwap, OutLabels: []mpls.Label{300, 301}, NextHop: hop2, Device: "out0"},
+			{Label: 102, Action: mpls.ILMPopForward, NextHop: hop2, Device: "out0"},
+		},
+	}
+	// lsrV6: label 103 is swapped for 300/301 towards 2001:db8:2::2, 104
+	// popped towards it.
+	lsrV6 = lsrSpec{
+		addrs: []stack.Address{{Link: "in0", Prefix: netip.MustParsePrefix("2001:db8:1::1/64")}, {Link: "out0", Prefix: netip.MustParsePrefix("2001:db8:2::1/64")}},
+		ilm: []mpls.ILMEntry{
+			{Label: 103, Action: mpls.ILMSwap, OutLabels: []mpls.Label{300, 301}, NextHop: netip.MustParseAddr("2001:db8:2::2"), Device: "out0"},
+			{Label: 104, Action: mpls.ILMPopForward, NextHop: netip.MustParseAddr("2001:db8:2::2"), Device: "out0"},
+		},
+	}
+)
 
 var (
 	macIn   = tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01")
@@ -49,36 +69,86 @@ var (
 	macNext = tcpip.LinkAddress("\x02\x00\x00\x00\x02\x02") // 10.2.0.2
 )
 
+// plane is a running switch on a stack whose links in0 and out0 are the
+// given lower endpoints.
+type plane struct {
+	sw *forward.Switch
+	st *stack.Stack
+}
+
+// startPlane builds the stack of spec on in and out, with a switch as its
+// links' Forwarder, attached; both are closed when the test ends.
+func startPlane(t testing.TB, spec lsrSpec, in, out gstack.LinkEndpoint) plane {
+	t.Helper()
+	lg := slog.New(slog.DiscardHandler)
+	sw := forward.New(spec.ttl, lg)
+	st, err := stack.New(stack.Config{
+		Links: []stack.Link{
+			{Name: "in0", Kind: stack.LinkEndpoint, Endpoint: in},
+			{Name: "out0", Kind: stack.LinkEndpoint, Endpoint: out},
+		},
+		Addresses:   spec.addrs,
+		ILM:         spec.ilm,
+		Forwarder:   sw,
+		IPForwarder: sw,
+		TTLModel:    spec.ttl,
+		Forwarding:  true,
+		Logger:      lg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.Attach(st.Netstack())
+	routes := append([]forward.Route(nil), spec.routes...)
+	for _, a := range spec.addrs {
+		routes = append(routes, forward.Route{Prefix: a.Prefix.Masked(), Device: a.Link})
+	}
+	sw.SetRouter(forward.NewTable(routes))
+	t.Cleanup(func() {
+		st.Close()
+		sw.Flush()
+	})
+	return plane{sw: sw, st: st}
+}
+
+// neighbor adds a static neighbour on the named link.
+func (p plane) neighbor(t testing.TB, link string, addr netip.Addr, mac tcpip.LinkAddress) {
+	t.Helper()
+	proto := header.IPv4ProtocolNumber
+	if addr.Is6() {
+		proto = header.IPv6ProtocolNumber
+	}
+	ns := p.st.Netstack()
+	for id, info := range ns.NICInfo() {
+		if info.Name == link {
+			if terr := ns.AddStaticNeighbor(id, proto, tcpip.AddrFromSlice(addr.AsSlice()), mac); terr != nil {
+				t.Fatalf("static neighbour %s on %s: %v", addr, link, terr)
+			}
+			return
+		}
+	}
+	t.Fatalf("no link %s", link)
+}
+
 type lsr struct {
-	n       *node.Node
+	plane
 	in, out *channel.Endpoint
 }
 
-// newLSR starts the node on channel endpoints; static neighbours make the
-// next hops (and the previous hop, for ICMP) resolved when resolve is set.
-func newLSR(t testing.TB, conf string, resolve bool) *lsr {
+// newLSR starts an LSR of spec on channel endpoints; static neighbours make
+// the next hop 10.2.0.2 (and the previous hop 10.1.0.2, for ICMP) resolved
+// when resolve is set.
+func newLSR(t testing.TB, spec lsrSpec, resolve bool) *lsr {
 	t.Helper()
-	cfg, err := config.Parse("lsr.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := &lsr{in: channel.New(256, 1500, macIn), out: channel.New(256, 1500, macOut)}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"in0": l.in, "out0": l.out}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.n = n
+	l.plane = startPlane(t, spec, l.in, l.out)
 	t.Cleanup(func() {
-		n.Close()
 		l.in.Drain()
 		l.out.Drain()
 	})
 	if resolve {
-		ns := n.Stack().Netstack()
-		nicIn, _ := n.Stack().NICID("in0")
-		nicOut, _ := n.Stack().NICID("out0")
-		ns.AddStaticNeighbor(nicIn, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 1, 0, 2}), macPrev)
-		ns.AddStaticNeighbor(nicOut, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), macNext)
+		l.neighbor(t, "in0", netip.MustParseAddr("10.1.0.2"), macPrev)
+		l.neighbor(t, "out0", hop2, macNext)
 	}
 	return l
 }
@@ -146,7 +216,7 @@ type wantLabel struct {
 }
 
 func TestLabelSwitch(t *testing.T) {
-	l := newLSR(t, lsrConf, true)
+	l := newLSR(t, lsrV4, true)
 	ip := ipv4UDP(t, 64, 100)
 	tests := []struct {
 		name    string
@@ -166,7 +236,7 @@ func TestLabelSwitch(t *testing.T) {
 			inject(l.in, labelled(tc.in, tc.ttl, ip))
 			f := readFrame(t, l.out)
 			if f == nil {
-				t.Fatalf("no frame on out0; stats %+v", l.n.Stats().Switch)
+				t.Fatalf("no frame on out0; stats %+v", l.sw.Stats())
 			}
 			p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
 			eth := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
@@ -215,7 +285,7 @@ func TestLabelSwitch(t *testing.T) {
 			}
 		})
 	}
-	st := l.n.Stats().Switch
+	st := l.sw.Stats()
 	if st.Forwarded != uint64(len(tests)) || st.Swapped != 3 || st.PoppedIP != 1 || st.PoppedLabelled != 1 {
 		t.Errorf("got stats %+v, want 5 forwarded (3 swapped, 1 popped to IP, 1 popped labelled)", st)
 	}
@@ -235,12 +305,12 @@ func ipChecksum(b []byte) uint16 {
 }
 
 func TestLabelSwitchTTLExpiry(t *testing.T) {
-	l := newLSR(t, lsrConf, true)
+	l := newLSR(t, lsrV4, true)
 	orig := ipv4UDP(t, 1, 20)
 	inject(l.in, labelled([]uint32{100, 500}, 1, orig))
 	f := readFrame(t, l.in)
 	if f == nil {
-		t.Fatalf("no ICMP on in0; stats %+v", l.n.Stats().Switch)
+		t.Fatalf("no ICMP on in0; stats %+v", l.sw.Stats())
 	}
 	if n := l.out.NumQueued(); n != 0 {
 		t.Errorf("got %d frames on out0, want 0", n)
@@ -291,29 +361,47 @@ func TestLabelSwitchTTLExpiry(t *testing.T) {
 	if got, want := binary.BigEndian.Uint32(obj[8:]), uint32(500<<12|1<<8|1); got != want {
 		t.Errorf("got second label entry %#x, want %#x", got, want)
 	}
-	st := l.n.Stats().Switch
-	if st.Drop(node.SwitchTTLExpired) != 1 || st.ICMPSent != 1 {
-		t.Errorf("got ttl_expired %d, icmp sent %d; want 1, 1", st.Drop(node.SwitchTTLExpired), st.ICMPSent)
+	st := l.sw.Stats()
+	if st.Drop(forward.DropTTLExpired) != 1 || st.ICMPSent != 1 {
+		t.Errorf("got ttl_expired %d, icmp sent %d; want 1, 1", st.Drop(forward.DropTTLExpired), st.ICMPSent)
 	}
 }
 
+// The ICMP error rate limit the node promises (README, stack's doc): 100
+// errors a second with bursts of 10, node-wide. Written here from the
+// spec, not read from the stack's constants, so that a changed constant
+// fails this test.
+const (
+	specICMPRate  = 100
+	specICMPBurst = 10
+)
+
+// TestLabelSwitchICMPRateLimit expires 50 labelled packets as fast as it
+// can: the switch sends at least the burst and at most the burst plus what
+// the rate refills while it runs, and counts the rest as
+// icmp_rate_limited (issue 18: the expectation came from stack.ICMPBurst).
 func TestLabelSwitchICMPRateLimit(t *testing.T) {
-	l := newLSR(t, lsrConf, true)
+	l := newLSR(t, lsrV4, true)
 	orig := ipv4UDP(t, 1, 20)
-	const n = 50 // well over the burst of 10, sent faster than 100/s refills
+	const n = 50
+	start := time.Now()
 	for range n {
 		inject(l.in, labelled([]uint32{100}, 1, orig))
 	}
-	st := l.n.Stats().Switch
-	if st.ICMPSent+st.Drop(node.SwitchICMPRateLimited) != n || st.ICMPSent >= n {
-		t.Errorf("got %d sent, %d rate-limited; want them to sum to %d with some limited", st.ICMPSent, st.Drop(node.SwitchICMPRateLimited), n)
+	elapsed := time.Since(start)
+	st := l.sw.Stats()
+	limited := st.Drop(forward.DropICMPRateLimited)
+	most := uint64(specICMPBurst + math.Ceil(elapsed.Seconds()*specICMPRate))
+	if st.ICMPSent+limited != n || st.ICMPSent < specICMPBurst || st.ICMPSent > most {
+		t.Errorf("got %d sent, %d rate-limited in %v; want them to sum to %d with %d to %d sent (burst %d, %d/s)",
+			st.ICMPSent, limited, elapsed, n, specICMPBurst, most, specICMPBurst, specICMPRate)
 	}
 }
 
 // TestLabelSwitchResolves sends to an unresolved next hop: the frame waits
 // for ARP, is sent once the reply comes, and the queue is bounded.
 func TestLabelSwitchResolves(t *testing.T) {
-	l := newLSR(t, lsrConf, false)
+	l := newLSR(t, lsrV4, false)
 	ip := ipv4UDP(t, 64, 10)
 	const n = 70 // more than the 64 the queue holds
 	for range n {
@@ -325,9 +413,9 @@ func TestLabelSwitchResolves(t *testing.T) {
 	if !ok || netip.AddrFrom4([4]byte(arp.DstProtAddress)) != netip.MustParseAddr("10.2.0.2") {
 		t.Fatalf("got %v, want an ARP request for 10.2.0.2", p)
 	}
-	st := l.n.Stats().Switch
-	if st.Drop(node.SwitchQueueFull) != n-64 || st.Queued != 64 {
-		t.Errorf("got queue_full %d, queued %d; want %d, 64", st.Drop(node.SwitchQueueFull), st.Queued, n-64)
+	st := l.sw.Stats()
+	if st.Drop(forward.DropQueueFull) != n-64 || st.Queued != 64 {
+		t.Errorf("got queue_full %d, queued %d; want %d, 64", st.Drop(forward.DropQueueFull), st.Queued, n-64)
 	}
 	// Answer the request.
 	reply := gopacket.NewSerializeBuffer()
@@ -346,7 +434,7 @@ func TestLabelSwitchResolves(t *testing.T) {
 			t.Fatalf("frame %d: got dst MAC %x, want %x", i, got, macNext)
 		}
 	}
-	if st := l.n.Stats().Switch; st.Forwarded != 64 {
+	if st := l.sw.Stats(); st.Forwarded != 64 {
 		t.Errorf("got forwarded %d, want 64", st.Forwarded)
 	}
 }
@@ -363,7 +451,7 @@ func BenchmarkLabelSwitch(b *testing.B) {
 		{"pop_ip", []uint32{102}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l := newLSR(b, lsrConf, true)
+			l := newLSR(b, lsrV4, true)
 			frame := labelled(tc.labels, 64, ipv4UDP(b, 64, 1400))
 			// One view the benchmark re-injects: the frame bytes are
 			// copied into a pooled chunk per frame, as a lower link does.
@@ -375,53 +463,9 @@ func BenchmarkLabelSwitch(b *testing.B) {
 				if pkt := l.out.Read(); pkt != nil {
 					pkt.DecRef()
 				} else {
-					b.Fatalf("frame not forwarded: %+v", l.n.Stats().Switch)
+					b.Fatalf("frame not forwarded: %+v", l.sw.Stats())
 				}
 			}
 		})
-	}
-}
-
-func TestReload(t *testing.T) {
-	l := newLSR(t, lsrConf, true)
-	tests := []struct {
-		name        string
-		conf        string
-		wantErr     string // prefix; "" = accepted
-		wantRestart bool
-	}{
-		{"more label routes", lsrConf + "-f mpls route add 103 as to 400 via inet 10.2.0.2\n", "", false},
-		{"link mtu", strings.Replace(lsrConf, "out0 type afpacket", "out0 type afpacket mtu 1400", 1), "lsr.conf:3:1: link out0 changed: a restart is needed", true},
-		{"address", strings.Replace(lsrConf, "10.1.0.1/24", "10.1.0.5/24", 1), "lsr.conf:4:1: address 10.1.0.5/24 changed: a restart is needed", true},
-		{"sysctl", lsrConf + "sysctl net.mpls.ip_ttl_propagate=0\n", "lsr.conf:9:1: a sysctl changed: a restart is needed", true},
-		{"address on lo", lsrConf + "addr add 10.9.9.9/32 dev lo\n", "lsr.conf:9:1: address 10.9.9.9/32 changed: a restart is needed", true},
-		{"subnet on lo", lsrConf + "addr add 10.9.9.0/24 dev lo\n", "lsr.conf:9:10: an address on lo must be a host address: 10.9.9.0/32", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := config.Parse("lsr.conf", strings.NewReader(tc.conf))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = l.n.Reload(cfg)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("got %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
-				t.Fatalf("got %v, want %s...", err, tc.wantErr)
-			}
-			if got := errors.Is(err, node.ErrRestartNeeded); got != tc.wantRestart {
-				t.Errorf("got errors.Is(err, ErrRestartNeeded) = %v, want %v", got, tc.wantRestart)
-			}
-		})
-	}
-	// The accepted reload stays: label 103 swaps to 400.
-	inject(l.in, labelled([]uint32{103}, 64, ipv4UDP(t, 64, 10)))
-	f := readFrame(t, l.out)
-	if f == nil || binary.BigEndian.Uint32(f[14:])>>12 != 400 {
-		t.Errorf("after the rejected reloads, label 103 was not swapped to 400: %x", f)
 	}
 }

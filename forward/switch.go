@@ -1,16 +1,15 @@
-package node
+package forward
 
 import (
-	"context"
 	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 
-	"github.com/mplsnode/mplsnode/internal/lograte"
+	"github.com/mplsnode/mplsnode/internal/drops"
+	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
-	"github.com/mplsnode/mplsnode/stack"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -27,92 +26,128 @@ const (
 	// maxHeldPerLink bounds the frames held for one egress link within a
 	// receive batch before they are written anyway: one sendmmsg's worth.
 	maxHeldPerLink = 64
+	// maxNextHops bounds the next hops the switch keeps state for (each
+	// with its queue): transit to on-link destinations makes one per
+	// destination host, which a scan of a large subnet must not grow
+	// without bound. Beyond it frames are dropped as no_neighbor.
+	maxNextHops = 4096
 	// ipPeek is how much of the payload under the labels must be contiguous
 	// to read its IP header: the largest IPv4 header (60 bytes), which
 	// covers the 40-byte IPv6 header too.
 	ipPeek = header.IPv4MaximumHeaderSize
 )
 
-// SwitchDrop names why the label switch discarded a frame.
-type SwitchDrop uint8
+// Drop names why the label switch discarded a frame.
+type Drop uint8
 
 // Label switch drop reasons; String is the counter name.
 const (
-	// SwitchNotReady: a frame arrived before the node finished starting.
-	SwitchNotReady SwitchDrop = iota
-	// SwitchTTLExpired: the label TTL reached 0 at this hop (an ICMP time
+	// DropNotReady: a frame arrived before the node finished starting.
+	DropNotReady Drop = iota
+	// DropTTLExpired: the label TTL reached 0 at this hop (an ICMP time
 	// exceeded was sent back unless rate-limited).
-	SwitchTTLExpired
-	// SwitchNoEgressLink: the ILM entry names a link the node does not have.
-	SwitchNoEgressLink
-	// SwitchNoNeighbor: the next hop's MAC address could not be resolved.
-	SwitchNoNeighbor
-	// SwitchQueueFull: too many frames were waiting for the next hop's MAC.
-	SwitchQueueFull
-	// SwitchMTUExceeded: the outgoing frame is larger than the egress link
+	DropTTLExpired
+	// DropNoEgressLink: the ILM entry names a link the node does not have.
+	DropNoEgressLink
+	// DropNoNeighbor: the next hop's MAC address could not be resolved.
+	DropNoNeighbor
+	// DropQueueFull: too many frames were waiting for the next hop's MAC.
+	DropQueueFull
+	// DropMTUExceeded: the outgoing frame is larger than the egress link
 	// MTU (a swap that pushes labels) and its packet may not be fragmented
 	// (IPv4 with DF, IPv6): the sender gets an ICMP fragmentation needed or
 	// Packet Too Big with the path MTU, unless rate-limited.
-	SwitchMTUExceeded
-	// SwitchUnknownPayload: a popped payload is neither bound nor IP.
-	SwitchUnknownPayload
-	// SwitchWriteError: the egress link refused the frame.
-	SwitchWriteError
-	// SwitchICMPRateLimited: an ICMP error was suppressed by the rate limit
+	DropMTUExceeded
+	// DropUnknownPayload: a popped payload is neither bound nor IP.
+	DropUnknownPayload
+	// DropWriteError: the egress link refused the frame.
+	DropWriteError
+	// DropICMPRateLimited: an ICMP error was suppressed by the rate limit
 	// (the frame itself is counted as ttl_expired or mtu_exceeded).
-	SwitchICMPRateLimited
-	// SwitchICMPFailed: an ICMP error could not be sent (no
+	DropICMPRateLimited
+	// DropICMPFailed: an ICMP error could not be sent (no
 	// route back, no source address, not an IP payload).
-	SwitchICMPFailed
+	DropICMPFailed
+	// DropImplicitNull: the received label stack holds label 3
+	// (implicit null), which is signalled, never sent (RFC 3032 §2.1).
+	DropImplicitNull
+	// DropReservedLabel: popping the top label would expose a reserved
+	// label (1, 4-15: router alert, GAL, OAM alert, an entropy label
+	// indicator at the bottom, ...) that the node does not process; it is
+	// never forwarded on.
+	DropReservedLabel
+	// DropICMPBadSource: an ICMP error was not sent because the
+	// offending packet's source is not one host (unspecified, loopback,
+	// multicast, broadcast, a connected subnet's broadcast, class E) or is
+	// the node's own address (RFC 1812 §4.3.2.7, RFC 4443 §2.4). The frame
+	// itself is counted as ttl_expired or mtu_exceeded.
+	DropICMPBadSource
+	// DropNoRoute: a transit IP packet for a destination no route covers.
+	DropNoRoute
+	// DropBadChecksum: a packet that needed its IPv4 header rewritten
+	// (fragmented to fit the egress link) has a header checksum that does
+	// not verify: a router checks it before rewriting the header (RFC 1812
+	// §5.2.2), so that a corrupt header never leaves with a valid one.
+	DropBadChecksum
 
-	numSwitchDrops
+	numDrops
 )
 
-var switchDropNames = [numSwitchDrops]string{
-	SwitchNotReady:        "not_ready",
-	SwitchTTLExpired:      "ttl_expired",
-	SwitchNoEgressLink:    "no_egress_link",
-	SwitchNoNeighbor:      "no_neighbor",
-	SwitchQueueFull:       "queue_full",
-	SwitchMTUExceeded:     "mtu_exceeded",
-	SwitchUnknownPayload:  "unknown_payload",
-	SwitchWriteError:      "write_error",
-	SwitchICMPRateLimited: "icmp_rate_limited",
-	SwitchICMPFailed:      "icmp_failed",
+var dropNames = [numDrops]string{
+	DropNotReady:        "not_ready",
+	DropTTLExpired:      "ttl_expired",
+	DropNoEgressLink:    "no_egress_link",
+	DropNoNeighbor:      "no_neighbor",
+	DropQueueFull:       "queue_full",
+	DropMTUExceeded:     "mtu_exceeded",
+	DropUnknownPayload:  "unknown_payload",
+	DropWriteError:      "write_error",
+	DropICMPRateLimited: "icmp_rate_limited",
+	DropICMPFailed:      "icmp_failed",
+	DropImplicitNull:    "implicit_null_label",
+	DropReservedLabel:   "reserved_label",
+	DropICMPBadSource:   "icmp_bad_source",
+	DropBadChecksum:     "bad_checksum",
+	DropNoRoute:         "no_route",
 }
 
-var switchRemedies = [numSwitchDrops]string{
-	SwitchNotReady:        "none: transient while the node starts",
-	SwitchTTLExpired:      "look for a forwarding loop or a too-small TTL at the ingress LER",
-	SwitchNoEgressLink:    "name an existing link in the label route (dev NAME)",
-	SwitchNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
-	SwitchQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
-	SwitchMTUExceeded:     "none if the sender does path MTU discovery (it was told the MTU); else raise the egress link MTU or push fewer labels",
-	SwitchUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
-	SwitchWriteError:      "check the egress link (interface down, buffer full)",
-	SwitchICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
-	SwitchICMPFailed:      "give the ingress link an address and a route back to the sender",
+var remedies = [numDrops]string{
+	DropNotReady:        "none: transient while the node starts",
+	DropTTLExpired:      "look for a forwarding loop or a too-small TTL at the ingress LER",
+	DropNoEgressLink:    "name an existing link in the label route (dev NAME)",
+	DropNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
+	DropQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
+	DropMTUExceeded:     "none if the sender does path MTU discovery (it was told the MTU); else raise the egress link MTU or push fewer labels",
+	DropUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
+	DropWriteError:      "check the egress link (interface down, buffer full)",
+	DropICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
+	DropICMPFailed:      "give the ingress link an address and a route back to the sender",
+	DropImplicitNull:    "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
+	DropReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
+	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
+	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
+	DropNoRoute:         "add a route to the destination (route add PREFIX via ADDR)",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
-func (r SwitchDrop) String() string {
-	if r < numSwitchDrops {
-		return switchDropNames[r]
+func (r Drop) String() string {
+	if r < numDrops {
+		return dropNames[r]
 	}
 	return "unknown"
 }
 
-// SwitchDrops returns every label switch drop reason, in counter order.
-func SwitchDrops() []SwitchDrop {
-	rs := make([]SwitchDrop, numSwitchDrops)
+// Drops returns every label switch drop reason, in counter order.
+func Drops() []Drop {
+	rs := make([]Drop, numDrops)
 	for i := range rs {
-		rs[i] = SwitchDrop(i)
+		rs[i] = Drop(i)
 	}
 	return rs
 }
 
-// SwitchStats is a snapshot of the label switch counters.
-type SwitchStats struct {
+// Stats is a snapshot of the label switch counters.
+type Stats struct {
 	// Forwarded counts frames written to an egress link.
 	Forwarded uint64
 	// Swapped counts frames whose top label was swapped (with or without
@@ -133,29 +168,35 @@ type SwitchStats struct {
 	// Coalesced counts popped TCP segments merged into the GSO packet of the
 	// segment before them (gro.go); Forwarded counts them too.
 	Coalesced uint64
-	// Drops counts discards by reason, indexed by SwitchDrop.
-	Drops [numSwitchDrops]uint64
+	// IPForwarded counts transit IP packets routed (ip.go), plain or
+	// labelled.
+	IPForwarded uint64
+	// Pushed counts transit IP packets that left labelled (the LER push).
+	Pushed uint64
+	// Drops counts discards by reason, indexed by Drop.
+	Drops [numDrops]uint64
 }
 
 // Drop returns the counter for reason r.
-func (s *SwitchStats) Drop(r SwitchDrop) uint64 {
-	if r < numSwitchDrops {
+func (s *Stats) Drop(r Drop) uint64 {
+	if r < numDrops {
 		return s.Drops[r]
 	}
 	return 0
 }
 
-// LabelSwitch is the node's transit data path: it implements
+// Switch is the node's transit data path: it implements
 // mplsendpoint.Forwarder and forwards labelled frames from link to link
 // without entering the TCP/IP stack (swap, swap and push, pop and forward
 // as IP or still labelled), with the next hop's MAC from the stack's
-// neighbour table. Create it with NewLabelSwitch, give it to
+// neighbour table. Create it with New, give it to
 // stack.Config.Forwarder, then Attach the stack.
-type LabelSwitch struct {
+type Switch struct {
 	ttlModel mpls.TTLModel
 	log      *slog.Logger
 
-	st atomic.Pointer[switchState]
+	st     atomic.Pointer[attached]
+	router atomic.Pointer[Router] // transit IP routes (ip.go)
 
 	nhMu sync.Mutex                              // serialises next hop creation
 	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
@@ -165,18 +206,30 @@ type LabelSwitch struct {
 
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
-		drops                                                                                 [numSwitchDrops]atomic.Uint64
-		warn                                                                                  [numSwitchDrops]lograte.Limiter
+		ipForwarded, pushed                                                                   atomic.Uint64
+		// drops counts discards by reason, one warning a second per reason.
+		drops *drops.Counters[Drop]
 	}
 }
 
-var _ mplsendpoint.BatchForwarder = (*LabelSwitch)(nil)
+var _ mplsendpoint.BatchForwarder = (*Switch)(nil)
 
-// switchState is what the switch needs from the running stack.
-type switchState struct {
-	s    *stack.Stack
-	ns   *gstack.Stack
-	nics map[*mplsendpoint.Endpoint]tcpip.NICID
+// attached is what the switch needs from the running stack.
+// attached is the gVisor stack the switch forwards for: its NICs whose
+// link endpoints are MPLS endpoints, by name and by endpoint.
+type attached struct {
+	ns     *gstack.Stack
+	byName map[string]attachedLink
+	nics   map[*mplsendpoint.Endpoint]tcpip.NICID
+	// local holds the node's addresses and its IPv4 subnets' broadcast
+	// addresses: IP packets to them are the stack's, never transit.
+	local map[tcpip.Address]struct{}
+}
+
+// attachedLink is one of the stack's links.
+type attachedLink struct {
+	ep  *mplsendpoint.Endpoint
+	nic tcpip.NICID
 }
 
 type nextHopKey struct {
@@ -187,7 +240,7 @@ type nextHopKey struct {
 // nextHop is one (egress link, next hop address) pair with its resolution
 // state and its queue of frames waiting for the MAC address.
 type nextHop struct {
-	ls    *LabelSwitch
+	ls    *Switch
 	ep    *mplsendpoint.Endpoint
 	nic   tcpip.NICID
 	addr  tcpip.Address
@@ -216,14 +269,18 @@ type heldTx struct {
 }
 
 // hold adds out, resolved for nh, to the egress link's held list; a full
-// list is written at once. It consumes out's reference.
-func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer) {
+// list is written at once. Later segments may join out (GRO) only if
+// groOK: its checksums verified. It consumes out's reference.
+func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
 	tx := nh.tx
 	tx.mu.Lock()
 	tx.list.PushBack(out)
 	tx.segs = append(tx.segs, 1)
-	if tx.gro {
+	switch {
+	case tx.gro && groOK:
 		tx.flow.start(nh, out)
+	case tx.gro:
+		tx.flow.pkt = nil // nothing may join a packet whose checksums fail
 	}
 	if tx.n.Add(1) >= maxHeldPerLink {
 		ls.writeHeld(tx)
@@ -231,12 +288,13 @@ func (ls *LabelSwitch) hold(nh *nextHop, out *gstack.PacketBuffer) {
 	tx.mu.Unlock()
 }
 
-// coalesce merges payload, a popped IP packet for eg.nh, into the packet
-// held for the egress link when it continues that packet's TCP flow
-// (gro.go), and reports whether it did (then it owns payload).
-func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer) bool {
+// coalesce merges payload, a popped IP packet for eg.nh whose checksums
+// verified (groOK), into the packet held for the egress link when it
+// continues that packet's TCP flow (gro.go), and reports whether it did
+// (then it owns payload).
+func (ls *Switch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) bool {
 	tx := eg.nh.tx
-	if !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
+	if !groOK || !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
 		return false
 	}
 	tx.mu.Lock()
@@ -250,7 +308,7 @@ func (ls *LabelSwitch) coalesce(eg *egress, payload *buffer.Buffer) bool {
 }
 
 // writeHeld writes tx's frames and releases them. Callers hold tx.mu.
-func (ls *LabelSwitch) writeHeld(tx *heldTx) {
+func (ls *Switch) writeHeld(tx *heldTx) {
 	held := tx.list.Len()
 	if held == 0 {
 		return
@@ -270,14 +328,14 @@ func (ls *LabelSwitch) writeHeld(tx *heldTx) {
 	tx.segs = tx.segs[:0]
 	ls.ctr.forwarded.Add(sent)
 	if lost != 0 {
-		ls.drop(SwitchWriteError, lost, 0)
+		ls.drop(DropWriteError, lost, 0)
 	}
 }
 
 // EndBatch implements mplsendpoint.BatchForwarder: the ingress link has
 // delivered a receive batch, so the frames held for every egress link are
 // written, one batch per link.
-func (ls *LabelSwitch) EndBatch(*mplsendpoint.Endpoint) {
+func (ls *Switch) EndBatch(*mplsendpoint.Endpoint) {
 	for _, tx := range *ls.txs.Load() {
 		if tx.n.Load() == 0 {
 			continue
@@ -288,13 +346,14 @@ func (ls *LabelSwitch) EndBatch(*mplsendpoint.Endpoint) {
 	}
 }
 
-// NewLabelSwitch returns a label switch applying the TTL model on pop.
+// New returns a label switch applying the TTL model on pop.
 // logger receives rate-limited drop warnings (nil: slog.Default()).
-func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
+func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	ls := &LabelSwitch{ttlModel: model, log: logger}
+	ls := &Switch{ttlModel: model, log: logger}
+	ls.ctr.drops = drops.New[Drop]("label switch: drop", dropNames[:], remedies[:], logger)
 	empty := map[nextHopKey]*nextHop{}
 	ls.nhs.Store(&empty)
 	ls.txs.Store(&[]*heldTx{})
@@ -302,22 +361,41 @@ func NewLabelSwitch(model mpls.TTLModel, logger *slog.Logger) *LabelSwitch {
 	return ls
 }
 
-// Attach gives the switch the running stack whose links it forwards
-// between. Frames arriving before Attach are dropped as not_ready.
-func (ls *LabelSwitch) Attach(s *stack.Stack) {
-	st := &switchState{s: s, ns: s.Netstack(), nics: make(map[*mplsendpoint.Endpoint]tcpip.NICID)}
-	for _, name := range s.LinkNames() {
-		if nic, ok := s.NICID(name); ok {
-			st.nics[s.Endpoint(name)] = nic
+// Attach gives the switch the running gVisor stack whose links it forwards
+// between: every NIC whose link endpoint is an *mplsendpoint.Endpoint, by
+// its NIC name (the device an ILM entry names). The stack's neighbour
+// table resolves next hops and its routes carry the ICMP errors the switch
+// sends. Frames arriving before Attach are dropped as not_ready.
+func (ls *Switch) Attach(ns *gstack.Stack) {
+	st := &attached{ns: ns, byName: map[string]attachedLink{}, nics: map[*mplsendpoint.Endpoint]tcpip.NICID{},
+		local: map[tcpip.Address]struct{}{}}
+	for _, addrs := range ns.AllAddresses() {
+		for _, pa := range addrs {
+			st.local[pa.AddressWithPrefix.Address] = struct{}{}
+			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				sn := pa.AddressWithPrefix.Subnet()
+				st.local[sn.Broadcast()] = struct{}{}
+			}
 		}
+	}
+	for id, info := range ns.NICInfo() {
+		if info.Name == "" {
+			continue
+		}
+		ep, ok := ns.GetLinkEndpointByName(info.Name).(*mplsendpoint.Endpoint)
+		if !ok {
+			continue // the loopback, or a link that is not an MPLS endpoint
+		}
+		st.byName[info.Name] = attachedLink{ep: ep, nic: id}
+		st.nics[ep] = id
 	}
 	ls.st.Store(st)
 }
 
 // Stats returns a snapshot of the counters.
-func (ls *LabelSwitch) Stats() SwitchStats {
+func (ls *Switch) Stats() Stats {
 	c := &ls.ctr
-	s := SwitchStats{
+	s := Stats{
 		Forwarded:      c.forwarded.Load(),
 		Swapped:        c.swapped.Load(),
 		PoppedIP:       c.poppedIP.Load(),
@@ -326,36 +404,29 @@ func (ls *LabelSwitch) Stats() SwitchStats {
 		ICMPSent:       c.icmpSent.Load(),
 		Fragmented:     c.fragmented.Load(),
 		Coalesced:      c.coalesced.Load(),
+		IPForwarded:    c.ipForwarded.Load(),
+		Pushed:         c.pushed.Load(),
 	}
-	for i := range s.Drops {
-		s.Drops[i] = c.drops[i].Load()
-	}
+	c.drops.Snapshot(s.Drops[:])
 	return s
 }
 
 // drop counts n discards for r and logs at most one warning a second per
 // reason.
-func (ls *LabelSwitch) drop(r SwitchDrop, n uint64, label mpls.Label) {
-	ls.ctr.drops[r].Add(n)
-	suppressed, ok := ls.ctr.warn[r].Allow(n)
-	if !ok {
-		return
-	}
-	ls.log.LogAttrs(context.Background(), slog.LevelWarn, "label switch: drop",
-		slog.String("reason", r.String()), slog.Uint64("label", uint64(label)),
-		slog.String("remedy", switchRemedies[r]), slog.Uint64("suppressed", suppressed))
+func (ls *Switch) drop(r Drop, n uint64, label mpls.Label) {
+	ls.ctr.drops.Add(r, n, int64(label), nil)
 }
 
 // Forward implements mplsendpoint.Forwarder: it swaps or pops the matched
 // label, decrements the TTL (RFC 3032 §2.4.1), and writes the new frame to
 // the ILM entry's next hop. An expiring TTL yields an ICMP time exceeded
 // with the received label stack (RFC 4950).
-func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
 	ent := req.Entry
 	top := req.Labels[req.Top]
 	st := ls.st.Load()
 	if st == nil {
-		ls.drop(SwitchNotReady, 1, top.Label)
+		ls.drop(DropNotReady, 1, top.Label)
 		return
 	}
 	// The TTL that arrived: in the uniform model every label above the
@@ -367,16 +438,29 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	}
 	outTTL, err := mpls.ForwardTTL(inTTL)
 	if err != nil {
-		ls.drop(SwitchTTLExpired, 1, top.Label)
+		ls.drop(DropTTLExpired, 1, top.Label)
 		ls.sendICMPError(st, in, req, icmpTimeExceeded, 0)
 		return
 	}
-	nh := ls.nextHop(st, ent.Device, ent.NextHop)
-	if nh == nil {
-		ls.drop(SwitchNoEgressLink, 1, top.Label)
-		return
+	for _, e := range req.Labels {
+		if e.Label == mpls.LabelImplicitNull {
+			ls.drop(DropImplicitNull, 1, top.Label)
+			return
+		}
 	}
 	rest := req.Labels[req.Top+1:]
+	if ent.Action != mpls.ILMSwap {
+		var ok bool
+		if rest, ok = exposedLabels(rest); !ok {
+			ls.drop(DropReservedLabel, 1, top.Label)
+			return
+		}
+	}
+	nh := ls.nextHop(st, ent.Device, ent.NextHop)
+	if nh == nil {
+		ls.drop(DropNoEgressLink, 1, top.Label)
+		return
+	}
 	nOut := len(rest)
 	if ent.Action == mpls.ILMSwap {
 		nOut += len(ent.OutLabels)
@@ -389,7 +473,7 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 		// Pop to IP: find the payload type, apply the TTL model.
 		b, ok := data.PullUp(min(data.Size(), payloadOff+ipPeek))
 		if !ok {
-			ls.drop(SwitchUnknownPayload, 1, top.Label)
+			ls.drop(DropUnknownPayload, 1, top.Label)
 			return
 		}
 		ip := b[payloadOff:]
@@ -398,7 +482,7 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 			err = mpls.PopTTL(ls.ttlModel, outTTL, p, ip)
 		}
 		if err != nil {
-			ls.drop(SwitchUnknownPayload, 1, top.Label)
+			ls.drop(DropUnknownPayload, 1, top.Label)
 			return
 		}
 		typ = header.IPv4ProtocolNumber
@@ -408,7 +492,8 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	}
 	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
 	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: ent.Action == mpls.ILMSwap, out: ent.OutLabels,
-		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched}
+		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched,
+		csumValid: req.Packet.RXChecksumValidated}
 	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
 		ls.tooBig(st, in, req, &eg, top.Label)
 		return
@@ -417,6 +502,27 @@ func (ls *LabelSwitch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.Forw
 	buf.TrimFront(int64(payloadOff))
 	ls.countAction(&eg)
 	ls.emit(st, &eg, buf, top.Label)
+}
+
+// exposedLabels returns the labels a pop leaves on the frame, rest, once
+// reserved labels the pop exposes are dealt with: an entropy label
+// indicator and its entropy label are popped too (RFC 6790 §4.3: whoever
+// pops the label above the ELI pops the ELI and EL); explicit nulls stay
+// (the next hop pops them); any other reserved label (router alert, GAL,
+// OAM alert, 4-15) or an ELI at the bottom of the stack makes ok false: the
+// frame must not leave with it on top.
+func exposedLabels(rest []mpls.Entry) (out []mpls.Entry, ok bool) {
+	for len(rest) > 0 {
+		switch l := rest[0].Label; {
+		case l == mpls.LabelIPv4ExplicitNull || l == mpls.LabelIPv6ExplicitNull || !l.IsReserved():
+			return rest, true
+		case l == mpls.LabelEntropyIndicator && !rest[0].S && len(rest) >= 2:
+			rest = rest[2:]
+		default:
+			return nil, false
+		}
+	}
+	return rest, true
 }
 
 // egress is where and how the label switch sends one received frame: the
@@ -435,11 +541,21 @@ type egress struct {
 	// batched: the ingress link ends its receive batches with EndBatch,
 	// so the frame may be held and written with the batch.
 	batched bool
+	// csumValid: the receive path validated the frame's checksums (the
+	// kernel's TP_STATUS_CSUM_VALID, or a partial checksum it will finish).
+	csumValid bool
+	// ip: a transit IP packet (ip.go), pushed labels in out if swap.
+	ip bool
 }
 
 // countAction counts what the switch did to one received frame.
-func (ls *LabelSwitch) countAction(eg *egress) {
+func (ls *Switch) countAction(eg *egress) {
 	switch {
+	case eg.ip:
+		ls.ctr.ipForwarded.Add(1)
+		if eg.swap {
+			ls.ctr.pushed.Add(1)
+		}
 	case eg.swap:
 		ls.ctr.swapped.Add(1)
 	case len(eg.rest) > 0:
@@ -451,8 +567,16 @@ func (ls *LabelSwitch) countAction(eg *egress) {
 
 // emit puts eg's link header and labels in front of payload and transmits
 // the frame to eg's next hop. It takes ownership of payload.
-func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, label mpls.Label) {
-	if ls.coalesce(eg, &payload) {
+func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mpls.Label) {
+	// GRO rewrites the headers and leaves the TCP checksum for the peer's
+	// kernel to complete, which would make a corrupt segment valid: only
+	// segments whose checksums verify (or that the receive path validated)
+	// may coalesce; the others leave as they came.
+	groOK := false
+	if eg.batched && eg.nh.tx.gro {
+		groOK = eg.csumValid || checksumsValid(eg.typ, &payload)
+	}
+	if ls.coalesce(eg, &payload, groOK) {
 		return
 	}
 	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: eg.hdrLen, Payload: payload})
@@ -462,9 +586,14 @@ func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, 
 	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.ep.LinkAddress(), Type: eg.typ})
 	off := header.EthernetMinimumSize
 	if eg.swap {
-		for i, l := range eg.out {
-			mpls.Entry{Label: l, TC: eg.tc, S: i == len(eg.out)-1 && len(eg.rest) == 0, TTL: eg.ttl}.Encode(h[off:])
-			off += mpls.EntryLen
+		// NewILM rejected every label EncodeLabels refuses (implicit
+		// null, over 20 bits), so it cannot fail here.
+		n, _ := mpls.EncodeLabels(h[off:], eg.out, eg.tc, eg.ttl)
+		off += n
+		if len(eg.rest) > 0 && n > 0 { // the received labels below stay the bottom
+			last := mpls.DecodeEntry(h[off-mpls.EntryLen:])
+			last.S = false
+			last.Encode(h[off-mpls.EntryLen:])
 		}
 	}
 	for i, e := range eg.rest {
@@ -475,7 +604,7 @@ func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, 
 		e.Encode(h[off:])
 		off += mpls.EntryLen
 	}
-	ls.transmit(st, eg.nh, out, label, eg.batched)
+	ls.transmit(st, eg.nh, out, label, eg.batched, groOK)
 }
 
 // tooBig handles a frame whose payload does not fit the egress link once
@@ -483,7 +612,7 @@ func (ls *LabelSwitch) emit(st *switchState, eg *egress, payload buffer.Buffer, 
 // path's IP MTU and each fragment labelled alike; any other packet is
 // dropped (mtu_exceeded) and its sender gets an ICMP fragmentation needed
 // or Packet Too Big naming that MTU, so that path MTU discovery converges.
-func (ls *LabelSwitch) tooBig(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
+func (ls *Switch) tooBig(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
 	ipMTU := int(eg.nh.ep.LinkMTU()) - (eg.hdrLen - header.EthernetMinimumSize)
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
@@ -493,6 +622,12 @@ func (ls *LabelSwitch) tooBig(st *switchState, in *mplsendpoint.Endpoint, req *m
 		bottom := req.Labels[len(req.Labels)-1].Label
 		if p, err := mpls.InferPayload(mpls.PayloadNone, bottom, ip); err == nil && p == mpls.PayloadIPv4 &&
 			header.IPv4(ip).Flags()&header.IPv4FlagDontFragment == 0 {
+			if !header.IPv4(ip).IsChecksumValid() {
+				// Each fragment gets a new header checksum: a corrupt
+				// header must not leave with valid ones.
+				ls.drop(DropBadChecksum, 1, label)
+				return
+			}
 			if frags, ok := fragmentIPv4(ip, ipMTU); ok {
 				ls.countAction(eg)
 				ls.ctr.fragmented.Add(1)
@@ -503,94 +638,15 @@ func (ls *LabelSwitch) tooBig(st *switchState, in *mplsendpoint.Endpoint, req *m
 			}
 		}
 	}
-	ls.drop(SwitchMTUExceeded, 1, label)
+	ls.drop(DropMTUExceeded, 1, label)
 	if ipMTU > 0 {
 		ls.sendICMPError(st, in, req, icmpTooBig, uint32(ipMTU))
 	}
 }
 
-// fragmentIPv4 splits the IPv4 packet ip into fragments of at most mtu
-// bytes (RFC 791 §3.2): every fragment but the last carries a multiple of 8
-// data bytes and MF; later fragments keep only the options marked copied.
-// It returns false for a packet it cannot split (a malformed header, or an
-// MTU too small for its header).
-func fragmentIPv4(ip []byte, mtu int) ([][]byte, bool) {
-	h := header.IPv4(ip)
-	hl, total := int(h.HeaderLength()), int(h.TotalLength())
-	if hl < header.IPv4MinimumSize || total < hl || total > len(ip) {
-		return nil, false
-	}
-	first := ip[:hl]
-	later := laterFragmentHeader(first)
-	data := ip[hl:total]
-	baseOff := int(h.FragmentOffset())
-	moreAfter := h.More()
-	var frags [][]byte
-	for off := 0; off < len(data); {
-		hdr := first
-		if off > 0 {
-			hdr = later
-		}
-		room := (mtu - len(hdr)) &^ 7
-		if room <= 0 {
-			return nil, false
-		}
-		n := min(room, len(data)-off)
-		f := make([]byte, len(hdr)+n)
-		copy(f, hdr)
-		copy(f[len(hdr):], data[off:off+n])
-		fh := header.IPv4(f)
-		fh.SetHeaderLength(uint8(len(hdr)))
-		fh.SetTotalLength(uint16(len(f)))
-		flags := h.Flags() &^ header.IPv4FlagMoreFragments
-		if off+n < len(data) || moreAfter {
-			flags |= header.IPv4FlagMoreFragments
-		}
-		fh.SetFlagsFragmentOffset(flags, uint16(baseOff+off))
-		fh.SetChecksum(0)
-		fh.SetChecksum(^fh.CalculateChecksum())
-		frags = append(frags, f)
-		off += n
-	}
-	return frags, true
-}
-
-// laterFragmentHeader returns the header for fragments after the first:
-// hdr with only the options whose copied flag is set (RFC 791 §3.1),
-// padded to a multiple of 4 bytes.
-func laterFragmentHeader(hdr []byte) []byte {
-	if len(hdr) == header.IPv4MinimumSize {
-		return hdr
-	}
-	out := append([]byte(nil), hdr[:header.IPv4MinimumSize]...)
-	opts := hdr[header.IPv4MinimumSize:]
-	for i := 0; i < len(opts); {
-		t := opts[i]
-		if t == 0 { // end of options list
-			break
-		}
-		if t == 1 { // no-operation
-			i++
-			continue
-		}
-		if i+1 >= len(opts) || opts[i+1] < 2 || i+int(opts[i+1]) > len(opts) {
-			break // malformed: copy nothing further
-		}
-		l := int(opts[i+1])
-		if t&0x80 != 0 {
-			out = append(out, opts[i:i+l]...)
-		}
-		i += l
-	}
-	for len(out)%4 != 0 {
-		out = append(out, 0)
-	}
-	return out
-}
-
 // nextHop returns the next hop state for (dev, addr), creating it on first
 // use; nil if dev is not one of the stack's links.
-func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *nextHop {
+func (ls *Switch) nextHop(st *attached, dev string, addr netip.Addr) *nextHop {
 	key := nextHopKey{dev: dev, addr: addr}
 	if nh, ok := (*ls.nhs.Load())[key]; ok {
 		return nh
@@ -601,11 +657,14 @@ func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *ne
 	if nh, ok := old[key]; ok {
 		return nh
 	}
-	ep := st.s.Endpoint(dev)
-	nic, ok := st.s.NICID(dev)
-	if ep == nil || !ok || !addr.IsValid() {
+	if len(old) >= maxNextHops {
 		return nil
 	}
+	l, ok := st.byName[dev]
+	if !ok || !addr.IsValid() {
+		return nil
+	}
+	ep, nic := l.ep, l.nic
 	nh := &nextHop{ls: ls, ep: ep, nic: nic, addr: tcpip.AddrFromSlice(addr.AsSlice()), proto: header.IPv4ProtocolNumber}
 	if addr.Is6() {
 		nh.proto = header.IPv6ProtocolNumber
@@ -624,7 +683,7 @@ func (ls *LabelSwitch) nextHop(st *switchState, dev string, addr netip.Addr) *ne
 
 // heldFor returns the held-frames list of egress link ep, creating it on
 // first use. Callers hold nhMu.
-func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
+func (ls *Switch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 	old := *ls.txs.Load()
 	for _, tx := range old {
 		if tx.ep == ep {
@@ -640,19 +699,19 @@ func (ls *LabelSwitch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 // transmit resolves nh's MAC address through the stack's neighbour table
 // (cached: the answer comes synchronously) and writes out, or queues it
 // while resolution runs. It consumes out's reference.
-func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched bool) {
+func (ls *Switch) transmit(st *attached, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
 	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
 	switch terr.(type) {
 	case nil:
 		mac := nh.mac.Load()
 		if mac == nil { // unreachable: a nil error means onResolve ran
-			ls.drop(SwitchNoNeighbor, 1, label)
+			ls.drop(DropNoNeighbor, 1, label)
 			out.DecRef()
 			return
 		}
 		copy(out.LinkHeader().Slice(), *mac)
 		if batched {
-			ls.hold(nh, out)
+			ls.hold(nh, out, groOK)
 			return
 		}
 		ls.write(nh, out, label)
@@ -660,7 +719,7 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 		nh.mu.Lock()
 		if len(nh.queue) >= maxQueuedPerNextHop {
 			nh.mu.Unlock()
-			ls.drop(SwitchQueueFull, 1, label)
+			ls.drop(DropQueueFull, 1, label)
 			out.DecRef()
 			return
 		}
@@ -669,13 +728,13 @@ func (ls *LabelSwitch) transmit(st *switchState, nh *nextHop, out *gstack.Packet
 		nh.mu.Unlock()
 		ls.ctr.queued.Add(1)
 	default:
-		ls.drop(SwitchNoNeighbor, 1, label)
+		ls.drop(DropNoNeighbor, 1, label)
 		out.DecRef()
 	}
 }
 
 // write sends one frame on nh's link and releases it.
-func (ls *LabelSwitch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+func (ls *Switch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
 	l := ls.listPool.Get().(*gstack.PacketBufferList)
 	l.PushBack(out)
 	n, _ := nh.ep.WriteRawFrames(*l)
@@ -684,7 +743,7 @@ func (ls *LabelSwitch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.L
 	if n == 1 {
 		ls.ctr.forwarded.Add(1)
 	} else {
-		ls.drop(SwitchWriteError, 1, label)
+		ls.drop(DropWriteError, 1, label)
 	}
 }
 
@@ -707,7 +766,7 @@ func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
 	nh.mu.Unlock()
 	for _, pkt := range q {
 		if r.Err != nil {
-			nh.ls.drop(SwitchNoNeighbor, 1, 0)
+			nh.ls.drop(DropNoNeighbor, 1, 0)
 			pkt.DecRef()
 			continue
 		}
@@ -716,8 +775,9 @@ func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
 	}
 }
 
-// flush drops every queued and held frame (on Close, after the links).
-func (ls *LabelSwitch) flush() {
+// Flush drops every queued and held frame: call it when the stack has
+// closed its links.
+func (ls *Switch) Flush() {
 	for _, tx := range *ls.txs.Load() {
 		tx.mu.Lock()
 		tx.list.Reset()
@@ -753,30 +813,51 @@ const (
 // icmpTooBig reports. The IP packet is routed by the stack (and labelled
 // if the route back is). ICMP errors and non-first fragments get none
 // (RFC 1812 §4.3.2.7), and all are rate-limited.
-func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
+func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
-	want := icmpOrigLen
+	want := icmp.OrigLen
 	if kind == icmpTooBig {
 		want = header.IPv6MinimumMTU // Packet Too Big carries up to 1232 bytes
 	}
 	b, ok := data.PullUp(min(data.Size(), payloadOff+want))
 	if !ok || len(b) < payloadOff+1 {
-		ls.drop(SwitchICMPFailed, 1, req.Labels[req.Top].Label)
+		ls.drop(DropICMPFailed, 1, req.Labels[req.Top].Label)
 		return
 	}
 	bottom := req.Labels[len(req.Labels)-1].Label
 	p, err := mpls.InferPayload(mpls.PayloadNone, bottom, b[payloadOff:])
 	if err != nil {
-		ls.drop(SwitchICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
-	orig := b[payloadOff:]
-	if isICMPError(p == mpls.PayloadIPv6, orig) {
+	ls.icmpError(st, in, p == mpls.PayloadIPv6, b[payloadOff:], req.Frame[header.EthernetMinimumSize:], kind, mtu, bottom)
+}
+
+// icmpError sends an ICMP error of kind for orig, the start of an IP
+// packet (v6: IPv6; a whole fixed header) received on in, back to its
+// source, sourced from in's address, with labels (the received label
+// stack, nil for none) as an RFC 4950 extension; mtu is what icmpTooBig
+// reports. The IP packet is routed by the stack (and labelled if the route
+// back is). ICMP errors, non-first fragments and sources that name no
+// single host or this node get none (RFC 1812 §4.3.2.7), and all are
+// rate-limited by the stack's node-wide bucket. label names the frame in
+// drop warnings.
+func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, orig, labels []byte, kind icmpKind, mtu uint32, label mpls.Label) {
+	p := mpls.PayloadIPv4
+	if v6 {
+		p = mpls.PayloadIPv6
+	}
+	bottom := label
+	if icmp.IsError(p == mpls.PayloadIPv6, orig) {
+		return
+	}
+	if !ls.icmpSourceOK(st, p == mpls.PayloadIPv6, orig) {
+		ls.drop(DropICMPBadSource, 1, bottom)
 		return
 	}
 	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
-		ls.drop(SwitchICMPRateLimited, 1, bottom)
+		ls.drop(DropICMPRateLimited, 1, bottom)
 		return
 	}
 	var origSrc tcpip.Address
@@ -799,27 +880,57 @@ func (ls *LabelSwitch) sendICMPError(st *switchState, in *mplsendpoint.Endpoint,
 		r, terr = st.ns.FindRoute(0, tcpip.Address{}, origSrc, proto, false)
 	}
 	if terr != nil {
-		ls.drop(SwitchICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
 	defer r.Release()
 	localAddr := r.LocalAddress()
 	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
 	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
-	labels := req.Frame[header.EthernetMinimumSize:]
 	var msg []byte
 	if kind == icmpTooBig {
-		msg = FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
+		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
 	} else {
-		msg = TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+		msg = icmp.TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
 	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
 	defer pkt.DecRef()
 	copy(pkt.TransportHeader().Push(len(msg)), msg)
 	pkt.TransportProtocolNumber = tproto
-	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmpErrorTTL}, pkt); terr != nil {
-		ls.drop(SwitchICMPFailed, 1, bottom)
+	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmp.ErrorTTL}, pkt); terr != nil {
+		ls.drop(DropICMPFailed, 1, bottom)
 		return
 	}
 	ls.ctr.icmpSent.Add(1)
+}
+
+// icmpSourceOK reports whether the source of the IP packet ip (a whole
+// fixed header, checked by InferPayload) may get an ICMP error: it names
+// one host (icmp.SourceNamesOneHost) that is not this node, nor the
+// broadcast address of a subnet the node is on (RFC 1812 §4.3.2.7, RFC
+// 4443 §2.4 (e)).
+func (ls *Switch) icmpSourceOK(st *attached, v6 bool, ip []byte) bool {
+	var src tcpip.Address
+	if v6 {
+		src = header.IPv6(ip).SourceAddress()
+	} else {
+		src = header.IPv4(ip).SourceAddress()
+	}
+	a, _ := netip.AddrFromSlice(src.AsSlice())
+	if !icmp.SourceNamesOneHost(a) {
+		return false
+	}
+	for _, addrs := range st.ns.AllAddresses() {
+		for _, pa := range addrs {
+			if pa.AddressWithPrefix.Address == src {
+				return false
+			}
+			if !v6 && pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				if sn := pa.AddressWithPrefix.Subnet(); sn.Broadcast() == src {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }

@@ -1,15 +1,11 @@
-package node_test
+package forward_test
 
 import (
 	"bytes"
-	"log/slog"
 	"net/netip"
-	"strings"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/mplstest"
-	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
@@ -45,31 +41,17 @@ func (l *gsoLink) release() {
 // groLSR starts the node of conf with in0 on a link that ends its receive
 // batches and out0 on one that takes GSO frames, next hop resolved to
 // macNext on out0; it is closed when the test ends.
-func groLSR(t *testing.T, conf string, nextHop netip.Addr) (*node.Node, *batchLink, *gsoLink) {
+func groLSR(t testing.TB, spec lsrSpec, nextHop netip.Addr) (plane, *batchLink, *gsoLink) {
 	t.Helper()
-	cfg, err := config.Parse("lsr.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
 	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
 	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startPlane(t, spec, in, out)
 	t.Cleanup(func() {
-		n.Close()
 		out.release()
 		in.Drain()
 		out.Drain()
 	})
-	proto := header.IPv4ProtocolNumber
-	if nextHop.Is6() {
-		proto = header.IPv6ProtocolNumber
-	}
-	nicOut, _ := n.Stack().NICID("out0")
-	n.Stack().Netstack().AddStaticNeighbor(nicOut, proto, tcpip.AddrFromSlice(nextHop.AsSlice()), macNext)
+	n.neighbor(t, "out0", nextHop, macNext)
 	return n, in, out
 }
 
@@ -90,7 +72,7 @@ func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
 // (length, PSH of the last, partial checksum) and the first segment's size
 // as MSS. A segment after the PSH, though in sequence, is not merged.
 func TestLabelSwitchCoalesces(t *testing.T) {
-	n, in, out := groLSR(t, lsrConf, netip.MustParseAddr("10.2.0.2"))
+	n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
 	// The first batch teaches the endpoint that in0 ends its batches.
 	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
 	in.endBatch(t)
@@ -112,7 +94,7 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 	in.endBatch(t)
 
 	if len(out.pkts) != 2 {
-		t.Fatalf("%d packets written, want 2 (the coalesced one and the one after PSH); switch %+v", len(out.pkts), n.Stats().Switch)
+		t.Fatalf("%d packets written, want 2 (the coalesced one and the one after PSH); switch %+v", len(out.pkts), n.sw.Stats())
 	}
 	g := out.pkts[0]
 	var frame []byte
@@ -140,7 +122,7 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 	if p := out.pkts[1]; p.GSOOptions.Type != gstack.GSONone {
 		t.Errorf("the segment after PSH left as GSO %+v; want a plain frame", p.GSOOptions)
 	}
-	st := n.Stats().Switch
+	st := n.sw.Stats()
 	if st.Forwarded != 1+count+2 || st.Coalesced != count || st.PoppedIP != 1+count+2 {
 		t.Errorf("forwarded %d coalesced %d popped %d; want %d, %d, %d", st.Forwarded, st.Coalesced, st.PoppedIP, 1+count+2, count, 1+count+2)
 	}
@@ -149,13 +131,7 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 // TestLabelSwitchCoalescesIPv6 is TestLabelSwitchCoalesces for IPv6 popped
 // from label 104: one GSO TCPv6 packet with the segments' payload in order.
 func TestLabelSwitchCoalescesIPv6(t *testing.T) {
-	n, in, out := groLSR(t, `
-link add in0 type afpacket
-link add out0 type afpacket
-addr add 2001:db8:1::1/64 dev in0
-addr add 2001:db8:2::1/64 dev out0
--f mpls route add 104 via inet6 2001:db8:2::2
-`, netip.MustParseAddr("2001:db8:2::2"))
+	n, in, out := groLSR(t, lsrV6, netip.MustParseAddr("2001:db8:2::2"))
 	seg6 := func(data []byte, off, size int) []byte {
 		return mplstest.IPv6TCP(mplstest.TCP{
 			Src: netip.MustParseAddrPort("[2001:db8:1::2]:1000"), Dst: netip.MustParseAddrPort("[2001:db8:9::9]:2000"),
@@ -176,7 +152,7 @@ addr add 2001:db8:2::1/64 dev out0
 	}
 	in.endBatch(t)
 	if len(out.pkts) != 1 {
-		t.Fatalf("%d packets written, want 1; switch %+v", len(out.pkts), n.Stats().Switch)
+		t.Fatalf("%d packets written, want 1; switch %+v", len(out.pkts), n.sw.Stats())
 	}
 	g := out.pkts[0]
 	var frame []byte
@@ -198,7 +174,88 @@ addr add 2001:db8:2::1/64 dev out0
 	if tcp.Checksum() != want {
 		t.Errorf("TCP checksum %#x, want the pseudo-header sum %#x", tcp.Checksum(), want)
 	}
-	if st := n.Stats().Switch; st.Coalesced != count-1 || st.Forwarded != count+1 {
+	if st := n.sw.Stats(); st.Coalesced != count-1 || st.Forwarded != count+1 {
 		t.Errorf("coalesced %d forwarded %d; want %d, %d", st.Coalesced, st.Forwarded, count-1, count+1)
+	}
+}
+
+// TestLabelSwitchGROKeepsBadChecksums is issue 12's laundering case:
+// contiguous full-size ACK segments of one flow, popped towards a link that
+// takes GSO frames, whose TCP checksum (or IPv4 header checksum) is wrong.
+// Coalesced, they would leave as one GSO packet with a fresh partial
+// checksum that the receiving kernel completes, delivering corrupt data as
+// valid. They must not be coalesced, and each must leave with its wrong
+// checksum as it came. A bad segment between good ones breaks the packet:
+// neither the one before nor the one after joins across it. Checked by
+// planting: with emit's groOK forced true, the TCP and IP cases leave as
+// one GSO packet and this test fails.
+func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
+	const mss, count = 1400, 6
+	data := make([]byte, mss*count)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	badTCP := func(b []byte) { b[header.IPv4MinimumSize+16] ^= 0x5a }
+	badIP := func(b []byte) { b[10] ^= 0x5a }
+	for _, tc := range []struct {
+		name    string
+		corrupt func(i int, b []byte)
+		want    int // packets written
+	}{
+		{"wrong TCP checksum", func(_ int, b []byte) { badTCP(b) }, count},
+		{"wrong IPv4 header checksum", func(_ int, b []byte) { badIP(b) }, count},
+		{"one wrong TCP checksum in the middle", func(i int, b []byte) {
+			if i == 2 {
+				badTCP(b)
+			}
+		}, 3}, // [0 1] [2] [3 4 5]
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
+			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
+			in.endBatch(t)
+			out.Drain()
+			out.release()
+
+			sent := make([][]byte, count)
+			for i := range count {
+				b := seg(data, i*mss, mss, 0)
+				tc.corrupt(i, b)
+				sent[i] = b
+				inject(in.Endpoint, labelled([]uint32{102}, 64, b))
+			}
+			in.endBatch(t)
+			if len(out.pkts) != tc.want {
+				t.Fatalf("%d packets written, want %d; switch %+v", len(out.pkts), tc.want, n.sw.Stats())
+			}
+			if tc.want != count {
+				return
+			}
+			for i, p := range out.pkts {
+				var frame []byte
+				for _, v := range p.AsSlices() {
+					frame = append(frame, v...)
+				}
+				ip := header.IPv4(frame[header.EthernetMinimumSize:])
+				if p.GSOOptions.Type != gstack.GSONone {
+					t.Errorf("segment %d left as GSO %+v", i, p.GSOOptions)
+				}
+				// The pop decrements the TTL (uniform) and updates the
+				// header checksum incrementally: a wrong one stays wrong
+				// by the same amount; the TCP checksum is untouched.
+				if got, want := header.TCP(ip.Payload()).Checksum(), header.TCP(sent[i][header.IPv4MinimumSize:]).Checksum(); got != want {
+					t.Errorf("segment %d TCP checksum %#x, want %#x as sent", i, got, want)
+				}
+				if ipChecksum(ip[:header.IPv4MinimumSize]) == 0xffff && tc.name == "wrong IPv4 header checksum" {
+					t.Errorf("segment %d IPv4 header checksum verifies: laundered", i)
+				}
+				if !bytes.Equal(ip.Payload()[header.TCPMinimumSize+12:], data[i*mss:(i+1)*mss]) {
+					t.Errorf("segment %d payload changed", i)
+				}
+			}
+			if st := n.sw.Stats(); st.Coalesced != 0 {
+				t.Errorf("coalesced %d, want 0", st.Coalesced)
+			}
+		})
 	}
 }

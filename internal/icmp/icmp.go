@@ -1,4 +1,10 @@
-package node
+// Package icmp builds the ICMP error messages the node originates, in one
+// place for the link endpoint (which answers its own stack when a labelled
+// route is too narrow) and the forwarding plane (which answers transit
+// senders): time exceeded, fragmentation needed and Packet Too Big, with
+// the received label stack as an RFC 4950 extension when there is one, and
+// the RFC 1812 §4.3.2.7 / RFC 4443 §2.4 rules for what gets no error.
+package icmp
 
 import (
 	"encoding/binary"
@@ -11,11 +17,11 @@ import (
 
 // ICMP extension sizes (RFC 4884, RFC 4950).
 const (
-	// icmpOrigLen is the length of the "original datagram" field when an
+	// OrigLen is the length of the "original datagram" field when an
 	// extension structure follows: RFC 4884 §5.1 requires at least 128
 	// octets, zero-padded, so that older receivers find the extension at a
 	// fixed offset.
-	icmpOrigLen = 128
+	OrigLen = 128
 	// icmpExtHeaderLen is the extension header: version, reserved,
 	// checksum (RFC 4884 §7).
 	icmpExtHeaderLen = 4
@@ -35,9 +41,13 @@ const (
 	// icmpv6LengthOffset is the same for ICMPv6, in 64-bit words (RFC 4884
 	// §4.2: the first octet of the unused word).
 	icmpv6LengthOffset = 4
-	// icmpErrorTTL is the TTL of the time exceeded messages we originate,
+	// ErrorTTL is the TTL (hop limit) of the ICMP errors we originate,
 	// Linux's default.
-	icmpErrorTTL = 64
+	ErrorTTL = 64
+	// icmpv4QuoteLen is how much of the offending datagram an ICMPv4
+	// error without extensions quotes beyond its IP header: 64 bits (RFC
+	// 792).
+	icmpv4QuoteLen = 8
 )
 
 // TimeExceeded returns an ICMP time exceeded message (the ICMP header and
@@ -49,18 +59,24 @@ const (
 // pseudo-header with src and dst (the addresses of the IP header the
 // message will go in); ICMPv4 ignores them.
 func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
+	if labels == nil {
+		if v6 {
+			return plain(true, byte(header.ICMPv6TimeExceeded), byte(header.ICMPv6HopLimitExceeded), orig, 0, src, dst)
+		}
+		return plain(false, byte(header.ICMPv4TimeExceeded), byte(header.ICMPv4TTLExceeded), orig, 0, src, dst)
+	}
 	if !v6 {
 		b := withLabelStack(orig, labels)
 		b[0] = byte(header.ICMPv4TimeExceeded)
 		b[1] = byte(header.ICMPv4TTLExceeded)
-		b[icmpv4LengthOffset] = icmpOrigLen / 4
+		b[icmpv4LengthOffset] = OrigLen / 4
 		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
 		return b
 	}
 	b := withLabelStack(orig, labels)
 	b[0] = byte(header.ICMPv6TimeExceeded)
 	b[1] = byte(header.ICMPv6HopLimitExceeded)
-	b[icmpv6LengthOffset] = icmpOrigLen / 8
+	b[icmpv6LengthOffset] = OrigLen / 8
 	icmpv6Checksum(b, src, dst)
 	return b
 }
@@ -70,15 +86,19 @@ func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
 // path and what fits: mtu, the IP MTU of the labelled path (link MTU less
 // the label overhead, RFC 3032 §3.2). For IPv4 it is a destination
 // unreachable, fragmentation needed and DF set (RFC 1191), with labels as
-// an RFC 4950 extension like TimeExceeded. For IPv6 it is a Packet Too Big
+// an RFC 4950 extension like TimeExceeded; with labels nil, the plain RFC
+// 792 form quoting the IP header and 64 bits. For IPv6 it is a Packet Too Big
 // (RFC 4443 §3.2) carrying as much of orig as fits in the IPv6 minimum
 // MTU; RFC 4884 defines no extension for it, so it has no label stack.
 func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst netip.Addr) []byte {
+	if !v6 && labels == nil {
+		return plain(false, byte(header.ICMPv4DstUnreachable), byte(header.ICMPv4FragmentationNeeded), orig, min(mtu, 0xffff), src, dst)
+	}
 	if !v6 {
 		b := withLabelStack(orig, labels)
 		b[0] = byte(header.ICMPv4DstUnreachable)
 		b[1] = byte(header.ICMPv4FragmentationNeeded)
-		b[icmpv4LengthOffset] = icmpOrigLen / 4
+		b[icmpv4LengthOffset] = OrigLen / 4
 		binary.BigEndian.PutUint16(b[6:], uint16(min(mtu, 0xffff)))
 		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
 		return b
@@ -92,16 +112,44 @@ func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst neti
 	return b
 }
 
+// plain returns an ICMP error without extensions: type, code, the 32-bit
+// word after the checksum (the MTU for fragmentation needed / Packet Too
+// Big), and the quote: for ICMPv4 orig's IP header and first 64 bits of
+// data (RFC 792), for ICMPv6 as much of orig as fits in the IPv6 minimum
+// MTU (RFC 4443 §2.4 (c)).
+func plain(v6 bool, typ, code byte, orig []byte, word uint32, src, dst netip.Addr) []byte {
+	var n int
+	if v6 {
+		n = min(len(orig), header.IPv6MinimumMTU-header.IPv6MinimumSize-header.ICMPv6MinimumSize)
+	} else {
+		hl := header.IPv4MinimumSize
+		if len(orig) >= header.IPv4MinimumSize {
+			hl = max(hl, int(header.IPv4(orig).HeaderLength()))
+		}
+		n = min(len(orig), hl+icmpv4QuoteLen)
+	}
+	b := make([]byte, header.ICMPv4MinimumSize+n)
+	b[0], b[1] = typ, code
+	binary.BigEndian.PutUint32(b[4:], word)
+	copy(b[header.ICMPv4MinimumSize:], orig[:n])
+	if v6 {
+		icmpv6Checksum(b, src, dst)
+	} else {
+		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
+	}
+	return b
+}
+
 // withLabelStack returns an ICMP message of the RFC 4884 multipart shape
 // with its type, code and checksum still zero: an 8-byte header, orig's
 // first 128 bytes zero-padded to 128, and an extension structure holding
 // labels as an RFC 4950 MPLS label stack object.
 func withLabelStack(orig, labels []byte) []byte {
 	obj := icmpObjHeaderLen + len(labels)
-	total := header.ICMPv4MinimumSize + icmpOrigLen + icmpExtHeaderLen + obj
+	total := header.ICMPv4MinimumSize + OrigLen + icmpExtHeaderLen + obj
 	b := make([]byte, total)
-	copy(b[header.ICMPv4MinimumSize:header.ICMPv4MinimumSize+icmpOrigLen], orig)
-	ext := b[header.ICMPv4MinimumSize+icmpOrigLen:]
+	copy(b[header.ICMPv4MinimumSize:header.ICMPv4MinimumSize+OrigLen], orig)
+	ext := b[header.ICMPv4MinimumSize+OrigLen:]
 	ext[0] = icmpExtVersion << 4
 	o := ext[icmpExtHeaderLen:]
 	binary.BigEndian.PutUint16(o[0:], uint16(obj))
@@ -120,11 +168,15 @@ func icmpv6Checksum(b []byte, src, dst netip.Addr) {
 	binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, sum))
 }
 
-// isICMPError reports whether the IP packet ip is an ICMP error message
+// IsError reports whether the IP packet ip is an ICMP error message
 // or a non-first fragment: RFC 1812 §4.3.2.7 and RFC 4443 §2.4 forbid
-// answering either with an ICMP error.
-func isICMPError(v6 bool, ip []byte) bool {
+// answering either with an ICMP error. A packet too short for its fixed
+// header counts as one (nothing is sent for it).
+func IsError(v6 bool, ip []byte) bool {
 	if !v6 {
+		if len(ip) < header.IPv4MinimumSize {
+			return true
+		}
 		h := header.IPv4(ip)
 		if h.FragmentOffset() != 0 {
 			return true
@@ -139,9 +191,29 @@ func isICMPError(v6 bool, ip []byte) bool {
 		}
 		return false
 	}
+	if len(ip) < header.IPv6MinimumSize {
+		return true
+	}
 	h := header.IPv6(ip)
 	if h.NextHeader() != uint8(header.ICMPv6ProtocolNumber) || len(ip) <= header.IPv6MinimumSize {
 		return false
 	}
 	return ip[header.IPv6MinimumSize] < 128 // error messages are types 0-127
+}
+
+// SourceNamesOneHost reports whether src, the source of a packet that
+// would draw an ICMP error, names one host that may be sent one: not
+// unspecified, loopback or multicast; for IPv4 not in 0/8 ("this
+// network"), not class E (240/4) nor the limited broadcast (RFC 1812
+// §4.3.2.7, RFC 4443 §2.4 (e)). The caller also refuses its own addresses
+// and its subnets' broadcast addresses, which only it knows.
+func SourceNamesOneHost(src netip.Addr) bool {
+	if !src.IsValid() || src.IsUnspecified() || src.IsLoopback() || src.IsMulticast() {
+		return false
+	}
+	if src.Is4() || src.Is4In6() {
+		b := src.Unmap().As4()
+		return b[0] != 0 && b[0] < 240
+	}
+	return true
 }

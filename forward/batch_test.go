@@ -1,15 +1,10 @@
-package node_test
+package forward_test
 
 import (
-	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -34,7 +29,7 @@ func (l *batchLink) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error
 }
 
 // endBatch ends a receive batch as link/afpacket does after a recvmmsg.
-func (l *batchLink) endBatch(t *testing.T) {
+func (l *batchLink) endBatch(t testing.TB) {
 	be, ok := l.up.(interface{ EndBatch() })
 	if !ok {
 		t.Fatalf("the link's dispatcher %T has no EndBatch", l.up)
@@ -47,24 +42,14 @@ func (l *batchLink) endBatch(t *testing.T) {
 // to the egress link in one call at the end of the batch. A link that never
 // ends a batch gets each frame written at once (TestLabelSwitch).
 func TestLabelSwitchBatches(t *testing.T) {
-	cfg, err := config.Parse("lsr.conf", strings.NewReader(lsrConf))
-	if err != nil {
-		t.Fatal(err)
-	}
 	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
 	out := &batchLink{Endpoint: channel.New(256, 1500, macOut)}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := startPlane(t, lsrV4, in, out)
 	defer func() {
-		n.Close()
 		in.Drain()
 		out.Drain()
 	}()
-	nicOut, _ := n.Stack().NICID("out0")
-	n.Stack().Netstack().AddStaticNeighbor(nicOut, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), macNext)
+	n.neighbor(t, "out0", hop2, macNext)
 
 	frame := labelled([]uint32{100}, 64, ipv4UDP(t, 64, 200))
 	// The first batch: the endpoint learns that the link ends batches
@@ -88,7 +73,7 @@ func TestLabelSwitchBatches(t *testing.T) {
 	if got, w := out.NumQueued(), out.writes.Load(); got != batch || w != 1 {
 		t.Errorf("after the batch: %d frames in %d writes; want %d in 1", got, w, batch)
 	}
-	if st := n.Stats().Switch; st.Forwarded != batch+1 || st.Swapped != batch+1 {
+	if st := n.sw.Stats(); st.Forwarded != batch+1 || st.Swapped != batch+1 {
 		t.Errorf("forwarded %d swapped %d; want %d each", st.Forwarded, st.Swapped, batch+1)
 	}
 

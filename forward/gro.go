@@ -1,10 +1,11 @@
-package node
+package forward
 
 import (
 	"encoding/binary"
 
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -18,7 +19,10 @@ import (
 // the same TOS/traffic class, flow label and TTL/hop limit; ACK with at
 // most PSH; identical TCP options, ack and window; contiguous sequence
 // numbers; every segment but the last of the first one's size. A PSH or a
-// shorter segment ends the packet.
+// shorter segment ends the packet. Only segments whose IPv4 header and TCP
+// checksums verify (or that the receive path flagged validated) coalesce:
+// the merged packet's checksum is recomputed by the peer, so merging a
+// corrupt segment would deliver corrupt data as valid (issue 12).
 
 // groMaxSize caps a coalesced packet: the IPv4 total length, or the IPv6
 // payload length, is 16 bits.
@@ -216,4 +220,52 @@ func (f *groFlow) start(nh *nextHop, out *gstack.PacketBuffer) {
 		tcpHL: s.tcpHL, mss: s.payload, size: s.l3 + s.tcpHL + s.payload,
 		closed: s.flags&header.TCPFlagPsh != 0}
 	copy(f.opts[:], s.options())
+}
+
+// checksumsValid reports whether the IP packet ip (typ: IPv4 or IPv6)
+// carries a TCP segment whose checksums verify: the IPv4 header checksum
+// and the TCP checksum over the pseudo-header and the whole segment.
+// Anything else (not TCP, malformed, a failed sum) is false.
+func checksumsValid(typ tcpip.NetworkProtocolNumber, ip *buffer.Buffer) bool {
+	size := int(ip.Size())
+	var (
+		hl, l4   int
+		src, dst tcpip.Address
+	)
+	switch typ {
+	case header.IPv4ProtocolNumber:
+		v, ok := ip.PullUp(0, header.IPv4MinimumSize)
+		if !ok {
+			return false
+		}
+		h := header.IPv4(v.AsSlice())
+		hl = int(h.HeaderLength())
+		if hl < header.IPv4MinimumSize || int(h.TotalLength()) != size || hl > size ||
+			h.Protocol() != uint8(header.TCPProtocolNumber) {
+			return false
+		}
+		hv, ok := ip.PullUp(0, hl)
+		if !ok || checksum.Checksum(hv.AsSlice(), 0) != 0xffff {
+			return false
+		}
+		src, dst, l4 = h.SourceAddress(), h.DestinationAddress(), size-hl
+	case header.IPv6ProtocolNumber:
+		v, ok := ip.PullUp(0, header.IPv6MinimumSize)
+		if !ok {
+			return false
+		}
+		h := header.IPv6(v.AsSlice())
+		hl = header.IPv6MinimumSize
+		if h.NextHeader() != uint8(header.TCPProtocolNumber) || int(h.PayloadLength())+hl != size {
+			return false
+		}
+		src, dst, l4 = h.SourceAddress(), h.DestinationAddress(), size-hl
+	default:
+		return false
+	}
+	if l4 < header.TCPMinimumSize {
+		return false
+	}
+	pseudo := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(l4))
+	return checksum.Combine(pseudo, ip.Checksum(hl)) == 0xffff
 }
