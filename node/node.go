@@ -88,6 +88,13 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	replaced := make(map[string]bool, len(opts.Endpoints))
+	for name := range opts.Endpoints {
+		replaced[name] = true
+	}
+	if err := CheckInterfaces(cfg, replaced); err != nil {
+		return nil, err
+	}
 	if opts.Capture != nil {
 		if err := setCapture(c.links, opts.Capture, opts.CaptureLinks); err != nil {
 			return nil, err

@@ -56,8 +56,10 @@ Options:
 const checkUsage = `usage: mplsnode check -c FILE
 
 Parses FILE and runs the node's semantic checks (label tables, supported
-features) without opening any interface. Prints "FILE: ok", or every error
-as FILE:LINE:COL: message.
+features) without opening any interface; where a link's interface exists
+here, a link mtu larger than the interface's is an error. Prints "FILE: ok"
+("FILE: ok (no links, no routes)" for a file that declares nothing), or
+every error as FILE:LINE:COL: message.
 
 Example:
 
@@ -166,9 +168,19 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mplsnode check: -c FILE is required")
 		return exitUsage
 	}
-	if _, err := loadConfig(*file); err != nil {
+	cfg, err := loadConfig(*file)
+	if err == nil {
+		err = node.CheckInterfaces(cfg, nil)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
+	}
+	if len(cfg.Links) == 0 && len(cfg.Routes) == 0 && len(cfg.LabelRoutes) == 0 {
+		// Not an error (a node may learn everything later), but rarely
+		// what was meant: an empty file, or one all comments.
+		fmt.Fprintf(stdout, "%s: ok (no links, no routes)\n", *file)
+		return exitOK
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", *file)
 	return exitOK
