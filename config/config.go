@@ -60,15 +60,16 @@ func (p Pos) IsValid() bool { return p.Line > 0 }
 
 // Errorf returns an *Error at p about token, for callers (the node) that
 // find semantic problems after parsing.
-// A token or string argument longer than MaxQuoted bytes is shortened
-// (ShortToken), so that a 2 MB word gives a one-line message.
+// A string argument longer than MaxQuoted bytes is shortened in the
+// message (ShortToken), so that a 2 MB word gives a one-line message;
+// Token keeps the word whole.
 func (p Pos) Errorf(token, format string, args ...any) *Error {
 	for i, a := range args {
 		if s, ok := a.(string); ok && len(s) > MaxQuoted {
 			args[i] = ShortToken(s)
 		}
 	}
-	return &Error{File: p.File, Line: p.Line, Col: p.Col, Token: ShortToken(token), Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: p.File, Line: p.Line, Col: p.Col, Token: token, Msg: fmt.Sprintf(format, args...)}
 }
 
 // MaxQuoted is the most bytes of a token an error message quotes.
