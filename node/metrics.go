@@ -186,12 +186,9 @@ func MetricsHandler(n *Node) http.Handler {
 // loopback (127.0.0.1) only: counters are for the local Prometheus unless
 // an address is named (0.0.0.0:9477 for every IPv4 address).
 func ServeMetrics(ctx context.Context, n *Node, addr string) error {
-	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
-		addr = net.JoinHostPort(metricsDefaultHost, port)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := ListenMetrics(addr)
 	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return err
 	}
 	return ServeMetricsListener(ctx, n, ln)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,7 +49,11 @@ Prometheus at /metrics (names in docs/METRICS.md).
 --pcap ns1.pcap,virt10 records every frame on the wire of virt10 (of every
 link without DEV), sent and received, labels and all, as an Ethernet pcap
 with nanosecond timestamps: tshark -r ns1.pcap, or --pcap - | tshark -r -.
-Exit codes: 0 stopped by a signal, 1 runtime failure, 2 usage or config error.
+A second node on the same control socket or metrics address refuses to
+start (exit 1, naming the first one's pid) before it opens any link.
+Exit codes: 0 stopped by a signal, 1 runtime failure (another node holds
+the control socket or metrics address, an interface is missing), 2 usage or
+config error.
 
 Options:
 `
@@ -239,10 +244,26 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	// Claim the control socket and the metrics address before anything
+	// else (the capture file, the links): a second node on the same
+	// config stops here, exit 1, naming the first.
+	ctlLn, metricsLn, err := claimObservability(*ctlSock, *metricsAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
+		return exitFailure
+	}
+	closeListeners := func() {
+		for _, ln := range []net.Listener{ctlLn, metricsLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
 	opts := node.Options{Logger: logger}
 	if pcapFile != "" {
 		w, err := openCapture(pcapFile, stdout)
 		if err != nil {
+			closeListeners()
 			fmt.Fprintln(stderr, "mplsnode run:", err)
 			return exitUsage
 		}
@@ -254,6 +275,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	n, err := node.New(cfg, opts)
 	if err != nil {
+		closeListeners()
 		var el config.ErrorList
 		if errors.As(err, &el) || errors.Is(err, node.ErrUnknownLink) {
 			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
@@ -265,7 +287,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if opts.Capture != nil {
 		logger.Info("capturing frames", "file", pcapFile, "links", pcapLinksOrAll(opts.CaptureLinks))
 	}
-	stopServers := startObservability(ctx, n, *ctlSock, *metricsAddr, logger)
+	stopServers := startObservability(ctx, n, ctlLn, metricsLn, logger)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

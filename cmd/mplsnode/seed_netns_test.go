@@ -83,7 +83,9 @@ type lsrProc struct {
 	ns   *netns.NS
 	conf string // config file
 	sock string // control socket
-	logs lockedBuffer
+	// extra holds more arguments for mplsnode run.
+	extra []string
+	logs  lockedBuffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd // the current process
@@ -129,8 +131,8 @@ func (p *lsrProc) start() {
 // tryStart is start for other goroutines than the test's: it returns
 // the error instead of failing the test.
 func (p *lsrProc) tryStart() error {
-	cmd := exec.Command("ip", "netns", "exec", p.ns.Name(), p.bin, "run", "-c", p.conf,
-		"--control-socket", p.sock, "--log-format", "json")
+	cmd := exec.Command("ip", append([]string{"netns", "exec", p.ns.Name(), p.bin, "run", "-c", p.conf,
+		"--control-socket", p.sock, "--log-format", "json"}, p.extra...)...)
 	cmd.Stderr = &p.logs
 	if err := cmd.Start(); err != nil {
 		return err
