@@ -652,6 +652,13 @@ func (s *Stack) Close() error {
 	return nil
 }
 
+// isClosed reports whether Close was called.
+func (s *Stack) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // applySocketOptions sets per-socket options that follow from TCPOptions.
 func (s *Stack) applySocketOptions(ep tcpip.Endpoint) {
 	if s.tcp.NoDelay {
