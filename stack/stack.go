@@ -309,7 +309,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		return fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
 	}
 	if l.Capture != nil {
-		lower = pcap.New(lower, l.Capture)
+		lower = pcap.NewNamed(lower, l.Capture, l.Name)
 	}
 	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{
 		Tables:         s.tables,

@@ -79,6 +79,9 @@ func TestRunUsage(t *testing.T) {
 		{"bad log level", []string{"-c", "x.conf", "--log-level", "loud"}, 2, `--log-level "loud"`},
 		{"missing file", []string{"-c", "/nonexistent/x.conf"}, 2, "/nonexistent/x.conf"},
 		{"pcap without file", []string{"-c", "x.conf", "--pcap", ",virt10"}, 2, `--pcap ",virt10": want FILE[,DEV...]`},
+		{"-C to stdout", []string{"-c", "x.conf", "--pcap", "-", "-C", "1"}, 2, "-C rotates files: it needs --pcap FILE, not -"},
+		{"-W without -C", []string{"-c", "x.conf", "--pcap", "x.pcapng", "-W", "3"}, 2, "-W needs -C SIZE"},
+		{"-s without --pcap", []string{"-c", "x.conf", "-s", "96"}, 2, "-s, -C and -W need --pcap"},
 		{"pcap unwritable", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "/nonexistent/dir/x.pcap"}, 2, "--pcap: open /nonexistent/dir/x.pcap"},
 		// The link check runs before any interface is opened: no root needed.
 		{"pcap unknown link", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "-,virt10,eth9"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,4 +162,180 @@ func knock(ns *netns.NS, addr string) error {
 		}
 		return err
 	})
+}
+
+// TestPcapReaderExits runs a node with `--pcap -,DEV -s 96` piped into
+// `tshark -r - -c 6` (the reader stops after 6 frames) while the kernel
+// next to it keeps connecting to a closed port of the node (ARP, SYN,
+// RST). tshark must read 6 frames of the named interface, cut to 96
+// bytes; the node must then log that the capture stopped, keep answering,
+// serve its control socket, and exit 0 on SIGTERM. Planted bug (SIGPIPE
+// not ignored): the runtime kills the node on its first write to the
+// closed pipe, so the knocks after tshark exits go unanswered and the
+// exit status is "signal: broken pipe".
+func TestPcapReaderExits(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("needs tshark")
+	}
+	bin := buildBinary(t)
+	a, b := netns.New(t, "pipa"), netns.New(t, "pipb")
+	va, vb := netns.VethPair(t, a, b)
+	a.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", va)
+	dir := t.TempDir()
+	conf, sock := filepath.Join(dir, "n.conf"), filepath.Join(dir, "n.sock")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %s type afpacket\naddr add 172.16.20.21/24 dev %s\n", vb, vb)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := exec.Command("ip", "netns", "exec", b.Name(), bin, "run", "-c", conf, "--control-socket", sock,
+		"--log-format", "json", "--pcap", "-,"+vb, "-s", "96")
+	var logs lockedBuffer
+	node.Stdout, node.Stderr = pw, &logs
+	reader := exec.Command("tshark", "-r", "-", "-c", "6", "-T", "fields", "-e", "frame.interface_name", "-e", "frame.cap_len")
+	var readerOut, readerErr lockedBuffer
+	reader.Stdin, reader.Stdout, reader.Stderr = pr, &readerOut, &readerErr
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range []*exec.Cmd{node, reader} {
+			if c.Process != nil && c.ProcessState == nil {
+				c.Process.Kill()
+				c.Wait()
+			}
+		}
+	})
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	pw.Close()
+	nodeDone := make(chan error, 1)
+	go func() { nodeDone <- node.Wait() }()
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- reader.Wait() }()
+	waitFor(t, &logs, startedMsg)
+
+	// Knock until tshark has its 6 frames and exits.
+	deadline := time.After(30 * time.Second)
+wait:
+	for {
+		select {
+		case err := <-readerDone:
+			if err != nil {
+				t.Fatalf("tshark: %v\n%s", err, readerErr.String())
+			}
+			break wait
+		case err := <-nodeDone:
+			t.Fatalf("the node exited while tshark read: %v\n%s", err, logs.String())
+		case <-deadline:
+			t.Fatalf("tshark did not get 6 frames within 30s; it read:\n%s\nnode log:\n%s", readerOut.String(), logs.String())
+		default:
+		}
+		_ = knock(a, "172.16.20.21:9")
+		time.Sleep(100 * time.Millisecond)
+	}
+	rows := strings.Split(strings.TrimSpace(readerOut.String()), "\n")
+	if len(rows) != 6 {
+		t.Errorf("tshark read %d frames, want 6:\n%s", len(rows), readerOut.String())
+	}
+	for _, r := range rows {
+		f := strings.Split(r, "\t")
+		if len(f) != 2 || f[0] != vb {
+			t.Errorf("frame %q: want it on interface %s", r, vb)
+		} else if n, _ := strconv.Atoi(f[1]); n < 42 || n > 96 {
+			t.Errorf("frame %q: captured length out of 42..96 (-s 96)", r)
+		}
+	}
+	// The reader is gone; the node writes to a closed pipe within 200 ms
+	// of the next frame.
+	stopped := `"msg":"capture stopped; the node keeps running"`
+	for i := 0; !strings.Contains(logs.String(), stopped); i++ {
+		if i == 100 {
+			t.Fatalf("no %s within 100 knocks; node log:\n%s", stopped, logs.String())
+		}
+		select {
+		case err := <-nodeDone:
+			t.Fatalf("the node exited after its reader: %v\n%s", err, logs.String())
+		default:
+		}
+		_ = knock(a, "172.16.20.21:9")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := knock(a, "172.16.20.21:9"); err != nil {
+		t.Errorf("the node does not answer after its capture stopped: %v", err)
+	}
+	if out, err := exec.Command(bin, "stats", "--socket", sock).CombinedOutput(); err != nil {
+		t.Errorf("mplsnode stats after the capture stopped: %v\n%s", err, out)
+	}
+	node.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-nodeDone:
+		if err != nil {
+			t.Errorf("node after SIGTERM: %v (want exit 0)\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the node did not exit within 20s of SIGTERM")
+	}
+}
+
+// TestPcapRotation runs a node with `--pcap FILE -C 0.002 -W 3` (files of
+// ~2000 bytes, three kept) while the kernel next to it connects to it:
+// once the node stops, FILE0, FILE1 and FILE2 exist (and no FILE3), and
+// tshark reads each on its own with the link's name on every frame.
+// Planted bug (-W ignored): FILE3 and more appear.
+func TestPcapRotation(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("needs tshark")
+	}
+	bin := buildBinary(t)
+	a, b := netns.New(t, "rota"), netns.New(t, "rotb")
+	va, vb := netns.VethPair(t, a, b)
+	a.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", va)
+	conf := fmt.Sprintf("link add %s type afpacket\naddr add 172.16.20.21/24 dev %s\n", vb, vb)
+	p := startLSR(t, bin, b, conf)
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "cap.pcapng")
+	p.extra = []string{"--pcap", file, "-C", "0.002", "-W", "3"}
+	p.start()
+	// 40 knocks: ~80 frames of 60-74 bytes, ~8 kB: four or more files' worth.
+	for range 40 {
+		if err := knock(a, "172.16.20.21:9"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.stop(); err != nil {
+		t.Fatalf("node: %v\n%s", err, p.logs.String())
+	}
+	for i := range 4 {
+		name := fmt.Sprintf("%s%d", file, i)
+		_, err := os.Stat(name)
+		if i == 3 {
+			if err == nil {
+				t.Errorf("%s exists: -W 3 keeps three files", name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v\nnode log:\n%s", err, p.logs.String())
+		}
+		out, err := exec.Command("tshark", "-r", name, "-T", "fields", "-e", "frame.interface_name").Output()
+		if err != nil {
+			t.Fatalf("tshark -r %s: %v", name, err)
+		}
+		names := strings.Fields(string(out))
+		if len(names) == 0 || strings.Count(string(out), vb) != len(names) {
+			t.Errorf("%s: interfaces %q; want frames, each on %s", name, names, vb)
+		}
+	}
+	if !strings.Contains(p.logs.String(), `"files":`) {
+		t.Errorf("the node's log does not count the capture's files:\n%s", p.logs.String())
+	}
 }
