@@ -339,3 +339,140 @@ func TestPcapRotation(t *testing.T) {
 		t.Errorf("the node's log does not count the capture's files:\n%s", p.logs.String())
 	}
 }
+
+// openToAll makes dir (mode perm) and its parents up to the temporary
+// directory root searchable by every user, for a process run as another
+// user.
+func openToAll(t *testing.T, dir string, perm os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Clean(os.TempDir())
+	for d := filepath.Dir(dir); strings.HasPrefix(d, root+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// capNetAdmin and capNetRaw are the capability bits (linux/capability.h).
+const (
+	capNetAdmin = 12
+	capNetRaw   = 13
+)
+
+// TestSeedNonRoot runs the seed topology's LSR as dist/systemd's unit
+// runs it: user nobody, no supplementary groups, and exactly
+// CAP_NET_RAW and CAP_NET_ADMIN (ambient, bounding set cut to them, no
+// new privileges) by setpriv from util-linux; its control socket lives in
+// a directory it may write, as RuntimeDirectory= gives it. The process's
+// /proc status must show uid 65534 and CapEff = CapPrm = those two bits;
+// 8 MiB must cross the LSP intact and `mplsnode stats` must read its
+// counters. Planted bug: without --ambient-caps the node cannot open its
+// AF_PACKET sockets (EPERM) and never starts.
+func TestSeedNonRoot(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	// The capabilities the unit grants, as setpriv words.
+	var caps []string
+	for _, c := range strings.Fields(unitValue(t, "AmbientCapabilities")) {
+		caps = append(caps, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+	}
+	if got := strings.Join(caps, ","); got != "+net_raw,+net_admin" {
+		t.Fatalf("the unit grants %s; this test checks CAP_NET_RAW and CAP_NET_ADMIN", got)
+	}
+	if unitValue(t, "NoNewPrivileges") != "yes" || unitValue(t, "DynamicUser") != "yes" {
+		t.Fatalf("the unit does not set NoNewPrivileges=yes and DynamicUser=yes")
+	}
+	set := "-all," + strings.Join(caps, ",")
+	bin := buildBinary(t)
+	openToAll(t, filepath.Dir(bin), 0o755)
+	wrap := []string{setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+		"--inh-caps=" + set, "--ambient-caps=" + set, "--bounding-set=" + set, "--no-new-privs"}
+	s := newSeedProc(t, bin, "nr", seedOptions{wrap: wrap})
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.lsr.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"Uid:":        "65534",
+		"CapEff:":     fmt.Sprintf("%016x", 1<<capNetAdmin|1<<capNetRaw),
+		"CapPrm:":     fmt.Sprintf("%016x", 1<<capNetAdmin|1<<capNetRaw),
+		"CapBnd:":     fmt.Sprintf("%016x", 1<<capNetAdmin|1<<capNetRaw),
+		"NoNewPrivs:": "1",
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && want[f[0]] != "" {
+			if f[1] != want[f[0]] {
+				t.Errorf("LSR %s %s, want %s", f[0], f[1], want[f[0]])
+			}
+			delete(want, f[0])
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("/proc status lacks %v", want)
+	}
+	const size = 8 << 20
+	el := s.transfer(t, size, time.Minute, nil)
+	t.Logf("8 MiB through the LSR run as nobody with CAP_NET_RAW+CAP_NET_ADMIN: %v", el)
+	if r := s.lsr.mustReport(); ilmHits(r) < size/1500 {
+		t.Errorf("LSR ILM hits %d, want at least %d", ilmHits(r), size/1500)
+	}
+	if err := s.lsr.stop(); err != nil {
+		t.Errorf("LSR after SIGTERM: %v\n%s", err, s.lsr.logs.String())
+	}
+}
+
+// unitFile is the systemd unit the service tests check.
+const unitFile = "../../dist/systemd/mplsnode@.service"
+
+// unitValue returns the value of the unit's key= line ("" if absent).
+func unitValue(t *testing.T, key string) string {
+	t.Helper()
+	b, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestSystemdUnit has systemd-analyze verify the unit (with the binary's
+// path pointing at a fresh build, as an installed one would be) and checks
+// that it runs `mplsnode run` with its control socket in its
+// RuntimeDirectory. Planted bug: a misspelt directive (AmbientCapabilites)
+// makes systemd-analyze report "Unknown key name".
+func TestSystemdUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("needs systemd-analyze")
+	}
+	b, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	unit := filepath.Join(t.TempDir(), "mplsnode@ns1.service")
+	if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/mplsnode", bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	dir := unitValue(t, "RuntimeDirectory")
+	if start := unitValue(t, "ExecStart"); dir == "" || !strings.Contains(start, " run ") ||
+		!strings.Contains(start, "--control-socket /run/"+dir+"/") {
+		t.Errorf("ExecStart=%s; want mplsnode run with --control-socket in /run/%s (RuntimeDirectory)", start, dir)
+	}
+}

@@ -85,7 +85,10 @@ type lsrProc struct {
 	sock string // control socket
 	// extra holds more arguments for mplsnode run.
 	extra []string
-	logs  lockedBuffer
+	// wrap runs before the binary inside the namespace (setpriv ... to
+	// drop root).
+	wrap []string
+	logs lockedBuffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd // the current process
@@ -97,10 +100,15 @@ const startedMsg = `"msg":"node started"`
 // startLSR writes conf to a file and starts `mplsnode run` on it in ns; it
 // returns once the node logged that it started. The process is killed when
 // the test ends if it still runs.
-func startLSR(t *testing.T, bin string, ns *netns.NS, conf string) *lsrProc {
+func startLSR(t *testing.T, bin string, ns *netns.NS, conf string, wrap ...string) *lsrProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &lsrProc{t: t, bin: bin, ns: ns, conf: filepath.Join(dir, "ns1.conf"), sock: filepath.Join(dir, "ns1.sock")}
+	p := &lsrProc{t: t, bin: bin, ns: ns, conf: filepath.Join(dir, "ns1.conf"), sock: filepath.Join(dir, "ns1.sock"), wrap: wrap}
+	if len(wrap) > 0 {
+		// Another user runs the binary: it must reach the config and
+		// create its control socket in dir.
+		openToAll(t, dir, 0o777)
+	}
 	p.writeConf(conf)
 	t.Cleanup(func() {
 		if c := p.process(); c != nil && c.ProcessState == nil {
@@ -131,8 +139,9 @@ func (p *lsrProc) start() {
 // tryStart is start for other goroutines than the test's: it returns
 // the error instead of failing the test.
 func (p *lsrProc) tryStart() error {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", p.ns.Name(), p.bin, "run", "-c", p.conf,
-		"--control-socket", p.sock, "--log-format", "json"}, p.extra...)...)
+	args := append([]string{"netns", "exec", p.ns.Name()}, p.wrap...)
+	args = append(args, p.bin, "run", "-c", p.conf, "--control-socket", p.sock, "--log-format", "json")
+	cmd := exec.Command("ip", append(args, p.extra...)...)
 	cmd.Stderr = &p.logs
 	if err := cmd.Start(); err != nil {
 		return err
@@ -232,6 +241,8 @@ type seedOptions struct {
 	link01 func(t *testing.T, ns0, ns1 *netns.NS) (string, string)
 	// conf0 is appended to ns0's config (settings, say).
 	conf0 string
+	// wrap runs before the LSR's binary (see lsrProc.wrap).
+	wrap []string
 }
 
 // lsrConf is the seed LSR's config: label 100 popped towards ns2, IP
@@ -269,7 +280,7 @@ func newSeedProc(t *testing.T, bin, prefix string, o seedOptions) *seedProc {
 	s.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
 
 	s.conf1 = lsrConf(s.v10, s.v12)
-	s.lsr = startLSR(t, bin, s.ns1, s.conf1)
+	s.lsr = startLSR(t, bin, s.ns1, s.conf1, o.wrap...)
 
 	cfg0, err := config.Parse("ns0.conf", strings.NewReader(fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
