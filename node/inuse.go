@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mplsnode/mplsnode/config"
 )
 
 // ErrInUse is wrapped by ListenControl's and ListenMetrics's errors when
@@ -135,4 +137,70 @@ func ListenMetrics(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("metrics: %w", &InUseError{What: "metrics address " + addr, PID: pid, Hint: "choose another with --metrics-addr"})
 	}
 	return nil, fmt.Errorf("metrics: %w", err)
+}
+
+// linkClaims holds the abstract sockets that claim a node's links.
+type linkClaims []net.Listener
+
+// Close releases the claims.
+func (c linkClaims) Close() error {
+	for _, ln := range c {
+		ln.Close()
+	}
+	return nil
+}
+
+// claimLinks claims the interfaces names for this process: it binds the
+// abstract Unix socket "@mplsnode/link/NAME" for each. Abstract socket
+// names and interface names are both scoped by the network namespace, so
+// two nodes on one interface collide here, before either opens it, while
+// nodes in other namespaces do not; the kernel releases a claim when its
+// process exits, however it exits. A claimed name is an *InUseError
+// naming the holder's pid (SO_PEERCRED).
+func claimLinks(names []string) (linkClaims, error) {
+	var claims linkClaims
+	for _, name := range names {
+		addr := "@mplsnode/link/" + name
+		ln, err := net.Listen("unix", addr)
+		if err != nil {
+			claims.Close()
+			if !errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("claim link %s: %w", name, err)
+			}
+			pid := 0
+			if c, derr := net.Dial("unix", addr); derr == nil {
+				pid = socketPeerPID(c.(*net.UnixConn))
+				c.Close()
+			}
+			return nil, &InUseError{What: "link " + name, PID: pid, Hint: "give this node other links"}
+		}
+		// Answer (and drop) the holder queries of nodes that fail.
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		claims = append(claims, ln)
+	}
+	return claims, nil
+}
+
+// CheckLinksFree reports whether another node of this network namespace
+// holds an interface cfg's links would open (an *InUseError naming it),
+// without keeping a claim: New claims them for good. `mplsnode run` asks
+// before it creates its capture file, so a refused start leaves no file.
+func CheckLinksFree(cfg *config.Config) error {
+	names := make([]string, 0, len(cfg.Links))
+	for _, l := range cfg.Links {
+		names = append(names, l.Name)
+	}
+	claims, err := claimLinks(names)
+	if err != nil {
+		return err
+	}
+	return claims.Close()
 }

@@ -65,6 +65,7 @@ type Node struct {
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
 	closed bool
+	claims linkClaims // released by Close
 }
 
 // Stats is a snapshot of the node's counters.
@@ -76,7 +77,9 @@ type Stats struct {
 }
 
 // New builds and starts the node that cfg describes: links are opened and
-// frames flow when New returns. Semantic errors are a config.ErrorList
+// frames flow when New returns. An interface another node of this network
+// namespace holds is an *InUseError (errors.Is ErrInUse) naming its pid,
+// returned before any link is opened. Semantic errors are a config.ErrorList
 // positioned at the offending line; runtime errors (an interface that does
 // not exist) name the link. On error nothing is left open.
 func New(cfg *config.Config, opts Options) (*Node, error) {
@@ -106,6 +109,16 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 			c.links[i].Endpoint = ep
 		}
 	}
+	var own []string // the interfaces this node opens
+	for _, l := range c.links {
+		if l.Kind != stack.LinkEndpoint {
+			own = append(own, l.Name)
+		}
+	}
+	claims, err := claimLinks(own)
+	if err != nil {
+		return nil, err
+	}
 	ls := NewLabelSwitch(c.ttl, logger)
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
@@ -123,10 +136,11 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Logger:     logger,
 	})
 	if err != nil {
+		claims.Close()
 		return nil, routeError(cfg, err)
 	}
 	ls.Attach(s)
-	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg}
+	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg, claims: claims}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
@@ -285,6 +299,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	err := n.stack.Close()
+	n.claims.Close()
 	n.ls.flush()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err

@@ -293,9 +293,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	// Claim the control socket and the metrics address before anything
-	// else (the capture file, the links): a second node on the same
-	// config stops here, exit 1, naming the first.
+	// Claim the control socket and the metrics address, and check that no
+	// other node holds the links, before anything else (the capture file,
+	// the links): a second node on the same config stops here, exit 1,
+	// naming the first.
 	ctlLn, metricsLn, err := claimObservability(*ctlSock, *metricsAddr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
@@ -307,6 +308,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				ln.Close()
 			}
 		}
+	}
+	if err := node.CheckLinksFree(cfg); err != nil {
+		closeListeners()
+		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
+		return exitFailure
 	}
 	opts := node.Options{Logger: logger}
 	if pcapFile != "" {

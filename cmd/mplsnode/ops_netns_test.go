@@ -64,8 +64,10 @@ func TestLinkMTULargerThanInterface(t *testing.T) {
 }
 
 // TestSecondNodeRefuses starts a node (ns b, one veth to the kernel in ns
-// a), then a second `mplsnode run` on the same config: once sharing the
-// control socket, once sharing only the metrics address. The second must
+// a), then a second `mplsnode run` on the same config: sharing the
+// control socket, sharing only the metrics address, and sharing only the
+// link (its own control socket, no metrics: the link's claim, an abstract
+// Unix socket of the namespace, stops it). The second must
 // exit 1 within 20 s naming the first one's pid, log no "node started",
 // and record nothing in its --pcap file (it captures every frame its links
 // would send or receive: the kernel in ns a connects to the node meanwhile, so a
@@ -104,6 +106,8 @@ func TestSecondNodeRefuses(t *testing.T) {
 			fmt.Sprintf("control socket %s is in use by pid %d", first.sock, first.pid())},
 		{"same metrics address", []string{"--control-socket", filepath.Join(dir, "other.sock"), "--metrics-addr", metricsAddr},
 			fmt.Sprintf("metrics address %s is in use by pid %d", metricsAddr, first.pid())},
+		{"same link only", []string{"--control-socket", filepath.Join(dir, "third.sock")},
+			fmt.Sprintf("link %s is in use by pid %d", vb, first.pid())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pcapFile := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".pcap")
