@@ -207,3 +207,67 @@ func (l *tcpListener) Close() error {
 	}
 	return l.TCPListener.Close()
 }
+
+// udpConn is a gonet.UDPConn whose errors follow package net, as tcpConn.
+type udpConn struct {
+	*gonet.UDPConn
+	closed atomic.Bool
+}
+
+func (c *udpConn) opError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) {
+		if c.closed.Load() {
+			return &net.OpError{Op: op, Net: "udp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: net.ErrClosed}
+		}
+		return err
+	}
+	return netError(err, c.closed.Load(), op, nil, nil)
+}
+
+// Read implements net.Conn.
+func (c *udpConn) Read(b []byte) (int, error) {
+	if c.closed.Load() {
+		return 0, c.opError("read", net.ErrClosed)
+	}
+	n, err := c.UDPConn.Read(b)
+	return n, c.opError("read", err)
+}
+
+// ReadFrom implements net.PacketConn.
+func (c *udpConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	if c.closed.Load() {
+		return 0, nil, c.opError("read", net.ErrClosed)
+	}
+	n, addr, err := c.UDPConn.ReadFrom(b)
+	return n, addr, c.opError("read", err)
+}
+
+// Write implements net.Conn.
+func (c *udpConn) Write(b []byte) (int, error) {
+	if c.closed.Load() {
+		return 0, c.opError("write", net.ErrClosed)
+	}
+	n, err := c.UDPConn.Write(b)
+	return n, c.opError("write", err)
+}
+
+// WriteTo implements net.PacketConn.
+func (c *udpConn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if c.closed.Load() {
+		return 0, c.opError("write", net.ErrClosed)
+	}
+	n, err := c.UDPConn.WriteTo(b, addr)
+	return n, c.opError("write", err)
+}
+
+// Close implements net.Conn; a second Close is net.ErrClosed.
+func (c *udpConn) Close() error {
+	if c.closed.Swap(true) {
+		return c.opError("close", net.ErrClosed)
+	}
+	return c.UDPConn.Close()
+}

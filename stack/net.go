@@ -156,7 +156,7 @@ func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
 	}
-	return c, nil
+	return &udpConn{UDPConn: c}, nil
 }
 
 // ListenUDP opens an unconnected UDP socket bound to laddr.
@@ -169,7 +169,7 @@ func (s *Stack) ListenUDP(laddr netip.AddrPort) (net.PacketConn, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
 	}
-	return c, nil
+	return &udpConn{UDPConn: c}, nil
 }
 
 // parseAddrPort parses "ip:port" or ":port" for network, checking the

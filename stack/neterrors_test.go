@@ -132,6 +132,20 @@ func TestNetErrors(t *testing.T) {
 	_, err = ln.Accept()
 	check("Accept after Close", err, net.ErrClosed)
 
+	// UDP: a read deadline, then use after Close.
+	u, err := b.ListenUDP(netip.AddrPortFrom(svc, 5104))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, _, err = u.ReadFrom(make([]byte, 1))
+	check("UDP ReadFrom past its deadline", err, os.ErrDeadlineExceeded)
+	u.Close()
+	_, _, err = u.ReadFrom(make([]byte, 1))
+	check("UDP ReadFrom after Close", err, net.ErrClosed)
+	_, err = u.WriteTo([]byte("x"), net.UDPAddrFromAddrPort(netip.AddrPortFrom(ipA, 9)))
+	check("UDP WriteTo after Close", err, net.ErrClosed)
+
 	// A closed Stack.
 	a.Close()
 	_, err = a.DialTCP(ctx, netip.AddrPortFrom(svc, 5101))
