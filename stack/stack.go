@@ -8,6 +8,13 @@
 // without a label stack; and the shared MPLS tables (FTN and ILM). Routes can
 // be added and removed while connections run.
 //
+// Errors follow package net: a *net.OpError wrapping the errno a kernel
+// socket would give (errors.Is(err, syscall.ECONNREFUSED)),
+// os.ErrDeadlineExceeded for a deadline (Timeout() true), and
+// net.ErrClosed for a conn or listener used after Close and for Dial or
+// Listen on a closed Stack. The conns pass golang.org/x/net/nettest's
+// TestConn.
+//
 // It does not parse text: the node (package node) turns a config file into a
 // Config.
 package stack
