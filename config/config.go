@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mplsnode/mplsnode/gso"
 )
@@ -61,8 +62,32 @@ func (p Pos) IsValid() bool { return p.Line > 0 }
 
 // Errorf returns an *Error at p about token, for callers (the node) that
 // find semantic problems after parsing.
+// A string argument longer than MaxQuoted bytes is shortened in the
+// message (ShortToken), so that a 2 MB word gives a one-line message;
+// Token keeps the word whole.
 func (p Pos) Errorf(token, format string, args ...any) *Error {
+	for i, a := range args {
+		if s, ok := a.(string); ok && len(s) > MaxQuoted {
+			args[i] = ShortToken(s)
+		}
+	}
 	return &Error{File: p.File, Line: p.Line, Col: p.Col, Token: token, Msg: fmt.Sprintf(format, args...)}
+}
+
+// MaxQuoted is the most bytes of a token an error message quotes.
+const MaxQuoted = 60
+
+// ShortToken returns s when it is at most MaxQuoted bytes long, else its
+// first bytes (cut at a UTF-8 boundary) followed by "...(N bytes)".
+func ShortToken(s string) string {
+	if len(s) <= MaxQuoted {
+		return s
+	}
+	cut := MaxQuoted - 16
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // Config is a parsed node config file. Slices keep file order.
@@ -120,6 +145,8 @@ type Link struct {
 	Bridge string
 	// MTU is the link MTU; 0 means take the interface's own.
 	MTU uint32
+	// MTUPos is where the MTU value is written; zero without mtu.
+	MTUPos Pos
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool

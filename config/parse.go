@@ -354,8 +354,8 @@ func (p *parser) link(pos Pos) {
 			bridgeTok = t
 			l.Bridge, _ = p.ifName("bridge name")
 		case "mtu":
-			v, _ := p.number("link mtu", MinMTU, MaxMTU)
-			l.MTU = uint32(v)
+			v, vt := p.number("link mtu", MinMTU, MaxMTU)
+			l.MTU, l.MTUPos = uint32(v), p.at(vt)
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}

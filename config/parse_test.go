@@ -285,7 +285,7 @@ func compare[T any](t *testing.T, what string, got, want T) {
 func stripLinks(in []config.Link) []config.Link {
 	out := append([]config.Link(nil), in...)
 	for i := range out {
-		out[i].Pos, out[i].NamePos = config.Pos{}, config.Pos{}
+		out[i].Pos, out[i].NamePos, out[i].MTUPos = config.Pos{}, config.Pos{}, config.Pos{}
 	}
 	return out
 }

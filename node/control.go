@@ -314,9 +314,7 @@ const (
 )
 
 // ServeControl serves the read-only control protocol on a Unix socket at
-// path until ctx is done. The socket is created with mode 0600 (root
-// only); a stale socket file at path (one nobody answers on) is removed
-// first, a live one is an error, and the socket file is removed on return.
+// path until ctx is done: ListenControl, then ServeControlListener.
 //
 // Protocol: the client sends one line; `stats` is answered with the
 // node's Report as one JSON document (followed by a newline), anything
@@ -326,23 +324,43 @@ const (
 // ServeControl returns nil when ctx ends, or the error that stopped it
 // from listening.
 func ServeControl(ctx context.Context, n *Node, path string) error {
+	ln, err := ListenControl(path)
+	if err != nil {
+		return err
+	}
+	return ServeControlListener(ctx, n, ln)
+}
+
+// ListenControl creates the control socket at path with mode 0600 (root
+// only). A stale socket file at path (one nobody answers on) is removed
+// first; a live one is an *InUseError (errors.Is ErrInUse) naming the
+// process that listens on it. The listener removes the socket file when
+// closed.
+func ListenControl(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return fmt.Errorf("control socket %s: exists and is not a socket", path)
+			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
 		}
 		// A socket someone answers on belongs to a running node: keep it.
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			pid := socketPeerPID(c.(*net.UnixConn))
 			c.Close()
-			return fmt.Errorf("control socket %s: in use by a running node (choose another with --control-socket)", path)
+			return nil, &InUseError{What: "control socket " + path, PID: pid, Hint: "choose another with --control-socket"}
 		}
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("control socket: remove stale %s: %w", path, err)
+			return nil, fmt.Errorf("control socket: remove stale %s: %w", path, err)
 		}
 	}
 	ln, err := listenUnix0600(path)
 	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return nil, fmt.Errorf("control socket: %w", err)
 	}
+	return ln, nil
+}
+
+// ServeControlListener serves the control protocol (see ServeControl) on
+// ln, from ListenControl, until ctx is done; it closes ln.
+func ServeControlListener(ctx context.Context, n *Node, ln net.Listener) error {
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -410,6 +428,9 @@ type unlinkListener struct {
 	path string
 	once sync.Once
 }
+
+// Addr returns the socket's final path (the bound one was renamed).
+func (l *unlinkListener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
 
 func (l *unlinkListener) Close() error {
 	err := l.Listener.Close()

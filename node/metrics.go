@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/buildinfo"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -174,12 +176,31 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 const metricsReadTimeout = 10 * time.Second
 
 // MetricsHandler returns an http.Handler serving n's metrics in the
-// Prometheus text format (only the mplsnode_* metrics: no Go runtime
-// metrics).
+// Prometheus text format: the mplsnode_* metrics, mplsnode_build_info, and
+// the standard go_* and process_* metrics of the process.
 func MetricsHandler(n *Node) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(n), newXDPCollector(n))
+	reg.MustRegister(NewCollector(n), newXDPCollector(n), newBuildInfo(),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// newBuildInfo is the gauge mplsnode_build_info, always 1, whose labels
+// say what binary runs (the values `mplsnode version` prints).
+func newBuildInfo() prometheus.Collector {
+	bi := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace,
+		Name:      "build_info",
+		Help:      "Always 1; the labels name the module version, VCS revision and Go version of the running binary.",
+		ConstLabels: prometheus.Labels{
+			"version":   bi.Version,
+			"revision":  bi.Revision,
+			"goversion": bi.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // ServeMetrics serves n's metrics at http://addr/metrics until ctx is
@@ -188,12 +209,9 @@ func MetricsHandler(n *Node) http.Handler {
 // loopback (127.0.0.1) only: counters are for the local Prometheus unless
 // an address is named (0.0.0.0:9477 for every IPv4 address).
 func ServeMetrics(ctx context.Context, n *Node, addr string) error {
-	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
-		addr = net.JoinHostPort(metricsDefaultHost, port)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := ListenMetrics(addr)
 	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return err
 	}
 	return ServeMetricsListener(ctx, n, ln)
 }

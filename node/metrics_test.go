@@ -6,13 +6,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/internal/buildinfo"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -126,11 +130,15 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("got no sample %s", k)
 		}
 	}
-	// Naming rules: every family is mplsnode_*, counters end in _total, and
-	// the only labels are device and reason.
+	// Naming rules: every family is mplsnode_* (or the standard go_* and
+	// process_* of the process), counters end in _total, and the only
+	// labels are device and reason (mplsnode_build_info's say what runs).
 	labelRE := regexp.MustCompile(`([a-z_]+)="`)
 	for k := range samples {
 		name, labels, _ := strings.Cut(k, "{")
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || name == "mplsnode_build_info" {
+			continue
+		}
 		if !strings.HasPrefix(name, "mplsnode_") {
 			t.Errorf("got metric %s, want the mplsnode_ prefix only", name)
 		}
@@ -167,6 +175,9 @@ func TestMetrics(t *testing.T) {
 		documented[m[1]] = true
 	}
 	for name := range types {
+		if !strings.HasPrefix(name, "mplsnode_") {
+			continue // go_* and process_*: the client library's, documented there
+		}
 		if !documented[name] {
 			t.Errorf("metric %s is served but not in docs/METRICS.md", name)
 		}
@@ -176,8 +187,37 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("docs/METRICS.md lists %s, which is not served", name)
 		}
 	}
+	// The standard collectors and the build: one gauge with value 1 whose
+	// labels are what `mplsnode version` prints (internal/buildinfo).
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_open_fds", "process_resident_memory_bytes"} {
+		if _, ok := types[name]; !ok {
+			t.Errorf("got no %s: the Go and process collectors are missing", name)
+		}
+	}
+	bi := buildinfo.Read()
+	k := `mplsnode_build_info{goversion="` + bi.GoVersion + `",revision="` + bi.Revision + `",version="` + bi.Version + `"}`
+	if samples[k] != 1 || types["mplsnode_build_info"] != "gauge" {
+		t.Errorf("got %s = %v (type %q), want a gauge of 1", k, samples[k], types["mplsnode_build_info"])
+	}
 	if got := types["mplsnode_drops_total"]; got != "counter" {
 		t.Errorf("got TYPE mplsnode_drops_total %q, want counter", got)
+	}
+}
+
+// TestMetricsPromlint runs the Prometheus client library's linter
+// (promlint, the rules of `promtool check metrics`) over a scrape: the
+// mplsnode_* families, mplsnode_build_info and the standard Go and process
+// collectors. Planted bug: a counter without _total, or build_info as a
+// counter, is reported.
+func TestMetricsPromlint(t *testing.T) {
+	rec := httptest.NewRecorder()
+	node.MetricsHandler(obsNode(t)).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	problems, err := promlint.New(rec.Body).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 }
 

@@ -67,6 +67,7 @@ type Node struct {
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
 	closed bool
+	claims linkClaims // released by Close
 }
 
 // Stats is a snapshot of the node's counters.
@@ -78,7 +79,9 @@ type Stats struct {
 }
 
 // New builds and starts the node that cfg describes: links are opened and
-// frames flow when New returns. Semantic errors are a config.ErrorList
+// frames flow when New returns. An interface another node of this network
+// namespace holds is an *InUseError (errors.Is ErrInUse) naming its pid,
+// returned before any link is opened. Semantic errors are a config.ErrorList
 // positioned at the offending line; runtime errors (an interface that does
 // not exist) name the link. On error nothing is left open.
 func New(cfg *config.Config, opts Options) (*Node, error) {
@@ -88,6 +91,13 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	}
 	c, err := convert(cfg)
 	if err != nil {
+		return nil, err
+	}
+	replaced := make(map[string]bool, len(opts.Endpoints))
+	for name := range opts.Endpoints {
+		replaced[name] = true
+	}
+	if err := CheckInterfaces(cfg, replaced); err != nil {
 		return nil, err
 	}
 	if opts.Capture != nil {
@@ -100,6 +110,16 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 			c.links[i].Kind = stack.LinkEndpoint
 			c.links[i].Endpoint = ep
 		}
+	}
+	var own []string // the interfaces this node opens
+	for _, l := range c.links {
+		if l.Kind != stack.LinkEndpoint {
+			own = append(own, l.Name)
+		}
+	}
+	claims, err := claimLinks(own)
+	if err != nil {
+		return nil, err
 	}
 	ls := forward.New(c.ttl, logger)
 	s, err := stack.New(stack.Config{
@@ -120,6 +140,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Logger:     logger,
 	})
 	if err != nil {
+		claims.Close()
 		return nil, routeError(cfg, err)
 	}
 	ls.Attach(s.Netstack())
@@ -127,9 +148,10 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
 	if err != nil {
 		s.Close()
+		claims.Close()
 		return nil, err
 	}
-	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: cfg}
+	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: cfg, claims: claims}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
@@ -294,6 +316,7 @@ func (n *Node) Close() error {
 	xerr := n.xdp.close()
 	err := errors.Join(n.stack.Close(), xerr)
 	n.ls.Flush()
+	n.claims.Close()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err
 }

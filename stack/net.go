@@ -38,7 +38,9 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 
 // DialTCP opens a TCP connection to addr through the userspace stack.
 // Errors are *net.OpError wrapping the errno a kernel socket would give
-// (errors.Is(err, syscall.ECONNREFUSED) works).
+// (errors.Is(err, syscall.ECONNREFUSED) works), or net.ErrClosed once the
+// Stack is closed. The conn's errors follow package net too: a deadline is
+// os.ErrDeadlineExceeded, use after Close net.ErrClosed.
 func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
 	return s.DialTCPFrom(ctx, netip.AddrPort{}, addr)
 }
@@ -48,7 +50,13 @@ func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, err
 // port only).
 func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (net.Conn, error) {
 	opErr := func(op string, err error) error {
+		if s.isClosed() {
+			err = net.ErrClosed
+		}
 		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+	}
+	if s.isClosed() {
+		return nil, opErr("dial", net.ErrClosed)
 	}
 	var wq waiter.Queue
 	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, protoOf(addr.Addr()), &wq)
@@ -79,7 +87,7 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 		ep.Close()
 		return nil, opErr("dial", errnoOf(terr))
 	}
-	return gonet.NewTCPConn(&wq, ep), nil
+	return newTCPConn(gonet.NewTCPConn(&wq, ep)), nil
 }
 
 // ListenTCP listens for TCP connections on addr (an unspecified address
@@ -92,7 +100,13 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 	}
 	var wq waiter.Queue
 	opErr := func(op string, err error) error {
+		if s.isClosed() {
+			err = net.ErrClosed
+		}
 		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+	}
+	if s.isClosed() {
+		return nil, opErr("listen", net.ErrClosed)
 	}
 	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, proto, &wq)
 	if terr != nil {
@@ -107,7 +121,7 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		ep.Close()
 		return nil, opErr("listen", errnoOf(terr))
 	}
-	return gonet.NewTCPListener(s.ns, &wq, ep), nil
+	return &tcpListener{TCPListener: gonet.NewTCPListener(s.ns, &wq, ep)}, nil
 }
 
 // Listen is ListenTCP in package net's shape: network "tcp", "tcp4" or
@@ -135,21 +149,27 @@ func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
 	}
 	a := fullAddr(raddr)
 	rp = &a
+	if s.isClosed() {
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: net.ErrClosed}
+	}
 	c, err := gonet.DialUDP(s.ns, lp, rp, protoOf(raddr.Addr()))
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
 	}
-	return c, nil
+	return &udpConn{UDPConn: c}, nil
 }
 
 // ListenUDP opens an unconnected UDP socket bound to laddr.
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (net.PacketConn, error) {
 	a := fullAddr(laddr)
+	if s.isClosed() {
+		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: net.ErrClosed}
+	}
 	c, err := gonet.DialUDP(s.ns, &a, nil, protoOf(laddr.Addr()))
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
 	}
-	return c, nil
+	return &udpConn{UDPConn: c}, nil
 }
 
 // parseAddrPort parses "ip:port" or ":port" for network, checking the

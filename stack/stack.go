@@ -8,6 +8,13 @@
 // without a label stack; and the shared MPLS tables (FTN and ILM). Routes can
 // be added and removed while connections run.
 //
+// Errors follow package net: a *net.OpError wrapping the errno a kernel
+// socket would give (errors.Is(err, syscall.ECONNREFUSED)),
+// os.ErrDeadlineExceeded for a deadline (Timeout() true), and
+// net.ErrClosed for a conn or listener used after Close and for Dial or
+// Listen on a closed Stack. The conns pass golang.org/x/net/nettest's
+// TestConn.
+//
 // It does not parse text: the node (package node) turns a config file into a
 // Config.
 package stack
@@ -314,7 +321,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		return fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
 	}
 	if l.Capture != nil {
-		lower = pcap.New(lower, l.Capture)
+		lower = pcap.NewNamed(lower, l.Capture, l.Name)
 	}
 	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{
 		Tables:         s.tables,
@@ -652,6 +659,13 @@ func (s *Stack) Close() error {
 		l.endpoint.Wait()
 	}
 	return nil
+}
+
+// isClosed reports whether Close was called.
+func (s *Stack) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // applySocketOptions sets per-socket options that follow from TCPOptions.

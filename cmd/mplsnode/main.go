@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(ctx, nil, stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {

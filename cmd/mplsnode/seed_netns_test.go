@@ -84,6 +84,11 @@ type lsrProc struct {
 	ns   *netns.NS
 	conf string // config file
 	sock string // control socket
+	// extra holds more arguments for mplsnode run.
+	extra []string
+	// wrap runs before the binary inside the namespace (setpriv ... to
+	// drop root).
+	wrap []string
 	logs lockedBuffer
 
 	mu   sync.Mutex
@@ -96,10 +101,15 @@ const startedMsg = `"msg":"node started"`
 // startLSR writes conf to a file and starts `mplsnode run` on it in ns; it
 // returns once the node logged that it started. The process is killed when
 // the test ends if it still runs.
-func startLSR(t *testing.T, bin string, ns *netns.NS, conf string) *lsrProc {
+func startLSR(t *testing.T, bin string, ns *netns.NS, conf string, wrap ...string) *lsrProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &lsrProc{t: t, bin: bin, ns: ns, conf: filepath.Join(dir, "ns1.conf"), sock: filepath.Join(dir, "ns1.sock")}
+	p := &lsrProc{t: t, bin: bin, ns: ns, conf: filepath.Join(dir, "ns1.conf"), sock: filepath.Join(dir, "ns1.sock"), wrap: wrap}
+	if len(wrap) > 0 {
+		// Another user runs the binary: it must reach the config and
+		// create its control socket in dir.
+		openToAll(t, dir, 0o777)
+	}
 	p.writeConf(conf)
 	t.Cleanup(func() {
 		if c := p.process(); c != nil && c.ProcessState == nil {
@@ -130,8 +140,9 @@ func (p *lsrProc) start() {
 // tryStart is start for other goroutines than the test's: it returns
 // the error instead of failing the test.
 func (p *lsrProc) tryStart() error {
-	cmd := exec.Command("ip", "netns", "exec", p.ns.Name(), p.bin, "run", "-c", p.conf,
-		"--control-socket", p.sock, "--log-format", "json")
+	args := append([]string{"netns", "exec", p.ns.Name()}, p.wrap...)
+	args = append(args, p.bin, "run", "-c", p.conf, "--control-socket", p.sock, "--log-format", "json")
+	cmd := exec.Command("ip", append(args, p.extra...)...)
 	cmd.Stderr = &p.logs
 	if err := cmd.Start(); err != nil {
 		return err
@@ -236,6 +247,8 @@ type seedOptions struct {
 	// beforeLSR runs after the namespaces and links exist, before the LSR
 	// starts (to set the kernel's side of a link, say).
 	beforeLSR func(s *seedProc)
+	// wrap runs before the LSR's binary (see lsrProc.wrap).
+	wrap []string
 }
 
 // lsrConf is the seed LSR's config: label 100 popped towards ns2, IP
@@ -276,7 +289,7 @@ func newSeedProc(t *testing.T, bin, prefix string, o seedOptions) *seedProc {
 	if o.beforeLSR != nil {
 		o.beforeLSR(s)
 	}
-	s.lsr = startLSR(t, bin, s.ns1, s.conf1)
+	s.lsr = startLSR(t, bin, s.ns1, s.conf1, o.wrap...)
 
 	cfg0, err := config.Parse("ns0.conf", strings.NewReader(fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s

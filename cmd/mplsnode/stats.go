@@ -230,28 +230,50 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// startObservability starts the control socket (unless ctlSock is empty)
-// and the metrics server (unless metricsAddr is empty) for n; their
-// failures are logged, the node keeps running. The returned function
-// stops both and waits for them.
-func startObservability(ctx context.Context, n *node.Node, ctlSock, metricsAddr string, logger *slog.Logger) (stop func()) {
+// claimObservability listens on the control socket and the metrics
+// address (either "" for off) before the node opens any link: a second
+// node on the same socket or port fails here (node.ErrInUse, naming the
+// first one's pid) instead of forwarding next to it. On error nothing is
+// left listening.
+func claimObservability(ctlSock, metricsAddr string) (ctl, metrics net.Listener, err error) {
+	if ctlSock != "" {
+		if ctl, err = node.ListenControl(ctlSock); err != nil {
+			return nil, nil, err
+		}
+	}
+	if metricsAddr != "" {
+		if metrics, err = node.ListenMetrics(metricsAddr); err != nil {
+			if ctl != nil {
+				ctl.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	return ctl, metrics, nil
+}
+
+// startObservability serves the control socket and the metrics on the
+// listeners claimObservability returned (nil ones are off) until stop is
+// called.
+func startObservability(ctx context.Context, n *node.Node, ctl, metrics net.Listener, logger *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	serve := func(what, where string, f func(context.Context) error) {
+	serve := func(what string, ln net.Listener, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			where := ln.Addr().String()
 			logger.Info(what+" listening", "addr", where)
 			if err := f(ctx); err != nil {
 				logger.Error(what+" stopped", "addr", where, "err", err)
 			}
 		}()
 	}
-	if ctlSock != "" {
-		serve("control socket", ctlSock, func(ctx context.Context) error { return node.ServeControl(ctx, n, ctlSock) })
+	if ctl != nil {
+		serve("control socket", ctl, func(ctx context.Context) error { return node.ServeControlListener(ctx, n, ctl) })
 	}
-	if metricsAddr != "" {
-		serve("metrics", metricsAddr, func(ctx context.Context) error { return node.ServeMetrics(ctx, n, metricsAddr) })
+	if metrics != nil {
+		serve("metrics", metrics, func(ctx context.Context) error { return node.ServeMetricsListener(ctx, n, metrics) })
 	}
 	return func() {
 		cancel()
