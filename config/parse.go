@@ -323,7 +323,7 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu"}
+var linkWords = []string{"type", "bridge", "mtu", "queues"}
 
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
@@ -333,22 +333,24 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok token
+	var bridgeTok, queuesTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
 		switch t.s {
 		case "type":
-			tt := p.next("link type afpacket or tap")
+			tt := p.next("link type afpacket, tap or xdp")
 			switch tt.s {
 			case "afpacket":
 				l.Type = LinkAFPacket
 			case "tap":
 				l.Type = LinkTAP
+			case "xdp":
+				l.Type = LinkXDP
 			case "veth":
 				p.fail(tt, "mplsnode attaches to an existing veth; create the pair outside and write \"link add %s type afpacket\"", l.Name)
 			default:
-				p.fail(tt, "unknown link type %q; expected afpacket or tap%s", tt.s, suggest(tt.s, []string{"afpacket", "tap"}))
+				p.fail(tt, "unknown link type %q; expected afpacket, tap or xdp%s", tt.s, suggest(tt.s, []string{"afpacket", "tap", "xdp"}))
 			}
 		case "bridge":
 			bridgeTok = t
@@ -356,15 +358,22 @@ func (p *parser) link(pos Pos) {
 		case "mtu":
 			v, _ := p.number("link mtu", MinMTU, MaxMTU)
 			l.MTU = uint32(v)
+		case "queues":
+			queuesTok = t
+			v, _ := p.number("number of queues", 1, MaxQueues)
+			l.Queues = int(v)
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}
 	}
 	if l.Type == 0 {
-		p.failEnd("missing \"type afpacket\" or \"type tap\" in link %s", l.Name)
+		p.failEnd("missing \"type afpacket\", \"type tap\" or \"type xdp\" in link %s", l.Name)
 	}
 	if l.Bridge != "" && l.Type != LinkTAP {
-		p.fail(bridgeTok, "bridge applies only to type tap; an afpacket link is already an interface")
+		p.fail(bridgeTok, "bridge applies only to type tap; an %s link is already an interface", l.Type)
+	}
+	if l.Queues != 0 && l.Type != LinkTAP && l.Type != LinkXDP {
+		p.fail(queuesTok, "queues applies to type tap and type xdp links")
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

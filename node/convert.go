@@ -59,7 +59,7 @@ func convert(cfg *config.Config) (*converted, error) {
 		c.gso = mplsendpoint.GSOEndpoint
 	}
 	for _, l := range cfg.Links {
-		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge}
+		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues}
 		switch l.Type {
 		case config.LinkTAP:
 			sl.Kind = stack.LinkTAP

@@ -77,6 +77,9 @@ type Link struct {
 	// MTU overrides the link MTU (the largest L2 payload); 0 keeps the
 	// interface's.
 	MTU uint32
+	// Queues, for LinkTAP, is the number of queues of a multi-queue TAP
+	// (IFF_MULTI_QUEUE); 0 or 1 means a single-queue TAP.
+	Queues int
 	// QdiscBypass, for LinkAFPacket, sends frames past the kernel's qdisc
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
@@ -298,7 +301,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXTruncated: st.RXTruncated, RXErrors: st.RXErrors}
+			return LowerStats{RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {

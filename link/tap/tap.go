@@ -1,19 +1,43 @@
 //go:build linux
 
 // Package tap is a gVisor link endpoint that sends and receives whole
-// Ethernet frames through a Linux TAP device, created or attached with
-// github.com/songgao/water (IFF_TAP, IFF_NO_PI: no packet-information header).
+// Ethernet frames through a Linux TAP device (IFF_TAP, IFF_NO_PI: no
+// packet-information header), created or attached to through /dev/net/tun.
 //
-// It owns the TAP file descriptor, brings the device up, and moves frames:
-// one goroutine reads frames into a preallocated buffer and delivers them
-// with DeliverNetworkPacket(0, pkt) (Ethernet header unconsumed), and
+// It owns the TAP file descriptors, brings the device up, and moves frames:
+// one goroutine per queue reads frames and delivers them with
+// DeliverNetworkPacket(0, pkt) (Ethernet header unconsumed), and
 // WritePackets writes each packet as one frame with writev. It knows nothing
 // of MPLS or of any network protocol: it is a "lower link" as
 // docs/CONTRACTS.md defines it.
 //
-// The kernel hands a TAP without IFF_VNET_HDR only complete frames with full
-// checksums (it segments and checksums before the TAP), so frames arrive with
-// pkt.RXChecksumValidated false and the stack verifies them.
+// Offloads (the default; Options.NoOffloads turns them off): the device is
+// opened with IFF_VNET_HDR, so every frame, both ways, carries a virtio-net
+// header (internal/virtionet), and TUNSETOFFLOAD (TUN_F_CSUM, TUN_F_TSO4,
+// TUN_F_TSO6) lets the kernel hand us frames with partial checksums and TCP
+// GSO frames up to 64 KiB, as a veth does to a packet socket:
+//   - a received frame flagged VIRTIO_NET_HDR_F_NEEDS_CSUM (partial
+//     checksum) or F_DATA_VALID is delivered with pkt.RXChecksumValidated
+//     set, as link/afpacket does for TP_STATUS_CSUMNOTREADY/CSUM_VALID; a
+//     received GSO frame is delivered whole, as link/afpacket delivers a
+//     veth peer's (link/mplsendpoint segments it when it forwards);
+//   - GSOFrames reports true: a TCP GSO packet (pkt.GSOOptions TCPv4/TCPv6
+//     with a partial checksum, a plain Ethernet header) leaves as one frame
+//     whose header tells the kernel to segment it and finish the checksum;
+//     other frames leave behind a zero header (full checksums, no GSO).
+//
+// Without offloads the kernel segments and checksums before the TAP, and
+// frames arrive with pkt.RXChecksumValidated false.
+//
+// Receive batches: each queue reads frames until the device has none left
+// (or RecvBatch frames), then calls EndBatch on a dispatcher that has it
+// (link/mplsendpoint), so the node's label switch can coalesce and write the
+// batch's forwarded frames together.
+//
+// Queues: Options.Queues > 1 opens the device with IFF_MULTI_QUEUE, one file
+// per queue; the kernel spreads flows over the queues by hash, each queue
+// has its own receive goroutine, and WritePackets picks a queue by the
+// packet's hash.
 //
 // Link address: the endpoint is the far end of the TAP "wire", so it must
 // not use the TAP device's own MAC (a bridge holding the TAP delivers frames
@@ -32,18 +56,32 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/songgao/water"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/mplsnode/mplsnode/internal/virtionet"
 )
 
-// DefaultReadBufferSize bounds a received frame. A TAP without IFF_VNET_HDR
-// gets frames of at most MTU + Ethernet header (+ VLAN tags); 64 KiB covers
-// any MTU a TAP can have.
-const DefaultReadBufferSize = 1 << 16
+// DefaultReadBufferSize bounds a received frame: a TCP GSO frame of up to
+// 64 KiB of IP packet, its Ethernet header, a VLAN tag and the virtio-net
+// header, with room to spare. Without offloads frames are at most MTU +
+// Ethernet header (+ VLAN tags).
+const DefaultReadBufferSize = 1<<16 + 256
+
+// DefaultRecvBatch is the most frames a queue delivers before it calls
+// EndBatch.
+const DefaultRecvBatch = 64
+
+// MaxQueues bounds Options.Queues (the kernel's MAX_TAP_QUEUES is 256).
+const MaxQueues = 256
+
+// tunOffloads are the offloads TUNSETOFFLOAD enables: the kernel may hand
+// us partial checksums and TCP GSO frames (not ECN-marked GSO, not UDP GSO:
+// those it segments itself first).
+const tunOffloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
 
 // Options configures New.
 type Options struct {
@@ -62,24 +100,52 @@ type Options struct {
 	// address). Empty means a random locally administered unicast MAC.
 	LinkAddress tcpip.LinkAddress
 
-	// ReadBufferSize bounds received frames; longer ones are truncated by
-	// the kernel and dropped (Stats.RXTruncated). 0 means
+	// ReadBufferSize bounds received frames (virtio-net header included);
+	// longer ones are dropped (Stats.RXTruncated). 0 means
 	// DefaultReadBufferSize.
 	ReadBufferSize int
+
+	// RecvBatch is the most frames a queue delivers between two EndBatch
+	// calls. 0 means DefaultRecvBatch.
+	RecvBatch int
+
+	// Queues is the number of queues (IFF_MULTI_QUEUE when more than one),
+	// each with its own file and receive goroutine. 0 or 1 means one queue
+	// on a single-queue device.
+	Queues int
+
+	// NoOffloads opens the device without IFF_VNET_HDR: no virtio-net
+	// header, the kernel segments and checksums every frame before the TAP,
+	// and GSOFrames reports false.
+	NoOffloads bool
 }
 
-// Stats are the endpoint's counters.
+// Stats are the endpoint's counters, summed over its queues.
 type Stats struct {
-	// RXPackets and RXBytes count frames delivered upward.
+	// RXPackets and RXBytes count frames delivered upward (virtio-net
+	// headers not counted).
 	RXPackets, RXBytes uint64
+	// RXChecksumValidated counts delivered frames flagged NEEDS_CSUM
+	// (partial checksum) or DATA_VALID.
+	RXChecksumValidated uint64
+	// RXGSOFrames counts delivered frames the kernel handed over as GSO
+	// frames (longer than one segment).
+	RXGSOFrames uint64
 	// RXTruncated counts frames that filled the read buffer, dropped.
 	RXTruncated uint64
+	// RXShort counts reads too short to hold a virtio-net header and an
+	// Ethernet header, dropped.
+	RXShort uint64
 	// RXNotAttached counts frames read while no dispatcher was attached.
 	RXNotAttached uint64
 	// RXErrors counts failed reads.
 	RXErrors uint64
-	// TXPackets and TXBytes count frames written.
+	// TXPackets and TXBytes count frames written (virtio-net headers not
+	// counted).
 	TXPackets, TXBytes uint64
+	// TXGSOFrames counts frames written as GSO frames for the kernel to
+	// segment.
+	TXGSOFrames uint64
 	// TXErrors counts frames whose write failed; the error was returned from
 	// WritePackets.
 	TXErrors uint64
@@ -114,6 +180,8 @@ func opError(name string, err error) error {
 		err = &hintError{err, "no /dev/net/tun: load the tun module"}
 	case errors.Is(err, unix.EBUSY):
 		err = &hintError{err, fmt.Sprintf("%q exists and is not a free TAP", name)}
+	case errors.Is(err, unix.EINVAL) && name != "":
+		err = &hintError{err, fmt.Sprintf("%q may exist with other flags (single- or multi-queue, or not a TAP)", name)}
 	}
 	return &net.OpError{Op: "open", Net: "tap", Addr: Addr{name}, Err: err}
 }
@@ -121,10 +189,10 @@ func opError(name string, err error) error {
 // Endpoint is a stack.LinkEndpoint over a TAP device. Create it with New; it
 // is safe for concurrent use.
 type Endpoint struct {
-	name string
-	file *os.File
-	rc   syscall.RawConn
-	mtu  atomic.Uint32
+	name   string
+	queues []*queue
+	vnet   bool // IFF_VNET_HDR: a virtio-net header before every frame
+	mtu    atomic.Uint32
 
 	mu         sync.RWMutex
 	dispatcher stack.NetworkDispatcher
@@ -132,23 +200,34 @@ type Endpoint struct {
 	started    bool
 	onClose    func()
 
-	// Receive state, touched only by the receive goroutine.
-	rxBuf  []byte
-	rxN    int
-	rxErr  unix.Errno
-	readFn func(fd uintptr) bool
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// queue is one file of the device with its receive and send state.
+type queue struct {
+	ep   *Endpoint
+	file *os.File
+	rc   syscall.RawConn
+
+	// Receive state, touched only by the queue's goroutine.
+	rxBuf     []byte
+	rxN       int
+	rxErr     unix.Errno
+	rxPending int  // frames delivered since the last EndBatch
+	rxDrained bool // the last read found the device empty
+	rxBatch   int
+	readFn    func(fd uintptr) bool
 
 	// Send state, under txMu.
 	txMu    sync.Mutex
 	txIovs  []unix.Iovec
+	txVnet  [virtionet.HdrLen]byte
 	txErr   unix.Errno
 	writeFn func(fd uintptr) bool
 
-	rxPackets, rxBytes, rxTrunc, rxNoDisp, rxErrors atomic.Uint64
-	txPackets, txBytes, txErrors                    atomic.Uint64
-
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	rxPackets, rxBytes, rxCsum, rxGSO, rxTrunc, rxShort, rxNoDisp, rxErrors atomic.Uint64
+	txPackets, txBytes, txGSO, txErrors                                     atomic.Uint64
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
@@ -159,35 +238,64 @@ var _ stack.LinkEndpoint = (*Endpoint)(nil)
 // Errors are *net.OpError values wrapping the underlying error, so
 // errors.Is(err, syscall.EPERM) works when CAP_NET_ADMIN is missing.
 func New(opts Options) (*Endpoint, error) {
-	if opts.ReadBufferSize < 0 {
-		return nil, fmt.Errorf("tap: negative ReadBufferSize %d", opts.ReadBufferSize)
+	if opts.ReadBufferSize < 0 || opts.RecvBatch < 0 || opts.Queues < 0 || opts.Queues > MaxQueues {
+		return nil, fmt.Errorf("tap: ReadBufferSize (%d) and RecvBatch (%d) must not be negative, Queues (%d) must be 0..%d",
+			opts.ReadBufferSize, opts.RecvBatch, opts.Queues, MaxQueues)
 	}
 	if len(opts.Name) >= unix.IFNAMSIZ {
 		return nil, opError(opts.Name, unix.EINVAL)
 	}
-	ifce, err := water.New(water.Config{
-		DeviceType: water.TAP,
-		PlatformSpecificParams: water.PlatformSpecificParams{
-			Name:    opts.Name,
-			Persist: opts.Persist,
-		},
-	})
-	if err != nil {
-		return nil, opError(opts.Name, err)
+	nq := max(opts.Queues, 1)
+	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
+	if !opts.NoOffloads {
+		flags |= unix.IFF_VNET_HDR
 	}
-	f, ok := ifce.ReadWriteCloser.(*os.File)
-	if !ok {
-		ifce.Close()
-		return nil, opError(opts.Name, fmt.Errorf("water returned %T, want *os.File", ifce.ReadWriteCloser))
+	if nq > 1 {
+		flags |= unix.IFF_MULTI_QUEUE
 	}
-	e := &Endpoint{name: ifce.Name(), file: f}
-	if e.rc, err = f.SyscallConn(); err != nil {
-		f.Close()
-		return nil, opError(e.name, err)
+	rbs := opts.ReadBufferSize
+	if rbs == 0 {
+		rbs = DefaultReadBufferSize
+	}
+	batch := opts.RecvBatch
+	if batch == 0 {
+		batch = DefaultRecvBatch
+	}
+	e := &Endpoint{name: opts.Name, vnet: !opts.NoOffloads}
+	for i := 0; i < nq; i++ {
+		f, name, err := openTUN(e.name, flags)
+		if err != nil {
+			e.closeFiles()
+			return nil, opError(e.name, err)
+		}
+		e.name = name // the kernel's choice when opts.Name was empty
+		q := &queue{ep: e, file: f, rxBuf: make([]byte, rbs), rxBatch: batch, txIovs: make([]unix.Iovec, 0, 16)}
+		q.readFn = q.read
+		q.writeFn = q.writev
+		e.queues = append(e.queues, q)
+		if q.rc, err = f.SyscallConn(); err != nil {
+			e.closeFiles()
+			return nil, opError(e.name, err)
+		}
+		if i > 0 {
+			continue
+		}
+		if e.vnet {
+			if err := ioctlInt(f, unix.TUNSETOFFLOAD, tunOffloads, "ioctl TUNSETOFFLOAD"); err != nil {
+				e.closeFiles()
+				return nil, opError(e.name, err)
+			}
+		}
+		if opts.Persist {
+			if err := ioctlInt(f, unix.TUNSETPERSIST, 1, "ioctl TUNSETPERSIST"); err != nil {
+				e.closeFiles()
+				return nil, opError(e.name, err)
+			}
+		}
 	}
 	mtu, err := bringUp(e.name)
 	if err != nil {
-		f.Close()
+		e.closeFiles()
 		return nil, opError(e.name, err)
 	}
 	if opts.MTU != 0 {
@@ -201,15 +309,47 @@ func New(opts Options) (*Endpoint, error) {
 		mac[0] = mac[0]&^1 | 2 // unicast, locally administered
 		e.addr = tcpip.LinkAddress(mac[:])
 	}
-	rbs := opts.ReadBufferSize
-	if rbs == 0 {
-		rbs = DefaultReadBufferSize
-	}
-	e.rxBuf = make([]byte, rbs)
-	e.txIovs = make([]unix.Iovec, 0, 16)
-	e.readFn = e.read
-	e.writeFn = e.writev
 	return e, nil
+}
+
+// openTUN opens /dev/net/tun non-blocking and attaches it (TUNSETIFF) to
+// the TAP name with flags; it returns the file and the device's name.
+func openTUN(name string, flags uint16) (*os.File, string, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, name, os.NewSyscallError("open /dev/net/tun", err)
+	}
+	req, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, name, err
+	}
+	req.SetUint16(flags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, req); err != nil {
+		unix.Close(fd)
+		return nil, name, os.NewSyscallError("ioctl TUNSETIFF", err)
+	}
+	// The fd is non-blocking, so os.NewFile registers it with the Go
+	// poller: the receive goroutine parks instead of holding a thread, and
+	// Close wakes it.
+	return os.NewFile(uintptr(fd), "/dev/net/tun"), req.Name(), nil
+}
+
+// ioctlInt issues an ioctl whose argument is a plain integer on f.
+func ioctlInt(f *os.File, req uint, v int, call string) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno error
+	if err := rc.Control(func(fd uintptr) {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, uintptr(req), uintptr(v)); e != 0 {
+			errno = os.NewSyscallError(call, e)
+		}
+	}); err != nil {
+		return err
+	}
+	return errno
 }
 
 // ifreq is struct ifreq: name, then a 24-byte union of which we use the
@@ -247,76 +387,143 @@ func bringUp(name string) (uint32, error) {
 	return uint32(*(*int32)(unsafe.Pointer(&r.union[0]))), nil
 }
 
-// read is the RawConn.Read callback: one frame.
-func (e *Endpoint) read(fd uintptr) bool {
+// read is the RawConn.Read callback: one frame, or, once frames were
+// delivered since the last EndBatch and the device is empty, true with
+// rxDrained set so that the loop can end the batch before it parks.
+func (q *queue) read(fd uintptr) bool {
 	for {
-		n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&e.rxBuf[0])), uintptr(len(e.rxBuf)))
+		n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&q.rxBuf[0])), uintptr(len(q.rxBuf)))
 		switch errno {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if q.rxPending > 0 {
+				q.rxDrained = true
+				return true
+			}
 			return false
 		}
-		e.rxN, e.rxErr = int(n), errno
+		q.rxN, q.rxErr = int(n), errno
 		return true
 	}
 }
 
 // rxLoop reads frames until the device is closed.
-func (e *Endpoint) rxLoop() {
+func (q *queue) rxLoop() {
+	e := q.ep
 	defer e.wg.Done()
+	hdrLen := 0
+	if e.vnet {
+		hdrLen = virtionet.HdrLen
+	}
 	for {
-		if err := e.rc.Read(e.readFn); err != nil {
+		q.rxDrained = false
+		if err := q.rc.Read(q.readFn); err != nil {
+			q.endBatch()
 			return // closed
 		}
+		if q.rxDrained {
+			q.endBatch()
+			continue
+		}
 		switch {
-		case e.rxErr != 0:
-			e.rxErrors.Add(1)
+		case q.rxErr != 0:
+			q.rxErrors.Add(1)
 			continue
-		case e.rxN >= len(e.rxBuf):
-			e.rxTrunc.Add(1)
+		case q.rxN >= len(q.rxBuf):
+			q.rxTrunc.Add(1)
 			continue
-		case e.rxN == 0:
+		case q.rxN < hdrLen+header.EthernetMinimumSize:
+			q.rxShort.Add(1)
 			continue
 		}
 		e.mu.RLock()
 		d := e.dispatcher
 		e.mu.RUnlock()
 		if d == nil {
-			e.rxNoDisp.Add(1)
+			q.rxNoDisp.Add(1)
 			continue
 		}
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(e.rxBuf[:e.rxN])})
+		frame := q.rxBuf[hdrLen:q.rxN]
+		validated := false
+		if e.vnet {
+			h := virtionet.Decode(q.rxBuf)
+			validated = h.Flags&(virtionet.FlagNeedsCsum|virtionet.FlagDataValid) != 0
+			if h.GSOType&^virtionet.GSOECN != virtionet.GSONone {
+				q.rxGSO.Add(1)
+			}
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+		pkt.RXChecksumValidated = validated
 		d.DeliverNetworkPacket(0, pkt)
 		pkt.DecRef()
-		e.rxPackets.Add(1)
-		e.rxBytes.Add(uint64(e.rxN))
+		q.rxPackets.Add(1)
+		q.rxBytes.Add(uint64(len(frame)))
+		if validated {
+			q.rxCsum.Add(1)
+		}
+		q.rxPending++
+		if q.rxPending >= q.rxBatch {
+			q.endBatch()
+		}
+	}
+}
+
+// endBatch tells the dispatcher, if it wants to know, that the frames
+// delivered since the last call are a batch.
+func (q *queue) endBatch() {
+	if q.rxPending == 0 {
+		return
+	}
+	q.rxPending = 0
+	q.ep.mu.RLock()
+	d := q.ep.dispatcher
+	q.ep.mu.RUnlock()
+	if be, ok := d.(interface{ EndBatch() }); ok {
+		be.EndBatch()
 	}
 }
 
 // writev is the RawConn.Write callback: one frame from txIovs.
-func (e *Endpoint) writev(fd uintptr) bool {
+func (q *queue) writev(fd uintptr) bool {
 	for {
-		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&e.txIovs[0])), uintptr(len(e.txIovs)))
+		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.txIovs[0])), uintptr(len(q.txIovs)))
 		switch errno {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return false
 		}
-		e.txErr = errno
+		q.txErr = errno
 		return true
 	}
 }
 
 // WritePackets implements stack.LinkWriter.WritePackets: each packet is
-// written as one frame with one writev.
+// written as one frame with one writev, on the queue the first packet's
+// hash selects. With offloads a TCP GSO packet leaves as one GSO frame
+// (see the package doc).
 func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
-	e.txMu.Lock()
-	defer e.txMu.Unlock()
+	s := pkts.AsSlice()
+	if len(s) == 0 {
+		return 0, nil
+	}
+	q := e.queues[s[0].Hash%uint32(len(e.queues))]
+	q.txMu.Lock()
+	defer q.txMu.Unlock()
 	sent := 0
-	for _, pkt := range pkts.AsSlice() {
-		e.txIovs = e.txIovs[:0]
+	for _, pkt := range s {
+		q.txIovs = q.txIovs[:0]
+		gso := false
+		if e.vnet {
+			h := virtionet.ForPacket(pkt)
+			gso = h.GSOType != virtionet.GSONone
+			h.Encode(q.txVnet[:])
+			var iov unix.Iovec
+			iov.Base = &q.txVnet[0]
+			iov.SetLen(virtionet.HdrLen)
+			q.txIovs = append(q.txIovs, iov)
+		}
 		size := 0
 		vl, off := pkt.AsViewList()
 		for v := vl.Front(); v != nil; v = v.Next() {
@@ -330,43 +537,59 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			var iov unix.Iovec
 			iov.Base = &b[0]
 			iov.SetLen(len(b))
-			e.txIovs = append(e.txIovs, iov)
+			q.txIovs = append(q.txIovs, iov)
 			size += len(b)
 		}
 		if size == 0 {
 			sent++
 			continue
 		}
-		e.txErr = 0
-		err := e.rc.Write(e.writeFn)
-		clear(e.txIovs)
+		q.txErr = 0
+		err := q.rc.Write(q.writeFn)
+		clear(q.txIovs)
 		if err != nil {
 			return sent, &tcpip.ErrClosedForSend{}
 		}
-		if e.txErr != 0 {
-			e.txErrors.Add(1)
-			return sent, tcpip.TranslateErrno(e.txErr)
+		if q.txErr != 0 {
+			q.txErrors.Add(1)
+			return sent, tcpip.TranslateErrno(q.txErr)
 		}
 		sent++
-		e.txPackets.Add(1)
-		e.txBytes.Add(uint64(size))
+		q.txPackets.Add(1)
+		q.txBytes.Add(uint64(size))
+		if gso {
+			q.txGSO.Add(1)
+		}
 	}
 	return sent, nil
 }
 
-// Stats returns the endpoint's counters.
+// Stats returns the endpoint's counters, summed over its queues.
 func (e *Endpoint) Stats() Stats {
-	return Stats{
-		RXPackets:     e.rxPackets.Load(),
-		RXBytes:       e.rxBytes.Load(),
-		RXTruncated:   e.rxTrunc.Load(),
-		RXNotAttached: e.rxNoDisp.Load(),
-		RXErrors:      e.rxErrors.Load(),
-		TXPackets:     e.txPackets.Load(),
-		TXBytes:       e.txBytes.Load(),
-		TXErrors:      e.txErrors.Load(),
+	var s Stats
+	for _, q := range e.queues {
+		s.RXPackets += q.rxPackets.Load()
+		s.RXBytes += q.rxBytes.Load()
+		s.RXChecksumValidated += q.rxCsum.Load()
+		s.RXGSOFrames += q.rxGSO.Load()
+		s.RXTruncated += q.rxTrunc.Load()
+		s.RXShort += q.rxShort.Load()
+		s.RXNotAttached += q.rxNoDisp.Load()
+		s.RXErrors += q.rxErrors.Load()
+		s.TXPackets += q.txPackets.Load()
+		s.TXBytes += q.txBytes.Load()
+		s.TXGSOFrames += q.txGSO.Load()
+		s.TXErrors += q.txErrors.Load()
 	}
+	return s
 }
+
+// GSOFrames reports whether WritePackets sends TCP GSO packets as single
+// frames for the kernel to segment (offloads on; see docs/CONTRACTS.md).
+func (e *Endpoint) GSOFrames() bool { return e.vnet }
+
+// Queues returns the number of queues.
+func (e *Endpoint) Queues() int { return len(e.queues) }
 
 // Name returns the TAP device's name.
 func (e *Endpoint) Name() string { return e.name }
@@ -401,7 +624,7 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
 // Attach implements stack.LinkEndpoint.Attach. The first non-nil dispatcher
-// starts the receive goroutine; it runs until Close. With a nil dispatcher
+// starts one receive goroutine per queue; they run until Close. With a nil dispatcher
 // frames are counted in Stats.RXNotAttached and dropped.
 func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 	e.mu.Lock()
@@ -411,8 +634,10 @@ func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 		return
 	}
 	e.started = true
-	e.wg.Add(1)
-	go e.rxLoop()
+	for _, q := range e.queues {
+		e.wg.Add(1)
+		go q.rxLoop()
+	}
 }
 
 // IsAttached implements stack.LinkEndpoint.IsAttached.
@@ -423,7 +648,7 @@ func (e *Endpoint) IsAttached() bool {
 }
 
 // Wait implements stack.LinkEndpoint.Wait: it returns once the receive
-// goroutine has stopped (after Close).
+// goroutines have stopped (after Close).
 func (e *Endpoint) Wait() { e.wg.Wait() }
 
 // ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
@@ -442,14 +667,14 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 	e.onClose = f
 }
 
-// Close implements stack.LinkEndpoint.Close: it closes the TAP file (the
-// device goes unless Options.Persist), stopping the receive goroutine, and
+// Close implements stack.LinkEndpoint.Close: it closes the TAP files (the
+// device goes unless Options.Persist), stopping the receive goroutines, and
 // runs the on-close action. Safe to call more than once.
 func (e *Endpoint) Close() {
 	first := false
 	e.closeOnce.Do(func() {
 		first = true
-		e.file.Close()
+		e.closeFiles()
 	})
 	if !first {
 		return
@@ -462,5 +687,11 @@ func (e *Endpoint) Close() {
 	e.mu.RUnlock()
 	if f != nil {
 		f()
+	}
+}
+
+func (e *Endpoint) closeFiles() {
+	for _, q := range e.queues {
+		q.file.Close()
 	}
 }
