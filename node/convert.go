@@ -63,6 +63,8 @@ func convert(cfg *config.Config) (*converted, error) {
 		switch l.Type {
 		case config.LinkTAP:
 			sl.Kind = stack.LinkTAP
+		case config.LinkXDP:
+			sl.Kind = stack.LinkXDP
 		default:
 			sl.Kind = stack.LinkAFPacket
 		}
