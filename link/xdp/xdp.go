@@ -205,7 +205,10 @@ type queue struct {
 	readFn     func(fd uintptr) bool
 
 	// Send state, under txMu; closed stops sending before the memory goes.
-	txMu     sync.Mutex
+	// txProducer is the TX ring's shared producer index (see
+	// ringProducer).
+	txProducer *uint32
+	txMu       sync.Mutex
 	txClosed bool
 	released bool
 
@@ -301,7 +304,7 @@ func openQueue(e *Endpoint, id int, nFrames, frameSize uint32) (*queue, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	q := &queue{ep: e, id: id, fd: fd, cb: cb}
+	q := &queue{ep: e, id: id, fd: fd, cb: cb, txProducer: ringProducer(&cb.TX)}
 	q.readFn = q.peek
 	// Copy mode (a veth has no zero-copy), no need-wakeup flags: every
 	// send kicks the kernel.
@@ -491,7 +494,10 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			cb.TX.Set(idx+uint32(i), unix.XDPDesc{Addr: addr, Len: uint32(off)})
 			bytes += uint64(off)
 		}
-		cb.TX.Notify()
+		// Publish the descriptors (what TXQueue.Notify does, without its
+		// kick, which allocates an error whenever the kernel says "more
+		// to do"): kick below.
+		atomic.StoreUint32(q.txProducer, idx+uint32(k))
 		cb.UMEM.Unlock()
 		q.kick(k)
 		q.txPackets.Add(uint64(k))
@@ -525,6 +531,14 @@ func (q *queue) kick(n int) {
 			return
 		}
 	}
+}
+
+// ringProducer returns the address of the TX ring's producer index, shared
+// with the kernel. pkg/xdp keeps it in an unexported field (an
+// atomicbitops.Uint32: the uint32 itself, no padding); it is found by
+// reflection once, at open.
+func ringProducer(tq *gxdp.TXQueue) *uint32 {
+	return (*uint32)(unsafe.Pointer(reflect.ValueOf(tq).Elem().FieldByName("producer").Pointer()))
 }
 
 // kernelStats reads the socket's XDP_STATISTICS.
