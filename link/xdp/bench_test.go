@@ -36,7 +36,7 @@ func (d *countingDispatcher) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *
 	d.frames.Add(1)
 }
 func (d *countingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
-func (d *countingDispatcher) EndBatch()                                                       { d.batches.Add(1) }
+func (d *countingDispatcher) EndBatch()                                                          { d.batches.Add(1) }
 
 // BenchmarkRX has the kernel in ns b send 64-byte frames into the veth
 // (one write each on a packet socket) and measures the AF_XDP endpoint's

@@ -209,8 +209,8 @@ type queue struct {
 	// ringProducer).
 	txProducer *uint32
 	txMu       sync.Mutex
-	txClosed bool
-	released bool
+	txClosed   bool
+	released   bool
 
 	rxPackets, rxBytes, rxPartial, rxNoDisp   atomic.Uint64
 	txPackets, txBytes, txDrops, txBig, txErr atomic.Uint64
