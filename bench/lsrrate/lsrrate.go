@@ -18,6 +18,8 @@
 //     for 200 (`-f mpls route add 100 as to 200 via inet 10.77.2.2`). The
 //     frames are label 100 (S=1, TTL 64) over IPv4/UDP to 10.77.3.9. The
 //     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP.
+//   - mplsnode-swap-xdp: the same with the LSR's links on AF_XDP (link
+//     type xdp: an XDP program hands every frame of the veth to mplsnode).
 //   - kernel-ipfwd: no mplsnode; the kernel in the LSR namespace holds the
 //     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
 //     sink. The frames are the same IPv4/UDP packets without the label,
@@ -73,7 +75,20 @@ const (
 	ConfigMPLSNode = "mplsnode-swap"
 	// ConfigKernel is the Linux kernel IP-forwarding in the LSR namespace.
 	ConfigKernel = "kernel-ipfwd"
+	// ConfigMPLSNodeXDP is ConfigMPLSNode with the LSR's links on AF_XDP
+	// (link type xdp).
+	ConfigMPLSNodeXDP = "mplsnode-swap-xdp"
 )
+
+// nodeLinkTypes gives the LSR's link type of each mplsnode configuration:
+// one configuration per link type measured.
+var nodeLinkTypes = map[string]string{
+	ConfigMPLSNode:    "afpacket",
+	ConfigMPLSNodeXDP: "xdp",
+}
+
+// configs are the configurations Run measures, in order.
+var configs = []string{ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigKernel}
 
 // Defaults for zero Options fields.
 const (
@@ -106,8 +121,8 @@ type Options struct {
 
 // Result is one measurement: one configuration at one frame size.
 type Result struct {
-	// Config is ConfigMPLSNode ("mplsnode-swap") or ConfigKernel
-	// ("kernel-ipfwd").
+	// Config is ConfigMPLSNode ("mplsnode-swap"), ConfigMPLSNodeXDP
+	// ("mplsnode-swap-xdp") or ConfigKernel ("kernel-ipfwd").
 	Config string
 	// FrameSize is the Ethernet frame size without FCS.
 	FrameSize int
@@ -170,7 +185,8 @@ type hooks struct {
 	sinkRX func(config string, size int, rx uint64)
 }
 
-// Run measures each configuration (mplsnode-swap, then kernel-ipfwd) at
+// Run measures each configuration (mplsnode-swap, mplsnode-swap-xdp, then
+// kernel-ipfwd) at
 // each of opts.FrameSizes and returns one Result per pair, in that order.
 // On error it returns the results measured so far and the error. Run needs
 // root; everything it creates is removed before it returns.
@@ -183,7 +199,7 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 		return nil, err
 	}
 	var results []Result
-	for _, cfg := range []string{ConfigMPLSNode, ConfigKernel} {
+	for _, cfg := range configs {
 		rs, err := runConfig(ctx, &opts, cfg, h)
 		results = append(results, rs...)
 		if err != nil {
@@ -260,9 +276,9 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	var filter = ipv4UDPFilter(dstIP)
 	var wantLabel uint32
 	switch cfg {
-	case ConfigMPLSNode:
+	case ConfigMPLSNode, ConfigMPLSNodeXDP:
 		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
-		fw, err = startMPLSNode(ctx, opts.Bin, t)
+		fw, err = startMPLSNode(ctx, opts.Bin, t, nodeLinkTypes[cfg])
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel

@@ -184,21 +184,22 @@ type mplsnodeForwarder struct {
 	base   *nodeReport // counters at the last mark
 }
 
-// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink.
-func lsrConfig(t *topology) string {
+// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink,
+// on links of linkType (afpacket or xdp).
+func lsrConfig(t *topology, linkType string) string {
 	return fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
-link add %s type afpacket
-link add %s type afpacket
+link add %s type %s
+link add %s type %s
 addr add %s dev %s
 addr add %s dev %s
 -f mpls route add %d as to %d via inet %s dev %s
-`, inLabel, outLabel, t.lsrIn, t.lsrOut, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
+`, inLabel, outLabel, t.lsrIn, linkType, t.lsrOut, linkType, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
 		inLabel, outLabel, sinkIP, t.lsrOut)
 }
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
 // namespace, and returns once its control socket answers.
-func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, err error) {
+func startMPLSNode(ctx context.Context, bin string, t *topology, linkType string) (fw forwarder, err error) {
 	dir, err := os.MkdirTemp("", "lsrrate-")
 	if err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, 
 		}
 	}()
 	conf := filepath.Join(dir, "lsr.conf")
-	if err := os.WriteFile(conf, []byte(lsrConfig(t)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(lsrConfig(t, linkType)), 0o600); err != nil {
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.

@@ -372,9 +372,20 @@ func (q *queue) rxLoop() {
 		if err := q.rc.Read(q.readFn); err != nil {
 			return // closed
 		}
-		q.deliver(q.rxN, q.rxIdx)
+		// Chunks, so that frames go back to the fill ring while the rest
+		// of a long ring is delivered.
+		for n, idx := q.rxN, q.rxIdx; n > 0; {
+			k := min(n, rxChunk)
+			q.deliver(k, idx)
+			n -= k
+			idx += k
+		}
 	}
 }
+
+// rxChunk is the most frames delivered between two refills of the fill
+// ring (and two EndBatch calls).
+const rxChunk = 64
 
 // BatchDispatcher is a dispatcher that wants to know where a receive batch
 // ends (link/mplsendpoint): the endpoint calls EndBatch after delivering
