@@ -173,6 +173,7 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		ratio("5/4 (labels cost nothing)", "5", "4", 0.95),
 		ratio("5/3 (ahead of stock netstack)", "5", "3", 5),
 		ratio("5/2 (ahead of the kernel segmenting per frame)", "5", "2", 1.0),
+		ratio("7/5 (TAP near AF_PACKET)", "7", "5", 0.9),
 	}
 	// LSR: per frame size, mplsnode's swap rate over the kernel's IP
 	// forwarding rate.
