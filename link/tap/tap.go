@@ -75,6 +75,10 @@ const DefaultReadBufferSize = 1<<16 + 256
 // EndBatch.
 const DefaultRecvBatch = 64
 
+// readsPerWake is the number of frames one wake-up of a queue's goroutine
+// reads (one read each) before it delivers them.
+const readsPerWake = 16
+
 // MaxQueues bounds Options.Queues (the kernel's MAX_TAP_QUEUES is 256).
 const MaxQueues = 256
 
@@ -210,19 +214,25 @@ type queue struct {
 	file *os.File
 	rc   syscall.RawConn
 
-	// Receive state, touched only by the queue's goroutine.
-	rxBuf     []byte
-	rxN       int
-	rxErr     unix.Errno
-	rxPending int  // frames delivered since the last EndBatch
-	rxDrained bool // the last read found the device empty
+	// Receive state, touched only by the queue's goroutine: one read
+	// callback fills up to len(rxBufs) buffers.
+	rxBufs    [][]byte
+	rxLens    []int
+	rxN       int        // buffers filled by the last callback
+	rxErr     unix.Errno // the error that ended the last callback, if any
+	rxPending int        // frames delivered since the last EndBatch
+	rxDrained bool       // the last callback found the device empty
 	rxBatch   int
 	readFn    func(fd uintptr) bool
 
-	// Send state, under txMu.
+	// Send state, under txMu: a batch's iovecs, each frame's first iovec
+	// and virtio-net header; txDone frames of txCount written so far.
 	txMu    sync.Mutex
 	txIovs  []unix.Iovec
-	txVnet  [virtionet.HdrLen]byte
+	txFirst []int
+	txVnet  [][virtionet.HdrLen]byte
+	txCount int
+	txDone  int
 	txErr   unix.Errno
 	writeFn func(fd uintptr) bool
 
@@ -269,7 +279,10 @@ func New(opts Options) (*Endpoint, error) {
 			return nil, opError(e.name, err)
 		}
 		e.name = name // the kernel's choice when opts.Name was empty
-		q := &queue{ep: e, file: f, rxBuf: make([]byte, rbs), rxBatch: batch, txIovs: make([]unix.Iovec, 0, 16)}
+		q := &queue{ep: e, file: f, rxBatch: batch, rxLens: make([]int, readsPerWake)}
+		for range readsPerWake {
+			q.rxBufs = append(q.rxBufs, make([]byte, rbs))
+		}
 		q.readFn = q.read
 		q.writeFn = q.writev
 		e.queues = append(e.queues, q)
@@ -387,67 +400,84 @@ func bringUp(name string) (uint32, error) {
 	return uint32(*(*int32)(unsafe.Pointer(&r.union[0]))), nil
 }
 
-// read is the RawConn.Read callback: one frame, or, once frames were
-// delivered since the last EndBatch and the device is empty, true with
-// rxDrained set so that the loop can end the batch before it parks.
+// read is the RawConn.Read callback: up to len(rxBufs) frames, one read
+// each. It waits (false) only when the device is empty and nothing is
+// pending; when frames were delivered since the last EndBatch it returns
+// with rxDrained set instead, so that the loop ends the batch first.
 func (q *queue) read(fd uintptr) bool {
-	for {
-		n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&q.rxBuf[0])), uintptr(len(q.rxBuf)))
+	for q.rxN < len(q.rxBufs) {
+		b := q.rxBufs[q.rxN]
+		n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		switch errno {
+		case 0:
+			q.rxLens[q.rxN] = int(n)
+			q.rxN++
+			continue
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			if q.rxPending > 0 {
+			if q.rxN > 0 || q.rxPending > 0 {
 				q.rxDrained = true
 				return true
 			}
 			return false
 		}
-		q.rxN, q.rxErr = int(n), errno
+		q.rxErr = errno
 		return true
 	}
+	return true
 }
 
 // rxLoop reads frames until the device is closed.
 func (q *queue) rxLoop() {
 	e := q.ep
 	defer e.wg.Done()
+	for {
+		q.rxN, q.rxErr, q.rxDrained = 0, 0, false
+		err := q.rc.Read(q.readFn)
+		q.deliver()
+		if err != nil {
+			q.endBatch()
+			return // closed
+		}
+		if q.rxErr != 0 {
+			q.rxErrors.Add(1)
+		}
+		if q.rxDrained || q.rxPending >= q.rxBatch {
+			q.endBatch()
+		}
+	}
+}
+
+// deliver hands the rxN frames read to the dispatcher.
+func (q *queue) deliver() {
+	e := q.ep
 	hdrLen := 0
 	if e.vnet {
 		hdrLen = virtionet.HdrLen
 	}
-	for {
-		q.rxDrained = false
-		if err := q.rc.Read(q.readFn); err != nil {
-			q.endBatch()
-			return // closed
-		}
-		if q.rxDrained {
-			q.endBatch()
-			continue
-		}
+	e.mu.RLock()
+	d := e.dispatcher
+	e.mu.RUnlock()
+	for i := 0; i < q.rxN; i++ {
+		buf, n := q.rxBufs[i], q.rxLens[i]
 		switch {
-		case q.rxErr != 0:
-			q.rxErrors.Add(1)
-			continue
-		case q.rxN >= len(q.rxBuf):
+		case n >= len(buf):
 			q.rxTrunc.Add(1)
 			continue
-		case q.rxN < hdrLen+header.EthernetMinimumSize:
+		case n == 0:
+			continue
+		case n < hdrLen+header.EthernetMinimumSize:
 			q.rxShort.Add(1)
 			continue
-		}
-		e.mu.RLock()
-		d := e.dispatcher
-		e.mu.RUnlock()
-		if d == nil {
+		case d == nil:
 			q.rxNoDisp.Add(1)
 			continue
 		}
-		frame := q.rxBuf[hdrLen:q.rxN]
+		frame := buf[hdrLen:n]
 		validated := false
 		if e.vnet {
-			h := virtionet.Decode(q.rxBuf)
+			h := virtionet.Decode(buf)
 			validated = h.Flags&(virtionet.FlagNeedsCsum|virtionet.FlagDataValid) != 0
 			if h.GSOType&^virtionet.GSOECN != virtionet.GSONone {
 				q.rxGSO.Add(1)
@@ -463,9 +493,6 @@ func (q *queue) rxLoop() {
 			q.rxCsum.Add(1)
 		}
 		q.rxPending++
-		if q.rxPending >= q.rxBatch {
-			q.endBatch()
-		}
 	}
 }
 
@@ -484,19 +511,29 @@ func (q *queue) endBatch() {
 	}
 }
 
-// writev is the RawConn.Write callback: one frame from txIovs.
+// writev is the RawConn.Write callback: one writev per frame of the batch,
+// from txDone on, until all are written, one fails, or the device says
+// EAGAIN (false: wait until it is writable).
 func (q *queue) writev(fd uintptr) bool {
-	for {
-		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.txIovs[0])), uintptr(len(q.txIovs)))
+	for q.txDone < q.txCount {
+		first := q.txFirst[q.txDone]
+		end := len(q.txIovs)
+		if q.txDone+1 < q.txCount {
+			end = q.txFirst[q.txDone+1]
+		}
+		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.txIovs[first])), uintptr(end-first))
 		switch errno {
+		case 0:
+			q.txDone++
 		case unix.EINTR:
-			continue
 		case unix.EAGAIN:
 			return false
+		default:
+			q.txErr = errno
+			return true
 		}
-		q.txErr = errno
-		return true
 	}
+	return true
 }
 
 // WritePackets implements stack.LinkWriter.WritePackets: each packet is
@@ -511,20 +548,24 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	q := e.queues[s[0].Hash%uint32(len(e.queues))]
 	q.txMu.Lock()
 	defer q.txMu.Unlock()
-	sent := 0
-	for _, pkt := range s {
-		q.txIovs = q.txIovs[:0]
-		gso := false
+	if e.vnet && len(q.txVnet) < len(s) {
+		q.txVnet = make([][virtionet.HdrLen]byte, len(s))
+	}
+	q.txIovs, q.txFirst = q.txIovs[:0], q.txFirst[:0]
+	var bytes, gso uint64
+	for i, pkt := range s {
+		q.txFirst = append(q.txFirst, len(q.txIovs))
 		if e.vnet {
 			h := virtionet.ForPacket(pkt)
-			gso = h.GSOType != virtionet.GSONone
-			h.Encode(q.txVnet[:])
+			if h.GSOType != virtionet.GSONone {
+				gso++
+			}
+			h.Encode(q.txVnet[i][:])
 			var iov unix.Iovec
-			iov.Base = &q.txVnet[0]
+			iov.Base = &q.txVnet[i][0]
 			iov.SetLen(virtionet.HdrLen)
 			q.txIovs = append(q.txIovs, iov)
 		}
-		size := 0
 		vl, off := pkt.AsViewList()
 		for v := vl.Front(); v != nil; v = v.Next() {
 			b := v.AsSlice()
@@ -538,30 +579,27 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			iov.Base = &b[0]
 			iov.SetLen(len(b))
 			q.txIovs = append(q.txIovs, iov)
-			size += len(b)
-		}
-		if size == 0 {
-			sent++
-			continue
-		}
-		q.txErr = 0
-		err := q.rc.Write(q.writeFn)
-		clear(q.txIovs)
-		if err != nil {
-			return sent, &tcpip.ErrClosedForSend{}
-		}
-		if q.txErr != 0 {
-			q.txErrors.Add(1)
-			return sent, tcpip.TranslateErrno(q.txErr)
-		}
-		sent++
-		q.txPackets.Add(1)
-		q.txBytes.Add(uint64(size))
-		if gso {
-			q.txGSO.Add(1)
+			bytes += uint64(len(b))
 		}
 	}
-	return sent, nil
+	q.txCount, q.txDone, q.txErr = len(s), 0, 0
+	err := q.rc.Write(q.writeFn)
+	// Views referenced by the iovecs stay alive through pkts until here.
+	clear(q.txIovs)
+	done := q.txDone
+	q.txPackets.Add(uint64(done))
+	if done == len(s) {
+		q.txBytes.Add(bytes)
+		q.txGSO.Add(gso)
+	}
+	if err != nil {
+		return done, &tcpip.ErrClosedForSend{}
+	}
+	if q.txErr != 0 {
+		q.txErrors.Add(1)
+		return done, tcpip.TranslateErrno(q.txErr)
+	}
+	return done, nil
 }
 
 // Stats returns the endpoint's counters, summed over its queues.
