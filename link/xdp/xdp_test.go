@@ -123,32 +123,50 @@ func TestTCPBothWays(t *testing.T) {
 	}
 }
 
-// TestCloseDetaches checks that Close leaves the interface as found: no XDP
-// program, and the kernel receives the interface's frames again (a ping
-// connection from ns b to a listener of ns a's kernel is accepted), and a
-// new endpoint can take the interface at once. Planted bug: Close without
-// prog.close (the program stays attached: ip link shows prog/xdp, and the
-// connection's SYN goes to the closed socket's queue, nowhere).
+// TestCloseDetaches checks what the program claims and that Close leaves
+// the interface as found. While the endpoint is open (and not attached),
+// the kernel of ns a holds an address on va but sees none of va's frames:
+// a TCP connection from ns b fails, and its frames (ARP requests) reached
+// the endpoint's dispatcher instead. After Close: no XDP program on va, the
+// same connection is accepted by ns a's kernel, and a new endpoint can
+// take the interface at once. Planted bug: Close without prog.close (the
+// program stays attached: ip link shows prog/xdp, and reopening fails with
+// EBUSY on the attach).
 func TestCloseDetaches(t *testing.T) {
 	tp := newTopo(t, xdp.Options{})
+	d := &countingDispatcher{}
+	tp.ep.Attach(d)
+	tp.a.MustExec("ip", "addr", "add", gvisorAddr.String(), "dev", tp.va)
+	ln := linktest.ListenIn(t, tp.a, gvisorAddr.Addr().String()+":5008")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dial := func(timeout time.Duration) error {
+		return tp.b.Run(func() error {
+			c, err := net.DialTimeout("tcp4", gvisorAddr.Addr().String()+":5008", timeout)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}
+	if err := dial(2 * time.Second); err == nil {
+		t.Error("with the program attached, the kernel in ns a took a TCP connection on va; want every frame at the socket")
+	}
+	if d.frames.Load() == 0 {
+		t.Errorf("no frame reached the endpoint while the kernel was dialled: %+v", tp.ep.Stats())
+	}
 	tp.ep.Close()
 	if out := tp.a.MustExec("ip", "link", "show", tp.va); strings.Contains(out, "prog/xdp") {
 		t.Errorf("after Close, ip link show %s: %q; want no XDP program", tp.va, out)
 	}
-	tp.a.MustExec("ip", "addr", "add", gvisorAddr.String(), "dev", tp.va)
-	ln := linktest.ListenIn(t, tp.a, gvisorAddr.Addr().String()+":5008")
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
-		}
-	}()
-	if err := tp.b.Run(func() error {
-		c, err := net.DialTimeout("tcp4", gvisorAddr.Addr().String()+":5008", 10*time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}); err != nil {
+	if err := dial(10 * time.Second); err != nil {
 		t.Errorf("after Close the kernel in ns a does not take a TCP connection: %v", err)
 	}
 	// A second endpoint can take the interface again.
