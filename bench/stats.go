@@ -177,7 +177,7 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 	}
 	// LSR: per frame size, mplsnode's swap rate over the kernel's IP
 	// forwarding rate.
-	sizes := map[int][2]float64{}
+	sizes := map[int][3]float64{}
 	var order []int
 	for _, r := range lsr {
 		v, seen := sizes[r.FrameSize]
@@ -189,6 +189,8 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 			v[0] = r.PPS
 		case "kernel-ipfwd":
 			v[1] = r.PPS
+		case "mplsnode-swap-xdp":
+			v[2] = r.PPS
 		}
 		sizes[r.FrameSize] = v
 	}
@@ -204,6 +206,14 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 			t.Met = t.Value >= 1.0
 		}
 		out = append(out, t)
+		if v[2] > 0 { // the AF_XDP link type: want twice the kernel
+			t := Target{Name: fmt.Sprintf("LSR pps on xdp / kernel IP forwarding, %d B", size), Op: ">=", Want: 2.0}
+			if v[1] > 0 {
+				t.Value, t.Available = v[2]/v[1], true
+				t.Met = t.Value >= 2.0
+			}
+			out = append(out, t)
+		}
 	}
 	rss := Target{Name: "peak RSS of each mplsnode (MiB)", Op: "<", Want: RSSLimitMiB}
 	for _, s := range sums {
