@@ -308,7 +308,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
+			return LowerStats{RXOverflow: st.RXOverflow, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
 		}
 	case LinkXDP:
 		ep, err := xdp.New(xdp.Options{Interface: l.Name, Queues: l.Queues, MTU: l.MTU})

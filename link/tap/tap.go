@@ -49,8 +49,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -135,6 +138,11 @@ type Stats struct {
 	// RXGSOFrames counts delivered frames the kernel handed over as GSO
 	// frames (longer than one segment).
 	RXGSOFrames uint64
+	// RXOverflow counts frames the kernel dropped because the device's
+	// queue towards us was full: the node did not read fast enough (the
+	// device's tx_dropped, read from /sys/class/net/NAME/statistics, opened
+	// at New; 0 where /sys did not show the device's network namespace).
+	RXOverflow uint64
 	// RXTruncated counts frames that filled the read buffer, dropped.
 	RXTruncated uint64
 	// RXShort counts reads too short to hold a virtio-net header and an
@@ -193,10 +201,11 @@ func opError(name string, err error) error {
 // Endpoint is a stack.LinkEndpoint over a TAP device. Create it with New; it
 // is safe for concurrent use.
 type Endpoint struct {
-	name   string
-	queues []*queue
-	vnet   bool // IFF_VNET_HDR: a virtio-net header before every frame
-	mtu    atomic.Uint32
+	name      string
+	txDropped *os.File // /sys/class/net/NAME/statistics/tx_dropped, or nil
+	queues    []*queue
+	vnet      bool // IFF_VNET_HDR: a virtio-net header before every frame
+	mtu       atomic.Uint32
 
 	mu         sync.RWMutex
 	dispatcher stack.NetworkDispatcher
@@ -315,6 +324,8 @@ func New(opts Options) (*Endpoint, error) {
 		mtu = opts.MTU
 	}
 	e.mtu.Store(mtu)
+	// The file stays bound to the device, whichever namespace later reads it.
+	e.txDropped, _ = os.Open("/sys/class/net/" + e.name + "/statistics/tx_dropped")
 	e.addr = opts.LinkAddress
 	if e.addr == "" {
 		var mac [6]byte
@@ -605,6 +616,12 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 // Stats returns the endpoint's counters, summed over its queues.
 func (e *Endpoint) Stats() Stats {
 	var s Stats
+	if f := e.txDropped; f != nil {
+		var b [24]byte
+		if n, err := f.ReadAt(b[:], 0); n > 0 && (err == nil || errors.Is(err, io.EOF)) {
+			s.RXOverflow, _ = strconv.ParseUint(strings.TrimSpace(string(b[:n])), 10, 64)
+		}
+	}
 	for _, q := range e.queues {
 		s.RXPackets += q.rxPackets.Load()
 		s.RXBytes += q.rxBytes.Load()
@@ -731,5 +748,8 @@ func (e *Endpoint) Close() {
 func (e *Endpoint) closeFiles() {
 	for _, q := range e.queues {
 		q.file.Close()
+	}
+	if e.txDropped != nil {
+		e.txDropped.Close()
 	}
 }
