@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -115,7 +116,7 @@ func (t LinkType) String() string {
 	return "LinkType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Link is `link add NAME type afpacket|tap|xdp [bridge BR] [mtu N] [queues N]`.
+// Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC] [mtu N] [queues N]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -126,6 +127,9 @@ type Link struct {
 	Bridge string
 	// MTU is the link MTU; 0 means take the interface's own.
 	MTU uint32
+	// Address, for LinkTAP, is the MAC of mplsnode's end of the TAP;
+	// nil means a random locally administered one.
+	Address net.HardwareAddr
 	// Queues is the number of queues (TAP: IFF_MULTI_QUEUE files; XDP: the
 	// interface's RX queues, one AF_XDP socket each); 0 means one. Only for
 	// LinkTAP and LinkXDP.
@@ -312,6 +316,9 @@ func (l Link) String() string {
 	s := "link add " + l.Name + " type " + l.Type.String()
 	if l.Bridge != "" {
 		s += " bridge " + l.Bridge
+	}
+	if l.Address != nil {
+		s += " address " + l.Address.String()
 	}
 	if l.MTU != 0 {
 		s += " mtu " + strconv.FormatUint(uint64(l.MTU), 10)

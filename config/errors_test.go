@@ -77,6 +77,8 @@ var errorCases = []struct {
 	{name: "link name too long", in: "link add averyveryverylongname type tap", pre: false, at: "node.conf:1:10", tok: "averyveryverylongname", msg: "longer than 15 bytes"},
 	{name: "link lo", in: "link add lo type afpacket", pre: false, at: "node.conf:1:10", tok: "lo", msg: "lo is the stack's own loopback; it needs no link add"},
 	{name: "link missing type", in: "link add virt01 mtu 1500", pre: false, at: "node.conf:1:25", tok: "", msg: "missing \"type afpacket\", \"type tap\" or \"type xdp\" in link virt01"},
+	{name: "address on afpacket", in: "link add virt01 type afpacket address 02:00:00:00:00:01", pre: false, at: "node.conf:1:31", tok: "address", msg: "address applies only to type tap"},
+	{name: "multicast address", in: "link add tap0 type tap address 03:00:00:00:00:01", pre: false, at: "node.conf:1:32", tok: "03:00:00:00:00:01", msg: "bad link address"},
 	{name: "queues on afpacket", in: "link add virt01 type afpacket queues 2", pre: false, at: "node.conf:1:31", tok: "queues", msg: "queues applies to type tap and type xdp links"},
 	{name: "queues zero", in: "link add virt01 type xdp queues 0", pre: false, at: "node.conf:1:33", tok: "0", msg: "bad number of queues \"0\"; expected a number from 1 to 256"},
 	{name: "link mtu", in: "link add virt01 type afpacket mtu 10", pre: false, at: "node.conf:1:35", tok: "10", msg: "bad link mtu \"10\""},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -323,7 +324,7 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu", "queues"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address"}
 
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
@@ -333,7 +334,7 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok, queuesTok token
+	var bridgeTok, queuesTok, addrTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
@@ -358,6 +359,14 @@ func (p *parser) link(pos Pos) {
 		case "mtu":
 			v, _ := p.number("link mtu", MinMTU, MaxMTU)
 			l.MTU = uint32(v)
+		case "address":
+			addrTok = t
+			mt := p.next("a MAC address such as 02:00:00:00:00:01")
+			mac, err := net.ParseMAC(mt.s)
+			if err != nil || len(mac) != 6 || mac[0]&1 != 0 {
+				p.fail(mt, "bad link address %q; expected a unicast Ethernet MAC such as 02:00:00:00:00:01", mt.s)
+			}
+			l.Address = mac
 		case "queues":
 			queuesTok = t
 			v, _ := p.number("number of queues", 1, MaxQueues)
@@ -371,6 +380,9 @@ func (p *parser) link(pos Pos) {
 	}
 	if l.Bridge != "" && l.Type != LinkTAP {
 		p.fail(bridgeTok, "bridge applies only to type tap; an %s link is already an interface", l.Type)
+	}
+	if l.Address != nil && l.Type != LinkTAP {
+		p.fail(addrTok, "address applies only to type tap (the MAC of mplsnode's end of the TAP); an %s link uses its interface's", l.Type)
 	}
 	if l.Queues != 0 && l.Type != LinkTAP && l.Type != LinkXDP {
 		p.fail(queuesTok, "queues applies to type tap and type xdp links")

@@ -31,6 +31,7 @@ func TestParseStatements(t *testing.T) {
 		{name: "link tap", in: "link add tap0 type tap", want: "link add tap0 type tap"},
 		{name: "link tap bridge mtu", in: "link add tap0 mtu 1500 type tap bridge br0", want: "link add tap0 type tap bridge br0 mtu 1500"},
 		{name: "link tap queues", in: "link add tap0 type tap queues 4", want: "link add tap0 type tap queues 4"},
+		{name: "link tap address", in: "link add tap0 address 02:00:00:00:00:0A type tap bridge br0", want: "link add tap0 type tap bridge br0 address 02:00:00:00:00:0a"},
 		{name: "link xdp queues", in: "ip link add virt10 type xdp queues 2 mtu 1500", want: "link add virt10 type xdp mtu 1500 queues 2"},
 		{name: "link xdp", in: "link add virt10 type xdp", want: "link add virt10 type xdp"},
 		{name: "addr v4", in: "addr add 10.9.0.1/16 dev virt12", want: "addr add 10.9.0.1/16 dev virt12"},

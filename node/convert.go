@@ -9,6 +9,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // Check runs the node's semantic checks on a parsed config without touching
@@ -59,7 +60,7 @@ func convert(cfg *config.Config) (*converted, error) {
 		c.gso = mplsendpoint.GSOEndpoint
 	}
 	for _, l := range cfg.Links {
-		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues}
+		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues, LinkAddress: tcpip.LinkAddress(l.Address)}
 		switch l.Type {
 		case config.LinkTAP:
 			sl.Kind = stack.LinkTAP

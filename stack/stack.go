@@ -80,6 +80,9 @@ type Link struct {
 	Endpoint gstack.LinkEndpoint
 	// Bridge, for LinkTAP, is a Linux bridge the TAP is added to.
 	Bridge string
+	// LinkAddress, for LinkTAP, is the MAC of the stack's end of the TAP;
+	// empty means a random locally administered one.
+	LinkAddress tcpip.LinkAddress
 	// MTU overrides the link MTU (the largest L2 payload); 0 keeps the
 	// interface's.
 	MTU uint32
