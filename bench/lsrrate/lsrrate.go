@@ -20,6 +20,9 @@
 //     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP.
 //   - mplsnode-swap-xdp: the same with the LSR's links on AF_XDP (link
 //     type xdp: an XDP program hands every frame of the veth to mplsnode).
+//   - mplsnode-swap-tap: the same with the LSR's links on TAPs, each in a
+//     Linux bridge with its veth; the TAP ends take the veths' MACs (the
+//     veths get others), so the generator's frames reach mplsnode.
 //   - kernel-ipfwd: no mplsnode; the kernel in the LSR namespace holds the
 //     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
 //     sink. The frames are the same IPv4/UDP packets without the label,
@@ -78,6 +81,9 @@ const (
 	// ConfigMPLSNodeXDP is ConfigMPLSNode with the LSR's links on AF_XDP
 	// (link type xdp).
 	ConfigMPLSNodeXDP = "mplsnode-swap-xdp"
+	// ConfigMPLSNodeTAP is ConfigMPLSNode with the LSR's links on TAPs, each
+	// in a Linux bridge with its veth (link type tap).
+	ConfigMPLSNodeTAP = "mplsnode-swap-tap"
 )
 
 // nodeLinkTypes gives the LSR's link type of each mplsnode configuration:
@@ -85,10 +91,11 @@ const (
 var nodeLinkTypes = map[string]string{
 	ConfigMPLSNode:    "afpacket",
 	ConfigMPLSNodeXDP: "xdp",
+	ConfigMPLSNodeTAP: "tap",
 }
 
 // configs are the configurations Run measures, in order.
-var configs = []string{ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigKernel}
+var configs = []string{ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigKernel}
 
 // Defaults for zero Options fields.
 const (
@@ -122,7 +129,8 @@ type Options struct {
 // Result is one measurement: one configuration at one frame size.
 type Result struct {
 	// Config is ConfigMPLSNode ("mplsnode-swap"), ConfigMPLSNodeXDP
-	// ("mplsnode-swap-xdp") or ConfigKernel ("kernel-ipfwd").
+	// ("mplsnode-swap-xdp"), ConfigMPLSNodeTAP ("mplsnode-swap-tap") or
+	// ConfigKernel ("kernel-ipfwd").
 	Config string
 	// FrameSize is the Ethernet frame size without FCS.
 	FrameSize int
@@ -185,8 +193,8 @@ type hooks struct {
 	sinkRX func(config string, size int, rx uint64)
 }
 
-// Run measures each configuration (mplsnode-swap, mplsnode-swap-xdp, then
-// kernel-ipfwd) at
+// Run measures each configuration (mplsnode-swap, mplsnode-swap-xdp,
+// mplsnode-swap-tap, then kernel-ipfwd) at
 // each of opts.FrameSizes and returns one Result per pair, in that order.
 // On error it returns the results measured so far and the error. Run needs
 // root; everything it creates is removed before it returns.
@@ -276,7 +284,12 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	var filter = ipv4UDPFilter(dstIP)
 	var wantLabel uint32
 	switch cfg {
-	case ConfigMPLSNode, ConfigMPLSNodeXDP:
+	case ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP:
+		if cfg == ConfigMPLSNodeTAP {
+			if err := t.bridgeForTAPs(); err != nil {
+				return nil, err
+			}
+		}
 		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
 		fw, err = startMPLSNode(ctx, opts.Bin, t, nodeLinkTypes[cfg])
 		spec.label = inLabel

@@ -21,6 +21,8 @@ import (
 type topology struct {
 	gen, lsr, sink                 *namespace
 	genDev, lsrIn, lsrOut, sinkDev string
+	// TAPs and bridges of mplsnode-swap-tap (bridgeForTAPs), else empty.
+	tapIn, tapOut, brIn, brOut string
 }
 
 // macString formats a MAC address for ip(8).
@@ -185,16 +187,51 @@ type mplsnodeForwarder struct {
 }
 
 // lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink,
-// on links of linkType (afpacket or xdp).
+// on links of linkType (afpacket, xdp, or tap: TAPs in the bridges of
+// bridgeForTAPs, with the veths' former MACs).
 func lsrConfig(t *topology, linkType string) string {
+	in, out := t.lsrIn, t.lsrOut
+	inLink, outLink := in+" type "+linkType, out+" type "+linkType
+	if linkType == "tap" {
+		in, out = t.tapIn, t.tapOut
+		inLink = fmt.Sprintf("%s type tap bridge %s address %s", in, t.brIn, macString(inMAC))
+		outLink = fmt.Sprintf("%s type tap bridge %s address %s", out, t.brOut, macString(outMAC))
+	}
 	return fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
-link add %s type %s
-link add %s type %s
+link add %s
+link add %s
 addr add %s dev %s
 addr add %s dev %s
 -f mpls route add %d as to %d via inet %s dev %s
-`, inLabel, outLabel, t.lsrIn, linkType, t.lsrOut, linkType, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
-		inLabel, outLabel, sinkIP, t.lsrOut)
+`, inLabel, outLabel, inLink, outLink, lsrInAddr, in, lsrOutAddr, out,
+		inLabel, outLabel, sinkIP, out)
+}
+
+// bridgeForTAPs makes the LSR's veths bridge ports for mplsnode's TAPs:
+// a bridge each, and other MACs for the veths, so that the generator's
+// frames (to inMAC) and the sink's (to outMAC) are forwarded to the TAPs
+// that take those MACs instead of being kept by the bridges.
+func (t *topology) bridgeForTAPs() error {
+	t.tapIn, t.tapOut = uniqueName("ti"), uniqueName("to")
+	t.brIn, t.brOut = uniqueName("bi"), uniqueName("bo")
+	for _, b := range []struct {
+		br, dev string
+		mac     [6]byte
+	}{{t.brIn, t.lsrIn, inMAC}, {t.brOut, t.lsrOut, outMAC}} {
+		other := b.mac
+		other[5] ^= 0x80
+		for _, args := range [][]string{
+			{"link", "add", b.br, "type", "bridge"},
+			{"link", "set", b.dev, "address", macString(other)},
+			{"link", "set", b.dev, "master", b.br},
+			{"link", "set", b.br, "up"},
+		} {
+			if _, err := t.lsr.ip(args...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
