@@ -82,7 +82,19 @@ func IsGSOFrame(pkt *stack.PacketBuffer) bool {
 	default:
 		return false
 	}
-	return pkt.Data().Size() > int(g.L3HdrLen)+header.TCPMinimumSize+int(g.MSS)
+	return pkt.Data().Size() > int(g.L3HdrLen)+tcpHeaderLen(pkt)+int(g.MSS)
+}
+
+// tcpHeaderLen returns the length of pkt's TCP header, options included
+// (the minimum when the data offset cannot be read).
+func tcpHeaderLen(pkt *stack.PacketBuffer) int {
+	l3 := int(pkt.GSOOptions.L3HdrLen)
+	if b, ok := pkt.Data().PullUp(l3 + header.TCPMinimumSize); ok {
+		if n := int(header.TCP(b[l3:]).DataOffset()); n >= header.TCPMinimumSize {
+			return n
+		}
+	}
+	return header.TCPMinimumSize
 }
 
 // ForPacket returns the header for pkt, a whole Ethernet frame: zero (a
@@ -98,10 +110,7 @@ func ForPacket(pkt *stack.PacketBuffer) Hdr {
 		typ = GSOTCPv6
 	}
 	l3 := header.EthernetMinimumSize + int(g.L3HdrLen)
-	tcpLen := header.TCPMinimumSize
-	if b, ok := pkt.Data().PullUp(int(g.L3HdrLen) + header.TCPMinimumSize); ok {
-		tcpLen = int(header.TCP(b[g.L3HdrLen:]).DataOffset())
-	}
+	tcpLen := tcpHeaderLen(pkt)
 	return Hdr{
 		Flags:      FlagNeedsCsum,
 		GSOType:    typ,
