@@ -36,9 +36,9 @@ func TestForPacket(t *testing.T) {
 	ForPacket(pkt).Encode(got[:])
 	want := []byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0}
 	binary.NativeEndian.PutUint16(want[2:], 14+20+32) // hdr_len
-	binary.NativeEndian.PutUint16(want[4:], 1000)      // gso_size
-	binary.NativeEndian.PutUint16(want[6:], 14+20)     // csum_start
-	binary.NativeEndian.PutUint16(want[8:], 16)        // csum_offset
+	binary.NativeEndian.PutUint16(want[4:], 1000)     // gso_size
+	binary.NativeEndian.PutUint16(want[6:], 14+20)    // csum_start
+	binary.NativeEndian.PutUint16(want[8:], 16)       // csum_offset
 	if !bytes.Equal(got[:], want) {
 		t.Errorf("header % x, want % x", got, want)
 	}
