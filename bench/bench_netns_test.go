@@ -40,7 +40,7 @@ func TestBenchRoot(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/mplsnode/mplsnode/cmd/mplsnode").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
-	// Group 5 holds 5 and 5k (the LSR in XDP mode): four runs.
+	// Group 5 holds 5, 5x (AF_XDP links) and 5k (the LSR in XDP mode).
 	sel, err := bench.ParseSelection("1,3,5", bench.Configs())
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +72,9 @@ func TestBenchRoot(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
-	if len(doc.Runs) != 4 || len(res.Runs) != 4 {
-		t.Fatalf("results.json has %d runs, want 4\n%s", len(doc.Runs), progress.String())
+	// 1, 3, 5, 5x (5 on AF_XDP links) and 5k (the LSR in XDP mode).
+	if len(doc.Runs) != 5 || len(res.Runs) != 5 {
+		t.Fatalf("results.json has %d runs, want 5\n%s", len(doc.Runs), progress.String())
 	}
 	for _, r := range doc.Runs {
 		if !r.OK || r.Throughput <= 0 || r.Result == nil || r.Result.BytesSent == 0 {

@@ -55,12 +55,12 @@ func TestParseSelection(t *testing.T) {
 		want []string // selected row IDs, in order
 		lsr  bool
 	}{
-		{"1,5,8", []string{"1", "5", "5k", "8a", "8b"}, false},
+		{"1,5,8", []string{"1", "5", "5x", "5k", "8a", "8b"}, false},
 		{"5k", []string{"5k"}, false},
 		{"6b, 9c", []string{"6b", "9c"}, false},
 		{"9", []string{"9a", "9b", "9c", "9d", "9e", "9f"}, false},
 		{"10", nil, true},
-		{"5,10", []string{"5", "5k"}, true},
+		{"5,10", []string{"5", "5x", "5k"}, true},
 	} {
 		sel, err := bench.ParseSelection(tc.in, cfgs)
 		if err != nil {
@@ -115,11 +115,10 @@ func TestConfigsUnique(t *testing.T) {
 
 // sample returns configurations 2..5 with runs whose figures are known.
 func sample() ([]bench.Config, []bench.Run) {
-	// Configuration 5 without its XDP row (5k): the sample has 4 rows.
-	sel, _ := bench.ParseSelection("2,3,4", bench.Configs())
-	cfgs := sel.Filter(bench.Configs())
-	for _, c := range bench.Configs() {
-		if c.ID == "5" {
+	sel, _ := bench.ParseSelection("2,3,4,5", bench.Configs())
+	var cfgs []bench.Config
+	for _, c := range sel.Filter(bench.Configs()) {
+		if c.ID != "5x" && c.ID != "5k" { // 5 on another link type or in XDP mode: no runs here
 			cfgs = append(cfgs, c)
 		}
 	}

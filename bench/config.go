@@ -167,6 +167,9 @@ sysctl -w net.ipv4.ip_forward=1
 	ns1LabelBoth = ns1Pop + "route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev virt10\n"
 )
 
+// onXDP returns conf with its afpacket links on AF_XDP instead.
+func onXDP(conf string) string { return strings.ReplaceAll(conf, " type afpacket", " type xdp") }
+
 // The netserver's addresses in ns2.
 const (
 	hostPlain = "172.16.21.22"
@@ -184,6 +187,7 @@ func Configs() []Config {
 		{ID: "3", Group: 3, Name: "stock gVisor (fdbased, AF_PACKET), plain IP, no GSO", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientGVisor, Host: hostPlain},
 		{ID: "4", Group: 4, Name: "mplsnode ns0, no labels, kernel forwards in ns1", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
 		{ID: "5", Group: 5, Name: "mplsnode ns0 -> mplsnode LSR ns1 (pop) -> kernel, 1 label", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
+		{ID: "5x", Group: 5, Name: "as 5, AF_XDP links (link type xdp) in ns0 and ns1", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: onXDP(ns0Label), NS1Conf: onXDP(ns1Pop)},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "6b", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv6", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP6, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "5k", Group: 5, Name: "as 5, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21)", Test: netperf.TCPStream, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},

@@ -173,10 +173,11 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		ratio("5/4 (labels cost nothing)", "5", "4", 0.95),
 		ratio("5/3 (ahead of stock netstack)", "5", "3", 5),
 		ratio("5/2 (ahead of the kernel segmenting per frame)", "5", "2", 1.0),
+		ratio("7/5 (TAP near AF_PACKET)", "7", "5", 0.9),
 	}
 	// LSR: per frame size, mplsnode's swap rate over the kernel's IP
 	// forwarding rate.
-	sizes := map[int][3]float64{}
+	sizes := map[int][4]float64{}
 	var order []int
 	for _, r := range lsr {
 		v, seen := sizes[r.FrameSize]
@@ -188,8 +189,10 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 			v[0] = r.PPS
 		case "kernel-ipfwd":
 			v[1] = r.PPS
-		case "mplsnode-xdp-swap":
+		case "mplsnode-swap-xdp":
 			v[2] = r.PPS
+		case "mplsnode-xdp-fwd":
+			v[3] = r.PPS
 		}
 		sizes[r.FrameSize] = v
 	}
@@ -205,13 +208,21 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 			t.Met = t.Value >= 1.0
 		}
 		out = append(out, t)
-		if v[2] > 0 {
-			x := Target{Name: fmt.Sprintf("LSR pps with XDP / kernel IP forwarding, %d B", size), Op: ">=", Want: 3.0}
+		if v[2] > 0 { // the AF_XDP link type: want twice the kernel
+			t := Target{Name: fmt.Sprintf("LSR pps on xdp / kernel IP forwarding, %d B", size), Op: ">=", Want: 2.0}
 			if v[1] > 0 {
-				x.Value, x.Available = v[2]/v[1], true
-				x.Met = x.Value >= 3.0
+				t.Value, t.Available = v[2]/v[1], true
+				t.Met = t.Value >= 2.0
 			}
-			out = append(out, x)
+			out = append(out, t)
+		}
+		if v[3] > 0 { // the node's XDP label switch: want three times the kernel
+			t := Target{Name: fmt.Sprintf("LSR pps in-kernel (forward xdp) / kernel IP forwarding, %d B", size), Op: ">=", Want: 3.0}
+			if v[1] > 0 {
+				t.Value, t.Available = v[3]/v[1], true
+				t.Met = t.Value >= 3.0
+			}
+			out = append(out, t)
 		}
 	}
 	rss := Target{Name: "peak RSS of each mplsnode (MiB)", Op: "<", Want: RSSLimitMiB}

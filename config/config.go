@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -121,7 +122,13 @@ const (
 	LinkAFPacket LinkType = iota + 1
 	// LinkTAP creates (or opens) a TAP device.
 	LinkTAP
+	// LinkXDP attaches to an existing interface (a veth) with AF_XDP
+	// sockets and an XDP program that redirects its frames to them.
+	LinkXDP
 )
+
+// MaxQueues is the most queues a link may have.
+const MaxQueues = 256
 
 // String returns the config word for t.
 func (t LinkType) String() string {
@@ -130,11 +137,13 @@ func (t LinkType) String() string {
 		return "afpacket"
 	case LinkTAP:
 		return "tap"
+	case LinkXDP:
+		return "xdp"
 	}
 	return "LinkType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Link is `link add NAME type afpacket|tap [bridge BR] [mtu N]`.
+// Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC] [mtu N] [queues N]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -147,6 +156,13 @@ type Link struct {
 	MTU uint32
 	// MTUPos is where the MTU value is written; zero without mtu.
 	MTUPos Pos
+	// Address, for LinkTAP, is the MAC of mplsnode's end of the TAP;
+	// nil means a random locally administered one.
+	Address net.HardwareAddr
+	// Queues is the number of queues (TAP: IFF_MULTI_QUEUE files; XDP: the
+	// interface's RX queues, one AF_XDP socket each); 0 means one. Only for
+	// LinkTAP and LinkXDP.
+	Queues int
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -349,8 +365,14 @@ func (l Link) String() string {
 	if l.Bridge != "" {
 		s += " bridge " + l.Bridge
 	}
+	if l.Address != nil {
+		s += " address " + l.Address.String()
+	}
 	if l.MTU != 0 {
 		s += " mtu " + strconv.FormatUint(uint64(l.MTU), 10)
+	}
+	if l.Queues != 0 {
+		s += " queues " + strconv.Itoa(l.Queues)
 	}
 	return s
 }

@@ -14,10 +14,18 @@
 // state, so the only verb is add.
 //
 //	link add NAME type afpacket [mtu N]
-//	link add NAME type tap [bridge BRIDGE] [mtu N]
+//	link add NAME type tap [bridge BRIDGE] [address MAC] [mtu N] [queues N]
+//	link add NAME type xdp [mtu N] [queues N]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
-//	    tap creates a TAP device, optionally enslaved to a Linux bridge.
-//	    mtu is the link MTU (68..65535), default the interface's. NAME is
+//	    tap creates a TAP device (virtio-net offloads on), optionally
+//	    enslaved to a Linux bridge; xdp attaches to an existing interface
+//	    with AF_XDP sockets and an XDP program that hands every frame of
+//	    the interface to them (the kernel sees none). mtu is the link MTU
+//	    (68..65535), default the interface's. queues (1..256, default 1)
+//	    is a multi-queue TAP's number of queues, or the number of the
+//	    interface's RX queues an xdp link serves, one socket each. address
+//	    is the MAC of mplsnode's end of a TAP (default: random, locally
+//	    administered; never the TAP device's own MAC). NAME is
 //	    at most 15 bytes; "lo" is the stack's loopback and needs no link.
 //
 //	addr add ADDRESS[/LEN] dev NAME

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -323,7 +324,7 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address"}
 
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
@@ -333,22 +334,24 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok token
+	var bridgeTok, queuesTok, addrTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
 		switch t.s {
 		case "type":
-			tt := p.next("link type afpacket or tap")
+			tt := p.next("link type afpacket, tap or xdp")
 			switch tt.s {
 			case "afpacket":
 				l.Type = LinkAFPacket
 			case "tap":
 				l.Type = LinkTAP
+			case "xdp":
+				l.Type = LinkXDP
 			case "veth":
 				p.fail(tt, "mplsnode attaches to an existing veth; create the pair outside and write \"link add %s type afpacket\"", l.Name)
 			default:
-				p.fail(tt, "unknown link type %q; expected afpacket or tap%s", tt.s, suggest(tt.s, []string{"afpacket", "tap"}))
+				p.fail(tt, "unknown link type %q; expected afpacket, tap or xdp%s", tt.s, suggest(tt.s, []string{"afpacket", "tap", "xdp"}))
 			}
 		case "bridge":
 			bridgeTok = t
@@ -356,15 +359,33 @@ func (p *parser) link(pos Pos) {
 		case "mtu":
 			v, vt := p.number("link mtu", MinMTU, MaxMTU)
 			l.MTU, l.MTUPos = uint32(v), p.at(vt)
+		case "address":
+			addrTok = t
+			mt := p.next("a MAC address such as 02:00:00:00:00:01")
+			mac, err := net.ParseMAC(mt.s)
+			if err != nil || len(mac) != 6 || mac[0]&1 != 0 {
+				p.fail(mt, "bad link address %q; expected a unicast Ethernet MAC such as 02:00:00:00:00:01", mt.s)
+			}
+			l.Address = mac
+		case "queues":
+			queuesTok = t
+			v, _ := p.number("number of queues", 1, MaxQueues)
+			l.Queues = int(v)
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}
 	}
 	if l.Type == 0 {
-		p.failEnd("missing \"type afpacket\" or \"type tap\" in link %s", l.Name)
+		p.failEnd("missing \"type afpacket\", \"type tap\" or \"type xdp\" in link %s", l.Name)
 	}
 	if l.Bridge != "" && l.Type != LinkTAP {
-		p.fail(bridgeTok, "bridge applies only to type tap; an afpacket link is already an interface")
+		p.fail(bridgeTok, "bridge applies only to type tap; an %s link is already an interface", l.Type)
+	}
+	if l.Address != nil && l.Type != LinkTAP {
+		p.fail(addrTok, "address applies only to type tap (the MAC of mplsnode's end of the TAP); an %s link uses its interface's", l.Type)
+	}
+	if l.Queues != 0 && l.Type != LinkTAP && l.Type != LinkXDP {
+		p.fail(queuesTok, "queues applies to type tap and type xdp links")
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // Check runs the node's semantic checks on a parsed config without touching
@@ -54,10 +55,12 @@ func convert(cfg *config.Config) (*converted, error) {
 	}
 	c.gso = cfg.Settings.GSO // one type: gso.Mode
 	for _, l := range cfg.Links {
-		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge}
+		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues, LinkAddress: tcpip.LinkAddress(l.Address)}
 		switch l.Type {
 		case config.LinkTAP:
 			sl.Kind = stack.LinkTAP
+		case config.LinkXDP:
+			sl.Kind = stack.LinkXDP
 		default:
 			sl.Kind = stack.LinkAFPacket
 		}

@@ -197,6 +197,13 @@ func newSeed(t *testing.T) *seed {
 // opts returns once the seed's namespaces and veths exist (nil: none).
 func newSeedWith(t *testing.T, opts func(*seed) (opts0, opts1 node.Options)) *seed {
 	t.Helper()
+	return newSeedOf(t, "afpacket", opts)
+}
+
+// newSeedOf is newSeedWith with the nodes' links of linkType (afpacket or
+// xdp).
+func newSeedOf(t *testing.T, linkType string, opts func(*seed) (opts0, opts1 node.Options)) *seed {
+	t.Helper()
 	netns.SkipUnlessRoot(t)
 	s := &seed{ns0: netns.New(t, "s0"), ns1: netns.New(t, "s1"), ns2: netns.New(t, "s2")}
 	s.v01, s.v10 = netns.VethPair(t, s.ns0, s.ns1)
@@ -204,18 +211,18 @@ func newSeedWith(t *testing.T, opts func(*seed) (opts0, opts1 node.Options)) *se
 	s.ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", s.v21)
 	s.ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
 	s.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
-	s.conf0 = fmt.Sprintf(`link add %[1]s type afpacket
+	s.conf0 = fmt.Sprintf(`link add %[1]s type %[2]s
 addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 mtu lock 1496
 route add 172.16.21.0/24 via 172.16.20.21 mtu lock 1496
-`, s.v01)
-	s.conf1 = fmt.Sprintf(`link add %[1]s type afpacket
-link add %[2]s type afpacket
+`, s.v01, linkType)
+	s.conf1 = fmt.Sprintf(`link add %[1]s type %[3]s
+link add %[2]s type %[3]s
 addr add 172.16.20.21/24 dev %[1]s
 addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 via inet 172.16.21.22 dev %[2]s
-`, s.v10, s.v12)
+`, s.v10, s.v12, linkType)
 	var opts0, opts1 node.Options
 	if opts != nil {
 		opts0, opts1 = opts(s)

@@ -40,6 +40,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
+	"github.com/mplsnode/mplsnode/link/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -54,6 +55,9 @@ const (
 	LinkTAP
 	// LinkEndpoint uses Link.Endpoint as given (tests, custom links).
 	LinkEndpoint
+	// LinkXDP attaches to an existing interface (typically a veth) with
+	// AF_XDP sockets and an XDP program that hands them every frame.
+	LinkXDP
 )
 
 // String returns the kind's config word.
@@ -65,6 +69,8 @@ func (k LinkKind) String() string {
 		return "tap"
 	case LinkEndpoint:
 		return "endpoint"
+	case LinkXDP:
+		return "xdp"
 	}
 	return fmt.Sprintf("LinkKind(%d)", int(k))
 }
@@ -81,9 +87,16 @@ type Link struct {
 	Endpoint gstack.LinkEndpoint
 	// Bridge, for LinkTAP, is a Linux bridge the TAP is added to.
 	Bridge string
+	// LinkAddress, for LinkTAP, is the MAC of the stack's end of the TAP;
+	// empty means a random locally administered one.
+	LinkAddress tcpip.LinkAddress
 	// MTU overrides the link MTU (the largest L2 payload); 0 keeps the
 	// interface's.
 	MTU uint32
+	// Queues, for LinkTAP, is the number of queues of a multi-queue TAP
+	// (IFF_MULTI_QUEUE); for LinkXDP, the number of the interface's RX
+	// queues served, one AF_XDP socket each. 0 or 1 means one queue.
+	Queues int
 	// QdiscBypass, for LinkAFPacket, sends frames past the kernel's qdisc
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
@@ -310,7 +323,17 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXTruncated: st.RXTruncated, RXErrors: st.RXErrors}
+			return LowerStats{RXOverflow: st.RXOverflow, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
+		}
+	case LinkXDP:
+		ep, err := xdp.New(xdp.Options{Interface: l.Name, Queues: l.Queues, MTU: l.MTU})
+		if err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {

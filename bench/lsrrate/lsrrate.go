@@ -18,11 +18,17 @@
 //     for 200 (`-f mpls route add 100 as to 200 via inet 10.77.2.2`). The
 //     frames are label 100 (S=1, TTL 64) over IPv4/UDP to 10.77.3.9. The
 //     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP.
-//   - mplsnode-xdp-swap: as mplsnode-swap with `set forward xdp on`: the
-//     node's XDP label switch swaps the label inside the kernel and
-//     redirects the frame to the egress veth; GRO is turned on on the
-//     sink's veth so that it runs NAPI and takes redirected frames (see
-//     package forward/xdp).
+//   - mplsnode-swap-xdp: the same with the LSR's links on AF_XDP (link
+//     type xdp: an XDP program hands every frame of the veth to mplsnode).
+//   - mplsnode-swap-tap: the same with the LSR's links on TAPs, each in a
+//     Linux bridge with its veth; the TAP ends take the veths' MACs (the
+//     veths get others), so the generator's frames reach mplsnode.
+//   - mplsnode-xdp-fwd: mplsnode-swap with `set forward xdp on`: the
+//     node's XDP label switch (package forward/xdp) swaps the label inside
+//     the kernel and redirects the frame to the egress veth; GRO is turned
+//     on on the sink's veth so that it runs NAPI and takes redirected
+//     frames. Its CPU figure is the mplsnode process's time plus the
+//     machine's softirq time, where the program runs.
 //   - kernel-ipfwd: no mplsnode; the kernel in the LSR namespace holds the
 //     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
 //     sink. The frames are the same IPv4/UDP packets without the label,
@@ -42,9 +48,6 @@
 //     frame into mplsnode's AF_PACKET socket runs in softirq context on the
 //     generator's thread (veth hands frames over inline) and is NOT in this
 //     figure; the sink's receive work triggered by mplsnode's sends is.
-//   - mplsnode-xdp-swap: the mplsnode process's user+sys time plus the
-//     machine-wide softirq time, where the XDP program runs (as for
-//     kernel-ipfwd below).
 //   - kernel-ipfwd: the machine-wide softirq time (/proc/stat, all CPUs)
 //     over the measurement. Forwarding through a veth runs in softirq
 //     context, inline in the generator's send; the figure also holds the
@@ -79,12 +82,33 @@ const (
 	// ConfigMPLSNode is mplsnode swapping label 100 for 200 in the LSR
 	// namespace.
 	ConfigMPLSNode = "mplsnode-swap"
-	// ConfigMPLSNodeXDP is mplsnode's XDP label switch swapping label 100
-	// for 200 in the LSR namespace's kernel.
-	ConfigMPLSNodeXDP = "mplsnode-xdp-swap"
 	// ConfigKernel is the Linux kernel IP-forwarding in the LSR namespace.
 	ConfigKernel = "kernel-ipfwd"
+	// ConfigMPLSNodeXDP is ConfigMPLSNode with the LSR's links on AF_XDP
+	// (link type xdp).
+	ConfigMPLSNodeXDP = "mplsnode-swap-xdp"
+	// ConfigMPLSNodeTAP is ConfigMPLSNode with the LSR's links on TAPs, each
+	// in a Linux bridge with its veth (link type tap).
+	ConfigMPLSNodeTAP = "mplsnode-swap-tap"
+	// ConfigMPLSNodeInKernel is ConfigMPLSNode with the node's XDP label
+	// switch (set forward xdp on): the swap happens in the LSR
+	// namespace's kernel, redirected veth to veth.
+	ConfigMPLSNodeInKernel = "mplsnode-xdp-fwd"
 )
+
+// nodeLinkTypes gives the LSR's link type of each mplsnode configuration:
+// one configuration per link type measured.
+var nodeLinkTypes = map[string]string{
+	ConfigMPLSNode:    "afpacket",
+	ConfigMPLSNodeXDP: "xdp",
+	ConfigMPLSNodeTAP: "tap",
+	// In-kernel forwarding runs on AF_PACKET links: the program takes the
+	// frames it switches, the socket gets the rest.
+	ConfigMPLSNodeInKernel: "afpacket",
+}
+
+// configs are the configurations Run measures, in order.
+var configs = []string{ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel, ConfigKernel}
 
 // Defaults for zero Options fields.
 const (
@@ -118,7 +142,9 @@ type Options struct {
 // Result is one measurement: one configuration at one frame size.
 type Result struct {
 	// Config is ConfigMPLSNode ("mplsnode-swap"), ConfigMPLSNodeXDP
-	// ("mplsnode-xdp-swap") or ConfigKernel ("kernel-ipfwd").
+	// ("mplsnode-swap-xdp"), ConfigMPLSNodeTAP ("mplsnode-swap-tap"),
+	// ConfigMPLSNodeInKernel ("mplsnode-xdp-fwd") or
+	// ConfigKernel ("kernel-ipfwd").
 	Config string
 	// FrameSize is the Ethernet frame size without FCS.
 	FrameSize int
@@ -181,8 +207,8 @@ type hooks struct {
 	sinkRX func(config string, size int, rx uint64)
 }
 
-// Run measures each configuration (mplsnode-swap, mplsnode-xdp-swap, then
-// kernel-ipfwd) at
+// Run measures each configuration (mplsnode-swap, mplsnode-swap-xdp,
+// mplsnode-swap-tap, then kernel-ipfwd) at
 // each of opts.FrameSizes and returns one Result per pair, in that order.
 // On error it returns the results measured so far and the error. Run needs
 // root; everything it creates is removed before it returns.
@@ -195,7 +221,7 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 		return nil, err
 	}
 	var results []Result
-	for _, cfg := range []string{ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigKernel} {
+	for _, cfg := range configs {
 		rs, err := runConfig(ctx, &opts, cfg, h)
 		results = append(results, rs...)
 		if err != nil {
@@ -272,9 +298,14 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	var filter = ipv4UDPFilter(dstIP)
 	var wantLabel uint32
 	switch cfg {
-	case ConfigMPLSNode, ConfigMPLSNodeXDP:
+	case ConfigMPLSNode, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel:
+		if cfg == ConfigMPLSNodeTAP {
+			if err := t.bridgeForTAPs(); err != nil {
+				return nil, err
+			}
+		}
 		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
-		fw, err = startMPLSNode(ctx, opts.Bin, t, cfg == ConfigMPLSNodeXDP)
+		fw, err = startMPLSNode(ctx, opts.Bin, t, nodeLinkTypes[cfg], cfg == ConfigMPLSNodeInKernel)
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel

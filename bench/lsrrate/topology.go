@@ -21,6 +21,8 @@ import (
 type topology struct {
 	gen, lsr, sink                 *namespace
 	genDev, lsrIn, lsrOut, sinkDev string
+	// TAPs and bridges of mplsnode-swap-tap (bridgeForTAPs), else empty.
+	tapIn, tapOut, brIn, brOut string
 }
 
 // macString formats a MAC address for ip(8).
@@ -175,7 +177,7 @@ const (
 
 // mplsnodeForwarder is an `mplsnode run` process in the LSR namespace.
 type mplsnodeForwarder struct {
-	xdp    bool // the node runs its XDP label switch
+	inKernel bool // the node runs its XDP label switch
 	cmd    *exec.Cmd
 	dir    string // config and control socket
 	sock   string
@@ -185,29 +187,64 @@ type mplsnodeForwarder struct {
 	base   *nodeReport // counters at the last mark
 }
 
-// lsrConfig is the LSR's config: swap inLabel for outLabel towards the
-// sink; with xdp, in the node's XDP label switch.
-func lsrConfig(t *topology, xdp bool) string {
+// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink,
+// on links of linkType (afpacket, xdp, or tap: TAPs in the bridges of
+// bridgeForTAPs, with the veths' former MACs).
+func lsrConfig(t *topology, linkType string, inKernel bool) string {
+	in, out := t.lsrIn, t.lsrOut
+	inLink, outLink := in+" type "+linkType, out+" type "+linkType
+	if linkType == "tap" {
+		in, out = t.tapIn, t.tapOut
+		inLink = fmt.Sprintf("%s type tap bridge %s address %s", in, t.brIn, macString(inMAC))
+		outLink = fmt.Sprintf("%s type tap bridge %s address %s", out, t.brOut, macString(outMAC))
+	}
 	extra := ""
-	if xdp {
+	if inKernel {
 		extra = "set forward xdp on\n"
 	}
 	return extra + fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
-link add %s type afpacket
-link add %s type afpacket
+link add %s
+link add %s
 addr add %s dev %s
 addr add %s dev %s
 -f mpls route add %d as to %d via inet %s dev %s
-`, inLabel, outLabel, t.lsrIn, t.lsrOut, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
-		inLabel, outLabel, sinkIP, t.lsrOut)
+`, inLabel, outLabel, inLink, outLink, lsrInAddr, in, lsrOutAddr, out,
+		inLabel, outLabel, sinkIP, out)
+}
+
+// bridgeForTAPs makes the LSR's veths bridge ports for mplsnode's TAPs:
+// a bridge each, and other MACs for the veths, so that the generator's
+// frames (to inMAC) and the sink's (to outMAC) are forwarded to the TAPs
+// that take those MACs instead of being kept by the bridges.
+func (t *topology) bridgeForTAPs() error {
+	t.tapIn, t.tapOut = uniqueName("ti"), uniqueName("to")
+	t.brIn, t.brOut = uniqueName("bi"), uniqueName("bo")
+	for _, b := range []struct {
+		br, dev string
+		mac     [6]byte
+	}{{t.brIn, t.lsrIn, inMAC}, {t.brOut, t.lsrOut, outMAC}} {
+		other := b.mac
+		other[5] ^= 0x80
+		for _, args := range [][]string{
+			{"link", "add", b.br, "type", "bridge"},
+			{"link", "set", b.dev, "address", macString(other)},
+			{"link", "set", b.dev, "master", b.br},
+			{"link", "set", b.br, "up"},
+		} {
+			if _, err := t.lsr.ip(args...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
-// namespace, and returns once its control socket answers. With xdp the
-// node runs its XDP label switch, and the sink's veth gets GRO so that
-// it takes redirected frames.
-func startMPLSNode(ctx context.Context, bin string, t *topology, xdp bool) (fw forwarder, err error) {
-	if xdp {
+// namespace, and returns once its control socket answers.
+// With inKernel the node runs its XDP label switch, and the sink's veth
+// gets GRO so that it takes redirected frames.
+func startMPLSNode(ctx context.Context, bin string, t *topology, linkType string, inKernel bool) (fw forwarder, err error) {
+	if inKernel {
 		if out, err := t.sink.exec("ethtool", "-K", t.sinkDev, "gro", "on"); err != nil {
 			return nil, fmt.Errorf("ethtool -K %s gro on: %v: %s", t.sinkDev, err, out)
 		}
@@ -216,14 +253,14 @@ func startMPLSNode(ctx context.Context, bin string, t *topology, xdp bool) (fw f
 	if err != nil {
 		return nil, err
 	}
-	m := &mplsnodeForwarder{xdp: xdp, dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
+	m := &mplsnodeForwarder{inKernel: inKernel, dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, m.stop())
 		}
 	}()
 	conf := filepath.Join(dir, "lsr.conf")
-	if err := os.WriteFile(conf, []byte(lsrConfig(t, xdp)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(lsrConfig(t, linkType, inKernel)), 0o600); err != nil {
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.
@@ -302,7 +339,7 @@ func (m *mplsnodeForwarder) report() (*nodeReport, error) {
 }
 
 // cpu implements forwarder: mplsnode's user+sys time, plus the
-// machine's softirq time where its XDP program runs.
+// machine's softirq time where its XDP label switch runs.
 func (m *mplsnodeForwarder) cpu() (time.Duration, error) {
 	select {
 	case <-m.exited:
@@ -310,7 +347,7 @@ func (m *mplsnodeForwarder) cpu() (time.Duration, error) {
 	default:
 	}
 	d, err := processCPU(m.cmd.Process.Pid)
-	if err != nil || !m.xdp {
+	if err != nil || !m.inKernel {
 		return d, err
 	}
 	si, err := softirqTime()

@@ -211,8 +211,10 @@ func upperError(err tcpip.Error) tcpip.Error {
 }
 
 // writeGSO handles one host-GSO TCP packet: a packet that fits in one
-// segment only gets its partial checksum finished in place; a larger one is
-// segmented with package gso and its segments queued in s.out.
+// segment only gets its partial checksum finished in place; a larger one
+// without labels goes whole to a lower link that takes GSO frames
+// (LowerGSOFrames); any other is segmented with package gso and its
+// segments queued in s.out.
 //
 // Copies: the packet is gathered once into a contiguous scratch buffer
 // (package gso needs one), and gso writes the segments straight into pooled
@@ -252,6 +254,15 @@ func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) 
 	if mss <= 0 {
 		e.mtuExceeded(pkt, linkMTU)
 		return errGSO
+	}
+	if pkt.Data().Size() > mss && prefixLen == header.EthernetMinimumSize && e.LowerGSOFrames() {
+		// An unlabelled packet and a lower link that sends GSO frames
+		// (docs/CONTRACTS.md): it leaves whole, for the kernel to segment
+		// at the MSS that fits the link.
+		pkt.GSOOptions.MSS = uint16(mss)
+		s.out.PushBack(pkt.IncRef())
+		e.ctr.gsoFrames.Add(1)
+		return nil
 	}
 	if pkt.Data().Size() <= mss {
 		// One segment: finish the partial checksum (the field holds the

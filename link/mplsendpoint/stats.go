@@ -136,6 +136,9 @@ type Stats struct {
 	TXFrames uint64
 	// GSOPackets counts GSO packets segmented by the endpoint.
 	GSOPackets uint64
+	// GSOFrames counts unlabelled GSO packets passed whole to a lower link
+	// that sends GSO frames (the kernel segments them).
+	GSOFrames uint64
 	// RXSplit counts received TCP packets larger than the link MTU that
 	// were segmented before delivery (Options.Forwarding).
 	RXSplit uint64
@@ -159,6 +162,7 @@ func (s *Stats) Drop(r DropReason) uint64 {
 type counters struct {
 	rxFrames, rxDelivered, rxForwarded atomic.Uint64
 	txPackets, txFrames, gsoPackets    atomic.Uint64
+	gsoFrames                          atomic.Uint64
 	rxSplit                            atomic.Uint64
 	ftnHits, ilmHits                   atomic.Uint64
 	// drops counts discards by reason, with at most one warning a second
@@ -176,6 +180,7 @@ func (e *Endpoint) Stats() Stats {
 		TXPackets:   c.txPackets.Load(),
 		TXFrames:    c.txFrames.Load(),
 		GSOPackets:  c.gsoPackets.Load(),
+		GSOFrames:   c.gsoFrames.Load(),
 		RXSplit:     c.rxSplit.Load(),
 		FTNHits:     c.ftnHits.Load(),
 		ILMHits:     c.ilmHits.Load(),
