@@ -178,13 +178,13 @@ const (
 // mplsnodeForwarder is an `mplsnode run` process in the LSR namespace.
 type mplsnodeForwarder struct {
 	inKernel bool // the node runs its XDP label switch
-	cmd    *exec.Cmd
-	dir    string // config and control socket
-	sock   string
-	log    *tailBuffer
-	exited chan struct{}
-	err    error       // Wait's result, once exited is closed
-	base   *nodeReport // counters at the last mark
+	cmd      *exec.Cmd
+	dir      string // config and control socket
+	sock     string
+	log      *tailBuffer
+	exited   chan struct{}
+	err      error       // Wait's result, once exited is closed
+	base     *nodeReport // counters at the last mark
 }
 
 // lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink,
