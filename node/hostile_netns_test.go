@@ -202,7 +202,9 @@ func TestHostileInput(t *testing.T) {
 	wire := icmp.stop(int(sent))
 	// The bound comes from the documented limit (README, "The CLI": all
 	// ICMP errors share one bucket of 100 a second, bursts of 10), never
-	// from the constants under test.
+	// from the constants under test. Checked by planting the bug: with
+	// stack.ICMPBurst doubled, both floods fail (120 sent > bound 112,
+	// 119 > 110).
 	const specRate, specBurst = 100, 10
 	bound := float64(specBurst) + specRate*window.Seconds()
 	if d["switch/ttl_expired"] != flood || sent+d["switch/icmp_rate_limited"] != flood {

@@ -90,6 +90,7 @@ func acceptSums(ln net.Listener, sums chan<- [32]byte) {
 		}
 		go func() {
 			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(time.Minute))
 			h := sha256.New()
 			io.Copy(h, c)
 			var s [32]byte

@@ -191,16 +191,19 @@ func TestLabelledPathDecodedByTshark(t *testing.T) {
 		t.Fatalf("tshark: %v", err)
 	}
 	t.Cleanup(func() { cap.Process.Kill(); cap.Wait() })
-	// Wait for "Capturing on" so no frame is missed.
+	// Wait for "Capturing on" so no frame is missed; a tshark silent for
+	// 20 s is killed, which ends the read.
 	buf := make([]byte, 4096)
 	var seen strings.Builder
+	startTimeout := time.AfterFunc(20*time.Second, func() { cap.Process.Kill() })
 	for !strings.Contains(seen.String(), "Capturing on") {
 		n, err := stderr.Read(buf)
 		if err != nil {
-			t.Fatalf("tshark did not start: %v: %s", err, seen.String())
+			t.Fatalf("tshark did not start within 20 s: %v: %s", err, seen.String())
 		}
 		seen.Write(buf[:n])
 	}
+	startTimeout.Stop()
 	go io.Copy(io.Discard, stderr)
 
 	ln, err := sb.ListenTCP(netip.MustParseAddrPort("10.10.10.10:5001"))
