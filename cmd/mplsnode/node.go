@@ -293,6 +293,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	var captureLinks []string
+	if pcapLinks != "" {
+		captureLinks = strings.Split(pcapLinks, ",")
+		if err := node.CheckCaptureLinks(cfg, captureLinks); err != nil {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
+			return exitUsage
+		}
+	}
 	// Claim the control socket and the metrics address, and check that no
 	// other node holds the links, before anything else (the capture file,
 	// the links): a second node on the same config stops here, exit 1,
@@ -323,10 +331,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer closeCapture(w, pcapFile, logger)
-		opts.Capture = w
-		if pcapLinks != "" {
-			opts.CaptureLinks = strings.Split(pcapLinks, ",")
-		}
+		opts.Capture, opts.CaptureLinks = w, captureLinks
 	}
 	n, err := node.New(cfg, opts)
 	if err != nil {
