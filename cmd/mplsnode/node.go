@@ -51,8 +51,9 @@ Prometheus at /metrics (names in docs/METRICS.md).
 every link without DEV), sent and received, labels and all, as pcapng: one
 interface a link (name, MTU), each frame with its link and direction,
 nanosecond timestamps. Read it with tshark -r ns1.pcapng (-T fields -e
-frame.interface_name), or live: --pcap - | tshark -r -; a reader that exits
-stops the capture (logged), not the node. -s SNAPLEN cuts frames;
+frame.interface_name; one link: -Y 'frame.interface_name == "virt10"'), or
+live: --pcap - | tshark -r -; a reader that exits stops the capture
+(logged), not the node. -s SNAPLEN cuts frames;
 -C SIZE and -W COUNT rotate files as tcpdump does.
 A second node on the same control socket or metrics address refuses to
 start (exit 1, naming the first one's pid) before it opens any link.
