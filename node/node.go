@@ -161,6 +161,17 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 // does not declare.
 var ErrUnknownLink = errors.New("no link named")
 
+// CheckCaptureLinks reports a name in names that is not a link of cfg
+// (ErrUnknownLink, listing the links), as New does for
+// Options.CaptureLinks, without building anything.
+func CheckCaptureLinks(cfg *config.Config, names []string) error {
+	links := make([]stack.Link, len(cfg.Links))
+	for i, l := range cfg.Links {
+		links[i].Name = l.Name
+	}
+	return setCapture(links, nil, names)
+}
+
 // setCapture sets w as the capture of the links named (all when names is
 // empty); a name that is not a link is an error that lists the links.
 func setCapture(links []stack.Link, w *pcap.Writer, names []string) error {

@@ -131,6 +131,24 @@ func TestNetErrors(t *testing.T) {
 	ln.Close()
 	_, err = ln.Accept()
 	check("Accept after Close", err, net.ErrClosed)
+	// An Accept blocked when Close comes (http.Server.Close does this).
+	ln2, err := b.ListenTCP(netip.AddrPortFrom(svc, 5105))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acceptErr := make(chan error, 1)
+	go func() {
+		_, err := ln2.Accept()
+		acceptErr <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it block
+	ln2.Close()
+	select {
+	case err := <-acceptErr:
+		check("Accept blocked across Close", err, net.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Error("Accept still blocked 10s after Close")
+	}
 
 	// UDP: a read deadline, then use after Close.
 	u, err := b.ListenUDP(netip.AddrPortFrom(svc, 5104))

@@ -51,8 +51,9 @@ Prometheus at /metrics (names in docs/METRICS.md).
 every link without DEV), sent and received, labels and all, as pcapng: one
 interface a link (name, MTU), each frame with its link and direction,
 nanosecond timestamps. Read it with tshark -r ns1.pcapng (-T fields -e
-frame.interface_name), or live: --pcap - | tshark -r -; a reader that exits
-stops the capture (logged), not the node. -s SNAPLEN cuts frames;
+frame.interface_name; one link: -Y 'frame.interface_name == "virt10"'), or
+live: --pcap - | tshark -r -; a reader that exits stops the capture
+(logged), not the node. -s SNAPLEN cuts frames;
 -C SIZE and -W COUNT rotate files as tcpdump does.
 A second node on the same control socket or metrics address refuses to
 start (exit 1, naming the first one's pid) before it opens any link.
@@ -293,6 +294,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	var captureLinks []string
+	if pcapLinks != "" {
+		captureLinks = strings.Split(pcapLinks, ",")
+		if err := node.CheckCaptureLinks(cfg, captureLinks); err != nil {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
+			return exitUsage
+		}
+	}
 	// Claim the control socket and the metrics address, and check that no
 	// other node holds the links, before anything else (the capture file,
 	// the links): a second node on the same config stops here, exit 1,
@@ -323,10 +332,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer closeCapture(w, pcapFile, logger)
-		opts.Capture = w
-		if pcapLinks != "" {
-			opts.CaptureLinks = strings.Split(pcapLinks, ",")
-		}
+		opts.Capture, opts.CaptureLinks = w, captureLinks
 	}
 	n, err := node.New(cfg, opts)
 	if err != nil {

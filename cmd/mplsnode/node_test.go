@@ -82,7 +82,7 @@ func TestRunUsage(t *testing.T) {
 		{"-C to stdout", []string{"-c", "x.conf", "--pcap", "-", "-C", "1"}, 2, "-C rotates files: it needs --pcap FILE, not -"},
 		{"-W without -C", []string{"-c", "x.conf", "--pcap", "x.pcapng", "-W", "3"}, 2, "-W needs -C SIZE"},
 		{"-s without --pcap", []string{"-c", "x.conf", "-s", "96"}, 2, "-s, -C and -W need --pcap"},
-		{"pcap unwritable", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "/nonexistent/dir/x.pcap"}, 2, "--pcap: open /nonexistent/dir/x.pcap"},
+		{"pcap unwritable", []string{"-c", "../../examples/seed/ns1.conf", "--control-socket", "", "--pcap", "/nonexistent/dir/x.pcap"}, 2, "--pcap: open /nonexistent/dir/x.pcap"},
 		// The link check runs before any interface is opened: no root needed.
 		{"pcap unknown link", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "-,virt10,eth9"},
 			2, `ns1.conf: capture: no link named "eth9" in the config (links: virt10, virt12)`},

@@ -238,6 +238,9 @@ func sortedKeys[V any](m map[string]V) []string {
 func claimObservability(ctlSock, metricsAddr string) (ctl, metrics net.Listener, err error) {
 	if ctlSock != "" {
 		if ctl, err = node.ListenControl(ctlSock); err != nil {
+			if !errors.Is(err, node.ErrInUse) {
+				err = fmt.Errorf("%w (choose another with --control-socket PATH, or turn it off with --control-socket \"\")", err)
+			}
 			return nil, nil, err
 		}
 	}

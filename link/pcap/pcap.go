@@ -116,6 +116,11 @@ type Writer struct {
 	frames  atomic.Uint64
 	dropped atomic.Uint64 // frames not recorded after a write error
 
+	// scratch holds a record's header and trailer (under mu): an array
+	// on the stack would escape through bufio's io.Writer, one allocation
+	// a frame.
+	scratch [epbFixedLen]byte
+
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -410,7 +415,7 @@ func (w *Writer) writeLocked(id uint32, dir Direction, ts time.Time, parts [][]b
 	if w.o.NG {
 		pad := (4 - incl%4) % 4
 		total := uint32(epbFixedLen + incl + pad + epbOptionsLen + blockTrailerLen)
-		var hdr [epbFixedLen]byte
+		hdr := w.scratch[:epbFixedLen]
 		binary.NativeEndian.PutUint32(hdr[0:], blockEPB)
 		binary.NativeEndian.PutUint32(hdr[4:], total)
 		binary.NativeEndian.PutUint32(hdr[8:], id)
@@ -418,23 +423,23 @@ func (w *Writer) writeLocked(id uint32, dir Direction, ts time.Time, parts [][]b
 		binary.NativeEndian.PutUint32(hdr[16:], uint32(ns))
 		binary.NativeEndian.PutUint32(hdr[20:], uint32(incl))
 		binary.NativeEndian.PutUint32(hdr[24:], uint32(orig))
-		w.write(hdr[:])
+		w.write(hdr)
 		w.writeParts(parts, incl)
-		var tail [3 + epbOptionsLen + blockTrailerLen]byte
-		t := tail[3-pad:]
+		// Padding, epb_flags, opt_endofopt, the block's length again.
+		t := w.scratch[:pad+epbOptionsLen+blockTrailerLen]
+		clear(t)
 		binary.NativeEndian.PutUint16(t[pad:], optEPBFlags)
 		binary.NativeEndian.PutUint16(t[pad+2:], 4)
 		binary.NativeEndian.PutUint32(t[pad+4:], uint32(dir))
-		// opt_endofopt: 4 zero bytes, already zero.
 		binary.NativeEndian.PutUint32(t[pad+epbOptionsLen:], total)
 		w.write(t)
 	} else {
-		var rec [16]byte
+		rec := w.scratch[:16]
 		binary.NativeEndian.PutUint32(rec[0:], uint32(ns/1e9))
 		binary.NativeEndian.PutUint32(rec[4:], uint32(ns%1e9))
 		binary.NativeEndian.PutUint32(rec[8:], uint32(incl))
 		binary.NativeEndian.PutUint32(rec[12:], uint32(orig))
-		w.write(rec[:])
+		w.write(rec)
 		w.writeParts(parts, incl)
 	}
 	// bufio keeps its first error; a failed record is not counted.
