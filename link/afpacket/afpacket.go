@@ -129,12 +129,36 @@ type Options struct {
 	// itself (link/mplsendpoint) leaves this off.
 	RXChecksumOffload bool
 
+	// Mode chooses how frames move: ModeAuto (the default) uses
+	// memory-mapped rings where they can be set up, else recvmmsg and
+	// sendmmsg; ModeRing insists on rings; ModeMMsg never uses them.
+	Mode Mode
+
+	// RingBlockSize is the size of a TPACKET_V3 receive block (a multiple
+	// of the page size); frames longer than a block can hold are dropped
+	// and counted in Stats.RXTruncated. 0 means DefaultRingBlockSize.
+	RingBlockSize int
+
+	// RingBlocks is the number of receive blocks per queue. 0 means
+	// DefaultRingBlocks.
+	RingBlocks int
+
+	// RingBlockTimeout is the receive block timeout in milliseconds. 0
+	// means DefaultRingBlockTimeout.
+	RingBlockTimeout int
+
+	// TXRingFrames is the number of transmit slots per queue, each sized
+	// for the link MTU. 0 means DefaultTXRingFrames.
+	TXRingFrames int
+
 	// GSOFrames opens a second, send-only socket with PACKET_VNET_HDR.
 	// WritePackets sends a batch that holds a TCP GSO packet (one whose
 	// GSOOptions say GSOTCPv4 or GSOTCPv6, with a partial checksum) through
 	// it, each frame behind a virtio-net header, so the packet leaves as one
 	// frame larger than the MTU and crosses a veth whole: the peer's kernel
 	// takes it as one GSO skb, as from a local sender. GSOFrames reports it.
+	// That socket uses sendmmsg in every Mode: a 64 KiB GSO frame does not
+	// fit a transmit ring slot sized for the MTU.
 	GSOFrames bool
 }
 
@@ -165,6 +189,12 @@ type Stats struct {
 	// TXErrors counts frames a send failed on with any other error; the
 	// error was returned from WritePackets.
 	TXErrors uint64
+	// RXBlocks counts receive ring blocks read (ring mode): each is one
+	// wakeup and one receive batch.
+	RXBlocks uint64
+	// TXRingFull counts the times a send found every transmit ring slot
+	// in use and waited for the kernel (ring mode).
+	TXRingFull uint64
 }
 
 // Addr is the net.Addr of a packet socket bound to an interface; it appears
@@ -212,6 +242,9 @@ type Endpoint struct {
 	queues  []*queue
 	gsoq    *queue // Options.GSOFrames: the send-only virtio-net socket
 	rxCsum  bool   // Options.RXChecksumOffload
+	mode    Mode   // ModeRing or ModeMMsg: what the queues run
+	// fallback says why ModeAuto runs ModeMMsg ("" if it did not have to).
+	fallback string
 
 	mtu atomic.Uint32
 
@@ -246,12 +279,47 @@ func New(opts Options) (*Endpoint, error) {
 			opts.Queues, opts.RecvBatch, opts.MaxFrameSize)
 	}
 	nq := max(opts.Queues, 1)
+	switch opts.Mode {
+	case ModeAuto, ModeMMsg, ModeRing:
+	default:
+		return nil, fmt.Errorf("afpacket: unknown Mode %d", opts.Mode)
+	}
+	if opts.RingBlockSize < 0 || opts.RingBlocks < 0 || opts.RingBlockTimeout < 0 || opts.TXRingFrames < 0 {
+		return nil, fmt.Errorf("afpacket: negative ring option")
+	}
+	if opts.Mode == ModeMMsg {
+		return open(opts, nq, false)
+	}
+	e, err := open(opts, nq, true)
+	var re *ringError
+	if opts.Mode == ModeAuto && errors.As(err, &re) {
+		// The kernel would not set up the rings: recvmmsg/sendmmsg.
+		e, err = open(opts, nq, false)
+		if e != nil {
+			e.fallback = re.Error()
+		}
+	}
+	return e, err
+}
+
+// ringError marks a failure to set up a ring, after which ModeAuto falls
+// back to recvmmsg/sendmmsg.
+type ringError struct{ err error }
+
+func (e *ringError) Error() string { return e.err.Error() }
+func (e *ringError) Unwrap() error { return e.err }
+
+// open opens the endpoint's sockets, with rings or without.
+func open(opts Options, nq int, ring bool) (*Endpoint, error) {
 	batch := cmpDefault(opts.RecvBatch, DefaultRecvBatch)
 	frameSize := cmpDefault(opts.MaxFrameSize, DefaultMaxFrameSize)
 
-	e := &Endpoint{ifname: opts.Interface, rxCsum: opts.RXChecksumOffload}
+	e := &Endpoint{ifname: opts.Interface, rxCsum: opts.RXChecksumOffload, mode: ModeMMsg}
+	if ring {
+		e.mode = ModeRing
+	}
 	if opts.GSOFrames {
-		q, _, err := openQueue(&opts, e, 0, 0)
+		q, _, err := openQueue(&opts, e, 0, 0, false)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +327,7 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	var fanoutArg int
 	for i := 0; i < nq; i++ {
-		q, info, err := openQueue(&opts, e, batch, frameSize)
+		q, info, err := openQueue(&opts, e, batch, frameSize, ring)
 		if err != nil {
 			e.closeFiles()
 			return nil, err
@@ -325,9 +393,21 @@ type queue struct {
 	// header (fixed length, so the iovecs' pointers stay valid).
 	vnetHdrs [][virtioNetHdrLen]byte
 
+	// Ring mode: the receive ring on fd; the transmit ring on its own
+	// send-only socket txFD (txFile, txRC), under txMu.
+	rx       *rxRing
+	maxFrame int // longest frame delivered (Options.MaxFrameSize)
+	tx       *txRing
+	txFD     int
+	txFile   *os.File
+	txRC     syscall.RawConn
+	txWait   bool
+	kickFn   func(fd uintptr) bool
+
 	// Counters; the ring-drop counter is accumulated from PACKET_STATISTICS.
 	rxPackets, rxBytes, rxCsum, rxTrunc, rxNoDisp, rxBad, rxErrors atomic.Uint64
 	txPackets, txBytes, txDrops, txErrors, kernelDrops             atomic.Uint64
+	rxBlocks, txRingFull                                           atomic.Uint64
 	statsMu                                                        sync.Mutex
 }
 
@@ -340,8 +420,11 @@ type mmsghdr struct {
 
 // openQueue opens one socket on opts.Interface. batch 0 makes the send-only
 // socket of Options.GSOFrames: PACKET_VNET_HDR, bound to no protocol (it
-// receives nothing), no receive buffers.
-func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceInfo, error) {
+// receives nothing), no receive buffers. With ring, the socket receives
+// through a TPACKET_V3 ring and the queue sends through a TPACKET_V2 ring
+// on a second socket; a ring that cannot be set up fails with a
+// *ringError.
+func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*queue, ifaceInfo, error) {
 	vnet := batch == 0
 	name := opts.Interface
 	// Protocol 0: the socket receives nothing until bind names the
@@ -412,11 +495,39 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 		}
 		proto = 0
 	}
+	var rx *rxRing
+	if ring {
+		blockSize := cmpDefault(opts.RingBlockSize, DefaultRingBlockSize)
+		var call string
+		var errno syscall.Errno
+		rx, call, errno = setupRXRing(fd, blockSize,
+			cmpDefault(opts.RingBlocks, DefaultRingBlocks), cmpDefault(opts.RingBlockTimeout, DefaultRingBlockTimeout))
+		if errno != 0 {
+			unix.Close(fd)
+			return nil, ifaceInfo{}, &ringError{opError(name, call, errno)}
+		}
+	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: info.index}); err != nil {
+		if rx != nil {
+			rx.unmap()
+		}
 		return fail("bind", err.(syscall.Errno))
 	}
 
-	q := &queue{ep: e, fd: fd}
+	q := &queue{ep: e, fd: fd, rx: rx, maxFrame: frameSize}
+	if ring {
+		mtu := int(info.mtu)
+		if opts.MTU != 0 {
+			mtu = int(opts.MTU)
+		}
+		// A slot holds the largest frame the MTU allows, with one
+		// 802.1Q tag; longer frames go out with sendmmsg on fd.
+		if err := q.openTX(opts, info.index, mtu+header.EthernetMinimumSize+vlanRoom); err != nil {
+			rx.unmap()
+			unix.Close(fd)
+			return nil, ifaceInfo{}, err
+		}
+	}
 	// The socket is non-blocking, so os.NewFile registers it with the Go
 	// poller: receive goroutines park instead of holding threads, and Close
 	// wakes them.
@@ -427,7 +538,7 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 	}
 	if vnet {
 		q.vnetHdrs = make([][virtioNetHdrLen]byte, maxSendBatch)
-	} else {
+	} else if rx == nil {
 		q.initRX(batch, frameSize)
 	}
 	q.txMsgs = make([]mmsghdr, 0, 64)
@@ -435,8 +546,53 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 	q.txFirst = make([]int, 0, 64)
 	q.txLens = make([]int, 0, 64)
 	q.recvFn = q.recv
+	if rx != nil {
+		q.recvFn = q.ringRecv
+	}
 	q.sendFn = q.send
 	return q, info, nil
+}
+
+// openTX opens the queue's send-only socket with its transmit ring.
+func (q *queue) openTX(opts *Options, ifindex, maxFrame int) error {
+	name := opts.Interface
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return &ringError{opError(name, "socket", err.(syscall.Errno))}
+	}
+	fail := func(call string, errno syscall.Errno) error {
+		unix.Close(fd)
+		return &ringError{opError(name, call, errno)}
+	}
+	if opts.QdiscBypass {
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+			return fail("setsockopt PACKET_QDISC_BYPASS", err.(syscall.Errno))
+		}
+	}
+	// Frames in flight count against the send buffer: room for the ring.
+	frames := cmpDefault(opts.TXRingFrames, DefaultTXRingFrames)
+	sndbuf := max(opts.SendBufferSize, frames*(maxFrame+1024))
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndbuf) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf)
+	}
+	r, call, errno := setupTXRing(fd, maxFrame, frames)
+	if errno != 0 {
+		return fail(call, errno)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: 0, Ifindex: ifindex}); err != nil {
+		unix.Munmap(r.mem)
+		return fail("bind", err.(syscall.Errno))
+	}
+	q.tx, q.txFD = r, fd
+	q.txFile = os.NewFile(uintptr(fd), "packet-tx:"+name)
+	if q.txRC, err = q.txFile.SyscallConn(); err != nil {
+		q.txFile.Close()
+		unix.Munmap(r.mem)
+		q.tx = nil
+		return &ringError{&net.OpError{Op: "open", Net: "packet", Addr: Addr{name}, Err: err}}
+	}
+	q.kickFn = q.kickOnce
+	return nil
 }
 
 // joinFanout adds q to the endpoint's fanout group. arg is 0 for the first
@@ -445,7 +601,10 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 func (q *queue) joinFanout(arg int) (int, error) {
 	name := q.ep.ifname
 	if arg == 0 {
-		req := (unix.PACKET_FANOUT_HASH | unix.PACKET_FANOUT_FLAG_UNIQUEID) << 16
+		// PACKET_FANOUT_FLAG_IGNORE_OUTGOING: the group's hook replaces
+		// each socket's, whose PACKET_IGNORE_OUTGOING it would lose, so
+		// the sockets would read back every frame the queues send.
+		req := (unix.PACKET_FANOUT_HASH | unix.PACKET_FANOUT_FLAG_UNIQUEID | unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16
 		if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, req); err != nil {
 			return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
 		}
@@ -454,7 +613,7 @@ func (q *queue) joinFanout(arg int) (int, error) {
 			return 0, opError(name, "getsockopt PACKET_FANOUT", err.(syscall.Errno))
 		}
 		// Join the others with the kernel's id, in plain hash mode.
-		return got&0xffff | unix.PACKET_FANOUT_HASH<<16, nil
+		return got&0xffff | (unix.PACKET_FANOUT_HASH|unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING)<<16, nil
 	}
 	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
 		return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
@@ -625,6 +784,9 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	}
 	q.txMu.Lock()
 	defer q.txMu.Unlock()
+	if q.tx != nil {
+		return q.writeRing(s)
+	}
 	sent := 0
 	for sent < len(s) {
 		chunk := s[sent:]
@@ -758,6 +920,8 @@ func (e *Endpoint) Stats() Stats {
 		s.TXBytes += q.txBytes.Load()
 		s.TXDropped += q.txDrops.Load()
 		s.TXErrors += q.txErrors.Load()
+		s.RXBlocks += q.rxBlocks.Load()
+		s.TXRingFull += q.txRingFull.Load()
 	}
 	if q := e.gsoq; q != nil {
 		s.TXPackets += q.txPackets.Load()
@@ -824,7 +988,11 @@ func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 	e.started = true
 	for _, q := range e.queues {
 		e.wg.Add(1)
-		go q.rxLoop()
+		if q.rx != nil {
+			go q.rxRingLoop()
+		} else {
+			go q.rxLoop()
+		}
 	}
 }
 
@@ -881,11 +1049,43 @@ func (e *Endpoint) Close() {
 func (e *Endpoint) closeFiles() {
 	for _, q := range e.queues {
 		q.file.Close()
+		if q.tx != nil {
+			// Closing the file first wakes a writer waiting for a slot;
+			// the ring is unmapped once no writer holds txMu.
+			q.txFile.Close()
+			q.txMu.Lock()
+			q.tx.closed = true
+			unix.Munmap(q.tx.mem)
+			q.txMu.Unlock()
+		}
 	}
 	if e.gsoq != nil {
 		e.gsoq.file.Close()
 	}
+	e.mu.RLock()
+	started := e.started
+	e.mu.RUnlock()
+	if !started {
+		// No receive goroutine owns the receive rings: unmap them here.
+		for _, q := range e.queues {
+			if q.rx != nil {
+				q.rx.unmap()
+			}
+		}
+	}
 }
+
+// Mode returns what the endpoint's queues run: ModeRing or ModeMMsg (never
+// ModeAuto).
+func (e *Endpoint) Mode() Mode { return e.mode }
+
+// FallbackReason says why Options.Mode ModeAuto runs ModeMMsg: the error
+// that setting up a ring gave. It is empty when the rings run or ModeMMsg
+// was asked for.
+func (e *Endpoint) FallbackReason() string { return e.fallback }
+
+// Queues returns the number of queues (sockets in the fanout group).
+func (e *Endpoint) Queues() int { return len(e.queues) }
 
 // GSOFrames reports whether WritePackets sends TCP GSO packets as single
 // frames (Options.GSOFrames).
