@@ -107,7 +107,38 @@ func (t LinkType) String() string {
 	return "LinkType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Link is `link add NAME type afpacket|tap [bridge BR] [mtu N]`.
+// LinkMode is how an afpacket link moves frames: `mode auto|mmsg|ring`.
+type LinkMode uint8
+
+// Link modes.
+const (
+	// LinkModeAuto (the default) uses memory-mapped packet rings where the
+	// kernel sets them up, recvmmsg/sendmmsg otherwise.
+	LinkModeAuto LinkMode = iota
+	// LinkModeMMsg uses recvmmsg/sendmmsg.
+	LinkModeMMsg
+	// LinkModeRing uses packet rings or fails.
+	LinkModeRing
+)
+
+// String returns the config word for m.
+func (m LinkMode) String() string {
+	switch m {
+	case LinkModeAuto:
+		return "auto"
+	case LinkModeMMsg:
+		return "mmsg"
+	case LinkModeRing:
+		return "ring"
+	}
+	return "LinkMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// MaxQueues is the largest `queues N` of a link.
+const MaxQueues = 64
+
+// Link is `link add NAME type afpacket|tap [bridge BR] [mtu N] [queues N]
+// [mode auto|mmsg|ring]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -118,6 +149,12 @@ type Link struct {
 	Bridge string
 	// MTU is the link MTU; 0 means take the interface's own.
 	MTU uint32
+	// Queues is the number of AF_PACKET sockets in one PACKET_FANOUT
+	// group (hash: a flow stays on one), each read by its own goroutine;
+	// 0 means 1. Only for LinkAFPacket.
+	Queues int
+	// Mode is how an afpacket link moves frames. Only for LinkAFPacket.
+	Mode LinkMode
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -303,6 +340,12 @@ func (l Link) String() string {
 	}
 	if l.MTU != 0 {
 		s += " mtu " + strconv.FormatUint(uint64(l.MTU), 10)
+	}
+	if l.Queues > 1 {
+		s += " queues " + strconv.Itoa(l.Queues)
+	}
+	if l.Mode != LinkModeAuto {
+		s += " mode " + l.Mode.String()
 	}
 	return s
 }

@@ -323,7 +323,9 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "mode"}
+
+var linkModes = []string{"auto", "mmsg", "ring"}
 
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
@@ -333,7 +335,7 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok token
+	var bridgeTok, afTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
@@ -356,6 +358,23 @@ func (p *parser) link(pos Pos) {
 		case "mtu":
 			v, _ := p.number("link mtu", MinMTU, MaxMTU)
 			l.MTU = uint32(v)
+		case "queues":
+			afTok = t
+			v, _ := p.number("link queues", 1, MaxQueues)
+			l.Queues = int(v)
+		case "mode":
+			afTok = t
+			mt := p.next("link mode auto, mmsg or ring")
+			switch mt.s {
+			case "auto":
+				l.Mode = LinkModeAuto
+			case "mmsg":
+				l.Mode = LinkModeMMsg
+			case "ring":
+				l.Mode = LinkModeRing
+			default:
+				p.fail(mt, "unknown link mode %q; expected auto, mmsg or ring%s", mt.s, suggest(mt.s, linkModes))
+			}
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}
@@ -365,6 +384,9 @@ func (p *parser) link(pos Pos) {
 	}
 	if l.Bridge != "" && l.Type != LinkTAP {
 		p.fail(bridgeTok, "bridge applies only to type tap; an afpacket link is already an interface")
+	}
+	if afTok.s != "" && l.Type != LinkAFPacket {
+		p.fail(afTok, "%s applies only to type afpacket", afTok.s)
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/mplsnode/mplsnode/link/afpacket"
 	"strings"
 
 	"github.com/mplsnode/mplsnode/config"
@@ -65,6 +66,8 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.Kind = stack.LinkTAP
 		default:
 			sl.Kind = stack.LinkAFPacket
+			sl.Queues = l.Queues
+			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
 		}
 		sl.RejectMPLS = !l.MPLSInput
 		c.links = append(c.links, sl)

@@ -81,6 +81,13 @@ type Link struct {
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
 	QdiscBypass bool
+	// Queues, for LinkAFPacket, is the number of sockets in one
+	// PACKET_FANOUT hash group, each read by its own goroutine (0 or 1:
+	// one socket).
+	Queues int
+	// Mode, for LinkAFPacket, is how frames move: packet rings, or
+	// recvmmsg/sendmmsg (afpacket.Mode; the zero value is auto).
+	Mode afpacket.Mode
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -278,7 +285,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	case LinkAFPacket:
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
-		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true})
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
+			Queues: l.Queues, Mode: l.Mode})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
@@ -286,9 +294,13 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			ep.SetMTU(l.MTU)
 		}
 		lower = ep
+		if why := ep.FallbackReason(); why != "" {
+			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
+		}
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped}
+			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull}
 		}
 	case LinkTAP:
 		ep, err := openTAP(l)
@@ -684,6 +696,17 @@ type LowerStats struct {
 	// TXQueueFull counts frames the device queue refused (ENOBUFS), lost
 	// like on a wire.
 	TXQueueFull uint64
+	// Mode is how the lower link moves frames: "ring" or "mmsg" for
+	// AF_PACKET (what runs, after auto chose), "" for others.
+	Mode string
+	// Queues is the number of AF_PACKET sockets (fanout queues); 0 for
+	// others.
+	Queues int
+	// RXBlocks counts receive ring blocks read (ring mode): one wakeup,
+	// one receive batch each.
+	RXBlocks uint64
+	// TXRingFull counts sends that found the transmit ring full and waited.
+	TXRingFull uint64
 }
 
 // Stats is a snapshot of the stack's counters.
