@@ -134,6 +134,14 @@ type Options struct {
 	// sendmmsg; ModeRing insists on rings; ModeMMsg never uses them.
 	Mode Mode
 
+	// RXRing chooses the receive ring in ring mode: RXRingFrame (the
+	// default) or RXRingBlock.
+	RXRing RXRing
+
+	// RXRingFrames is the number of slots of an RXRingFrame ring, each
+	// sized for the link MTU. 0 means DefaultRXRingFrames.
+	RXRingFrames int
+
 	// RingBlockSize is the size of a TPACKET_V3 receive block (a multiple
 	// of the page size); frames longer than a block can hold are dropped
 	// and counted in Stats.RXTruncated. 0 means DefaultRingBlockSize.
@@ -284,7 +292,7 @@ func New(opts Options) (*Endpoint, error) {
 	default:
 		return nil, fmt.Errorf("afpacket: unknown Mode %d", opts.Mode)
 	}
-	if opts.RingBlockSize < 0 || opts.RingBlocks < 0 || opts.RingBlockTimeout < 0 || opts.TXRingFrames < 0 {
+	if opts.RingBlockSize < 0 || opts.RingBlocks < 0 || opts.RingBlockTimeout < 0 || opts.TXRingFrames < 0 || opts.RXRingFrames < 0 || opts.RXRing > RXRingBlock {
 		return nil, fmt.Errorf("afpacket: negative ring option")
 	}
 	if opts.Mode == ModeMMsg {
@@ -395,8 +403,10 @@ type queue struct {
 
 	// Ring mode: the receive ring on fd; the transmit ring on its own
 	// send-only socket txFD (txFile, txRC), under txMu.
-	rx       *rxRing
-	maxFrame int // longest frame delivered (Options.MaxFrameSize)
+	rx       *rxRing      // RXRingBlock
+	rx2      *rxFrameRing // RXRingFrame
+	rxBatch  int          // frames per receive batch with rx2
+	maxFrame int          // longest frame delivered (Options.MaxFrameSize)
 	tx       *txRing
 	txFD     int
 	txFile   *os.File
@@ -496,34 +506,45 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 		proto = 0
 	}
 	var rx *rxRing
-	if ring {
-		blockSize := cmpDefault(opts.RingBlockSize, DefaultRingBlockSize)
+	var rx2 *rxFrameRing
+	mtu := int(info.mtu)
+	if opts.MTU != 0 {
+		mtu = int(opts.MTU)
+	}
+	unmapRX := func() {
+		if rx != nil {
+			rx.unmap()
+		}
+		if rx2 != nil {
+			rx2.unmap()
+		}
+	}
+	if ring && !vnet {
 		var call string
 		var errno syscall.Errno
-		rx, call, errno = setupRXRing(fd, blockSize,
-			cmpDefault(opts.RingBlocks, DefaultRingBlocks), cmpDefault(opts.RingBlockTimeout, DefaultRingBlockTimeout))
+		if opts.RXRing == RXRingBlock {
+			rx, call, errno = setupRXRing(fd, cmpDefault(opts.RingBlockSize, DefaultRingBlockSize),
+				cmpDefault(opts.RingBlocks, DefaultRingBlocks), cmpDefault(opts.RingBlockTimeout, DefaultRingBlockTimeout))
+		} else {
+			rx2, call, errno = setupRXFrameRing(fd, mtu+header.EthernetMinimumSize+vlanRoom,
+				cmpDefault(opts.RXRingFrames, DefaultRXRingFrames), frameSize)
+		}
 		if errno != 0 {
 			unix.Close(fd)
 			return nil, ifaceInfo{}, &ringError{opError(name, call, errno)}
 		}
 	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: info.index}); err != nil {
-		if rx != nil {
-			rx.unmap()
-		}
+		unmapRX()
 		return fail("bind", err.(syscall.Errno))
 	}
 
-	q := &queue{ep: e, fd: fd, rx: rx, maxFrame: frameSize}
-	if ring {
-		mtu := int(info.mtu)
-		if opts.MTU != 0 {
-			mtu = int(opts.MTU)
-		}
+	q := &queue{ep: e, fd: fd, rx: rx, rx2: rx2, rxBatch: batch, maxFrame: frameSize}
+	if ring && !vnet {
 		// A slot holds the largest frame the MTU allows, with one
 		// 802.1Q tag; longer frames go out with sendmmsg on fd.
 		if err := q.openTX(opts, info.index, mtu+header.EthernetMinimumSize+vlanRoom); err != nil {
-			rx.unmap()
+			unmapRX()
 			unix.Close(fd)
 			return nil, ifaceInfo{}, err
 		}
@@ -538,7 +559,7 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 	}
 	if vnet {
 		q.vnetHdrs = make([][virtioNetHdrLen]byte, maxSendBatch)
-	} else if rx == nil {
+	} else if !ring {
 		q.initRX(batch, frameSize)
 	}
 	q.txMsgs = make([]mmsghdr, 0, 64)
@@ -548,6 +569,9 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 	q.recvFn = q.recv
 	if rx != nil {
 		q.recvFn = q.ringRecv
+	}
+	if rx2 != nil {
+		q.recvFn = q.frameRingRecv
 	}
 	q.sendFn = q.send
 	return q, info, nil
@@ -990,6 +1014,8 @@ func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 		e.wg.Add(1)
 		if q.rx != nil {
 			go q.rxRingLoop()
+		} else if q.rx2 != nil {
+			go q.rxFrameRingLoop()
 		} else {
 			go q.rxLoop()
 		}
@@ -1070,6 +1096,9 @@ func (e *Endpoint) closeFiles() {
 		for _, q := range e.queues {
 			if q.rx != nil {
 				q.rx.unmap()
+			}
+			if q.rx2 != nil {
+				q.rx2.unmap()
 			}
 		}
 	}

@@ -18,14 +18,15 @@ import (
 // through this package, and through gVisor's stock fdbased endpoint on an
 // AF_PACKET socket (RecvMMsg dispatch) for comparison.
 func BenchmarkAFPacketTCP(b *testing.B) {
-	for _, link := range []string{"afpacket", "fdbased"} {
+	for _, link := range []string{"afpacket-mmsg", "afpacket-ring", "fdbased"} {
 		for _, dir := range []string{"tx", "rx"} {
 			b.Run(link+"/"+dir, func(b *testing.B) {
 				tp := newTopo(b)
 				var lower stack.LinkEndpoint
 				raw := false
-				if link == "afpacket" {
-					ep, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, RXChecksumOffload: true})
+				if link != "fdbased" {
+					mode, _ := afpacket.ParseMode(link[len("afpacket-"):])
+					ep, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, RXChecksumOffload: true, Mode: mode})
 					if err != nil {
 						b.Fatal(err)
 					}

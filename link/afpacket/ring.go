@@ -81,6 +81,10 @@ const (
 	// smallest.
 	DefaultRingBlockTimeout = 1
 
+	// DefaultRXRingFrames is the number of receive slots per queue of an
+	// RXRingFrame ring: 4096 x 2 KiB = 8 MiB for a 1500-byte MTU.
+	DefaultRXRingFrames = 4096
+
 	// DefaultTXRingFrames is the number of transmit slots per queue.
 	DefaultTXRingFrames = 1024
 
@@ -525,5 +529,247 @@ func (q *queue) kickOnce(fd uintptr) bool {
 		}
 		// Every slot is in flight: wait until the kernel frees one.
 		return false
+	}
+}
+
+// RXRing chooses the receive ring of ModeRing.
+type RXRing uint8
+
+// Receive rings. The zero value is RXRingDefault.
+const (
+	// RXRingDefault is RXRingFrame.
+	RXRingDefault RXRing = iota
+	// RXRingFrame is a TPACKET_V2 ring of fixed slots sized for the link
+	// MTU, handed over frame by frame: the reader sleeps only when the
+	// ring is empty, so a lone frame (a TCP ACK) is read at once. A frame
+	// longer than a slot (a veth peer's GSO packet) is copied whole to
+	// the socket's queue (PACKET_COPY_THRESH) and read from there.
+	RXRingFrame
+	// RXRingBlock is a TPACKET_V3 ring of blocks, handed over a block at
+	// a time (one wakeup per block): the fewest wakeups, but a block that
+	// does not fill waits for Options.RingBlockTimeout (at least 1 ms),
+	// which a TCP sender feels as added round-trip time.
+	RXRingBlock
+)
+
+// String returns "frame" or "block".
+func (r RXRing) String() string {
+	switch r {
+	case RXRingDefault, RXRingFrame:
+		return "frame"
+	case RXRingBlock:
+		return "block"
+	}
+	return "RXRing(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Offsets in struct tpacket2_hdr (receive side).
+const (
+	f2SnapLenOff  = 8
+	f2MacOff      = 12
+	f2VlanTCIOff  = 24
+	f2VlanTPIDOff = 26
+	// tpacket2RXHdrLen is TPACKET2_HDRLEN: the header and a sockaddr_ll.
+	tpacket2RXHdrLen = 32 + 20
+)
+
+// rxFrameRing is a TPACKET_V2 receive ring: frameNr slots the kernel fills
+// and hands over one at a time.
+type rxFrameRing struct {
+	mem       []byte
+	frameSize int
+	frameNr   int
+	cur       int
+	// copyBuf and copyCtl receive the frames the kernel queued whole
+	// because they did not fit a slot (TP_STATUS_COPY).
+	copyBuf   []byte
+	copyMsg   unix.Msghdr
+	copyIov   unix.Iovec
+	unmapOnce sync.Once
+}
+
+// setupRXFrameRing turns fd into a TPACKET_V2 socket with a receive ring
+// of at least frames slots, each big enough for a frame of maxFrame bytes
+// behind the kernel's header, and maps it.
+func setupRXFrameRing(fd, maxFrame, frames, bigFrame int) (*rxFrameRing, string, unix.Errno) {
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
+		return nil, "setsockopt PACKET_VERSION TPACKET_V2", err.(unix.Errno)
+	}
+	// Frames too long for a slot go whole to the socket's receive queue.
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_COPY_THRESH, 1); err != nil {
+		return nil, "setsockopt PACKET_COPY_THRESH", err.(unix.Errno)
+	}
+	// The kernel puts the frame at TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14
+	// (its network header aligned), 66 bytes into the slot.
+	fs := 1
+	for fs < 96+maxFrame {
+		fs <<= 1
+	}
+	page := unix.Getpagesize()
+	blockSize := max(fs, 16*page)
+	perBlock := blockSize / fs
+	blockNr := (frames + perBlock - 1) / perBlock
+	req := unix.TpacketReq{
+		Block_size: uint32(blockSize),
+		Block_nr:   uint32(blockNr),
+		Frame_size: uint32(fs),
+		Frame_nr:   uint32(blockNr * perBlock),
+	}
+	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return nil, "setsockopt PACKET_RX_RING", err.(unix.Errno)
+	}
+	mem, err := unix.Mmap(fd, 0, blockSize*blockNr, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, "mmap PACKET_RX_RING", err.(unix.Errno)
+	}
+	r := &rxFrameRing{mem: mem, frameSize: fs, frameNr: blockNr * perBlock, copyBuf: make([]byte, vlanRoom+bigFrame)}
+	r.copyIov.Base = &r.copyBuf[vlanRoom]
+	r.copyIov.SetLen(bigFrame)
+	r.copyMsg.Iov = &r.copyIov
+	r.copyMsg.SetIovlen(1)
+	return r, "", 0
+}
+
+func (r *rxFrameRing) unmap() {
+	r.unmapOnce.Do(func() { unix.Munmap(r.mem) })
+}
+
+func (r *rxFrameRing) slot(i int) []byte {
+	return r.mem[i*r.frameSize : (i+1)*r.frameSize : (i+1)*r.frameSize]
+}
+
+// ready reports whether the current slot is ours to read.
+func (r *rxFrameRing) ready() bool {
+	return u32at(r.slot(r.cur), f2StatusOff).Load()&unix.TP_STATUS_USER != 0
+}
+
+// release hands the current slot back to the kernel and moves on.
+func (r *rxFrameRing) release() {
+	u32at(r.slot(r.cur), f2StatusOff).Store(unix.TP_STATUS_KERNEL)
+	r.cur++
+	if r.cur == r.frameNr {
+		r.cur = 0
+	}
+}
+
+// frameRingRecv is the RawConn.Read callback with a frame ring.
+func (q *queue) frameRingRecv(uintptr) bool { return q.rx2.ready() }
+
+// rxFrameRingLoop reads frames until the socket is closed, then unmaps the
+// ring. A receive batch is at most Options.RecvBatch frames: the ready
+// ones, never waiting for more.
+func (q *queue) rxFrameRingLoop() {
+	defer q.ep.wg.Done()
+	defer q.rx2.unmap()
+	for {
+		if err := q.rc.Read(q.recvFn); err != nil {
+			return // closed
+		}
+		for q.rx2.ready() {
+			q.deliverFrames()
+		}
+	}
+}
+
+// deliverFrames hands up to a batch of ready slots to the dispatcher, each
+// copied once into a packet buffer, and ends the batch.
+func (q *queue) deliverFrames() {
+	q.ep.mu.RLock()
+	d := q.ep.dispatcher
+	q.ep.mu.RUnlock()
+	r := q.rx2
+	q.rxBlocks.Add(1)
+	var pkts, bytes, csum, trunc, bad, nodisp uint64
+	for n := 0; n < q.rxBatch && r.ready(); n++ {
+		fh := r.slot(r.cur)
+		wire := int(binary.NativeEndian.Uint32(fh[f2LenOff:]))
+		snap := int(binary.NativeEndian.Uint32(fh[f2SnapLenOff:]))
+		status := binary.NativeEndian.Uint32(fh[f2StatusOff:])
+		mac := int(binary.NativeEndian.Uint16(fh[f2MacOff:]))
+		buf, start := fh, mac
+		if status&unix.TP_STATUS_COPY != 0 {
+			// The whole frame waits in the socket's queue.
+			got, ok := q.recvCopy()
+			if !ok {
+				q.rxErrors.Add(1)
+				r.release()
+				continue
+			}
+			buf, start, snap = r.copyBuf, vlanRoom, got
+		}
+		switch {
+		case snap < wire || snap > q.maxFrame:
+			trunc++
+		case start < vlanRoom || start+snap > len(buf):
+			q.rxErrors.Add(1)
+		case d == nil:
+			nodisp++
+		default:
+			end := start + snap
+			if status&unix.TP_STATUS_VLAN_VALID != 0 && snap >= 2*header.EthernetAddressSize {
+				tpid := binary.NativeEndian.Uint16(fh[f2VlanTPIDOff:])
+				if status&unix.TP_STATUS_VLAN_TPID_VALID == 0 {
+					tpid = unix.ETH_P_8021Q
+				}
+				tci := binary.NativeEndian.Uint16(fh[f2VlanTCIOff:])
+				copy(buf[start-vlanRoom:], buf[start:start+2*header.EthernetAddressSize])
+				start -= vlanRoom
+				binary.BigEndian.PutUint16(buf[start+12:], tpid)
+				binary.BigEndian.PutUint16(buf[start+14:], tci)
+			}
+			frame := buf[start:end]
+			validated := status&(unix.TP_STATUS_CSUMNOTREADY|unix.TP_STATUS_CSUM_VALID) != 0
+			if !validated && q.ep.rxCsum {
+				if !checksumOK(frame) {
+					bad++
+					break
+				}
+				validated = true
+			}
+			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+			pkt.RXChecksumValidated = validated
+			d.DeliverNetworkPacket(0, pkt)
+			pkt.DecRef()
+			pkts++
+			bytes += uint64(len(frame))
+			if validated {
+				csum++
+			}
+		}
+		r.release()
+	}
+	if d != nil {
+		if be, ok := d.(BatchDispatcher); ok && pkts > 0 {
+			be.EndBatch()
+		}
+	}
+	q.rxPackets.Add(pkts)
+	q.rxBytes.Add(bytes)
+	q.rxCsum.Add(csum)
+	if trunc != 0 {
+		q.rxTrunc.Add(trunc)
+	}
+	if bad != 0 {
+		q.rxBad.Add(bad)
+	}
+	if nodisp != 0 {
+		q.rxNoDisp.Add(nodisp)
+	}
+}
+
+// recvCopy reads the frame the kernel queued whole (TP_STATUS_COPY) into
+// copyBuf and returns its length.
+func (q *queue) recvCopy() (int, bool) {
+	r := q.rx2
+	for {
+		r.copyMsg.Flags = 0
+		n, _, errno := unix.Syscall(unix.SYS_RECVMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&r.copyMsg)), unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return 0, false
+		}
+		return int(n), true // longer than copyBuf: MSG_TRUNC's real length, dropped as truncated
 	}
 }
