@@ -730,3 +730,10 @@ func (s *Stack) Stats() Stats {
 	}
 	return st
 }
+
+// The lower links' optional contracts with the MPLS endpoint, checked here
+// where both packages meet.
+var (
+	_ mplsendpoint.TXRing      = (*afpacket.Endpoint)(nil)
+	_ afpacket.BatchDispatcher = (*mplsendpoint.Endpoint)(nil)
+)

@@ -430,8 +430,7 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 			}
 			q.txRingFull.Add(1)
 		}
-		s := r.slot(r.next)
-		data := s[tpacket2HdrLen : tpacket2HdrLen+size]
+		data := r.slot(r.next)[tpacket2HdrLen : tpacket2HdrLen+size]
 		vl, off := pkt.AsViewList()
 		w := 0
 		for v := vl.Front(); v != nil; v = v.Next() {
@@ -443,14 +442,7 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 			w += copy(data[w:], b[off:])
 			off = 0
 		}
-		binary.NativeEndian.PutUint32(s[f2LenOff:], uint32(size))
-		u32at(s, f2StatusOff).Store(unix.TP_STATUS_SEND_REQUEST)
-		r.lens[r.next] = uint32(size)
-		r.next++
-		if r.next == r.frameNr {
-			r.next = 0
-		}
-		r.pending++
+		r.commit(size)
 		done++
 	}
 	if err := q.kick(false); err != nil {
@@ -772,4 +764,67 @@ func (q *queue) recvCopy() (int, bool) {
 		}
 		return int(n), true // longer than copyBuf: MSG_TRUNC's real length, dropped as truncated
 	}
+}
+
+// TXBegin locks the transmit queue hash selects for a batch of TXSlot and
+// TXCommit calls, ended by TXEnd; ok is false (nothing locked) when the
+// queue has no transmit ring (mmsg mode) or the endpoint is closed.
+// link/mplsendpoint segments TCP GSO packets straight into the slots.
+func (e *Endpoint) TXBegin(hash uint32) (queue int, ok bool) {
+	i := int(hash % uint32(len(e.queues)))
+	q := e.queues[i]
+	if q.tx == nil {
+		return 0, false
+	}
+	q.txMu.Lock()
+	if q.tx.closed {
+		q.txMu.Unlock()
+		return 0, false
+	}
+	return i, true
+}
+
+// TXSlot returns room for a frame of up to size bytes in the queue's next
+// transmit slot, kicking the kernel and waiting for a free slot when the
+// ring is full. It returns nil and no error when size does not fit a slot.
+func (e *Endpoint) TXSlot(queue, size int) ([]byte, tcpip.Error) {
+	q := e.queues[queue]
+	r := q.tx
+	if size > r.capacity() {
+		return nil, nil
+	}
+	for r.pending == r.frameNr || r.status(r.next) != unix.TP_STATUS_AVAILABLE {
+		if err := q.kick(true); err != nil {
+			return nil, err
+		}
+		q.txRingFull.Add(1)
+	}
+	return r.slot(r.next)[tpacket2HdrLen : tpacket2HdrLen+size], nil
+}
+
+// TXCommit marks the slot TXSlot returned as a frame of n bytes to send.
+func (e *Endpoint) TXCommit(queue, n int) {
+	q := e.queues[queue]
+	q.tx.commit(n)
+}
+
+// TXEnd sends the committed frames with one kick and unlocks the queue.
+func (e *Endpoint) TXEnd(queue int) tcpip.Error {
+	q := e.queues[queue]
+	err := q.kick(false)
+	q.txMu.Unlock()
+	return err
+}
+
+// commit marks slot next as a frame of n bytes to send and moves on.
+func (r *txRing) commit(n int) {
+	s := r.slot(r.next)
+	binary.NativeEndian.PutUint32(s[f2LenOff:], uint32(n))
+	u32at(s, f2StatusOff).Store(unix.TP_STATUS_SEND_REQUEST)
+	r.lens[r.next] = uint32(n)
+	r.next++
+	if r.next == r.frameNr {
+		r.next = 0
+	}
+	r.pending++
 }

@@ -196,6 +196,7 @@ type Endpoint struct {
 	nested.Endpoint
 
 	lower      stack.LinkEndpoint
+	ring       TXRing // lower, if it has a transmit ring; else nil
 	tables     *mpls.Tables
 	ttlModel   mpls.TTLModel
 	pipeTTL    uint8
@@ -286,6 +287,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		forwarding: opts.Forwarding,
 		rejectMPLS: opts.RejectMPLS,
 	}
+	e.ring, _ = lower.(TXRing)
 	e.Endpoint.Init(lower, e)
 	return e, nil
 }
