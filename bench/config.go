@@ -163,6 +163,12 @@ sysctl -w net.ipv4.ip_forward=1
 	ns1LabelBoth = ns1Pop + "route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev virt10\n"
 )
 
+// linkWords adds words to every "type afpacket" link line of conf: the
+// link mode dimension of configuration 5.
+func linkWords(conf, words string) string {
+	return strings.ReplaceAll(conf, " type afpacket\n", " type afpacket "+words+"\n")
+}
+
 // The netserver's addresses in ns2.
 const (
 	hostPlain = "172.16.21.22"
@@ -180,6 +186,8 @@ func Configs() []Config {
 		{ID: "3", Group: 3, Name: "stock gVisor (fdbased, AF_PACKET), plain IP, no GSO", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientGVisor, Host: hostPlain},
 		{ID: "4", Group: 4, Name: "mplsnode ns0, no labels, kernel forwards in ns1", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
 		{ID: "5", Group: 5, Name: "mplsnode ns0 -> mplsnode LSR ns1 (pop) -> kernel, 1 label", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
+		{ID: "5m", Group: 5, Name: "as 5, every afpacket link mode mmsg (recvmmsg/sendmmsg; 5 runs auto: packet rings)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "mode mmsg"), NS1Conf: linkWords(ns1Pop, "mode mmsg")},
+		{ID: "5q", Group: 5, Name: "as 5, every afpacket link mode ring with queues 2 (PACKET_FANOUT)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "queues 2 mode ring"), NS1Conf: linkWords(ns1Pop, "queues 2 mode ring")},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "6b", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv6", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP6, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "7", Group: 7, Name: "as 5, TAP in a Linux bridge instead of AF_PACKET", Test: netperf.TCPStream, Topo: TopoTAP, Client: ClientNode, Host: hostLSP, NS0Conf: ns0TAP, NS1Conf: ns1TAP},

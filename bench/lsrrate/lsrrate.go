@@ -66,11 +66,26 @@ import (
 	"time"
 )
 
+// linkWords are the words each mplsnode configuration adds to the LSR's
+// link lines: the link mode dimension (ConfigMPLSNode runs the default,
+// mode auto, which is ring where the kernel has packet rings).
+var linkWords = map[string]string{
+	ConfigMPLSNode:        "",
+	ConfigMPLSNodeMMsg:    " mode mmsg",
+	ConfigMPLSNodeQueues2: " mode ring queues 2",
+}
+
 // Configuration names, the values of Result.Config.
 const (
 	// ConfigMPLSNode is mplsnode swapping label 100 for 200 in the LSR
 	// namespace.
 	ConfigMPLSNode = "mplsnode-swap"
+	// ConfigMPLSNodeMMsg is ConfigMPLSNode with the LSR's links in mode
+	// mmsg (recvmmsg/sendmmsg instead of packet rings).
+	ConfigMPLSNodeMMsg = "mplsnode-swap-mmsg"
+	// ConfigMPLSNodeQueues2 is ConfigMPLSNode with the LSR's links in mode
+	// ring with two fanout queues each.
+	ConfigMPLSNodeQueues2 = "mplsnode-swap-ring-q2"
 	// ConfigKernel is the Linux kernel IP-forwarding in the LSR namespace.
 	ConfigKernel = "kernel-ipfwd"
 )
@@ -122,6 +137,10 @@ type Result struct {
 	Frames uint64
 	// Sent counts frames the generator sent (the kernel accepted).
 	Sent uint64
+	// IngressDrops counts the frames the forwarder lost at its ingress:
+	// mplsnode's lower_rx_overflow (its receive ring or socket queue was
+	// full), the kernel's rx_dropped of the LSR's ingress interface.
+	IngressDrops uint64
 }
 
 // Addresses and labels of the topology.
@@ -183,7 +202,7 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 		return nil, err
 	}
 	var results []Result
-	for _, cfg := range []string{ConfigMPLSNode, ConfigKernel} {
+	for _, cfg := range []string{ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigKernel} {
 		rs, err := runConfig(ctx, &opts, cfg, h)
 		results = append(results, rs...)
 		if err != nil {
@@ -241,6 +260,10 @@ type forwarder interface {
 	// describe returns the forwarder's own counters since the last mark,
 	// for a progress line.
 	describe() string
+	// ingressDrops returns the frames lost at the forwarder's ingress
+	// since the last mark (see Result.IngressDrops); dev is the LSR
+	// ingress interface's rx_dropped over the same time.
+	ingressDrops(dev uint64) uint64
 	// stop ends the forwarder.
 	stop() error
 }
@@ -260,9 +283,9 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	var filter = ipv4UDPFilter(dstIP)
 	var wantLabel uint32
 	switch cfg {
-	case ConfigMPLSNode:
+	case ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2:
 		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
-		fw, err = startMPLSNode(ctx, opts.Bin, t)
+		fw, err = startMPLSNode(ctx, opts.Bin, t, linkWords[cfg])
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel
@@ -427,7 +450,8 @@ wait:
 		h.sinkRX(cfg, size, dev1.sink.rxPackets-dev0.sink.rxPackets)
 	}
 
-	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent}
+	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent,
+		IngressDrops: fw.ingressDrops(dev1.in.rxDropped - dev0.in.rxDropped)}
 	secs := gr.st.elapsed.Seconds()
 	if secs > 0 {
 		r.PPS = float64(frames) / secs

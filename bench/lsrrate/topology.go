@@ -161,6 +161,9 @@ func (kernelForwarder) describe() string { return "kernel (CPU figure: /proc/sta
 // stop implements forwarder: the namespace goes with the topology.
 func (kernelForwarder) stop() error { return nil }
 
+// ingressDrops implements forwarder: the ingress interface's rx_dropped.
+func (kernelForwarder) ingressDrops(dev uint64) uint64 { return dev }
+
 // Limits for the mplsnode process.
 const (
 	// startTimeout bounds mplsnode's start (links opened, control socket
@@ -184,21 +187,22 @@ type mplsnodeForwarder struct {
 	base   *nodeReport // counters at the last mark
 }
 
-// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink.
-func lsrConfig(t *topology) string {
+// lsrConfig is the LSR's config: swap inLabel for outLabel towards the
+// sink; words go on both link lines (" mode mmsg").
+func lsrConfig(t *topology, words string) string {
 	return fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
-link add %s type afpacket
-link add %s type afpacket
+link add %s type afpacket%s
+link add %s type afpacket%s
 addr add %s dev %s
 addr add %s dev %s
 -f mpls route add %d as to %d via inet %s dev %s
-`, inLabel, outLabel, t.lsrIn, t.lsrOut, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
+`, inLabel, outLabel, t.lsrIn, words, t.lsrOut, words, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
 		inLabel, outLabel, sinkIP, t.lsrOut)
 }
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
 // namespace, and returns once its control socket answers.
-func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, err error) {
+func startMPLSNode(ctx context.Context, bin string, t *topology, words string) (fw forwarder, err error) {
 	dir, err := os.MkdirTemp("", "lsrrate-")
 	if err != nil {
 		return nil, err
@@ -210,7 +214,7 @@ func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, 
 		}
 	}()
 	conf := filepath.Join(dir, "lsr.conf")
-	if err := os.WriteFile(conf, []byte(lsrConfig(t)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(lsrConfig(t, words)), 0o600); err != nil {
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.
@@ -299,6 +303,20 @@ func (m *mplsnodeForwarder) mark() {
 	if r, err := m.report(); err == nil {
 		m.base = r
 	}
+}
+
+// ingressDrops implements forwarder: lower_rx_overflow of every link
+// since the last mark.
+func (m *mplsnodeForwarder) ingressDrops(uint64) uint64 {
+	r, err := m.report()
+	if err != nil || m.base == nil || len(m.base.Links) != len(r.Links) {
+		return 0
+	}
+	var n uint64
+	for i, l := range r.Links {
+		n += l.Drops["lower_rx_overflow"] - m.base.Links[i].Drops["lower_rx_overflow"]
+	}
+	return n
 }
 
 // describe implements forwarder: the node's frame counters since the

@@ -82,11 +82,14 @@ const (
 	DefaultRingBlockTimeout = 1
 
 	// DefaultRXRingFrames is the number of receive slots per queue of an
-	// RXRingFrame ring: 4096 x 2 KiB = 8 MiB for a 1500-byte MTU.
-	DefaultRXRingFrames = 4096
+	// RXRingFrame ring: 2048 x 2 KiB = 4 MiB for a 1500-byte MTU, as much
+	// as the mmsg mode's socket buffer (rings are resident memory).
+	DefaultRXRingFrames = 2048
 
-	// DefaultTXRingFrames is the number of transmit slots per queue.
-	DefaultTXRingFrames = 1024
+	// DefaultTXRingFrames is the number of transmit slots per queue (1 MiB
+	// for a 1500-byte MTU). A slot is free again once the kernel has
+	// handed its frame on (on a veth, at the peer's receive).
+	DefaultTXRingFrames = 512
 
 	// tpacket2HdrLen is where a TPACKET_V2 transmit frame's data starts:
 	// TPACKET_ALIGN(sizeof(struct tpacket2_hdr)), the kernel's default

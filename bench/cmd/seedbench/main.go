@@ -149,7 +149,7 @@ func lsrRate(ctx context.Context, bin string, seconds float64, sizes []int, prog
 	out := make([]bench.LSRResult, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, bench.LSRResult{Config: r.Config, FrameSize: r.FrameSize, PPS: r.PPS,
-			CPUSecondsPerMpkt: r.CPUSecondsPerMpkt, Frames: r.Frames})
+			CPUSecondsPerMpkt: r.CPUSecondsPerMpkt, Frames: r.Frames, IngressDrops: r.IngressDrops})
 	}
 	return out, err
 }
