@@ -540,6 +540,9 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 	}
 
 	q := &queue{ep: e, fd: fd, rx: rx, rx2: rx2, rxBatch: batch, maxFrame: frameSize}
+	if rx2 != nil && opts.RecvBatch == 0 {
+		q.rxBatch = DefaultRingBatch
+	}
 	if ring && !vnet {
 		// A slot holds the largest frame the MTU allows, with one
 		// 802.1Q tag; longer frames go out with sendmmsg on fd.

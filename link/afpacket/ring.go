@@ -86,6 +86,12 @@ const (
 	// as the mmsg mode's socket buffer (rings are resident memory).
 	DefaultRXRingFrames = 2048
 
+	// DefaultRingBatch is the most frames of a frame ring's receive batch
+	// when Options.RecvBatch is 0: the ready ones, never waiting for more.
+	// Longer batches than mmsg's let the label switch write more frames per
+	// kick of the egress ring.
+	DefaultRingBatch = 256
+
 	// DefaultTXRingFrames is the number of transmit slots per queue (1 MiB
 	// for a 1500-byte MTU). A slot is free again once the kernel has
 	// handed its frame on (on a veth, at the peer's receive).
