@@ -17,7 +17,12 @@
 //   - mplsnode-swap: `mplsnode run` in the LSR namespace swaps label 100
 //     for 200 (`-f mpls route add 100 as to 200 via inet 10.77.2.2`). The
 //     frames are label 100 (S=1, TTL 64) over IPv4/UDP to 10.77.3.9. The
-//     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP.
+//     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP. Its
+//     links run the default mode (auto: packet rings).
+//   - mplsnode-swap-mmsg, mplsnode-swap-ring-q2: the same with the LSR's
+//     links in `mode mmsg` (recvmmsg/sendmmsg) and in `mode ring queues 2`
+//     (two PACKET_FANOUT queues per link; frames of one label all hash to
+//     one queue).
 //   - kernel-ipfwd: no mplsnode; the kernel in the LSR namespace holds the
 //     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
 //     sink. The frames are the same IPv4/UDP packets without the label,

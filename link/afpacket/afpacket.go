@@ -4,9 +4,22 @@
 // Ethernet frames on one Linux interface (typically a veth) through AF_PACKET
 // raw sockets.
 //
-// It owns the socket work only: binding, batched receive (recvmmsg into
-// preallocated buffers), batched send (sendmmsg over a WritePackets batch),
-// PACKET_FANOUT queues and counters. It knows nothing of MPLS or of any
+// It owns the socket work only: binding, memory-mapped packet rings or
+// batched system calls, PACKET_FANOUT queues and counters (Options.Mode):
+//
+//   - ring mode (ModeRing; ModeAuto where the kernel sets rings up): a
+//     TPACKET_V2 receive ring read frame by frame, a batch being the frames
+//     ready (or a TPACKET_V3 block ring, Options.RXRing), and a TPACKET_V2
+//     transmit ring on a second, send-only socket, filled in order and
+//     kicked with one send() per WritePackets batch. Frames are copied once
+//     between a slot and a packet buffer; the TXRing methods (TXBegin,
+//     TXSlot, TXCommit, TXEnd) let link/mplsendpoint write segments straight
+//     into the slots.
+//   - mmsg mode (ModeMMsg, or ModeAuto's fallback, FallbackReason): recvmmsg
+//     into preallocated buffers, sendmmsg over a WritePackets batch.
+//
+// Either way each queue (Options.Queues, one socket of a PACKET_FANOUT hash
+// group) has its own receive goroutine and its own transmit lock. It knows nothing of MPLS or of any
 // network protocol: it is a "lower link" as docs/CONTRACTS.md defines it.
 // Frames go up with DeliverNetworkPacket(0, pkt), the Ethernet header
 // unconsumed in pkt.Data(); wrap the endpoint (for example with gVisor's
@@ -15,8 +28,9 @@
 // Checksums: on a veth the peer kernel hands over frames whose TCP/UDP
 // checksum was never computed (CHECKSUM_PARTIAL). The kernel reports this in
 // PACKET_AUXDATA as TP_STATUS_CSUMNOTREADY (or TP_STATUS_CSUM_VALID when it
-// verified it); such frames are delivered with pkt.RXChecksumValidated set so
-// the stack does not drop them. Frames sent must carry full checksums.
+// verified it), and in a ring frame's tp_status; such frames are delivered
+// with pkt.RXChecksumValidated set so the stack does not drop them. Frames
+// sent must carry full checksums.
 //
 // Large frames: a veth passes the peer's TSO/GSO packets through unsegmented,
 // so a received "frame" can be up to 64 KiB even with a 1500-byte link MTU.
@@ -92,8 +106,9 @@ type Options struct {
 	// the qdisc).
 	QdiscBypass bool
 
-	// RecvBatch is the number of frames read per recvmmsg call. 0 means
-	// DefaultRecvBatch.
+	// RecvBatch is the number of frames read per recvmmsg call, and the
+	// most frames of a frame ring's receive batch. 0 means DefaultRecvBatch
+	// (mmsg) or DefaultRingBatch (ring).
 	RecvBatch int
 
 	// MaxFrameSize is the size of each receive buffer; longer frames are
