@@ -138,7 +138,7 @@ func (m LinkMode) String() string {
 const MaxQueues = 64
 
 // Link is `link add NAME type afpacket|tap [bridge BR] [mtu N] [queues N]
-// [mode auto|mmsg|ring]`.
+// [mode auto|mmsg|ring] [qdisc-bypass on|off]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -155,6 +155,10 @@ type Link struct {
 	Queues int
 	// Mode is how an afpacket link moves frames. Only for LinkAFPacket.
 	Mode LinkMode
+	// QdiscBypass is `qdisc-bypass on`: frames sent skip the interface's
+	// queueing discipline (PACKET_QDISC_BYPASS), and captures on the
+	// interface no longer see them. Only for LinkAFPacket.
+	QdiscBypass bool
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -346,6 +350,9 @@ func (l Link) String() string {
 	}
 	if l.Mode != LinkModeAuto {
 		s += " mode " + l.Mode.String()
+	}
+	if l.QdiscBypass {
+		s += " qdisc-bypass on"
 	}
 	return s
 }

@@ -13,7 +13,7 @@
 // -4, -6, -M and -f inet|inet6|mpls (-family too). A config describes
 // state, so the only verb is add.
 //
-//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring]
+//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
 //	link add NAME type tap [bridge BRIDGE] [mtu N]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
 //	    tap creates a TAP device, optionally enslaved to a Linux bridge.
@@ -25,7 +25,9 @@
 //	    ring, memory-mapped packet rings (TPACKET_V3 receive, TPACKET_V2
 //	    transmit); mmsg, recvmmsg/sendmmsg; auto (default), ring where the
 //	    kernel sets the rings up, else mmsg. `mplsnode stats` shows what
-//	    each link runs.
+//	    each link runs. qdisc-bypass on (default off) sends past the
+//	    interface's queueing discipline (PACKET_QDISC_BYPASS): no tc
+//	    shaping, and captures on the interface miss the frames sent.
 //
 //	addr add ADDRESS[/LEN] dev NAME
 //	    An interface address, IPv4 or IPv6 (no /LEN: a host address).

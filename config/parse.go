@@ -323,7 +323,7 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu", "queues", "mode"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "mode", "qdisc-bypass"}
 
 var linkModes = []string{"auto", "mmsg", "ring"}
 
@@ -362,6 +362,9 @@ func (p *parser) link(pos Pos) {
 			afTok = t
 			v, _ := p.number("link queues", 1, MaxQueues)
 			l.Queues = int(v)
+		case "qdisc-bypass":
+			afTok = t
+			l.QdiscBypass = p.onOff("qdisc-bypass")
 		case "mode":
 			afTok = t
 			mt := p.next("link mode auto, mmsg or ring")

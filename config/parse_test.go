@@ -31,6 +31,7 @@ func TestParseStatements(t *testing.T) {
 		{name: "link afpacket queues mode", in: "link add virt10 type afpacket queues 2 mode ring", want: "link add virt10 type afpacket queues 2 mode ring"},
 		{name: "link afpacket mode auto", in: "link add virt10 mode auto type afpacket queues 1", want: "link add virt10 type afpacket"},
 		{name: "link afpacket mode mmsg", in: "link add virt10 type afpacket mode mmsg", want: "link add virt10 type afpacket mode mmsg"},
+		{name: "link afpacket qdisc-bypass", in: "link add virt10 type afpacket qdisc-bypass on mode ring", want: "link add virt10 type afpacket mode ring qdisc-bypass on"},
 		{name: "link tap", in: "link add tap0 type tap", want: "link add tap0 type tap"},
 		{name: "link tap bridge mtu", in: "link add tap0 mtu 1500 type tap bridge br0", want: "link add tap0 type tap bridge br0 mtu 1500"},
 		{name: "addr v4", in: "addr add 10.9.0.1/16 dev virt12", want: "addr add 10.9.0.1/16 dev virt12"},

@@ -67,6 +67,7 @@ func convert(cfg *config.Config) (*converted, error) {
 		default:
 			sl.Kind = stack.LinkAFPacket
 			sl.Queues = l.Queues
+			sl.QdiscBypass = l.QdiscBypass
 			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
 		}
 		sl.RejectMPLS = !l.MPLSInput

@@ -99,19 +99,28 @@ func (c *countingDispatcher) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *
 func (c *countingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
 func (c *countingDispatcher) EndBatch()                                                          { c.batches.Add(1) }
 
-// BenchmarkFrames measures one endpoint, in mmsg or ring mode, sending
+// BenchmarkFrames measures one endpoint, in mmsg or ring mode (with
+// PACKET_QDISC_BYPASS too, sending), sending
 // ("tx") or receiving ("rx") 1000-byte frames to or from a peer endpoint
 // in mmsg mode across a veth; an op is one frame. The frames sent are
 // built once and written again and again, so the allocations reported
 // are the two endpoints' own per frame: 0 on the ring paths.
 func BenchmarkFrames(b *testing.B) {
-	for _, mode := range []afpacket.Mode{afpacket.ModeMMsg, afpacket.ModeRing} {
+	for _, v := range []struct {
+		name   string
+		mode   afpacket.Mode
+		bypass bool
+	}{{"mmsg", afpacket.ModeMMsg, false}, {"ring", afpacket.ModeRing, false}, {"ring-qdiscbypass", afpacket.ModeRing, true}} {
+		mode := v.mode
 		for _, dir := range []string{"tx", "rx"} {
-			b.Run(mode.String()+"/"+dir, func(b *testing.B) {
+			if v.bypass && dir == "rx" {
+				continue // PACKET_QDISC_BYPASS changes sending only
+			}
+			b.Run(v.name+"/"+dir, func(b *testing.B) {
 				tp := newTopo(b)
 				tp.a.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.va+".disable_ipv6=1")
 				tp.b.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.vb+".disable_ipv6=1")
-				ours, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, Mode: mode})
+				ours, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, Mode: mode, QdiscBypass: v.bypass})
 				if err != nil {
 					b.Fatal(err)
 				}
