@@ -148,13 +148,13 @@ func TestSeedRingBothWays(t *testing.T) {
 // our host (ns0) through the LSR, whose links each have two fanout queues
 // (ring mode), and compares the order of every flow's segments as they
 // reach the LSR and as they leave it (tshark captures in ns1): the LSR
-// must not reorder, since PACKET_FANOUT_HASH keeps a flow on one queue and
-// each queue's goroutine forwards in order. A reorder is a segment whose
+// must not reorder, since the fanout group's flow hash (afpacket.FlowHash)
+// keeps a flow on one queue and each queue's goroutine forwards in order. A reorder is a segment whose
 // sequence number is below its predecessor's; the LSR may pass on those
-// of its input (retransmissions), never add any. (The flows are plain IP:
-// labelled frames of one LSP all hash alike, so the kernel puts them on one
-// queue.) Planted bug: PACKET_FANOUT_LB (round robin) instead of HASH:
-// hundreds of reorders added.
+// of its input (retransmissions), never add any. (The kernel's own PACKET_FANOUT_HASH, which the group used first, let one
+// reorder through under load: a local TCP sender's skb->hash changes after a
+// timeout and moved the flow to the other queue mid-stream.) Planted bug:
+// PACKET_FANOUT_LB (round robin): hundreds of reorders added.
 func TestFanoutKeepsFlowsInOrder(t *testing.T) {
 	words := "queues 2 mode ring"
 	if w := os.Getenv("FANOUTLINK"); w != "" {

@@ -97,8 +97,9 @@ type Options struct {
 	Interface string
 
 	// Queues is the number of sockets, each with its own receive goroutine,
-	// joined in one PACKET_FANOUT group (hash mode, so a flow stays on one
-	// queue). 0 or 1 means a single socket without fanout.
+	// joined in one PACKET_FANOUT group that picks a queue by our flow hash
+	// (FlowHash, a classic BPF program), so a flow stays on one queue. 0 or
+	// 1 means a single socket without fanout.
 	Queues int
 
 	// QdiscBypass sets PACKET_QDISC_BYPASS: sent frames skip the interface's
@@ -646,7 +647,7 @@ func (q *queue) joinFanout(arg int) (int, error) {
 		// PACKET_FANOUT_FLAG_IGNORE_OUTGOING: the group's hook replaces
 		// each socket's, whose PACKET_IGNORE_OUTGOING it would lose, so
 		// the sockets would read back every frame the queues send.
-		req := (unix.PACKET_FANOUT_HASH | unix.PACKET_FANOUT_FLAG_UNIQUEID | unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16
+		req := (unix.PACKET_FANOUT_CBPF | unix.PACKET_FANOUT_FLAG_UNIQUEID | unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16
 		if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, req); err != nil {
 			return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
 		}
@@ -654,8 +655,17 @@ func (q *queue) joinFanout(arg int) (int, error) {
 		if err != nil {
 			return 0, opError(name, "getsockopt PACKET_FANOUT", err.(syscall.Errno))
 		}
-		// Join the others with the kernel's id, in plain hash mode.
-		return got&0xffff | (unix.PACKET_FANOUT_HASH|unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING)<<16, nil
+		// The group's flow hash (fanout.go).
+		prog, err := flowHashProgram()
+		if err != nil {
+			return 0, &net.OpError{Op: "open", Net: "packet", Addr: Addr{name}, Err: err}
+		}
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		if err := unix.SetsockoptSockFprog(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT_DATA, &fprog); err != nil {
+			return 0, opError(name, "setsockopt PACKET_FANOUT_DATA", err.(syscall.Errno))
+		}
+		// The others join with the kernel's id.
+		return got&0xffff | (unix.PACKET_FANOUT_CBPF|unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING)<<16, nil
 	}
 	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
 		return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
@@ -1133,6 +1143,16 @@ func (e *Endpoint) FallbackReason() string { return e.fallback }
 
 // Queues returns the number of queues (sockets in the fanout group).
 func (e *Endpoint) Queues() int { return len(e.queues) }
+
+// QueueRXPackets returns the frames each queue delivered upward, in queue
+// order (FlowHash % Queues picks the queue).
+func (e *Endpoint) QueueRXPackets() []uint64 {
+	out := make([]uint64, len(e.queues))
+	for i, q := range e.queues {
+		out[i] = q.rxPackets.Load()
+	}
+	return out
+}
 
 // GSOFrames reports whether WritePackets sends TCP GSO packets as single
 // frames (Options.GSOFrames).

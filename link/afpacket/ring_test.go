@@ -362,3 +362,110 @@ func TestRingBusyDownUpClose(t *testing.T) {
 		t.Errorf("%d goroutines after close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// l3Frame is an Ethernet frame to dst carrying the network data l3 of the
+// given ethertype.
+func l3Frame(dst, src tcpip.LinkAddress, ethertype uint16, l3 []byte) []byte {
+	b := make([]byte, 14, 14+len(l3))
+	copy(b, dst)
+	copy(b[6:], src)
+	binary.BigEndian.PutUint16(b[12:], ethertype)
+	return append(b, l3...)
+}
+
+// ipv4Packet is an IPv4 header (IHL 5, or 6 with an option word) and 8
+// bytes of transport header (the ports first).
+func ipv4Packet(src, dst [4]byte, proto byte, sport, dport uint16, frag uint16, ihl int) []byte {
+	b := make([]byte, ihl*4+8)
+	b[0] = 0x40 | byte(ihl)
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	binary.BigEndian.PutUint16(b[6:], frag)
+	b[8], b[9] = 64, proto
+	copy(b[12:], src[:])
+	copy(b[16:], dst[:])
+	binary.BigEndian.PutUint16(b[ihl*4:], sport)
+	binary.BigEndian.PutUint16(b[ihl*4+2:], dport)
+	return b
+}
+
+// ipv6Packet is an IPv6 header and 8 bytes of transport header.
+func ipv6Packet(src, dst byte, next byte, sport, dport uint16) []byte {
+	b := make([]byte, 48)
+	b[0] = 0x60
+	binary.BigEndian.PutUint16(b[4:], 8)
+	b[6], b[7] = next, 64
+	b[8], b[23] = 0xfd, src
+	b[24], b[39] = 0xfd, dst
+	binary.BigEndian.PutUint16(b[40:], sport)
+	binary.BigEndian.PutUint16(b[42:], dport)
+	return b
+}
+
+// TestFanoutFlowHash sends flows of many kinds (IPv4 TCP and UDP, with an
+// IP option, fragments, IPv6, MPLS over IPv4 and IPv6, a label stack of
+// two, ARP) into an endpoint with two queues and checks that each flow's
+// frames all reach the queue FlowHash names: the kernel runs our fanout
+// program as the reference computes it, and both queues get flows.
+// Planted bug: the IPv4 part reading the ports at a fixed offset of 20
+// (ignoring IHL): the flow with an IP option went to the other queue.
+func TestFanoutFlowHash(t *testing.T) {
+	tp := newTopo(t)
+	tx, rx, _ := pair(t, tp, afpacket.Options{Mode: afpacket.ModeMMsg}, afpacket.Options{Mode: afpacket.ModeRing, Queues: 2})
+	type flow struct {
+		name      string
+		ethertype uint16
+		l3        []byte
+	}
+	a, b := [4]byte{10, 1, 2, 3}, [4]byte{10, 9, 8, 7}
+	mpls := func(label uint32, bottom bool, inner []byte) []byte {
+		e := make([]byte, 4)
+		v := label<<12 | 64
+		if bottom {
+			v |= 1 << 8
+		}
+		binary.BigEndian.PutUint32(e, v)
+		return append(e, inner...)
+	}
+	var flows []flow
+	for p := uint16(0); p < 4; p++ {
+		flows = append(flows,
+			flow{fmt.Sprintf("ipv4 tcp %d", p), 0x0800, ipv4Packet(a, b, 6, 40000+p, 80, 0x4000, 5)},
+			flow{fmt.Sprintf("ipv4 udp option %d", p), 0x0800, ipv4Packet(a, b, 17, 50000+p*7, 53, 0, 6)},
+			flow{fmt.Sprintf("ipv6 tcp %d", p), 0x86dd, ipv6Packet(1, 2, 6, 40000+p*3, 443)},
+			flow{fmt.Sprintf("mpls ipv4 udp %d", p), 0x8847, mpls(100, true, ipv4Packet(a, b, 17, 1000+p, 2000, 0, 5))},
+			flow{fmt.Sprintf("mpls ipv6 udp %d", p), 0x8847, mpls(100, true, ipv6Packet(3, 4, 17, 1000+p*5, 2000))},
+			flow{fmt.Sprintf("mpls two labels %d", p), 0x8847, mpls(100+uint32(p), false, mpls(200, true, ipv4Packet(a, b, 17, 1, 2, 0, 5)))},
+		)
+	}
+	flows = append(flows,
+		flow{"ipv4 fragment", 0x0800, ipv4Packet(a, b, 17, 7, 8, 0x2000, 5)},
+		flow{"arp", 0x0806, make([]byte, 28)},
+	)
+	used := map[int]bool{}
+	for _, f := range flows {
+		want := int(afpacket.FlowHash(f.ethertype, f.l3) % 2)
+		used[want] = true
+		before := rx.QueueRXPackets()
+		const n = 20
+		frames := make([][]byte, n)
+		for i := range frames {
+			frames[i] = l3Frame(rx.LinkAddress(), tx.LinkAddress(), f.ethertype, f.l3)
+		}
+		sendFrames(t, tx, frames)
+		deadline := time.Now().Add(10 * time.Second)
+		var got []uint64
+		for {
+			got = rx.QueueRXPackets()
+			if got[0]+got[1]-before[0]-before[1] >= n || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if d := got[want] - before[want]; d != n || got[1-want] != before[1-want] {
+			t.Errorf("%s: queue %d (FlowHash) got %d of %d frames, the other queue %d", f.name, want, d, n, got[1-want]-before[1-want])
+		}
+	}
+	if len(used) != 2 {
+		t.Errorf("the flows all hash to one queue: the test spreads nothing")
+	}
+}
