@@ -570,8 +570,6 @@ const (
 	f2MacOff      = 12
 	f2VlanTCIOff  = 24
 	f2VlanTPIDOff = 26
-	// tpacket2RXHdrLen is TPACKET2_HDRLEN: the header and a sockaddr_ll.
-	tpacket2RXHdrLen = 32 + 20
 )
 
 // rxFrameRing is a TPACKET_V2 receive ring: frameNr slots the kernel fills
