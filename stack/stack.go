@@ -296,6 +296,10 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		if why := ep.FallbackReason(); why != "" {
 			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
+		} else if ep.Mode() == afpacket.ModeRing {
+			// The virtio-net socket has no ring: a 64 KiB GSO frame does
+			// not fit a slot sized for the MTU.
+			s.logger.Debug("packet rings; coalesced GSO frames go out with sendmmsg", "link", l.Name, "queues", ep.Queues())
 		}
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
