@@ -418,12 +418,16 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 	if r.closed {
 		return 0, &tcpip.ErrClosedForSend{}
 	}
+	errs0 := q.txErrors.Load()
 	done := 0
+	// A failed kick withdraws the frames still pending, all of this call
+	// (earlier calls' kicks left none): they were not sent.
+	failed := func() int { return int(q.txErrors.Load() - errs0) }
 	for i, pkt := range pkts {
 		size := pkt.Size()
 		if size > r.capacity() {
 			if err := q.kick(true); err != nil {
-				return done, err
+				return done - failed(), err
 			}
 			n, err := q.write(pkts[i : i+1])
 			done += n
@@ -435,7 +439,7 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 		for r.pending == r.frameNr || r.status(r.next) != unix.TP_STATUS_AVAILABLE {
 			// Ring full: send what is in it and wait for slots.
 			if err := q.kick(true); err != nil {
-				return done, err
+				return done - failed(), err
 			}
 			q.txRingFull.Add(1)
 		}
@@ -455,7 +459,7 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 		done++
 	}
 	if err := q.kick(false); err != nil {
-		return done, err
+		return done - failed(), err
 	}
 	return done, nil
 }
@@ -816,11 +820,14 @@ func (e *Endpoint) TXCommit(queue, n int) {
 }
 
 // TXEnd sends the committed frames with one kick and unlocks the queue.
-func (e *Endpoint) TXEnd(queue int) tcpip.Error {
+// On a failed send (ENETDOWN) it returns the frames withdrawn unsent.
+func (e *Endpoint) TXEnd(queue int) (int, tcpip.Error) {
 	q := e.queues[queue]
+	before := q.txErrors.Load()
 	err := q.kick(false)
+	failed := int(q.txErrors.Load() - before)
 	q.txMu.Unlock()
-	return err
+	return failed, err
 }
 
 // commit marks slot next as a frame of n bytes to send and moves on.

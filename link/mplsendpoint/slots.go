@@ -27,8 +27,9 @@ type TXRing interface {
 	// bytes, to be sent at TXEnd (or earlier, when the ring fills).
 	TXCommit(queue, n int)
 	// TXEnd sends the committed frames with one kick and unlocks the
-	// queue. It returns the error of a failed send.
-	TXEnd(queue int) tcpip.Error
+	// queue. On a failed send it returns the number of frames that did not
+	// go (withdrawn from the ring) and the error.
+	TXEnd(queue int) (failed int, err tcpip.Error)
 }
 
 // slotBatch is WritePackets' open batch on a TXRing lower link; it opens
@@ -40,6 +41,8 @@ type slotBatch struct {
 	queue int
 	open  bool
 	err   tcpip.Error // the first failure, returned by WritePackets
+	// failed counts committed frames a send failure withdrew.
+	failed int
 }
 
 // slot returns room for a frame of size bytes, opening the batch if need
@@ -70,7 +73,9 @@ func (b *slotBatch) end() {
 		return
 	}
 	b.open = false
-	if err := b.ring.TXEnd(b.queue); err != nil && b.err == nil {
+	failed, err := b.ring.TXEnd(b.queue)
+	b.failed += failed
+	if err != nil && b.err == nil {
 		b.err = err
 	}
 }
@@ -136,8 +141,11 @@ func (e *Endpoint) writeSlots(r TXRing, pkts []*stack.PacketBuffer, s *txScratch
 		written++
 	}
 	b.end()
-	e.ctr.txFrames.Add(uint64(frames))
-	if b.err != nil && written == 0 {
+	e.ctr.txFrames.Add(uint64(frames - b.failed))
+	if b.failed > 0 {
+		e.dropN(DropLowerWriteError, uint64(b.failed), -1, errString(b.err))
+	}
+	if b.err != nil && (written == 0 || b.failed == frames) {
 		return 0, upperError(b.err), true
 	}
 	return written, nil, true

@@ -51,10 +51,10 @@ func (r *ringSink) TXCommit(_, n int) {
 	}
 }
 
-func (r *ringSink) TXEnd(int) tcpip.Error {
+func (r *ringSink) TXEnd(int) (int, tcpip.Error) {
 	r.open = false
 	r.batches++
-	return nil
+	return 0, nil
 }
 
 var _ mplsendpoint.TXRing = (*ringSink)(nil)
