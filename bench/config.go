@@ -170,6 +170,12 @@ sysctl -w net.ipv4.ip_forward=1
 // onXDP returns conf with its afpacket links on AF_XDP instead.
 func onXDP(conf string) string { return strings.ReplaceAll(conf, " type afpacket", " type xdp") }
 
+// linkWords adds words to every "type afpacket" link line of conf: the
+// link mode dimension of configuration 5.
+func linkWords(conf, words string) string {
+	return strings.ReplaceAll(conf, " type afpacket\n", " type afpacket "+words+"\n")
+}
+
 // The netserver's addresses in ns2.
 const (
 	hostPlain = "172.16.21.22"
@@ -188,6 +194,8 @@ func Configs() []Config {
 		{ID: "4", Group: 4, Name: "mplsnode ns0, no labels, kernel forwards in ns1", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
 		{ID: "5", Group: 5, Name: "mplsnode ns0 -> mplsnode LSR ns1 (pop) -> kernel, 1 label", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
 		{ID: "5x", Group: 5, Name: "as 5, AF_XDP links (link type xdp) in ns0 and ns1", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: onXDP(ns0Label), NS1Conf: onXDP(ns1Pop)},
+		{ID: "5m", Group: 5, Name: "as 5, every afpacket link mode mmsg (recvmmsg/sendmmsg; 5 runs auto: packet rings)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "mode mmsg"), NS1Conf: linkWords(ns1Pop, "mode mmsg")},
+		{ID: "5q", Group: 5, Name: "as 5, every afpacket link mode ring with queues 2 (PACKET_FANOUT)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "queues 2 mode ring"), NS1Conf: linkWords(ns1Pop, "queues 2 mode ring")},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "6b", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv6", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP6, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "5k", Group: 5, Name: "as 5, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21)", Test: netperf.TCPStream, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},

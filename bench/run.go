@@ -29,6 +29,9 @@ type LSRResult struct {
 	CPUSecondsPerMpkt float64 `json:"cpu_s_per_mpkt"`
 	// Frames is how many frames were counted.
 	Frames uint64 `json:"frames"`
+	// IngressDrops counts frames the forwarder lost at its ingress
+	// (mplsnode's lower_rx_overflow; the kernel's rx_dropped).
+	IngressDrops uint64 `json:"ingress_drops"`
 }
 
 // LSRRateFunc runs configuration 10 (bench/lsrrate.Run, adapted by the

@@ -143,7 +143,35 @@ func (t LinkType) String() string {
 	return "LinkType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC] [mtu N] [queues N]`.
+// LinkMode is how an afpacket link moves frames: `mode auto|mmsg|ring`.
+type LinkMode uint8
+
+// Link modes.
+const (
+	// LinkModeAuto (the default) uses memory-mapped packet rings where the
+	// kernel sets them up, recvmmsg/sendmmsg otherwise.
+	LinkModeAuto LinkMode = iota
+	// LinkModeMMsg uses recvmmsg/sendmmsg.
+	LinkModeMMsg
+	// LinkModeRing uses packet rings or fails.
+	LinkModeRing
+)
+
+// String returns the config word for m.
+func (m LinkMode) String() string {
+	switch m {
+	case LinkModeAuto:
+		return "auto"
+	case LinkModeMMsg:
+		return "mmsg"
+	case LinkModeRing:
+		return "ring"
+	}
+	return "LinkMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC]
+// [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -159,10 +187,17 @@ type Link struct {
 	// Address, for LinkTAP, is the MAC of mplsnode's end of the TAP;
 	// nil means a random locally administered one.
 	Address net.HardwareAddr
-	// Queues is the number of queues (TAP: IFF_MULTI_QUEUE files; XDP: the
-	// interface's RX queues, one AF_XDP socket each); 0 means one. Only for
-	// LinkTAP and LinkXDP.
+	// Queues is the number of queues; 0 means one. afpacket: AF_PACKET
+	// sockets in one PACKET_FANOUT group (hash: a flow stays on one), each
+	// read by its own goroutine; tap: IFF_MULTI_QUEUE files; xdp: the
+	// interface's RX queues, one AF_XDP socket each.
 	Queues int
+	// Mode is how an afpacket link moves frames. Only for LinkAFPacket.
+	Mode LinkMode
+	// QdiscBypass is `qdisc-bypass on`: frames sent skip the interface's
+	// queueing discipline (PACKET_QDISC_BYPASS), and captures on the
+	// interface no longer see them. Only for LinkAFPacket.
+	QdiscBypass bool
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -371,8 +406,14 @@ func (l Link) String() string {
 	if l.MTU != 0 {
 		s += " mtu " + strconv.FormatUint(uint64(l.MTU), 10)
 	}
-	if l.Queues != 0 {
+	if l.Queues > 1 {
 		s += " queues " + strconv.Itoa(l.Queues)
+	}
+	if l.Mode != LinkModeAuto {
+		s += " mode " + l.Mode.String()
+	}
+	if l.QdiscBypass {
+		s += " qdisc-bypass on"
 	}
 	return s
 }

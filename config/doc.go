@@ -13,7 +13,7 @@
 // -4, -6, -M and -f inet|inet6|mpls (-family too). A config describes
 // state, so the only verb is add.
 //
-//	link add NAME type afpacket [mtu N]
+//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
 //	link add NAME type tap [bridge BRIDGE] [address MAC] [mtu N] [queues N]
 //	link add NAME type xdp [mtu N] [queues N]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
@@ -27,6 +27,15 @@
 //	    is the MAC of mplsnode's end of a TAP (default: random, locally
 //	    administered; never the TAP device's own MAC). NAME is
 //	    at most 15 bytes; "lo" is the stack's loopback and needs no link.
+//	    queues (1..64, default 1) opens that many AF_PACKET sockets in one
+//	    PACKET_FANOUT hash group (a flow stays on one), each read by its own
+//	    goroutine: give it the number of cores. mode says how frames move:
+//	    ring, memory-mapped packet rings (TPACKET_V3 receive, TPACKET_V2
+//	    transmit); mmsg, recvmmsg/sendmmsg; auto (default), ring where the
+//	    kernel sets the rings up, else mmsg. `mplsnode stats` shows what
+//	    each link runs. qdisc-bypass on (default off) sends past the
+//	    interface's queueing discipline (PACKET_QDISC_BYPASS): no tc
+//	    shaping, and captures on the interface miss the frames sent.
 //
 //	addr add ADDRESS[/LEN] dev NAME
 //	    An interface address, IPv4 or IPv6 (no /LEN: a host address).

@@ -324,7 +324,9 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu", "queues", "address"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass"}
+
+var linkModes = []string{"auto", "mmsg", "ring"}
 
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
@@ -334,7 +336,7 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok, queuesTok, addrTok token
+	var bridgeTok, addrTok, afTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
@@ -368,9 +370,24 @@ func (p *parser) link(pos Pos) {
 			}
 			l.Address = mac
 		case "queues":
-			queuesTok = t
 			v, _ := p.number("number of queues", 1, MaxQueues)
 			l.Queues = int(v)
+		case "qdisc-bypass":
+			afTok = t
+			l.QdiscBypass = p.onOff("qdisc-bypass")
+		case "mode":
+			afTok = t
+			mt := p.next("link mode auto, mmsg or ring")
+			switch mt.s {
+			case "auto":
+				l.Mode = LinkModeAuto
+			case "mmsg":
+				l.Mode = LinkModeMMsg
+			case "ring":
+				l.Mode = LinkModeRing
+			default:
+				p.fail(mt, "unknown link mode %q; expected auto, mmsg or ring%s", mt.s, suggest(mt.s, linkModes))
+			}
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}
@@ -384,8 +401,8 @@ func (p *parser) link(pos Pos) {
 	if l.Address != nil && l.Type != LinkTAP {
 		p.fail(addrTok, "address applies only to type tap (the MAC of mplsnode's end of the TAP); an %s link uses its interface's", l.Type)
 	}
-	if l.Queues != 0 && l.Type != LinkTAP && l.Type != LinkXDP {
-		p.fail(queuesTok, "queues applies to type tap and type xdp links")
+	if afTok.s != "" && l.Type != LinkAFPacket {
+		p.fail(afTok, "%s applies only to type afpacket", afTok.s)
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

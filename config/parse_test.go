@@ -28,6 +28,10 @@ func TestParseStatements(t *testing.T) {
 	}{
 		{name: "link afpacket", in: "link add virt02 type afpacket", want: "link add virt02 type afpacket"},
 		{name: "link afpacket mtu", in: "ip link add virt02 type afpacket mtu 9000", want: "link add virt02 type afpacket mtu 9000"},
+		{name: "link afpacket queues mode", in: "link add virt10 type afpacket queues 2 mode ring", want: "link add virt10 type afpacket queues 2 mode ring"},
+		{name: "link afpacket mode auto", in: "link add virt10 mode auto type afpacket queues 1", want: "link add virt10 type afpacket"},
+		{name: "link afpacket mode mmsg", in: "link add virt10 type afpacket mode mmsg", want: "link add virt10 type afpacket mode mmsg"},
+		{name: "link afpacket qdisc-bypass", in: "link add virt10 type afpacket qdisc-bypass on mode ring", want: "link add virt10 type afpacket mode ring qdisc-bypass on"},
 		{name: "link tap", in: "link add tap0 type tap", want: "link add tap0 type tap"},
 		{name: "link tap bridge mtu", in: "link add tap0 mtu 1500 type tap bridge br0", want: "link add tap0 type tap bridge br0 mtu 1500"},
 		{name: "link tap queues", in: "link add tap0 type tap queues 4", want: "link add tap0 type tap queues 4"},

@@ -177,6 +177,18 @@ type LinkReport struct {
 	// Drops counts discards by reason name (mplsendpoint.DropReason's
 	// String), every reason present.
 	Drops map[string]uint64 `json:"drops"`
+	// LinkMode is how the lower link moves frames: "ring" (packet
+	// rings) or "mmsg" (recvmmsg/sendmmsg) for an afpacket link, what
+	// runs after `mode auto` chose; "" for other links.
+	LinkMode string `json:"link_mode"`
+	// Queues is the afpacket link's number of fanout queues (sockets).
+	Queues int `json:"queues"`
+	// RXBlocks counts receive ring blocks read (ring mode): one wakeup
+	// and one receive batch each.
+	RXBlocks uint64 `json:"rx_blocks"`
+	// TXRingFull counts sends that found the transmit ring full and
+	// waited for the kernel (ring mode).
+	TXRingFull uint64 `json:"tx_ring_full"`
 }
 
 // SwitchReport is the label switch counters.
@@ -260,6 +272,7 @@ func (n *Node) Report() Report {
 			lr.Drops[d.String()] = ls.Drop(d)
 		}
 		lo := lower[name]
+		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}

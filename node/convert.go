@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/mplsnode/mplsnode/link/afpacket"
 	"strings"
 
 	"github.com/mplsnode/mplsnode/config"
@@ -63,6 +65,8 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.Kind = stack.LinkXDP
 		default:
 			sl.Kind = stack.LinkAFPacket
+			sl.QdiscBypass = l.QdiscBypass
+			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
 		}
 		sl.RejectMPLS = !l.MPLSInput
 		c.links = append(c.links, sl)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/buildinfo"
@@ -35,6 +36,8 @@ var linkCounters = []linkCounter{
 	{"stack_tx_bytes_total", "Bytes sent by the userspace stack on the link (network layer, label-switched frames excluded).", func(l *LinkReport) uint64 { return l.StackTXBytes }},
 	{"ftn_hits_total", "Outgoing packets that matched an FTN entry.", func(l *LinkReport) uint64 { return l.FTNHits }},
 	{"ilm_hits_total", "Incoming labels that matched an ILM entry.", func(l *LinkReport) uint64 { return l.ILMHits }},
+	{"rx_ring_blocks_total", "Receive ring blocks read (afpacket ring mode): one wakeup and one receive batch each.", func(l *LinkReport) uint64 { return l.RXBlocks }},
+	{"tx_ring_full_total", "Sends that found the transmit ring full and waited for the kernel (afpacket ring mode).", func(l *LinkReport) uint64 { return l.TXRingFull }},
 }
 
 // switchCounter is one label switch counter, exported without labels.
@@ -96,6 +99,7 @@ type collector struct {
 	n          *Node
 	link       []*prometheus.Desc
 	linkDrops  *prometheus.Desc
+	linkInfo   *prometheus.Desc
 	sw         []*prometheus.Desc
 	swDrops    *prometheus.Desc
 	tcp        []*prometheus.Desc
@@ -114,6 +118,7 @@ func NewCollector(n *Node) prometheus.Collector {
 		c.link = append(c.link, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
 	}
 	c.linkDrops = prometheus.NewDesc(name("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil)
+	c.linkInfo = prometheus.NewDesc(name("link_info"), "Always 1; the labels say how the link's lower link moves frames (mode: ring, mmsg, or none for a link that is not afpacket) and its number of fanout queues.", []string{"device", "mode", "queues"}, nil)
 	for _, m := range switchCounters {
 		c.sw = append(c.sw, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
@@ -121,7 +126,7 @@ func NewCollector(n *Node) prometheus.Collector {
 	for _, m := range tcpCounters {
 		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
-	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops), c.sw...), c.swDrops)
+	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops, c.linkInfo), c.sw...), c.swDrops)
 	for _, m := range ipCounters {
 		c.ip = append(c.ip, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
@@ -149,6 +154,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for reason, v := range l.Drops {
 			ch <- prometheus.MustNewConstMetric(c.linkDrops, prometheus.CounterValue, float64(v), l.Name, reason)
 		}
+		mode := l.LinkMode
+		if mode == "" {
+			mode = "none"
+		}
+		ch <- prometheus.MustNewConstMetric(c.linkInfo, prometheus.GaugeValue, 1, l.Name, mode, strconv.Itoa(l.Queues))
 	}
 	for j, m := range switchCounters {
 		ch <- prometheus.MustNewConstMetric(c.sw[j], prometheus.CounterValue, float64(m.get(&r.LabelSwitch)))

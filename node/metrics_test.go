@@ -104,6 +104,8 @@ func TestMetrics(t *testing.T) {
 		{`mplsnode_labelswitch_drops_total{reason="no_neighbor"}`, 0},
 		{`mplsnode_tcp_active_opens_total`, 0},
 		{`mplsnode_tcp_established_connections`, 0},
+		// Channel links: no afpacket mode.
+		{`mplsnode_link_info{device="in0",mode="none",queues="0"}`, 1},
 	}
 	for _, tc := range tests {
 		got, ok := samples[tc.sample]
@@ -146,7 +148,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("got counter %s, want a _total suffix", name)
 		}
 		for _, m := range labelRE.FindAllStringSubmatch(labels, -1) {
-			if m[1] != "device" && m[1] != "reason" {
+			if m[1] != "device" && m[1] != "reason" && (name != "mplsnode_link_info" || m[1] != "mode" && m[1] != "queues") {
 				t.Errorf("got label %q on %s, want device or reason only", m[1], name)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -197,12 +198,19 @@ func newSeed(t *testing.T) *seed {
 // opts returns once the seed's namespaces and veths exist (nil: none).
 func newSeedWith(t *testing.T, opts func(*seed) (opts0, opts1 node.Options)) *seed {
 	t.Helper()
-	return newSeedOf(t, "afpacket", opts)
+	return newSeedOf(t, "afpacket", "", opts)
+}
+
+// newSeedLinks is newSeedWith with words added to every link line of both
+// nodes ("mode ring", "queues 2 mode mmsg").
+func newSeedLinks(t *testing.T, linkWords string, opts func(*seed) (opts0, opts1 node.Options)) *seed {
+	t.Helper()
+	return newSeedOf(t, "afpacket", linkWords, opts)
 }
 
 // newSeedOf is newSeedWith with the nodes' links of linkType (afpacket or
-// xdp).
-func newSeedOf(t *testing.T, linkType string, opts func(*seed) (opts0, opts1 node.Options)) *seed {
+// xdp), linkWords added to every link line.
+func newSeedOf(t *testing.T, linkType, linkWords string, opts func(*seed) (opts0, opts1 node.Options)) *seed {
 	t.Helper()
 	netns.SkipUnlessRoot(t)
 	s := &seed{ns0: netns.New(t, "s0"), ns1: netns.New(t, "s1"), ns2: netns.New(t, "s2")}
@@ -223,6 +231,10 @@ addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 via inet 172.16.21.22 dev %[2]s
 `, s.v10, s.v12, linkType)
+	if linkWords != "" {
+		s.conf0 = strings.ReplaceAll(s.conf0, " type "+linkType+"\n", " type "+linkType+" "+linkWords+"\n")
+		s.conf1 = strings.ReplaceAll(s.conf1, " type "+linkType+"\n", " type "+linkType+" "+linkWords+"\n")
+	}
 	var opts0, opts1 node.Options
 	if opts != nil {
 		opts0, opts1 = opts(s)
@@ -242,11 +254,22 @@ sysctl -w net.ipv4.ip_forward=1
 	return s
 }
 
+// nonZero returns the non-zero counters of m.
+func nonZero(m map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // transferSize is the seed transfer: 256 MiB, as the issue asks.
 const transferSize = 256 << 20
 
 func TestSeedTopology(t *testing.T) {
-	s := newSeed(t)
+	s := newSeedLinks(t, os.Getenv("SEEDLINK"), nil)
 	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
 	labelled := startCapture(t, s.ns1, s.v10, "mpls", 20)
 	popped := startCapture(t, s.ns2, s.v21, "tcp and dst host 10.10.10.10 and greater 1000", 20)
@@ -266,6 +289,12 @@ func TestSeedTopology(t *testing.T) {
 	}
 	t.Logf("%d MiB in %v (%.0f Mbit/s); label switch %+v", transferSize>>20, el,
 		float64(transferSize)*8/el.Seconds()/1e6, s.n1.Stats().Switch)
+	for _, n := range []*node.Node{s.n0, s.n1} {
+		for _, l := range n.Report().Links {
+			t.Logf("%s: mode %s queues %d rx %d tx %d blocks %d ring full %d drops %v", l.Name, l.LinkMode, l.Queues,
+				l.RXFrames, l.TXFrames, l.RXBlocks, l.TXRingFull, nonZero(l.Drops))
+		}
+	}
 	// The LSR pops towards the kernel over AF_PACKET with GSOFrames: the
 	// segments of each receive batch leave coalesced into GSO frames,
 	// which the kernel took whole (the SHA-256 above).

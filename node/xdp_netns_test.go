@@ -20,7 +20,7 @@ import (
 // + 1): every frame passes to the kernel, which holds no address: the dial
 // fails.
 func TestSeedXDP(t *testing.T) {
-	s := newSeedOf(t, "xdp", nil)
+	s := newSeedOf(t, "xdp", "", nil)
 	for _, c := range []struct{ ns, dev string }{{s.ns0.Name(), s.v01}, {s.ns1.Name(), s.v10}, {s.ns1.Name(), s.v12}} {
 		ns := s.ns0
 		if c.ns == s.ns1.Name() {

@@ -93,14 +93,18 @@ type Link struct {
 	// MTU overrides the link MTU (the largest L2 payload); 0 keeps the
 	// interface's.
 	MTU uint32
-	// Queues, for LinkTAP, is the number of queues of a multi-queue TAP
-	// (IFF_MULTI_QUEUE); for LinkXDP, the number of the interface's RX
-	// queues served, one AF_XDP socket each. 0 or 1 means one queue.
+	// Queues is the number of queues; 0 or 1 means one. LinkTAP: queues
+	// of a multi-queue TAP (IFF_MULTI_QUEUE); LinkXDP: the interface's RX
+	// queues served, one AF_XDP socket each; LinkAFPacket: sockets in one
+	// PACKET_FANOUT hash group, each read by its own goroutine.
 	Queues int
 	// QdiscBypass, for LinkAFPacket, sends frames past the kernel's qdisc
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
 	QdiscBypass bool
+	// Mode, for LinkAFPacket, is how frames move: packet rings, or
+	// recvmmsg/sendmmsg (afpacket.Mode; the zero value is auto).
+	Mode afpacket.Mode
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -303,7 +307,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	case LinkAFPacket:
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
-		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true})
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
+			Queues: l.Queues, Mode: l.Mode})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
@@ -311,9 +316,17 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			ep.SetMTU(l.MTU)
 		}
 		lower = ep
+		if why := ep.FallbackReason(); why != "" {
+			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
+		} else if ep.Mode() == afpacket.ModeRing {
+			// The virtio-net socket has no ring: a 64 KiB GSO frame does
+			// not fit a slot sized for the MTU.
+			s.logger.Debug("packet rings; coalesced GSO frames go out with sendmmsg", "link", l.Name, "queues", ep.Queues())
+		}
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped}
+			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull}
 		}
 	case LinkTAP:
 		ep, err := openTAP(l)
@@ -723,6 +736,17 @@ type LowerStats struct {
 	// TXQueueFull counts frames the device queue refused (ENOBUFS), lost
 	// like on a wire.
 	TXQueueFull uint64
+	// Mode is how the lower link moves frames: "ring" or "mmsg" for
+	// AF_PACKET (what runs, after auto chose), "" for others.
+	Mode string
+	// Queues is the number of AF_PACKET sockets (fanout queues); 0 for
+	// others.
+	Queues int
+	// RXBlocks counts receive ring blocks read (ring mode): one wakeup,
+	// one receive batch each.
+	RXBlocks uint64
+	// TXRingFull counts sends that found the transmit ring full and waited.
+	TXRingFull uint64
 }
 
 // Stats is a snapshot of the stack's counters.
@@ -746,3 +770,10 @@ func (s *Stack) Stats() Stats {
 	}
 	return st
 }
+
+// The lower links' optional contracts with the MPLS endpoint, checked here
+// where both packages meet.
+var (
+	_ mplsendpoint.TXRing      = (*afpacket.Endpoint)(nil)
+	_ afpacket.BatchDispatcher = (*mplsendpoint.Endpoint)(nil)
+)

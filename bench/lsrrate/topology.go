@@ -163,6 +163,9 @@ func (kernelForwarder) describe() string { return "kernel (CPU figure: /proc/sta
 // stop implements forwarder: the namespace goes with the topology.
 func (kernelForwarder) stop() error { return nil }
 
+// ingressDrops implements forwarder: the ingress interface's rx_dropped.
+func (kernelForwarder) ingressDrops(dev uint64) uint64 { return dev }
+
 // Limits for the mplsnode process.
 const (
 	// startTimeout bounds mplsnode's start (links opened, control socket
@@ -188,18 +191,17 @@ type mplsnodeForwarder struct {
 }
 
 // lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink,
-// on links of linkType (afpacket, xdp, or tap: TAPs in the bridges of
-// bridgeForTAPs, with the veths' former MACs).
-func lsrConfig(t *topology, linkType string, inKernel bool) string {
+// set up as setup says.
+func lsrConfig(t *topology, setup nodeSetup) string {
 	in, out := t.lsrIn, t.lsrOut
-	inLink, outLink := in+" type "+linkType, out+" type "+linkType
-	if linkType == "tap" {
+	inLink, outLink := in+" type "+setup.linkType+setup.words, out+" type "+setup.linkType+setup.words
+	if setup.linkType == "tap" {
 		in, out = t.tapIn, t.tapOut
 		inLink = fmt.Sprintf("%s type tap bridge %s address %s", in, t.brIn, macString(inMAC))
 		outLink = fmt.Sprintf("%s type tap bridge %s address %s", out, t.brOut, macString(outMAC))
 	}
 	extra := ""
-	if inKernel {
+	if setup.inKernel {
 		extra = "set forward xdp on\n"
 	}
 	return extra + fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
@@ -241,10 +243,10 @@ func (t *topology) bridgeForTAPs() error {
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
 // namespace, and returns once its control socket answers.
-// With inKernel the node runs its XDP label switch, and the sink's veth
-// gets GRO so that it takes redirected frames.
-func startMPLSNode(ctx context.Context, bin string, t *topology, linkType string, inKernel bool) (fw forwarder, err error) {
-	if inKernel {
+// With setup.inKernel the node runs its XDP label switch, and the sink's
+// veth gets GRO so that it takes redirected frames.
+func startMPLSNode(ctx context.Context, bin string, t *topology, setup nodeSetup) (fw forwarder, err error) {
+	if setup.inKernel {
 		if out, err := t.sink.exec("ethtool", "-K", t.sinkDev, "gro", "on"); err != nil {
 			return nil, fmt.Errorf("ethtool -K %s gro on: %v: %s", t.sinkDev, err, out)
 		}
@@ -253,14 +255,14 @@ func startMPLSNode(ctx context.Context, bin string, t *topology, linkType string
 	if err != nil {
 		return nil, err
 	}
-	m := &mplsnodeForwarder{inKernel: inKernel, dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
+	m := &mplsnodeForwarder{inKernel: setup.inKernel, dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, m.stop())
 		}
 	}()
 	conf := filepath.Join(dir, "lsr.conf")
-	if err := os.WriteFile(conf, []byte(lsrConfig(t, linkType, inKernel)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(lsrConfig(t, setup)), 0o600); err != nil {
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.
@@ -359,6 +361,20 @@ func (m *mplsnodeForwarder) mark() {
 	if r, err := m.report(); err == nil {
 		m.base = r
 	}
+}
+
+// ingressDrops implements forwarder: lower_rx_overflow of every link
+// since the last mark.
+func (m *mplsnodeForwarder) ingressDrops(uint64) uint64 {
+	r, err := m.report()
+	if err != nil || m.base == nil || len(m.base.Links) != len(r.Links) {
+		return 0
+	}
+	var n uint64
+	for i, l := range r.Links {
+		n += l.Drops["lower_rx_overflow"] - m.base.Links[i].Drops["lower_rx_overflow"]
+	}
+	return n
 }
 
 // describe implements forwarder: the node's frame counters since the

@@ -35,7 +35,7 @@ file with errors, or one that changes links, addresses, sysctls or settings
 Example (the LSR of the seed topology, ns1):
 
 	# ns1.conf
-	link add virt10 type afpacket
+	link add virt10 type afpacket queues 2
 	link add virt12 type afpacket
 	addr add 172.16.20.21/24 dev virt10
 	addr add 172.16.21.21/24 dev virt12
@@ -44,6 +44,10 @@ Example (the LSR of the seed topology, ns1):
 	ip netns exec ns1 mplsnode run -c ns1.conf --log-format json
 
 The kernel must hold no IP address on the interfaces the node owns.
+An afpacket link takes [queues N] (sockets in one PACKET_FANOUT group, one
+goroutine each: the number of cores) and [mode auto|mmsg|ring] (packet
+rings, recvmmsg/sendmmsg, or rings where the kernel has them: the default);
+"mplsnode stats" shows the mode each link runs.
 Counters: "mplsnode stats" reads them over the control socket (read-only,
 mode 0600; "" turns it off); --metrics-addr 127.0.0.1:9477 serves them to
 Prometheus at /metrics (names in docs/METRICS.md).

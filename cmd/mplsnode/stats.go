@@ -145,9 +145,13 @@ func fetchStats(ctx context.Context, path string) ([]byte, error) {
 // printReport writes r as aligned tables.
 func printReport(w io.Writer, r *node.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "link\trx frames\ttx frames\trx to stack\trx to switch\ttx packets\tgso packets\tstack rx bytes\tstack tx bytes\tILM hits\tFTN hits\t")
+	fmt.Fprintln(tw, "link\tmode\tqueues\trx frames\ttx frames\trx to stack\trx to switch\ttx packets\tgso packets\tstack rx bytes\tstack tx bytes\tILM hits\tFTN hits\t")
 	for _, l := range r.Links {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, l.RXFrames, l.TXFrames,
+		mode := l.LinkMode
+		if mode == "" {
+			mode = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, mode, l.Queues, l.RXFrames, l.TXFrames,
 			l.RXDelivered, l.RXForwarded, l.TXPackets, l.GSOPackets, l.StackRXBytes, l.StackTXBytes, l.ILMHits, l.FTNHits)
 	}
 	tw.Flush()

@@ -20,6 +20,8 @@ type txScratch struct {
 	segs [][]byte
 	pkts []*stack.PacketBuffer // one GSO packet's segments
 	out  stack.PacketBufferList
+	// batch is the open transmit batch on a TXRing lower link.
+	batch slotBatch
 }
 
 // appendWriter is an io.Writer appending to b (gathering a packet's data
@@ -151,10 +153,16 @@ func ipTTLTOS(pkt *stack.PacketBuffer) (ttl, tos uint8) {
 // link header (AddHeader). TCP GSO packets (GSOEndpoint mode) are segmented
 // after the label push; other packets go as they are, unless the frame
 // exceeds the link MTU (mtu_exceeded, with an ICMP error to the sender).
-// All resulting frames go to the lower link in one WritePackets call.
+// All resulting frames go to the lower link in one WritePackets call, or,
+// on a lower link with a transmit ring (TXRing), straight into its slots.
 func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	s := e.getTX()
 	defer e.putTX(s)
+	if e.ring != nil {
+		if n, err, ok := e.writeSlots(e.ring, pkts.AsSlice(), s); ok {
+			return n, err
+		}
+	}
 	linkMTU := int(e.lower.MTU())
 	written := 0
 	for _, pkt := range pkts.AsSlice() {

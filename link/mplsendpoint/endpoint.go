@@ -218,6 +218,7 @@ type Endpoint struct {
 	nested.Endpoint
 
 	lower      stack.LinkEndpoint
+	ring       TXRing // lower, if it has a transmit ring; else nil
 	tables     *mpls.Tables
 	ttlModel   mpls.TTLModel
 	pipeTTL    uint8
@@ -311,6 +312,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		rejectMPLS: opts.RejectMPLS,
 	}
 	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
+	e.ring, _ = lower.(TXRing)
 	e.Endpoint.Init(lower, e)
 	return e, nil
 }
