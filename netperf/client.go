@@ -284,8 +284,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	res := Result{Test: cfg.Test, Classic: cfg.Classic, NoDelay: cfg.NoDelay,
 		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
 		LocalCPUMethod: CPUMethodProcStat}
-	defSnd, defRcv, _ := kernelDefaultBufSizes()
-	lsnd, lrcv := defSnd, defRcv
+	lsnd, lrcv := defaultCallSizes()
 	if cfg.LocalSendBuf >= 0 {
 		lsnd = cfg.LocalSendBuf
 	}
@@ -360,8 +359,13 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
 		}
 	}
-	if _, ok := data.(rawConner); !ok && cfg.LocalSendBuf < 0 {
-		lsnd, lrcv = 0, 0 // not a kernel socket: sizes unknown
+	if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
+		if _, ok := data.(bufferSizer); ok {
+			// The userspace stack's sizes; the call sizes stay stock's.
+			lsnd, lrcv, _ = bufSizes(data)
+		} else if _, ok := data.(rawConner); !ok {
+			lsnd, lrcv = 0, 0 // not a socket we know: sizes unknown
+		}
 	}
 	if cfg.NoDelay {
 		if nd, ok := data.(noDelayer); ok {

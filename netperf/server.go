@@ -41,6 +41,10 @@ const (
 // ("tcp4" or "tcp6") and address ("host:port", host may be empty).
 type ListenFunc func(network, address string) (net.Listener, error)
 
+// ListenPacketFunc opens a UDP data socket, with net.ListenPacket's meaning
+// of network ("udp4" or "udp6") and address.
+type ListenPacketFunc func(network, address string) (net.PacketConn, error)
+
 // Server answers netperf 2.7 clients: omni (DO_OMNI) TCP_STREAM, TCP_MAERTS
 // and TCP_RR, the classic DO_TCP_STREAM/MAERTS/RR requests, PASSPHRASE,
 // DEBUG, CPU_CALIBRATE and SYSINFO. The zero value serves on kernel sockets.
@@ -48,6 +52,9 @@ type Server struct {
 	// Listen opens each test's data listener; nil means net.Listen (kernel
 	// sockets). A node passes its userspace stack's listen function.
 	Listen ListenFunc
+	// ListenPacket opens each UDP test's data socket; nil means
+	// net.ListenPacket (kernel sockets).
+	ListenPacket ListenPacketFunc
 	// Passphrase, when non-empty, must be the first message of every
 	// control connection (netserver -Z); a mismatch closes the connection.
 	Passphrase string
@@ -285,9 +292,26 @@ func (s *Server) dataListen(fam uint32, ip netip.Addr, port uint32, sndbuf, rcvb
 	return ln, snd, rcv, nil
 }
 
+// listenerPort is the port a data listener is bound to. It reads the port
+// from the address value, not its string: a userspace-stack listener bound
+// to "any" prints its address as ":N", which netip cannot parse (stock
+// netperf then got data port 0 and its SYN was reset).
 func listenerPort(ln net.Listener) uint32 {
-	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
-		return uint32(ap.Port())
+	return addrPort(ln.Addr())
+}
+
+// addrPort returns the port of a TCP or UDP address, 0 when there is none.
+func addrPort(a net.Addr) uint32 {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return uint32(a.Port)
+	case *net.UDPAddr:
+		return uint32(a.Port)
+	}
+	if _, p, err := net.SplitHostPort(a.String()); err == nil {
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil {
+			return uint32(n)
+		}
 	}
 	return 0
 }
@@ -324,8 +348,9 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if spec.rr {
 		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
 	} else {
-		spec.recvSize = pickSize(r.ReceiveSize, lrcv)
-		spec.sendSize = pickSize(r.SendSize, lsnd)
+		csnd, crcv := callSizes(ln, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
+		spec.recvSize = pickSize(r.ReceiveSize, crcv)
+		spec.sendSize = pickSize(r.SendSize, csnd)
 	}
 	setup = OmniSetup{
 		RecvBufSize: lrcv,
@@ -388,6 +413,25 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	return nil
 }
 
+// callSizes returns the buffer sizes that size a test's calls when the
+// request leaves them to the server: a kernel socket's own buffer sizes, as
+// netserver uses them; for the userspace stack, whose buffers start at
+// 1 MiB, the sizes a stock netserver on Linux would pick (16384 to send,
+// 131072 to receive), unless the request set the buffer (-S).
+func callSizes(sock any, snd, rcv, reqSnd, reqRcv int32) (int32, int32) {
+	if _, userspace := sock.(bufferSizer); !userspace {
+		return snd, rcv
+	}
+	dsnd, drcv := defaultCallSizes()
+	if reqSnd < 0 {
+		snd = dsnd
+	}
+	if reqRcv < 0 {
+		rcv = drcv
+	}
+	return snd, rcv
+}
+
 // pickSize is netserver's per-call size: the request's if > 0, else the
 // socket buffer size, else 4096.
 func pickSize(req, buf int32) int32 {
@@ -419,12 +463,13 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 	}
 	defer ln.Close()
 	spec := dataSpec{testLength: r.TestLength, noDelay: r.NoDelay != 0}
+	lsndCall, lrcvCall := callSizes(ln, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
 	switch r.Test {
 	case ClassicStream:
-		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcv)
+		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcvCall)
 		setup.MsgSize = spec.recvSize
 	case ClassicMaerts:
-		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsnd)
+		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsndCall)
 		setup.MsgSize = spec.sendSize
 	case ClassicRR:
 		spec.sends, spec.receives, spec.rr = true, true, true

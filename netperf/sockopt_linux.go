@@ -16,10 +16,9 @@ type rawConner interface {
 	SyscallConn() (syscall.RawConn, error)
 }
 
-// setBufSizes sets SO_SNDBUF / SO_RCVBUF on a kernel socket for each value
-// >= 0 (netperf's rule: 0 is honoured as "minimum", -1 means OS default).
-// Sockets that are not kernel sockets are left alone.
-func setBufSizes(s any, snd, rcv int32) {
+// kernelSetBufSizes sets SO_SNDBUF / SO_RCVBUF on a kernel socket for each
+// value >= 0. Sockets that are not kernel sockets are left alone.
+func kernelSetBufSizes(s any, snd, rcv int32) {
 	rc, ok := s.(rawConner)
 	if !ok || (snd < 0 && rcv < 0) {
 		return
@@ -38,8 +37,8 @@ func setBufSizes(s any, snd, rcv int32) {
 	})
 }
 
-// bufSizes reads SO_SNDBUF / SO_RCVBUF of a kernel socket.
-func bufSizes(s any) (snd, rcv int32, ok bool) {
+// kernelBufSizes reads SO_SNDBUF / SO_RCVBUF of a kernel socket.
+func kernelBufSizes(s any) (snd, rcv int32, ok bool) {
 	rc, isRaw := s.(rawConner)
 	if !isRaw {
 		return 0, 0, false

@@ -79,7 +79,7 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 		ep.Close()
 		return nil, opErr("dial", errnoOf(terr))
 	}
-	return gonet.NewTCPConn(&wq, ep), nil
+	return newTCPConn(&wq, ep), nil
 }
 
 // ListenTCP listens for TCP connections on addr (an unspecified address
@@ -99,6 +99,10 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		return nil, opErr("listen", errnoOf(terr))
 	}
 	s.applySocketOptions(ep)
+	// SO_REUSEADDR, as package net sets on kernel listeners: a port whose
+	// earlier connections sit in TIME_WAIT can be listened on again
+	// (netperf -i asks for the previous test's data port).
+	ep.SocketOptions().SetReuseAddress(true)
 	if terr := ep.Bind(fullAddr(addr)); terr != nil {
 		ep.Close()
 		return nil, opErr("bind", errnoOf(terr))
@@ -107,7 +111,7 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		ep.Close()
 		return nil, opErr("listen", errnoOf(terr))
 	}
-	return gonet.NewTCPListener(s.ns, &wq, ep), nil
+	return newTCPListener(gonet.NewTCPListener(s.ns, &wq, ep), &wq, ep), nil
 }
 
 // Listen is ListenTCP in package net's shape: network "tcp", "tcp4" or
