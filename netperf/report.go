@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -56,19 +57,26 @@ func (r *Report) Banner() string {
 		b.WriteString("MIGRATED ")
 	}
 	name := map[TestType]string{TCPStream: "TCP STREAM", TCPMaerts: "TCP MAERTS", TCPRR: "TCP REQUEST/RESPONSE"}[c.Test]
-	fam, local := "AF_INET", "0.0.0.0"
+	// Stock prints the names it was given and, in parentheses, the numeric
+	// addresses; its AF_INET remote comes out empty, its AF_INET6 wildcard
+	// is named "::0" and shown as "::".
+	fam, local, localNum := "AF_INET", "0.0.0.0", "0.0.0.0"
 	if r.Family == FamilyIPv6 {
-		fam, local = "AF_INET6", "::"
+		fam, local, localNum = "AF_INET6", "::0", "::"
 	}
 	if c.LocalDataAddr != "" {
-		local = c.LocalDataAddr
+		local, localNum = c.LocalDataAddr, numericAddr(c.LocalDataAddr)
 	}
 	remote := c.Host
 	if c.DataHost != "" {
 		remote = c.DataHost
 	}
-	fmt.Fprintf(&b, "%s TEST from %s (%s) port %d %s to %s () port %d %s",
-		name, local, local, c.LocalDataPort, fam, remote, c.RemoteDataPort, fam)
+	remoteNum := ""
+	if r.Family == FamilyIPv6 {
+		remoteNum = numericAddr(remote)
+	}
+	fmt.Fprintf(&b, "%s TEST from %s (%s) port %d %s to %s (%s) port %d %s",
+		name, local, localNum, c.LocalDataPort, fam, remote, remoteNum, c.RemoteDataPort, fam)
 	if c.MaxIterations > 1 {
 		fmt.Fprintf(&b, " : +/-%.3f%% @ %2d%% conf. ", c.ConfidenceWidth/2, c.ConfidenceLevel)
 	}
@@ -81,6 +89,15 @@ func (r *Report) Banner() string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// numericAddr is an address literal in its canonical form (as inet_ntop
+// prints it), or s unchanged when it is a name.
+func numericAddr(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.String()
+	}
+	return s
 }
 
 // WriteText prints the report as stock netperf does: banner, confidence

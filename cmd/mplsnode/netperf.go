@@ -49,6 +49,7 @@ Example (ns0 of the seed topology: 10 s of TCP over label 100):
 `
 
 const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v]
+         [--cpuprofile FILE]
 
 A netperf 2.x netserver: serves stock netperf and "mplsnode netperf" clients
 (TCP_STREAM, TCP_MAERTS, TCP_RR, omni and classic requests) until SIGINT or
@@ -59,6 +60,7 @@ node.conf describes; without it (or with --kernel) on kernel sockets.
   -4, -6    IPv4 or IPv6 only             -Z PASS  require this passphrase
   -D        stay in the foreground (it always does; accepted for netserver's sake)
   -v        debug logs
+  --cpuprofile FILE   write a CPU profile of the server (and node) until it stops
 
 Example (ns2 of the seed topology, the kernel as TCP peer):
   mplsnode netserver --kernel -p 12865
@@ -329,8 +331,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	rep, err := netperf.Run(ctx, a.cfg)
-	if n != nil && !a.json {
-		defer printNodeDrops(stdout, n)
+	if n != nil {
+		// On stderr: stdout carries exactly what stock netperf prints.
+		defer printNodeDrops(stderr, n)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
@@ -349,7 +352,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 var netserverSpec = optSpec{"-p": true, "-L": true, "-Z": true, "-D": false, "-v": false, "-h": false, "--help": false,
-	"-4": false, "-6": false, "--kernel": false, "--config": true}
+	"-4": false, "-6": false, "--kernel": false, "--config": true, "--cpuprofile": true}
 
 func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, rest, err := parseOpts(args, netserverSpec)
@@ -363,7 +366,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	port, host, network := netperf.DefaultPort, "", "tcp"
 	var srv netperf.Server
 	level := slog.LevelInfo
-	var configFile string
+	var configFile, cpuProfile string
 	kernel := false
 	for _, o := range opts {
 		switch o.name {
@@ -389,8 +392,16 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			kernel = true
 		case "--config":
 			configFile = o.value
+		case "--cpuprofile":
+			cpuProfile = o.value
 		}
 	}
+	stopProfile, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
+		return exitUsage
+	}
+	defer stopProfile()
 	if kernel && configFile != "" {
 		fmt.Fprintln(stderr, "mplsnode netserver: --kernel and --config are exclusive")
 		return exitUsage
@@ -404,8 +415,11 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return exitUsage
 		}
 		defer n.Close()
+		// At exit, where the node's frames went and what TCP recovered.
+		defer printNodeDrops(stderr, n)
 		listen = n.Stack().Listen
 		srv.Listen = n.Stack().Listen
+		srv.ListenPacket = n.Stack().ListenPacket
 	}
 	ln, err := listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
