@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -19,7 +20,27 @@ const (
 	TCPStream TestType = "TCP_STREAM"
 	TCPMaerts TestType = "TCP_MAERTS"
 	TCPRR     TestType = "TCP_RR"
+	// TCPCRR opens a connection per transaction (connect, request,
+	// response, close).
+	TCPCRR TestType = "TCP_CRR"
+	// TCPCC opens and closes a connection per transaction, no data; a
+	// classic (non-omni) test even in stock's omni build.
+	TCPCC     TestType = "TCP_CC"
+	UDPStream TestType = "UDP_STREAM"
+	UDPRR     TestType = "UDP_RR"
 )
+
+// Tests lists the tests Run supports, in netperf's order.
+var Tests = []TestType{TCPStream, TCPMaerts, TCPRR, TCPCRR, TCPCC, UDPStream, UDPRR}
+
+// IsRR reports whether t counts transactions (RR, CRR, CC).
+func (t TestType) IsRR() bool { return t == TCPRR || t == TCPCRR || t == TCPCC || t == UDPRR }
+
+// IsUDP reports whether t runs over UDP.
+func (t TestType) IsUDP() bool { return t == UDPStream || t == UDPRR }
+
+// isConnect reports whether t opens a connection per transaction.
+func (t TestType) isConnect() bool { return t == TCPCRR || t == TCPCC }
 
 // DialFunc opens a connection, shaped like net.Dialer.DialContext.
 type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
@@ -85,6 +106,9 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// Units is netperf's -f: 'k', 'm' (default), 'g' for 10^3, 10^6,
+	// 10^9 bits/s; 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s.
+	Units byte
 	// ControlTimeout bounds control-message reads beyond the test length;
 	// 0 means DefaultControlTimeout.
 	ControlTimeout time.Duration
@@ -93,7 +117,7 @@ type Config struct {
 // NewConfig returns a Config for test against host with netperf's defaults.
 func NewConfig(host string, test TestType) Config {
 	return Config{
-		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength,
+		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength, Units: 'm',
 		LocalSendSize: -1, RemoteSendSize: -1, LocalRecvSize: -1, RemoteRecvSize: -1,
 		LocalSendBuf: -1, LocalRecvBuf: -1, RemoteSendBuf: -1, RemoteRecvBuf: -1,
 		RequestSize: 1, ResponseSize: 1,
@@ -141,6 +165,13 @@ type Result struct {
 	RemoteCPUMethod     uint32  `json:"remote_cpu_method"`
 	RemoteNumCPUs       uint32  `json:"remote_num_cpus"`
 	RemoteCongControl   string  `json:"remote_cong_control,omitempty"`
+
+	// UDP_STREAM: messages sent and failed here, received there, and the
+	// throughput the server saw (second result line).
+	SendCalls        uint64  `json:"send_calls,omitempty"`
+	SendErrors       uint64  `json:"send_errors,omitempty"`
+	RemoteRecvCalls  uint64  `json:"remote_recv_calls,omitempty"`
+	RemoteThroughput float64 `json:"remote_throughput,omitempty"`
 }
 
 // Report is the outcome of Run: every iteration and their mean.
@@ -161,6 +192,12 @@ type Report struct {
 func (c *Config) fill() {
 	if c.Test == "" {
 		c.Test = TCPStream
+	}
+	if unitsName(c.Units) == "" {
+		c.Units = 'm'
+	}
+	if c.Test == TCPCC {
+		c.Classic = true // stock runs TCP_CC with the classic messages
 	}
 	if c.Port == 0 {
 		c.Port = DefaultPort
@@ -202,10 +239,8 @@ func (c *Config) fill() {
 // -i) on one control connection, and returns the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.fill()
-	switch cfg.Test {
-	case TCPStream, TCPMaerts, TCPRR:
-	default:
-		return nil, fmt.Errorf("netperf: test %q not supported (TCP_STREAM, TCP_MAERTS, TCP_RR)", cfg.Test)
+	if !slices.Contains(Tests, cfg.Test) {
+		return nil, fmt.Errorf("netperf: test %q not supported (%v)", cfg.Test, Tests)
 	}
 	ctl, err := cfg.Dial(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -226,8 +261,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	var st confStats
+	iter := cfg
 	for i := 1; i <= cfg.MaxIterations; i++ {
-		res, err := runOne(ctx, ctl, &cfg, rep.Family)
+		res, err := runOne(ctx, ctl, &iter, rep.Family)
 		if err != nil {
 			return nil, err
 		}
@@ -285,6 +321,9 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
 		LocalCPUMethod: CPUMethodProcStat}
 	lsnd, lrcv := defaultCallSizes()
+	if cfg.Test.IsUDP() {
+		lsnd, lrcv = defaultUDPBufSizes()
+	}
 	if cfg.LocalSendBuf >= 0 {
 		lsnd = cfg.LocalSendBuf
 	}
@@ -294,6 +333,9 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	plan := dataPlan{test: cfg.Test, length: cfg.Length,
 		sendSize: pickSize(cfg.LocalSendSize, lsnd), recvSize: pickSize(cfg.LocalRecvSize, lrcv),
 		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize}
+	if cfg.Test == UDPStream {
+		plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
+	}
 	timeout := cfg.ControlTimeout
 	if cfg.Length > 0 {
 		timeout += time.Duration(cfg.Length)*time.Second + PadTime
@@ -337,6 +379,10 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			return res, &RemoteError{s.Errno}
 		}
 		dataPort, remoteCPU = s.DataPort, s.Flags&FlagMeasureCPU != 0
+		if cfg.MaxIterations > 1 {
+			// As stock: the next iteration asks for this data port again.
+			cfg.RemoteDataPort = int(dataPort)
+		}
 		res.RemoteSendBuf, res.RemoteRecvBuf, res.RemoteSendSize = s.SendBufSize, s.RecvBufSize, s.SendSize
 	}
 
@@ -344,45 +390,69 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	if cfg.DataHost != "" {
 		host = cfg.DataHost
 	}
+	addr := net.JoinHostPort(host, strconv.Itoa(int(dataPort)))
 	meter := startCPU(cfg.LocalCPU)
 	start := time.Now()
-	data, err := cfg.DataDial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(dataPort))))
-	if err != nil {
-		return res, fmt.Errorf("netperf: data connect: %w", err)
-	}
-	defer data.Close()
-	if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
-		setBufSizes(data, cfg.LocalSendBuf, cfg.LocalRecvBuf)
-		if s, r, ok := bufSizes(data); ok {
-			lsnd, lrcv = s, r
-			plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
-			plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
+	var data net.Conn
+	var dr clientData
+	var err error
+	if cfg.Test.isConnect() {
+		// A connection per transaction; the sizes printed are those of a
+		// fresh socket, as stock netperf prints them.
+		dr, err = runConnectClient(ctx, cfg, addr, plan, start, timeout)
+	} else {
+		network := "tcp"
+		if cfg.Test.IsUDP() {
+			network = "udp"
 		}
-	}
-	if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
-		if _, ok := data.(bufferSizer); ok {
-			// The userspace stack's sizes; the call sizes stay stock's.
-			lsnd, lrcv, _ = bufSizes(data)
-		} else if _, ok := data.(rawConner); !ok {
-			lsnd, lrcv = 0, 0 // not a socket we know: sizes unknown
+		data, err = cfg.DataDial(ctx, network, addr)
+		if err != nil {
+			return res, fmt.Errorf("netperf: data connect: %w", err)
 		}
-	}
-	if cfg.NoDelay {
-		if nd, ok := data.(noDelayer); ok {
-			_ = nd.SetNoDelay(true)
+		defer data.Close()
+		if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
+			setBufSizes(data, cfg.LocalSendBuf, cfg.LocalRecvBuf)
+			if s, r, ok := bufSizes(data); ok {
+				lsnd, lrcv = s, r
+				plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
+				plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
+				if cfg.Test == UDPStream {
+					plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
+				}
+			}
+		}
+		if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
+			if _, ok := data.(bufferSizer); ok {
+				// The userspace stack's sizes; the call sizes stay stock's.
+				lsnd, lrcv, _ = bufSizes(data)
+			} else if _, ok := data.(rawConner); !ok {
+				lsnd, lrcv = 0, 0 // not a socket we know: sizes unknown
+			} else if cfg.Test.IsUDP() {
+				lsnd, lrcv, _ = bufSizes(data) // a UDP socket's do not grow
+			}
+		}
+		if cfg.NoDelay {
+			if nd, ok := data.(noDelayer); ok {
+				_ = nd.SetNoDelay(true)
+			}
+		}
+		if cfg.Test.IsUDP() {
+			dr, err = runUDPClient(data, plan, start, timeout)
+		} else {
+			dr, err = runClientData(data, plan, start, timeout)
 		}
 	}
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv
 	res.LocalSendSize, res.LocalRecvSize = plan.sendSize, plan.recvSize
-	if cfg.Test == TCPRR {
+	if cfg.Test.IsRR() {
 		res.RequestSize, res.ResponseSize = plan.reqSize, plan.respSize
 	}
-	dr, err := runClientData(data, plan, start, timeout)
 	if err != nil {
 		return res, fmt.Errorf("netperf: data phase: %w", err)
 	}
 	res.Elapsed = dr.elapsed
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
+	res.SendCalls, res.SendErrors = dr.sendCalls, dr.sendErrors
 	localUsage, localOK := meter.stop()
 
 	if err := readMsg(ctl, &m, timeout); err != nil {
@@ -404,7 +474,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			res.RemoteBytesReceived = uint64(r.Bytes)
 		case TCPMaerts:
 			res.RemoteBytesSent = uint64(r.Bytes)
-		case TCPRR:
+		case TCPRR, TCPCC:
 			res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
 		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
@@ -417,6 +487,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		}
 		res.RemoteBytesReceived, res.RemoteBytesSent = r.BytesReceived, r.BytesSent
 		res.RemoteTransactions = uint64(r.TransReceived)
+		res.RemoteRecvCalls = uint64(r.RecvCalls)
 		res.RemoteElapsed = float64(r.ElapsedTime)
 		res.RemoteCongControl = r.CongControl
 		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, r.NumCPUs, r.CPUMethod
@@ -425,20 +496,26 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 
 	secs := res.Elapsed.Seconds()
 	var units float64 // KB/s or transactions/s, for service demand
+	var bytes uint64
 	switch cfg.Test {
 	case TCPStream:
 		// Stock netperf takes STREAM throughput from the server's count.
-		res.Throughput = float64(res.RemoteBytesReceived+res.RemoteBytesSent) * 8 / 1e6 / secs
-		res.ThroughputUnits = "10^6bits/s"
-		units = res.Throughput * 1e6 / 8 / 1024
+		bytes = res.RemoteBytesReceived + res.RemoteBytesSent
 	case TCPMaerts:
-		res.Throughput = float64(res.BytesReceived) * 8 / 1e6 / secs
-		res.ThroughputUnits = "10^6bits/s"
-		units = res.Throughput * 1e6 / 8 / 1024
-	case TCPRR:
+		bytes = res.BytesReceived
+	case UDPStream:
+		// Line 1 is what we sent, line 2 what the server received.
+		bytes = res.BytesSent
+		res.RemoteThroughput = throughputIn(cfg.Units, float64(res.RemoteBytesReceived), secs)
+	}
+	if cfg.Test.IsRR() {
 		res.Throughput = float64(res.Transactions) / secs
 		res.ThroughputUnits = "Trans/s"
 		units = res.Throughput
+	} else {
+		res.Throughput = throughputIn(cfg.Units, float64(bytes), secs)
+		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
+		units = float64(bytes) / 1024 / secs
 	}
 	if localOK {
 		res.LocalCPU = float64(localUsage.Util)
@@ -470,6 +547,8 @@ func classicTest(t TestType) ClassicTest {
 		return ClassicMaerts
 	case TCPRR:
 		return ClassicRR
+	case TCPCC:
+		return ClassicCC
 	}
 	return ClassicStream
 }
@@ -492,7 +571,7 @@ func classicRequest(cfg *Config, family uint32) ClassicRequest {
 		r.ReceiveSize, r.RecvAlign = max(cfg.RemoteRecvSize, 0), defaultAlignment
 	case ClassicMaerts:
 		r.SendSize, r.SendAlign = max(cfg.RemoteSendSize, 0), defaultAlignment
-	case ClassicRR:
+	case ClassicRR, ClassicCC:
 		r.RecvAlign, r.SendAlign = defaultAlignment, defaultAlignment
 		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
 	}
@@ -529,16 +608,30 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 	case TCPMaerts:
 		r.Direction = DirServerSends
 		r.RecvWidth = uint32(width(0, lrcv, plan.recvSize))
-	case TCPRR:
+	case UDPStream:
+		r.Direction = DirServerReceives
+		r.SendWidth = uint32(width(0, lsnd, plan.sendSize))
+	default: // the request/response tests
 		r.Direction = DirServerSends | DirServerReceives
 		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
 		r.SendWidth, r.RecvWidth = 1, 1
+	}
+	if cfg.Test.IsUDP() {
+		r.SocketType, r.Protocol = SocketDgram, ProtoUDP
+	}
+	if cfg.Test == UDPStream {
+		// Stock clears ROUTING_ALLOWED for UDP_STREAM (-R 1 sets it).
+		r.Flags &^= FlagRoutingAllowed
+	}
+	if cfg.Test == TCPCRR {
+		r.Flags |= FlagConnectTest
 	}
 	return r
 }
 
 type clientData struct {
 	sent, received, trans uint64
+	sendCalls, sendErrors uint64 // UDP_STREAM: messages sent and failed
 	elapsed               time.Duration
 }
 

@@ -15,13 +15,13 @@ const (
 	streamHeader = "Recv   Send    Send                          \n" +
 		"Socket Socket  Message  Elapsed              \n" +
 		"Size   Size    Size     Time     Throughput  \n" +
-		"bytes  bytes   bytes    secs.    10^6bits/sec  \n\n"
+		"bytes  bytes   bytes    secs.    %s/sec  \n\n"
 	streamLine = "%6d %6d %6d    %-6.2f   %7.2f   \n"
 
 	streamCPUHeader = "Recv   Send    Send                          Utilization       Service Demand\n" +
 		"Socket Socket  Message  Elapsed              %-8s %-8s %-7s %s\n" +
 		"Size   Size    Size     Time     Throughput  local    remote   local   remote\n" +
-		"bytes  bytes   bytes    secs.    10^6bits/s  %% %c      %% %c      us/KB   us/KB\n\n"
+		"bytes  bytes   bytes    secs.    %s/s  %% %c      %% %c      us/KB   us/KB\n\n"
 	streamCPULine = "%6d %6d %6d    %-6.2f     %7.2f   %-6.2f   %-6.2f   %-6.3f  %-6.3f \n"
 
 	rrHeader = "Local /Remote\n" +
@@ -37,7 +37,28 @@ const (
 	rrCPULine = "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f  %-6.2f %-6.2f %-6.3f  %-6.3f \n"
 
 	rrRemoteLine = "%-6d %-6d\n"
+
+	udpStreamHeader = "Socket  Message  Elapsed      Messages                \n" +
+		"Size    Size     Time         Okay Errors   Throughput\n" +
+		"bytes   bytes    secs            #      #   %s/sec\n\n"
+	udpStreamLine       = "%6d  %6d   %-7.2f   %7d %6d    %7.2f\n"
+	udpStreamRemoteLine = "%6d           %-7.2f   %7d           %7.2f\n\n"
 )
+
+// testNames are the test names of netperf's banner.
+var testNames = map[TestType]string{
+	TCPStream: "TCP STREAM", TCPMaerts: "TCP MAERTS", TCPRR: "TCP REQUEST/RESPONSE",
+	TCPCRR: "TCP Connect/Request/Response", TCPCC: "TCP Connect/Close",
+	UDPStream: "UDP STREAM", UDPRR: "UDP REQUEST/RESPONSE",
+}
+
+// units is c.Units, 'm' when unset.
+func (c *Config) units() byte {
+	if unitsName(c.Units) == "" {
+		return 'm'
+	}
+	return c.Units
+}
 
 // CPUMethodLetter is the letter netperf prints after "%" in CPU headers.
 func CPUMethodLetter(method uint32) byte {
@@ -56,7 +77,7 @@ func (r *Report) Banner() string {
 	if !c.Classic {
 		b.WriteString("MIGRATED ")
 	}
-	name := map[TestType]string{TCPStream: "TCP STREAM", TCPMaerts: "TCP MAERTS", TCPRR: "TCP REQUEST/RESPONSE"}[c.Test]
+	name := testNames[c.Test]
 	// Stock prints the names it was given and, in parentheses, the numeric
 	// addresses; its AF_INET remote comes out empty, its AF_INET6 wildcard
 	// is named "::0" and shown as "::".
@@ -84,7 +105,7 @@ func (r *Report) Banner() string {
 		b.WriteString(" : nodelay")
 	}
 	b.WriteString(" : demo")
-	if c.Test == TCPRR {
+	if c.Test == TCPRR || c.Test == UDPRR {
 		b.WriteString(" : first burst 0")
 	}
 	b.WriteString("\n")
@@ -134,7 +155,7 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 		}
 		if !cpu {
 			if headers {
-				b.WriteString(streamHeader)
+				fmt.Fprintf(&b, streamHeader, unitsName(c.units()))
 			}
 			fmt.Fprintf(&b, streamLine, a, s, m, secs, res.Throughput)
 			break
@@ -144,11 +165,17 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			if c.Test == TCPMaerts {
 				dir = [4]string{"Recv", "Send", "Recv", "Send"}
 			}
-			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], lm, rm)
+			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], unitsName(c.units()), lm, rm)
 		}
 		fmt.Fprintf(&b, streamCPULine, a, s, m, secs, res.Throughput,
 			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand)
-	case TCPRR:
+	case UDPStream:
+		if headers {
+			fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
+		}
+		fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
+		fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+	default: // the request/response tests
 		if !cpu {
 			if headers {
 				b.WriteString(rrHeader)

@@ -200,7 +200,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 				log.Warn("omni test failed, closing", "err", err)
 				return
 			}
-		case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR:
+		case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR, TypeDoTCPCC:
 			tests++
 			if err := s.runClassic(c, req.Classic, log); err != nil {
 				log.Warn("classic test failed, closing", "err", err)
@@ -329,16 +329,37 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		_ = s.reply(ctl, &m)
 		return fmt.Errorf("invalid DO_OMNI: %w", err)
 	}
-	ln, lsnd, lrcv, err := s.dataListen(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+	// The data socket: a listener for TCP, a bound socket for UDP.
+	var ln net.Listener
+	var pc net.PacketConn
+	var sock any
+	var lsnd, lrcv int32
+	var err error
+	if r.IsUDP() {
+		pc, lsnd, lrcv, err = s.dataListenUDP(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+		sock = pc
+	} else {
+		ln, lsnd, lrcv, err = s.dataListen(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+		sock = ln
+	}
 	if err != nil {
 		setup.Errno = errnoOf(err)
 		setup.Marshal(&m)
 		_ = s.reply(ctl, &m)
 		return fmt.Errorf("data listen: %w", err)
 	}
-	defer ln.Close()
+	dataPort := uint32(0)
+	if pc != nil {
+		defer pc.Close()
+		dataPort = addrPort(pc.LocalAddr())
+	} else {
+		defer ln.Close()
+		dataPort = listenerPort(ln)
+	}
 
 	spec := dataSpec{
+		udp:        r.IsUDP(),
+		connect:    r.Flags&FlagConnectTest != 0,
 		sends:      r.Direction&DirServerSends != 0,
 		receives:   r.Direction&DirServerReceives != 0,
 		rr:         r.IsRR(),
@@ -348,7 +369,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if spec.rr {
 		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
 	} else {
-		csnd, crcv := callSizes(ln, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
+		csnd, crcv := callSizes(sock, r.IsUDP(), lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
 		spec.recvSize = pickSize(r.ReceiveSize, crcv)
 		spec.sendSize = pickSize(r.SendSize, csnd)
 	}
@@ -362,7 +383,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		Flags:       r.Flags & FlagNoDelay,
 		SoRcvAvoid:  r.SoRcvAvoid,
 		SoSndAvoid:  r.SoSndAvoid,
-		DataPort:    listenerPort(ln),
+		DataPort:    dataPort,
 		SocketPrio:  r.SocketPrio,
 		SocketTOS:   r.SocketTOS,
 	}
@@ -381,9 +402,20 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if err := s.reply(ctl, &m); err != nil {
 		return fmt.Errorf("send setup response: %w", err)
 	}
-	st, err := s.runData(ln, spec, r.Flags&FlagRoutingAllowed != 0)
+	var st dataStats
+	switch {
+	case spec.udp:
+		st, err = s.runUDP(pc, spec)
+	case spec.connect:
+		st, err = s.runConnect(ln, spec)
+	default:
+		st, err = s.runData(ln, spec, r.Flags&FlagRoutingAllowed != 0)
+	}
 	if err != nil {
 		log.Info("data phase ended early", "err", err)
+	}
+	if spec.udp {
+		st.retrans = -1 // netserver's transport_retrans for a non-TCP socket
 	}
 	res := OmniResults{
 		BytesReceived:    st.bytesRecv,
@@ -407,7 +439,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if err := s.reply(ctl, &m); err != nil {
 		return fmt.Errorf("send results: %w", err)
 	}
-	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr,
+	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr, "udp", spec.udp, "connect", spec.connect,
 		"bytes_received", st.bytesRecv, "bytes_sent", st.bytesSent, "transactions", st.trans,
 		"elapsed", st.elapsed.Round(time.Millisecond))
 	return nil
@@ -418,11 +450,14 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 // netserver uses them; for the userspace stack, whose buffers start at
 // 1 MiB, the sizes a stock netserver on Linux would pick (16384 to send,
 // 131072 to receive), unless the request set the buffer (-S).
-func callSizes(sock any, snd, rcv, reqSnd, reqRcv int32) (int32, int32) {
+func callSizes(sock any, udp bool, snd, rcv, reqSnd, reqRcv int32) (int32, int32) {
 	if _, userspace := sock.(bufferSizer); !userspace {
 		return snd, rcv
 	}
 	dsnd, drcv := defaultCallSizes()
+	if udp {
+		dsnd, drcv = defaultUDPBufSizes()
+	}
 	if reqSnd < 0 {
 		snd = dsnd
 	}
@@ -463,7 +498,7 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 	}
 	defer ln.Close()
 	spec := dataSpec{testLength: r.TestLength, noDelay: r.NoDelay != 0}
-	lsndCall, lrcvCall := callSizes(ln, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
+	lsndCall, lrcvCall := callSizes(ln, false, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
 	switch r.Test {
 	case ClassicStream:
 		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcvCall)
@@ -475,9 +510,16 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 		spec.sends, spec.receives, spec.rr = true, true, true
 		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
 		spec.classicRR = true
+	case ClassicCC:
+		spec.sends, spec.receives, spec.rr = true, true, true
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+		spec.connect, spec.connectOnly = true, true
 	}
 	setup.RecvBufSize, setup.SendBufSize = lrcv, lsnd
 	setup.NoDelay, setup.TestLength = r.NoDelay, r.TestLength
+	if r.Test == ClassicCC {
+		setup.TestLength = 0 // stock's TCP_CC reply leaves it unset
+	}
 	setup.SoRcvAvoid, setup.SoSndAvoid = r.SoRcvAvoid, r.SoSndAvoid
 	setup.DataPort = int32(listenerPort(ln))
 	meter := startCPU(r.MeasureCPU != 0)
@@ -488,7 +530,12 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 	if err := s.reply(ctl, &m); err != nil {
 		return fmt.Errorf("send setup response: %w", err)
 	}
-	st, err := s.runData(ln, spec, false)
+	var st dataStats
+	if spec.connect {
+		st, err = s.runConnect(ln, spec)
+	} else {
+		st, err = s.runData(ln, spec, false)
+	}
 	if err != nil {
 		log.Info("data phase ended early", "err", err)
 	}
@@ -503,6 +550,10 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 		res.Bytes, res.Calls = float64(st.bytesSent), st.sendCalls
 	case ClassicRR:
 		res.Bytes, res.Calls, res.TransReceived = float64(st.bytesRecv), st.recvCalls, st.trans
+	case ClassicCC:
+		// As netserver: the bytes a transaction would have moved.
+		res.Bytes = float64(uint64(st.trans) * uint64(r.RequestSize+r.ResponseSize))
+		res.TransReceived = st.trans
 	}
 	if u, ok := meter.stop(); ok {
 		res.CPUUtil, res.CPUMethod, res.NumCPUs = u.Util, int32(CPUMethodProcStat), int32(u.NumCPUs)
@@ -523,6 +574,9 @@ type dataSpec struct {
 	testLength          int32 // >0 seconds, <0 -count, 0 until EOF
 	noDelay             bool
 	classicRR           bool // no EOF: end on count or idle after the timer
+	udp                 bool // datagrams; the client ends with an empty one
+	connect             bool // a connection per transaction (TCP_CRR, TCP_CC)
+	connectOnly         bool // TCP_CC: no data, the server closes at once
 }
 
 // dataStats is what a data phase measured.

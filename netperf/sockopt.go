@@ -54,3 +54,17 @@ func defaultCallSizes() (snd, rcv int32) {
 	}
 	return linuxDefaultSendBuf, linuxDefaultRecvBuf
 }
+
+// Linux's default UDP socket buffer (net.core.wmem_default/rmem_default),
+// which stock netperf prints for UDP tests.
+const linuxDefaultUDPBuf = 212992
+
+// defaultUDPBufSizes returns the kernel's default UDP socket buffer sizes.
+func defaultUDPBufSizes() (snd, rcv int32) {
+	snd, ok1 := procValue("/proc/sys/net/core/wmem_default")
+	rcv, ok2 := procValue("/proc/sys/net/core/rmem_default")
+	if !ok1 || !ok2 || snd <= 0 || rcv <= 0 {
+		return linuxDefaultUDPBuf, linuxDefaultUDPBuf
+	}
+	return snd, rcv
+}

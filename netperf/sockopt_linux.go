@@ -117,3 +117,13 @@ func procMiddle(path string) (int32, bool) {
 	v, err := strconv.ParseInt(f[1], 10, 32)
 	return int32(v), err == nil
 }
+
+// procValue reads a single-number /proc file.
+func procValue(path string) (int32, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
+	return int32(v), err == nil
+}

@@ -3,10 +3,12 @@ package stack
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
 
@@ -117,4 +119,42 @@ func (s *Stack) ListenPacket(network, address string) (net.PacketConn, error) {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
 	return s.ListenUDP(ap)
+}
+
+// UDPConn is a UDP socket on the userspace stack: a net.Conn and
+// net.PacketConn with the socket options of socketOptions (the buffer
+// sizes; SetNoDelay does nothing for UDP).
+type UDPConn struct {
+	*gonet.UDPConn
+	socketOptions
+}
+
+// udpConn opens a UDP socket bound to laddr when it is valid (or has a
+// port) and connected to raddr when it is not nil.
+func (s *Stack) udpConn(laddr netip.AddrPort, raddr *netip.AddrPort) (*UDPConn, error) {
+	op, addr := "listen", laddr
+	if raddr != nil {
+		op, addr = "dial", *raddr
+	}
+	opErr := func(err error) error {
+		return &net.OpError{Op: op, Net: "udp", Addr: net.UDPAddrFromAddrPort(addr), Err: err}
+	}
+	var wq waiter.Queue
+	ep, terr := s.ns.NewEndpoint(udp.ProtocolNumber, protoOf(addr.Addr()), &wq)
+	if terr != nil {
+		return nil, opErr(errnoOf(terr))
+	}
+	if laddr.IsValid() || laddr.Port() != 0 {
+		if terr := ep.Bind(fullAddr(laddr)); terr != nil {
+			ep.Close()
+			return nil, opErr(errnoOf(terr))
+		}
+	}
+	if raddr != nil {
+		if terr := ep.Connect(fullAddr(*raddr)); terr != nil {
+			ep.Close()
+			return nil, opErr(errnoOf(terr))
+		}
+	}
+	return &UDPConn{UDPConn: gonet.NewUDPConn(&wq, ep), socketOptions: socketOptions{ep}}, nil
 }

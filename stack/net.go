@@ -132,28 +132,12 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 // DialUDP returns a connected UDP socket to raddr, bound to laddr when it is
 // valid.
 func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
-	var lp, rp *tcpip.FullAddress
-	if laddr.IsValid() {
-		a := fullAddr(laddr)
-		lp = &a
-	}
-	a := fullAddr(raddr)
-	rp = &a
-	c, err := gonet.DialUDP(s.ns, lp, rp, protoOf(raddr.Addr()))
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
-	}
-	return c, nil
+	return s.udpConn(laddr, &raddr)
 }
 
 // ListenUDP opens an unconnected UDP socket bound to laddr.
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (net.PacketConn, error) {
-	a := fullAddr(laddr)
-	c, err := gonet.DialUDP(s.ns, &a, nil, protoOf(laddr.Addr()))
-	if err != nil {
-		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
-	}
-	return c, nil
+	return s.udpConn(laddr, nil)
 }
 
 // parseAddrPort parses "ip:port" or ":port" for network, checking the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -178,10 +179,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-t":
 			c.Test = netperf.TestType(strings.ToUpper(o.value))
-			switch c.Test {
-			case netperf.TCPStream, netperf.TCPMaerts, netperf.TCPRR:
-			default:
-				err = fmt.Errorf("-t %s: supported tests are TCP_STREAM, TCP_MAERTS, TCP_RR", o.value)
+			if !slices.Contains(netperf.Tests, c.Test) {
+				err = fmt.Errorf("-t %s: supported tests are %v", o.value, netperf.Tests)
 			}
 		case "-c":
 			c.LocalCPU = true
@@ -278,17 +277,24 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 var errHelp = errors.New("help requested")
 
 // kernelDialer returns a dialer on kernel sockets bound to local (host or
-// host:port; empty means any).
+// host:port; empty means any), for TCP and UDP.
 func kernelDialer(local string, port int) (netperf.DialFunc, error) {
-	var d net.Dialer
-	if local != "" || port != 0 {
-		ip := net.ParseIP(local)
-		if local != "" && ip == nil {
-			return nil, fmt.Errorf("local address %q is not an IP address", local)
-		}
-		d.LocalAddr = &net.TCPAddr{IP: ip, Port: port}
+	if local == "" && port == 0 {
+		var d net.Dialer
+		return d.DialContext, nil
 	}
-	return d.DialContext, nil
+	ip := net.ParseIP(local)
+	if local != "" && ip == nil {
+		return nil, fmt.Errorf("local address %q is not an IP address", local)
+	}
+	tcp := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip, Port: port}}
+	udp := net.Dialer{LocalAddr: &net.UDPAddr{IP: ip, Port: port}}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		if strings.HasPrefix(network, "udp") {
+			return udp.DialContext(ctx, network, address)
+		}
+		return tcp.DialContext(ctx, network, address)
+	}, nil
 }
 
 func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
