@@ -7,4 +7,4 @@ func kernelBufSizes(s any) (snd, rcv int32, ok bool)   { return 0, 0, false }
 func congestionControl(s any) string                   { return "" }
 func retransmits(s any) int32                          { return 0 }
 func kernelDefaultBufSizes() (snd, rcv int32, ok bool) { return 0, 0, false }
-func procValue(path string) (int32, bool)               { return 0, false }
+func procValue(path string) (int32, bool)              { return 0, false }
