@@ -144,7 +144,8 @@ func (s *Stack) udpConn(laddr netip.AddrPort, raddr *netip.AddrPort) (*UDPConn, 
 	if terr != nil {
 		return nil, opErr(errnoOf(terr))
 	}
-	if laddr.IsValid() || laddr.Port() != 0 {
+	// A listening socket is bound even to "any" port 0: it needs its port.
+	if raddr == nil || laddr.IsValid() || laddr.Port() != 0 {
 		if terr := ep.Bind(fullAddr(laddr)); terr != nil {
 			ep.Close()
 			return nil, opErr(errnoOf(terr))
