@@ -74,7 +74,7 @@ func CPUMethodLetter(method uint32) byte {
 func (r *Report) Banner() string {
 	c := r.Config
 	var b strings.Builder
-	if !c.Classic {
+	if !c.Classic && c.Test != TCPCC {
 		b.WriteString("MIGRATED ")
 	}
 	name := testNames[c.Test]

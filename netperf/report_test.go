@@ -31,6 +31,13 @@ func TestWriteTextGolden(t *testing.T) {
 		{"tcp_rr_trans", func(c *netperf.Config) { c.Test = netperf.TCPRR }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 32, ResponseSize: 64, Elapsed: secs(0.06), Throughput: 17520.81, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
 		{"tcp_rr_cpu", func(c *netperf.Config) { c.Test, c.LocalCPU, c.RemoteCPU = netperf.TCPRR, true, true }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 42822.78, RemoteSendBuf: 16384, RemoteRecvBuf: 131072,
 			LocalCPU: 99.75, RemoteCPU: 99.75, LocalServiceDemand: 46.587, RemoteServiceDemand: 46.587, LocalCPUMethod: 8, RemoteCPUMethod: 8}},
+		{"udp_stream", func(c *netperf.Config) { c.Test = netperf.UDPStream }, netperf.Result{LocalSendBuf: 212992, LocalSendSize: 65507, Elapsed: secs(2), SendCalls: 84872, Throughput: 22237.01,
+			RemoteRecvBuf: 212992, RemoteRecvCalls: 29094, RemoteThroughput: 7622.81}},
+		{"udp_stream_opts", func(c *netperf.Config) { c.Test = netperf.UDPStream }, netperf.Result{LocalSendBuf: 212992, LocalSendSize: 1024, Elapsed: secs(2), SendCalls: 200258, Throughput: 820.02,
+			RemoteRecvBuf: 212992, RemoteRecvCalls: 106919, RemoteThroughput: 437.82}},
+		{"udp_rr", func(c *netperf.Config) { c.Test = netperf.UDPRR }, netperf.Result{LocalSendBuf: 212992, LocalRecvBuf: 212992, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 28066.57, RemoteSendBuf: 212992, RemoteRecvBuf: 212992}},
+		{"tcp_crr", func(c *netperf.Config) { c.Test = netperf.TCPCRR }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 12864.26, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
+		{"tcp_cc", func(c *netperf.Config) { c.Test = netperf.TCPCC }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 18259.61, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.run, func(t *testing.T) {
@@ -56,6 +63,20 @@ func TestWriteTextGolden(t *testing.T) {
 		cfg.MaxIterations, cfg.MinIterations, cfg.ConfidenceLevel, cfg.ConfidenceWidth = 3, 3, 99, 5
 		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ThroughputInterval: 725.102,
 			Result: netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(1), Throughput: 26063.07, RemoteSendBuf: 16384, RemoteRecvBuf: 131072, LocalCPU: -1, RemoteCPU: -1}}
+		var got strings.Builder
+		_ = rep.WriteText(&got, true)
+		if got.String() != want {
+			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+		}
+	})
+	t.Run("udp_rr_v6", func(t *testing.T) {
+		// The IPv6 banner: stock names the wildcard "::0" and shows the
+		// remote's numeric address (empty for IPv4).
+		want := readOutput(t, "udp_rr_v6")
+		cfg := netperf.NewConfig("::1", netperf.UDPRR)
+		cfg.DataHost = "::1"
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv6, ConfidenceMet: true,
+			Result: netperf.Result{LocalSendBuf: 212992, LocalRecvBuf: 212992, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 34935.74, RemoteSendBuf: 212992, RemoteRecvBuf: 212992}}
 		var got strings.Builder
 		_ = rep.WriteText(&got, true)
 		if got.String() != want {

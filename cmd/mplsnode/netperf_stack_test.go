@@ -492,3 +492,59 @@ func TestKernelServerStockClient(t *testing.T) {
 		}
 	}
 }
+
+// TestStackClientAndServer runs our client on one userspace stack against
+// the --config server on the other, every test, IPv4 and IPv6: counts
+// agree with the server's and the printed socket sizes are the stack's
+// (they printed 0).
+func TestStackClientAndServer(t *testing.T) {
+	a, b := stackPair(t)
+	port, logs := startStackServer(t, b)
+	for _, fam := range []uint32{netperf.FamilyIPv4, netperf.FamilyIPv6} {
+		srvIP := stackServerV4
+		if fam == netperf.FamilyIPv6 {
+			srvIP = stackServerV6
+		}
+		for _, test := range netperf.Tests {
+			t.Run(string(test)+"/"+map[uint32]string{4: "ipv4", 6: "ipv6"}[fam], func(t *testing.T) {
+				cfg := netperf.NewConfig(srvIP.String(), test)
+				cfg.Port, cfg.Dial = port, a.DialContext
+				cfg.Length = 1
+				if test == netperf.TCPCRR || test == netperf.TCPCC {
+					cfg.Length = -100 // the server would answer after its padded timer
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				rep, err := netperf.Run(ctx, cfg)
+				if err != nil {
+					t.Fatalf("Run: %v\n%s", err, logs.String())
+				}
+				r := rep.Result
+				switch {
+				case test == netperf.TCPStream:
+					if r.BytesSent == 0 || r.RemoteBytesReceived != r.BytesSent {
+						t.Errorf("sent %d bytes, server received %d", r.BytesSent, r.RemoteBytesReceived)
+					}
+				case test == netperf.TCPMaerts:
+					if r.BytesReceived == 0 || r.BytesReceived > r.RemoteBytesSent {
+						t.Errorf("received %d bytes, server sent %d", r.BytesReceived, r.RemoteBytesSent)
+					}
+				case test == netperf.UDPStream:
+					if r.RemoteBytesReceived == 0 || r.RemoteBytesReceived > r.BytesSent {
+						t.Errorf("sent %d bytes, server received %d", r.BytesSent, r.RemoteBytesReceived)
+					}
+				default:
+					if r.Transactions == 0 || r.RemoteTransactions < r.Transactions || r.RemoteTransactions > r.Transactions+1 {
+						t.Errorf("%d transactions here, %d at the server", r.Transactions, r.RemoteTransactions)
+					}
+				}
+				if r.LocalSendBuf <= 0 || r.LocalRecvBuf <= 0 || r.RemoteSendBuf <= 0 || r.RemoteRecvBuf <= 0 {
+					t.Errorf("socket sizes local %d/%d remote %d/%d, want > 0", r.LocalSendBuf, r.LocalRecvBuf, r.RemoteSendBuf, r.RemoteRecvBuf)
+				}
+				var out strings.Builder
+				_ = rep.WriteText(&out, true)
+				t.Logf("\n%s", out.String())
+			})
+		}
+	}
+}
