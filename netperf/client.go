@@ -172,6 +172,33 @@ type Result struct {
 	SendErrors       uint64  `json:"send_errors,omitempty"`
 	RemoteRecvCalls  uint64  `json:"remote_recv_calls,omitempty"`
 	RemoteThroughput float64 `json:"remote_throughput,omitempty"`
+
+	// Latency holds the transaction times of RR tests, in microseconds.
+	Latency LatencyStats `json:"latency_us"`
+	// Final socket sizes the server reported, its receive size per call,
+	// and its send and receive calls.
+	RemoteSendBufEnd int32  `json:"remote_send_socket_size_end"`
+	RemoteRecvBufEnd int32  `json:"remote_recv_socket_size_end"`
+	RemoteRecvSize   int32  `json:"remote_recv_size"`
+	RemoteSendCalls  uint64 `json:"remote_send_calls,omitempty"`
+	// RemoteRetrans is the server's TCP retransmissions (-1 for UDP).
+	RemoteRetrans int32 `json:"remote_transport_retrans"`
+	// LocalCPUNum and RemoteCPUNum are the CPU counts; the peaks are the
+	// busiest CPU's utilisation.
+	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
+	LocalPeakCPU  float64 `json:"local_peak_cpu_util,omitempty"`
+	RemotePeakCPU float64 `json:"remote_peak_cpu_util,omitempty"`
+	LocalCPUUser  float64 `json:"local_cpu_user,omitempty"`
+	LocalCPUSys   float64 `json:"local_cpu_system,omitempty"`
+	RemoteCPUUser float64 `json:"remote_cpu_user,omitempty"`
+	RemoteCPUSys  float64 `json:"remote_cpu_system,omitempty"`
+	// The rest of netperf's CPU breakdown (percent).
+	LocalCPUIOWait   float64 `json:"local_cpu_iowait,omitempty"`
+	LocalCPUIRQ      float64 `json:"local_cpu_irq,omitempty"`
+	LocalCPUSoftIRQ  float64 `json:"local_cpu_swintr,omitempty"`
+	RemoteCPUIOWait  float64 `json:"remote_cpu_iowait,omitempty"`
+	RemoteCPUIRQ     float64 `json:"remote_cpu_irq,omitempty"`
+	RemoteCPUSoftIRQ float64 `json:"remote_cpu_swintr,omitempty"`
 }
 
 // Report is the outcome of Run: every iteration and their mean.
@@ -384,6 +411,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			cfg.RemoteDataPort = int(dataPort)
 		}
 		res.RemoteSendBuf, res.RemoteRecvBuf, res.RemoteSendSize = s.SendBufSize, s.RecvBufSize, s.SendSize
+		res.RemoteRecvSize = s.ReceiveSize
 	}
 
 	host := cfg.Host
@@ -453,6 +481,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	res.Elapsed = dr.elapsed
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
 	res.SendCalls, res.SendErrors = dr.sendCalls, dr.sendErrors
+	res.Latency = dr.lat.stats()
 	localUsage, localOK := meter.stop()
 
 	if err := readMsg(ctl, &m, timeout); err != nil {
@@ -488,6 +517,13 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.RemoteBytesReceived, res.RemoteBytesSent = r.BytesReceived, r.BytesSent
 		res.RemoteTransactions = uint64(r.TransReceived)
 		res.RemoteRecvCalls = uint64(r.RecvCalls)
+		res.RemoteSendCalls = uint64(r.SendCalls)
+		res.RemoteSendBufEnd, res.RemoteRecvBufEnd = r.SendBufSize, r.RecvBufSize
+		res.RemoteRetrans = r.TransportRetrans
+		if cfg.RemoteCPU && remoteCPU {
+			res.RemoteCPUUser, res.RemoteCPUSys, res.RemotePeakCPU = float64(r.CPUUser), float64(r.CPUSystem), float64(r.PeakCPUUtil)
+			res.RemoteCPUIOWait, res.RemoteCPUIRQ, res.RemoteCPUSoftIRQ = float64(r.CPUIOWait), float64(r.CPUIRQ), float64(r.CPUSoftIRQ)
+		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
 		res.RemoteCongControl = r.CongControl
 		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, r.NumCPUs, r.CPUMethod
@@ -519,6 +555,9 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	}
 	if localOK {
 		res.LocalCPU = float64(localUsage.Util)
+		res.LocalNumCPUs, res.LocalPeakCPU = localUsage.NumCPUs, float64(localUsage.PeakUtil)
+		res.LocalCPUUser, res.LocalCPUSys = float64(localUsage.User), float64(localUsage.System)
+		res.LocalCPUIOWait, res.LocalCPUIRQ, res.LocalCPUSoftIRQ = float64(localUsage.IOWait), float64(localUsage.IRQ), float64(localUsage.SoftIRQ)
 		res.LocalServiceDemand = serviceDemand(res.LocalCPU, localUsage.NumCPUs, units)
 	}
 	if cfg.RemoteCPU && remoteCPU {
@@ -633,6 +672,7 @@ type clientData struct {
 	sent, received, trans uint64
 	sendCalls, sendErrors uint64 // UDP_STREAM: messages sent and failed
 	elapsed               time.Duration
+	lat                   *latencyHist // transaction times (RR tests)
 }
 
 // closeData half-closes the data connection and drains it to the server's
@@ -714,8 +754,10 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		req := make([]byte, p.reqSize)
 		resp := make([]byte, p.respSize)
 		fillPattern(req)
+		d.lat = new(latencyHist)
 		for {
-			if timed && !time.Now().Before(end) {
+			t0 := time.Now()
+			if timed && !t0.Before(end) {
 				break
 			}
 			if _, err := c.Write(req); err != nil {
@@ -727,6 +769,7 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 			}
 			d.received += uint64(len(resp))
 			d.trans++
+			d.lat.add(time.Since(t0))
 			if limit > 0 && d.trans >= limit {
 				break
 			}

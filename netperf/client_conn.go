@@ -115,7 +115,12 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 	resp := make([]byte, max(p.respSize, udpMaxPayload))
 	fillPattern(req)
 	_ = c.SetDeadline(end)
-	for time.Now().Before(end) {
+	d.lat = new(latencyHist)
+	for {
+		t0 := time.Now()
+		if !t0.Before(end) {
+			break
+		}
 		if _, err := c.Write(req); err != nil {
 			if isTimeout(err) {
 				break
@@ -132,6 +137,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 		}
 		d.received += uint64(n)
 		d.trans++
+		d.lat.add(time.Since(t0))
 		if limit > 0 && d.trans >= limit {
 			break
 		}
@@ -157,7 +163,12 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 	fillPattern(req)
 	tctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
-	for time.Now().Before(end) {
+	d.lat = new(latencyHist)
+	for {
+		t0 := time.Now()
+		if !t0.Before(end) {
+			break
+		}
 		c, err := cfg.DataDial(tctx, "tcp", addr)
 		if err != nil {
 			if ctx.Err() == nil && (tctx.Err() != nil || isTimeout(err) || !time.Now().Before(end)) {
@@ -174,6 +185,7 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 			break
 		}
 		d.trans++
+		d.lat.add(time.Since(t0))
 		if limit > 0 && d.trans >= limit {
 			break
 		}

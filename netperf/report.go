@@ -121,6 +121,21 @@ func numericAddr(s string) string {
 	return s
 }
 
+// writeConfidenceWarning writes netperf's warning block when -i ran out of
+// iterations before the confidence interval was met.
+func (r *Report) writeConfidenceWarning(b *strings.Builder) {
+	if r.Config.MaxIterations <= 1 || r.ConfidenceMet {
+		return
+	}
+	b.WriteString("!!! WARNING\n" +
+		"!!! Desired confidence was not achieved within the specified iterations.\n" +
+		"!!! This implies that there was variability in the test environment that\n" +
+		"!!! must be investigated before going further.\n")
+	fmt.Fprintf(b, "!!! Confidence intervals: Throughput      : %4.3f%%\n", r.ThroughputInterval)
+	fmt.Fprintf(b, "!!!                       Local CPU util  : %4.3f%%\n", r.LocalCPUInterval)
+	fmt.Fprintf(b, "!!!                       Remote CPU util : %4.3f%%\n\n", r.RemoteCPUInterval)
+}
+
 // WriteText prints the report as stock netperf does: banner, confidence
 // warning (with -i), column headers and the result line(s). With headers
 // false (-P 0) only the result lines are printed.
@@ -130,15 +145,7 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 	res := r.Result
 	if headers {
 		b.WriteString(r.Banner())
-		if c.MaxIterations > 1 && !r.ConfidenceMet {
-			b.WriteString("!!! WARNING\n" +
-				"!!! Desired confidence was not achieved within the specified iterations.\n" +
-				"!!! This implies that there was variability in the test environment that\n" +
-				"!!! must be investigated before going further.\n")
-			fmt.Fprintf(&b, "!!! Confidence intervals: Throughput      : %4.3f%%\n", r.ThroughputInterval)
-			fmt.Fprintf(&b, "!!!                       Local CPU util  : %4.3f%%\n", r.LocalCPUInterval)
-			fmt.Fprintf(&b, "!!!                       Remote CPU util : %4.3f%%\n\n", r.RemoteCPUInterval)
-		}
+		r.writeConfidenceWarning(&b)
 	}
 	cpu := c.LocalCPU || c.RemoteCPU
 	lm := CPUMethodLetter(CPUMethodUnknown)

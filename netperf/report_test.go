@@ -94,3 +94,39 @@ func TestWriteTextGolden(t *testing.T) {
 		}
 	})
 }
+
+// TestWriteOmniGolden prints the values stock netperf printed with -O, -o
+// and -k and requires its output byte for byte: the headers of each output
+// name, the column widths of -O (the longest header line or the value plus
+// one, plus one) and the value formats.
+func TestWriteOmniGolden(t *testing.T) {
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	tests := []struct {
+		run  string
+		test netperf.TestType
+		mode netperf.OmniMode
+		sel  string
+		res  netperf.Result
+	}{
+		{"tcp_stream_O", netperf.TCPStream, netperf.OmniHuman, "THROUGHPUT,THROUGHPUT_UNITS,ELAPSED_TIME,LOCAL_SEND_SIZE,REMOTE_RECV_SIZE,PROTOCOL",
+			netperf.Result{Throughput: 10732.53, Elapsed: secs(2), LocalSendSize: 16384, RemoteRecvSize: 131072}},
+		{"tcp_rr_o", netperf.TCPRR, netperf.OmniCSV, "min_latency,mean_latency,p99_latency,max_latency,transaction_rate",
+			netperf.Result{Throughput: 35127.537, Elapsed: secs(2), Latency: netperf.LatencyStats{Min: 17, Mean: 28.33, P99: 114, Max: 8693}}},
+		{"tcp_rr_k", netperf.TCPRR, netperf.OmniKeyval, "THROUGHPUT,P50_LATENCY,P90_LATENCY,RT_LATENCY,STDDEV_LATENCY",
+			netperf.Result{Throughput: 33801.53, Elapsed: secs(2), Latency: netperf.LatencyStats{P50: 19, P90: 27, StdDev: 111.47}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.run, func(t *testing.T) {
+			want := readOutput(t, tc.run)
+			cfg := netperf.NewConfig("127.0.0.1", tc.test)
+			rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
+			var got strings.Builder
+			if err := rep.WriteOmni(&got, tc.mode, tc.sel, true); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want {
+				t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+			}
+		})
+	}
+}
