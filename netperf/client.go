@@ -106,6 +106,21 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// Family is -4, -6 or -H host,family: the address family of the
+	// control and data connections (FamilyUnspec: the host's).
+	Family uint32
+	// RemoteCPURate is -C rate, sent to the server (stock netserver skips
+	// its calibration with it).
+	RemoteCPURate float32
+	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
+	RemoteSendOffset, RemoteRecvOffset uint32
+	// Routing is -R: 1 allowed, -1 SO_DONTROUTE on the server's data
+	// socket, 0 the test's default (allowed, except UDP_STREAM).
+	Routing int
+	// Interim is -D: print an interim result this often during the test
+	// to InterimOut (0: none).
+	Interim    time.Duration
+	InterimOut io.Writer
 	// Units is netperf's -f: 'k', 'm' (default), 'g' for 10^3, 10^6,
 	// 10^9 bits/s; 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s.
 	Units byte
@@ -214,6 +229,9 @@ type Report struct {
 	ThroughputInterval float64 `json:"throughput_interval_pct"`
 	LocalCPUInterval   float64 `json:"local_cpu_interval_pct"`
 	RemoteCPUInterval  float64 `json:"remote_cpu_interval_pct"`
+	// BannerPrinted says the banner went out before the test (-D prints
+	// it ahead of the interim results), so WriteText leaves it out.
+	BannerPrinted bool `json:"-"`
 }
 
 func (c *Config) fill() {
@@ -269,7 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !slices.Contains(Tests, cfg.Test) {
 		return nil, fmt.Errorf("netperf: test %q not supported (%v)", cfg.Test, Tests)
 	}
-	ctl, err := cfg.Dial(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	ctl, err := cfg.Dial(ctx, cfg.network("tcp"), net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("netperf: establish control: %w", err)
 	}
@@ -312,6 +330,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// network is "tcp" or "udp" with the -4/-6 family suffix.
+func (c *Config) network(proto string) string {
+	switch c.Family {
+	case FamilyIPv4:
+		return proto + "4"
+	case FamilyIPv6:
+		return proto + "6"
+	}
+	return proto
+}
+
 func familyOf(a net.Addr) uint32 {
 	if ap, err := netip.ParseAddrPort(a.String()); err == nil && !ap.Addr().Unmap().Is4() {
 		return FamilyIPv6
@@ -340,6 +369,7 @@ type dataPlan struct {
 	reqSize, respSize  int32
 	length             int
 	keepOpen           bool // classic RR: do not half-close before results
+	interim            *interimReporter
 }
 
 // runOne runs a single test on the control connection.
@@ -421,6 +451,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	addr := net.JoinHostPort(host, strconv.Itoa(int(dataPort)))
 	meter := startCPU(cfg.LocalCPU)
 	start := time.Now()
+	plan.interim = newInterim(cfg, start)
 	var data net.Conn
 	var dr clientData
 	var err error
@@ -429,9 +460,9 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		// fresh socket, as stock netperf prints them.
 		dr, err = runConnectClient(ctx, cfg, addr, plan, start, timeout)
 	} else {
-		network := "tcp"
+		network := cfg.network("tcp")
 		if cfg.Test.IsUDP() {
-			network = "udp"
+			network = cfg.network("udp")
 		}
 		data, err = cfg.DataDial(ctx, network, addr)
 		if err != nil {
@@ -597,6 +628,7 @@ func classicRequest(cfg *Config, family uint32) ClassicRequest {
 		Test: classicTest(cfg.Test), Affinity: -1,
 		SendBufSize: cfg.RemoteSendBuf, RecvBufSize: cfg.RemoteRecvBuf,
 		TestLength: int32(cfg.Length), IPFamily: int32(family), Port: int32(cfg.RemoteDataPort),
+		CPURate: cfg.RemoteCPURate,
 	}
 	if cfg.RemoteCPU {
 		r.MeasureCPU = 1
@@ -622,7 +654,8 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 		Affinity: -1, SendBufSize: cfg.RemoteSendBuf, SendSize: cfg.RemoteSendSize,
 		SendAlign: defaultAlignment, RequestSize: -1, RecvBufSize: cfg.RemoteRecvBuf,
 		ReceiveSize: cfg.RemoteRecvSize, RecvAlign: defaultAlignment, ResponseSize: -1,
-		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length),
+		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length), CPURate: cfg.RemoteCPURate,
+		SendOffset: cfg.RemoteSendOffset, RecvOffset: cfg.RemoteRecvOffset,
 		SendDirty: -1, RecvDirty: -1, RecvClean: -1,
 		DataPort: uint32(cfg.RemoteDataPort), IPFamily: family, SocketType: 1, Protocol: 6,
 		NetperfPort: uint32(cfg.LocalDataPort), SocketPrio: -1, SocketTOS: -1,
@@ -658,7 +691,7 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 	if cfg.Test.IsUDP() {
 		r.SocketType, r.Protocol = SocketDgram, ProtoUDP
 	}
-	if cfg.Test == UDPStream {
+	if (cfg.Test == UDPStream && cfg.Routing == 0) || cfg.Routing < 0 {
 		// Stock clears ROUTING_ALLOWED for UDP_STREAM (-R 1 sets it).
 		r.Flags &^= FlagRoutingAllowed
 	}
@@ -716,6 +749,7 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 			}
 			n, err := c.Write(b)
 			d.sent += uint64(n)
+			p.interim.add(float64(n))
 			if err != nil {
 				if timed && isTimeout(err) {
 					break
@@ -736,6 +770,7 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		for {
 			n, err := c.Read(buf)
 			d.received += uint64(n)
+			p.interim.add(float64(n))
 			if err != nil {
 				if err == io.EOF || (timed && isTimeout(err)) {
 					break
@@ -770,6 +805,7 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 			d.received += uint64(len(resp))
 			d.trans++
 			d.lat.add(time.Since(t0))
+			p.interim.add(1)
 			if limit > 0 && d.trans >= limit {
 				break
 			}

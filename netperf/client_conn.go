@@ -104,6 +104,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 			}
 			d.sent += uint64(n)
 			d.sendCalls++
+			p.interim.add(float64(n))
 			if limit > 0 && d.sent >= limit {
 				break
 			}
@@ -138,6 +139,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 		d.received += uint64(n)
 		d.trans++
 		d.lat.add(time.Since(t0))
+		p.interim.add(1)
 		if limit > 0 && d.trans >= limit {
 			break
 		}
@@ -186,6 +188,7 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 		}
 		d.trans++
 		d.lat.add(time.Since(t0))
+		p.interim.add(1)
 		if limit > 0 && d.trans >= limit {
 			break
 		}
@@ -229,4 +232,44 @@ func connectTransaction(c net.Conn, p dataPlan, req, resp []byte, end time.Time,
 		}
 	}
 	return true, nil
+}
+
+// interimReporter prints netperf's -D interim results while a test runs.
+type interimReporter struct {
+	w     io.Writer
+	every time.Duration
+	units byte
+	rr    bool
+	last  time.Time
+	acc   float64 // bytes, or transactions, since the last report
+}
+
+// newInterim returns the -D reporter of cfg, nil when -D is off.
+func newInterim(cfg *Config, start time.Time) *interimReporter {
+	if cfg.Interim <= 0 || cfg.InterimOut == nil {
+		return nil
+	}
+	return &interimReporter{w: cfg.InterimOut, every: cfg.Interim, units: cfg.units(), rr: cfg.Test.IsRR(), last: start}
+}
+
+// add counts n bytes (or transactions) and prints a line when an interval
+// has passed, in stock's words.
+func (ir *interimReporter) add(n float64) {
+	if ir == nil {
+		return
+	}
+	ir.acc += n
+	now := time.Now()
+	d := now.Sub(ir.last)
+	if d < ir.every {
+		return
+	}
+	secs := d.Seconds()
+	rate, name := ir.acc/secs, "Trans"
+	if !ir.rr {
+		rate, name = throughputIn(ir.units, ir.acc, secs), unitsName(ir.units)
+	}
+	ms := now.UnixMilli()
+	fmt.Fprintf(ir.w, "Interim result: %7.2f %s/s over %.2f seconds ending at %d.%03d\n", rate, name, secs, ms/1000, ms%1000)
+	ir.acc, ir.last = 0, now
 }

@@ -144,7 +144,9 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 	c := r.Config
 	res := r.Result
 	if headers {
-		b.WriteString(r.Banner())
+		if !r.BannerPrinted {
+			b.WriteString(r.Banner())
+		}
 		r.writeConfidenceWarning(&b)
 	}
 	cpu := c.LocalCPU || c.RemoteCPU
@@ -206,4 +208,27 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// WriteTerse prints the report as netperf -v 0 does: the banner (with
+// headers), then only the throughput, or with -c/-C the service demand
+// (local if measured, else remote), as the classic tests format them
+// ("%7.2f", "%6.3f").
+func (r *Report) WriteTerse(w io.Writer, headers bool) error {
+	var b strings.Builder
+	if headers {
+		b.WriteString(r.Banner())
+		r.writeConfidenceWarning(&b)
+	}
+	c, res := r.Config, r.Result
+	switch {
+	case c.LocalCPU:
+		fmt.Fprintf(&b, "%6.3f\n", res.LocalServiceDemand)
+	case c.RemoteCPU:
+		fmt.Fprintf(&b, "%6.3f\n", res.RemoteServiceDemand)
+	default:
+		fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -83,7 +83,7 @@ addr add 172.16.21.21/24 dev %[2]s
 			// The netserver may still be binding on the first try.
 			for try := 0; try < 20; try++ {
 				out, err = exec.Command("ip", "netns", "exec", ns0.Name(), bin, "netperf", "--config", conf0,
-					"-H", "10.10.10.10", "-l", "1", "-t", test, "-c", "-C", "-o", "json").Output()
+					"-H", "10.10.10.10", "-l", "1", "-t", test, "-c", "-C", "--json").Output()
 				if err == nil {
 					break
 				}
@@ -92,7 +92,7 @@ addr add 172.16.21.21/24 dev %[2]s
 				t.Fatalf("netperf %s: %v: %s\nserver: %s\nLSR: %s", test, err, out, srvLogs.String(), lsrLogs.String())
 			}
 			if err := json.Unmarshal(out, &rep); err != nil {
-				t.Fatalf("netperf -o json: %v: %s", err, out)
+				t.Fatalf("netperf --json: %v: %s", err, out)
 			}
 			r := rep.Result
 			if r.Throughput <= 0 {
