@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,5 +207,77 @@ func TestNetperfAgainstNetserver(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNetperfStockLetters runs the client with stock letters that change
+// what it prints or how it connects: -D (the banner, then interim lines
+// as stock words them), -v 0 (the number alone), -4/-6 and -H host,family
+// (the family of the control and data connections and the banner), -p
+// port,localport (the control connection's source port), -f (units).
+func TestNetperfStockLetters(t *testing.T) {
+	var s netperf.Server
+	logs := &lockedBuffer{}
+	s.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	runNP := func(args string) string {
+		t.Helper()
+		var out, errb strings.Builder
+		if code := run(context.Background(), append([]string{"netperf", "-p", port}, strings.Fields(args)...), &out, &errb); code != exitOK {
+			t.Fatalf("netperf %s: exit %d, stderr %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	interim := regexp.MustCompile(`^Interim result: +[0-9]+\.[0-9]{2} (10\^6bits|Trans)/s over [0-9]+\.[0-9]{2} seconds ending at [0-9]+\.[0-9]{3}$`)
+	for _, args := range []string{"-H 127.0.0.1 -l 1 -D 0.25 -t TCP_STREAM", "-H 127.0.0.1 -l 1 -D 0.25 -t TCP_RR"} {
+		lines := strings.Split(strings.TrimSuffix(runNP(args), "\n"), "\n")
+		if !strings.HasPrefix(lines[0], "MIGRATED TCP ") {
+			t.Errorf("%s: first line %q, want the banner", args, lines[0])
+		}
+		n := 0
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "Interim") {
+				if !interim.MatchString(l) {
+					t.Errorf("%s: %q is not stock's interim line", args, l)
+				}
+				n++
+			}
+		}
+		if n < 2 || strings.Count(strings.Join(lines, "\n"), "MIGRATED") != 1 {
+			t.Errorf("%s: %d interim lines, want >= 2 and one banner:\n%s", args, n, strings.Join(lines, "\n"))
+		}
+	}
+	if out := runNP("-H 127.0.0.1 -l 1 -v 0 -P 0 -t TCP_RR"); !regexp.MustCompile(`^ *[0-9]+\.[0-9]{2}\n$`).MatchString(out) {
+		t.Errorf("-v 0 -P 0: got %q, want only the rate", out)
+	}
+	if out := runNP("-H 127.0.0.1 -l 1 -f K -t TCP_STREAM"); !strings.Contains(out, "secs.    KBytes/sec  \n") {
+		t.Errorf("-f K: header without KBytes/sec:\n%s", out)
+	}
+	if l6, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		l6.Close()
+		for _, args := range []string{"-H ::1 -6 -l -100 -t TCP_RR", "-H ::1,6 -l -100 -t UDP_RR"} {
+			if out := runNP(args); !strings.Contains(out, "from ::0 (::) port 0 AF_INET6 to ::1 (::1) port 0 AF_INET6") {
+				t.Errorf("%s: banner not IPv6:\n%s", args, out)
+			}
+		}
+	}
+	// -4 with an IPv6 literal cannot connect: the family is honoured.
+	var out, errb strings.Builder
+	if code := run(context.Background(), []string{"netperf", "-p", port, "-4", "-H", "::1", "-l", "-10", "-t", "TCP_RR"}, &out, &errb); code == exitOK {
+		t.Errorf("-4 -H ::1: got exit 0, want a failure")
+	}
+	// -p port,localport binds the control connection's source port.
+	lp := freePort(t)
+	runNP("-H 127.0.0.1 -l -10 -t TCP_RR -p " + port + "," + strconv.Itoa(lp))
+	if !strings.Contains(logs.String(), "client=127.0.0.1:"+strconv.Itoa(lp)+" ") {
+		t.Errorf("-p %s,%d: the server saw no control connection from port %d:\n%s", port, lp, lp, logs.String())
 	}
 }
