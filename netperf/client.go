@@ -60,6 +60,11 @@ type Config struct {
 	// DataDial opens the data connection; nil means Dial. The CLI binds it
 	// to the test-specific -L/-P local address.
 	DataDial DialFunc
+	// ListenPacket opens the UDP tests' data socket, unconnected as stock
+	// netperf's, so that a response from another address of the server
+	// (a netserver replies from its route's source) still counts; nil
+	// means net.ListenPacket. The address is the -L/-P local address.
+	ListenPacket ListenPacketFunc
 	// Host and Port of the netserver control socket (-H, -p).
 	Host string
 	Port int
@@ -464,14 +469,22 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		if cfg.Test.IsUDP() {
 			network = cfg.network("udp")
 		}
-		data, err = cfg.DataDial(ctx, network, addr)
+		if cfg.Test.IsUDP() {
+			data, err = udpPeerConn(cfg, network, host, dataPort)
+		} else {
+			data, err = cfg.DataDial(ctx, network, addr)
+		}
 		if err != nil {
 			return res, fmt.Errorf("netperf: data connect: %w", err)
 		}
 		defer data.Close()
+		sock := any(data)
+		if u, ok := data.(*udpPeer); ok {
+			sock = u.PacketConn // the socket under the adapter
+		}
 		if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
-			setBufSizes(data, cfg.LocalSendBuf, cfg.LocalRecvBuf)
-			if s, r, ok := bufSizes(data); ok {
+			setBufSizes(sock, cfg.LocalSendBuf, cfg.LocalRecvBuf)
+			if s, r, ok := bufSizes(sock); ok {
 				lsnd, lrcv = s, r
 				plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
 				plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
@@ -481,13 +494,13 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			}
 		}
 		if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
-			if _, ok := data.(bufferSizer); ok {
+			if _, ok := sock.(bufferSizer); ok {
 				// The userspace stack's sizes; the call sizes stay stock's.
-				lsnd, lrcv, _ = bufSizes(data)
-			} else if _, ok := data.(rawConner); !ok {
+				lsnd, lrcv, _ = bufSizes(sock)
+			} else if _, ok := sock.(rawConner); !ok {
 				lsnd, lrcv = 0, 0 // not a socket we know: sizes unknown
 			} else if cfg.Test.IsUDP() {
-				lsnd, lrcv, _ = bufSizes(data) // a UDP socket's do not grow
+				lsnd, lrcv, _ = bufSizes(sock) // a UDP socket's do not grow
 			}
 		}
 		if cfg.NoDelay {

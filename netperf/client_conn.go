@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -272,4 +274,49 @@ func (ir *interimReporter) add(n float64) {
 	ms := now.UnixMilli()
 	fmt.Fprintf(ir.w, "Interim result: %7.2f %s/s over %.2f seconds ending at %d.%03d\n", rate, name, secs, ms/1000, ms%1000)
 	ir.acc, ir.last = 0, now
+}
+
+// udpPeer is an unconnected UDP socket used as a net.Conn to one server:
+// Write sends to it, Read takes a datagram from any address, as stock
+// netperf's recvfrom does.
+type udpPeer struct {
+	net.PacketConn
+	to net.Addr
+}
+
+func (u *udpPeer) Write(b []byte) (int, error) { return u.WriteTo(b, u.to) }
+func (u *udpPeer) Read(b []byte) (int, error) {
+	n, _, err := u.ReadFrom(b)
+	return n, err
+}
+func (u *udpPeer) RemoteAddr() net.Addr { return u.to }
+
+// udpPeerConn opens the UDP data socket of cfg towards host:port.
+func udpPeerConn(cfg *Config, network, host string, port uint32) (net.Conn, error) {
+	var to *net.UDPAddr
+	if a, err := netip.ParseAddr(host); err == nil {
+		to = net.UDPAddrFromAddrPort(netip.AddrPortFrom(a.Unmap(), uint16(port)))
+	} else {
+		r, err := net.ResolveUDPAddr(network, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		if err != nil {
+			return nil, err
+		}
+		to = r
+	}
+	if network == "udp" {
+		network = "udp6"
+		if to.AddrPort().Addr().Is4() {
+			network = "udp4"
+		}
+	}
+	local := net.JoinHostPort(cfg.LocalDataAddr, strconv.Itoa(cfg.LocalDataPort))
+	listen := cfg.ListenPacket
+	if listen == nil {
+		listen = net.ListenPacket
+	}
+	pc, err := listen(network, local)
+	if err != nil {
+		return nil, err
+	}
+	return &udpPeer{PacketConn: pc, to: to}, nil
 }

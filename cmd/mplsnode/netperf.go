@@ -433,6 +433,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 		defer n.Close()
+		a.cfg.ListenPacket = n.Stack().ListenPacket
 		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = nodeDialer(n, a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
 		}

@@ -508,7 +508,7 @@ func TestStackClientAndServer(t *testing.T) {
 		for _, test := range netperf.Tests {
 			t.Run(string(test)+"/"+map[uint32]string{4: "ipv4", 6: "ipv6"}[fam], func(t *testing.T) {
 				cfg := netperf.NewConfig(srvIP.String(), test)
-				cfg.Port, cfg.Dial = port, a.DialContext
+				cfg.Port, cfg.Dial, cfg.ListenPacket = port, a.DialContext, a.ListenPacket
 				cfg.Length = 1
 				if test == netperf.TCPCRR || test == netperf.TCPCC {
 					cfg.Length = -100 // the server would answer after its padded timer
