@@ -377,12 +377,11 @@ type dataPlan struct {
 	interim            *interimReporter
 }
 
-// runOne runs a single test on the control connection.
-func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Result, error) {
-	res := Result{Test: cfg.Test, Classic: cfg.Classic, NoDelay: cfg.NoDelay,
-		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
-		LocalCPUMethod: CPUMethodProcStat}
-	lsnd, lrcv := defaultCallSizes()
+// planFor returns the local socket sizes a test starts from (the kernel's
+// defaults, as stock netperf reads them off a fresh socket, or -s) and its
+// data plan.
+func planFor(cfg *Config) (lsnd, lrcv int32, plan dataPlan) {
+	lsnd, lrcv = defaultCallSizes()
 	if cfg.Test.IsUDP() {
 		lsnd, lrcv = defaultUDPBufSizes()
 	}
@@ -392,12 +391,21 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	if cfg.LocalRecvBuf >= 0 {
 		lrcv = cfg.LocalRecvBuf
 	}
-	plan := dataPlan{test: cfg.Test, length: cfg.Length,
+	plan = dataPlan{test: cfg.Test, length: cfg.Length,
 		sendSize: pickSize(cfg.LocalSendSize, lsnd), recvSize: pickSize(cfg.LocalRecvSize, lrcv),
 		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize}
 	if cfg.Test == UDPStream {
 		plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
 	}
+	return lsnd, lrcv, plan
+}
+
+// runOne runs a single test on the control connection.
+func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Result, error) {
+	res := Result{Test: cfg.Test, Classic: cfg.Classic, NoDelay: cfg.NoDelay,
+		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
+		LocalCPUMethod: CPUMethodProcStat}
+	lsnd, lrcv, plan := planFor(cfg)
 	timeout := cfg.ControlTimeout
 	if cfg.Length > 0 {
 		timeout += time.Duration(cfg.Length)*time.Second + PadTime
@@ -686,6 +694,14 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 		r.NetserverIP = a.Unmap()
 	}
 	// The widths are the client's own ring widths, echoed by the server.
+	// Stock sizes them from its socket's buffer as Linux reports it after
+	// -s, which doubles the request.
+	if cfg.LocalSendBuf >= 0 {
+		lsnd = 2 * cfg.LocalSendBuf
+	}
+	if cfg.LocalRecvBuf >= 0 {
+		lrcv = 2 * cfg.LocalRecvBuf
+	}
 	switch cfg.Test {
 	case TCPStream:
 		r.Direction = DirServerReceives
