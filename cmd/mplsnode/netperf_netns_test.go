@@ -66,7 +66,7 @@ addr add 172.16.21.21/24 dev %[2]s
 	waitFor(t, &lsrLogs, `"msg":"node started"`)
 	start(ns2, &srvLogs, "netserver", "--kernel", "-p", "12865", "-v")
 	// The LSR's FTN/ILM hit counters show the data really crossed the LSP.
-	for _, test := range []string{"TCP_STREAM", "TCP_MAERTS", "TCP_RR"} {
+	for _, test := range []string{"TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "TCP_CC", "UDP_STREAM", "UDP_RR"} {
 		t.Run(test, func(t *testing.T) {
 			var rep struct {
 				Result struct {
@@ -83,10 +83,14 @@ addr add 172.16.21.21/24 dev %[2]s
 			}
 			var out []byte
 			var err error
+			length := "1"
+			if test == "TCP_CRR" || test == "TCP_CC" {
+				length = "-50" // a timed test waits for the server's padded timer
+			}
 			// The netserver may still be binding on the first try.
 			for try := 0; try < 20; try++ {
 				out, err = exec.Command("ip", "netns", "exec", ns0.Name(), bin, "netperf", "--config", conf0,
-					"-H", "10.10.10.10", "-l", "1", "-t", test, "-c", "-C", "--json").Output()
+					"-H", "10.10.10.10", "-l", length, "-t", test, "-c", "-C", "--json").Output()
 				if err == nil {
 					break
 				}
@@ -112,9 +116,18 @@ addr add 172.16.21.21/24 dev %[2]s
 				if r.BytesReceived == 0 || r.BytesReceived > r.RemoteBytesSent {
 					t.Errorf("server sent %d bytes, we received %d; want 0 < received <= sent", r.RemoteBytesSent, r.BytesReceived)
 				}
-			case "TCP_RR":
+			case "TCP_RR", "TCP_CRR", "TCP_CC":
 				if r.Transactions == 0 || r.RemoteTransactions != r.Transactions {
 					t.Errorf("transactions %d here, %d at the server; want equal and > 0", r.Transactions, r.RemoteTransactions)
+				}
+			case "UDP_RR":
+				// The last request may be in flight when the timer ends.
+				if r.Transactions == 0 || r.RemoteTransactions < r.Transactions || r.RemoteTransactions > r.Transactions+1 {
+					t.Errorf("transactions %d here, %d at the server; want equal (+1) and > 0", r.Transactions, r.RemoteTransactions)
+				}
+			case "UDP_STREAM":
+				if r.RemoteBytesReceived == 0 || r.RemoteBytesReceived > r.BytesSent {
+					t.Errorf("sent %d bytes, server received %d; want 0 < received <= sent", r.BytesSent, r.RemoteBytesReceived)
 				}
 			}
 			if r.LocalCPU <= 0 || r.RemoteCPU <= 0 {
