@@ -69,6 +69,20 @@ func TestWriteTextGolden(t *testing.T) {
 			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
 		}
 	})
+	t.Run("tcp_stream_ci", func(t *testing.T) {
+		// -i 5,3 -I 99,5: the confidence clause in the banner, the
+		// warning block when the interval was not reached.
+		want := readOutput(t, "tcp_stream_ci")
+		cfg := netperf.NewConfig("127.0.0.1", netperf.TCPStream)
+		cfg.MaxIterations, cfg.MinIterations, cfg.ConfidenceLevel, cfg.ConfidenceWidth = 5, 3, 99, 5
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ThroughputInterval: 130.667,
+			Result: netperf.Result{RemoteRecvBuf: 131072, LocalSendBuf: 16384, LocalSendSize: 16384, Elapsed: secs(1), Throughput: 7143.74, LocalCPU: -1, RemoteCPU: -1}}
+		var got strings.Builder
+		_ = rep.WriteText(&got, true)
+		if got.String() != want {
+			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+		}
+	})
 	t.Run("udp_rr_v6", func(t *testing.T) {
 		// The IPv6 banner: stock names the wildcard "::0" and shows the
 		// remote's numeric address (empty for IPv4).
