@@ -186,9 +186,11 @@ type Result struct {
 	RemoteNumCPUs       uint32  `json:"remote_num_cpus"`
 	RemoteCongControl   string  `json:"remote_cong_control,omitempty"`
 
-	// UDP_STREAM: messages sent and failed here, received there, and the
-	// throughput the server saw (second result line).
+	// Send and receive calls here (UDP_STREAM: the messages sent), failed
+	// sends, messages the server received and the throughput it saw
+	// (UDP_STREAM's second result line).
 	SendCalls        uint64  `json:"send_calls,omitempty"`
+	RecvCalls        uint64  `json:"recv_calls,omitempty"`
 	SendErrors       uint64  `json:"send_errors,omitempty"`
 	RemoteRecvCalls  uint64  `json:"remote_recv_calls,omitempty"`
 	RemoteThroughput float64 `json:"remote_throughput,omitempty"`
@@ -201,8 +203,14 @@ type Result struct {
 	RemoteRecvBufEnd int32  `json:"remote_recv_socket_size_end"`
 	RemoteRecvSize   int32  `json:"remote_recv_size"`
 	RemoteSendCalls  uint64 `json:"remote_send_calls,omitempty"`
-	// RemoteRetrans is the server's TCP retransmissions (-1 for UDP).
-	RemoteRetrans int32 `json:"remote_transport_retrans"`
+	// RemoteRetrans and LocalRetrans are the TCP retransmissions (-1 for
+	// UDP or when the socket cannot tell); TransportMSS is the data
+	// connection's MSS (-1 unknown); LocalCongControl its congestion
+	// control ("TCP Only" for UDP, as netperf).
+	RemoteRetrans    int32  `json:"remote_transport_retrans"`
+	LocalRetrans     int32  `json:"local_transport_retrans"`
+	TransportMSS     int32  `json:"transport_mss"`
+	LocalCongControl string `json:"local_cong_control,omitempty"`
 	// LocalCPUNum and RemoteCPUNum are the CPU counts; the peaks are the
 	// busiest CPU's utilisation.
 	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
@@ -521,6 +529,10 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		} else {
 			dr, err = runClientData(data, plan, start, timeout)
 		}
+		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
+		if !cfg.Test.IsUDP() {
+			res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
+		}
 	}
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv
 	res.LocalSendSize, res.LocalRecvSize = plan.sendSize, plan.recvSize
@@ -532,7 +544,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	}
 	res.Elapsed = dr.elapsed
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
-	res.SendCalls, res.SendErrors = dr.sendCalls, dr.sendErrors
+	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
 	res.Latency = dr.lat.stats()
 	localUsage, localOK := meter.stop()
 
@@ -732,7 +744,8 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 
 type clientData struct {
 	sent, received, trans uint64
-	sendCalls, sendErrors uint64 // UDP_STREAM: messages sent and failed
+	sendCalls, sendErrors uint64 // send calls (UDP_STREAM: messages sent) and failed sends
+	recvCalls             uint64
 	elapsed               time.Duration
 	lat                   *latencyHist // transaction times (RR tests)
 }
@@ -778,6 +791,7 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 			}
 			n, err := c.Write(b)
 			d.sent += uint64(n)
+			d.sendCalls++
 			p.interim.add(float64(n))
 			if err != nil {
 				if timed && isTimeout(err) {
@@ -799,6 +813,9 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		for {
 			n, err := c.Read(buf)
 			d.received += uint64(n)
+			if n > 0 {
+				d.recvCalls++
+			}
 			p.interim.add(float64(n))
 			if err != nil {
 				if err == io.EOF || (timed && isTimeout(err)) {
@@ -828,10 +845,12 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 				return d, err
 			}
 			d.sent += uint64(len(req))
+			d.sendCalls++
 			if _, err := io.ReadFull(c, resp); err != nil {
 				return d, err
 			}
 			d.received += uint64(len(resp))
+			d.recvCalls++
 			d.trans++
 			d.lat.add(time.Since(t0))
 			p.interim.add(1)

@@ -131,6 +131,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 			return d, err
 		}
 		d.sent += uint64(len(req))
+		d.sendCalls++
 		n, err := c.Read(resp)
 		if err != nil {
 			if isTimeout(err) {
@@ -139,6 +140,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 			return d, err
 		}
 		d.received += uint64(n)
+		d.recvCalls++
 		d.trans++
 		d.lat.add(time.Since(t0))
 		p.interim.add(1)

@@ -150,12 +150,17 @@ var omniOutputs = map[string]omniOutput{
 	"REMOTE_RECV_THROUGHPUT": {[4]string{"Remote", "Recv", "Throughput"}, func(r *Report) (string, bool) {
 		return fmtF2(r.bytesThroughput(r.Result.RemoteBytesReceived))
 	}},
-	"REMOTE_SEND_CALLS":  {[4]string{"Remote", "Send", "Calls"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteSendCalls) }},
-	"REMOTE_RECV_CALLS":  {[4]string{"Remote", "Recv", "Calls"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteRecvCalls) }},
-	"LOCAL_BYTES_SENT":   {[4]string{"Local", "Bytes", "Sent"}, func(r *Report) (string, bool) { return fmtInt(r.Result.BytesSent) }},
-	"LOCAL_BYTES_RECVD":  {[4]string{"Local", "Bytes", "Received"}, func(r *Report) (string, bool) { return fmtInt(r.Result.BytesReceived) }},
-	"REMOTE_BYTES_SENT":  {[4]string{"Remote", "Bytes", "Sent"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteBytesSent) }},
-	"REMOTE_BYTES_RECVD": {[4]string{"Remote", "Bytes", "Received"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteBytesReceived) }},
+	"LOCAL_SEND_CALLS":        {[4]string{"Local", "Send", "Calls"}, func(r *Report) (string, bool) { return fmtInt(r.Result.SendCalls) }},
+	"LOCAL_RECV_CALLS":        {[4]string{"Local", "Recv", "Calls"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RecvCalls) }},
+	"LOCAL_TRANSPORT_RETRANS": {[4]string{"Local", "Transport", "Retransmissions"}, func(r *Report) (string, bool) { return fmtInt(r.Result.LocalRetrans) }},
+	"TRANSPORT_MSS":           {[4]string{"Transport", "MSS", "bytes"}, func(r *Report) (string, bool) { return fmtInt(r.Result.TransportMSS) }},
+	"LOCAL_CONG_CONTROL":      {[4]string{"Local", "Congestion", "Control", "Algorithm"}, func(r *Report) (string, bool) { return fmtStr(r.Result.LocalCongControl) }},
+	"REMOTE_SEND_CALLS":       {[4]string{"Remote", "Send", "Calls"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteSendCalls) }},
+	"REMOTE_RECV_CALLS":       {[4]string{"Remote", "Recv", "Calls"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteRecvCalls) }},
+	"LOCAL_BYTES_SENT":        {[4]string{"Local", "Bytes", "Sent"}, func(r *Report) (string, bool) { return fmtInt(r.Result.BytesSent) }},
+	"LOCAL_BYTES_RECVD":       {[4]string{"Local", "Bytes", "Received"}, func(r *Report) (string, bool) { return fmtInt(r.Result.BytesReceived) }},
+	"REMOTE_BYTES_SENT":       {[4]string{"Remote", "Bytes", "Sent"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteBytesSent) }},
+	"REMOTE_BYTES_RECVD":      {[4]string{"Remote", "Bytes", "Received"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteBytesReceived) }},
 	"LOCAL_BYTES_XFERD": {[4]string{"Local", "Bytes", "Xferred"}, func(r *Report) (string, bool) {
 		return fmt.Sprintf("%.0f", float64(r.Result.BytesSent+r.Result.BytesReceived)), true
 	}},

@@ -127,3 +127,27 @@ func procValue(path string) (int32, bool) {
 	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
 	return int32(v), err == nil
 }
+
+// transportInfo returns a kernel TCP socket's retransmissions, MSS and
+// congestion control, or -1, -1, "" for a socket that cannot tell.
+func transportInfo(s any) (retrans, mss int32, cong string) {
+	retrans, mss = -1, -1
+	rc, ok := s.(rawConner)
+	if !ok {
+		return
+	}
+	raw, err := rc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			retrans = int32(info.Total_retrans)
+		}
+		if v, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil {
+			mss = int32(v)
+		}
+		cong, _ = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	})
+	return
+}

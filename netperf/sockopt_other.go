@@ -8,3 +8,5 @@ func congestionControl(s any) string                   { return "" }
 func retransmits(s any) int32                          { return 0 }
 func kernelDefaultBufSizes() (snd, rcv int32, ok bool) { return 0, 0, false }
 func procValue(path string) (int32, bool)              { return 0, false }
+
+func transportInfo(s any) (retrans, mss int32, cong string) { return -1, -1, "" }
