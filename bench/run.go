@@ -364,7 +364,7 @@ func (r *runner) runOne(ctx context.Context, c *Config, round int, prof *profile
 		argv = []string{r.opt.Bin, "netperf", "--config", conf}
 	}
 	if c.Client != ClientGVisor {
-		argv = append(argv, "-H", c.Host, "-t", string(c.Test), "-l", fmt.Sprint(r.opt.Seconds), "-o", "json")
+		argv = append(argv, "-H", c.Host, "-t", string(c.Test), "-l", fmt.Sprint(r.opt.Seconds), "--json")
 		if prof != nil && prof.client != "" && c.Client == ClientNode {
 			argv = append(argv, "--cpuprofile", prof.client)
 		}

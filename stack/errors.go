@@ -115,7 +115,7 @@ type tcpConn struct {
 	closed atomic.Bool
 }
 
-func newTCPConn(c *gonet.TCPConn) *tcpConn { return &tcpConn{TCPConn: c} }
+func wrapTCPConn(c *gonet.TCPConn) *tcpConn { return &tcpConn{TCPConn: c} }
 
 func (c *tcpConn) opError(op string, err error) error {
 	return netError(err, c.closed.Load(), op, c.LocalAddr(), c.RemoteAddr())
@@ -197,7 +197,7 @@ func (l *tcpListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, netError(err, l.closed.Load(), "accept", nil, l.Addr())
 	}
-	return newTCPConn(c.(*gonet.TCPConn)), nil
+	return wrapTCPConn(c.(*gonet.TCPConn)), nil
 }
 
 // Close implements net.Listener; a second Close is net.ErrClosed.

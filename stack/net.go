@@ -87,7 +87,7 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 		ep.Close()
 		return nil, opErr("dial", errnoOf(terr))
 	}
-	return newTCPConn(gonet.NewTCPConn(&wq, ep)), nil
+	return newTCPConn(&wq, ep), nil
 }
 
 // ListenTCP listens for TCP connections on addr (an unspecified address
@@ -113,6 +113,10 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		return nil, opErr("listen", errnoOf(terr))
 	}
 	s.applySocketOptions(ep)
+	// SO_REUSEADDR, as package net sets on kernel listeners: a port whose
+	// earlier connections sit in TIME_WAIT can be listened on again
+	// (netperf -i asks for the previous test's data port).
+	ep.SocketOptions().SetReuseAddress(true)
 	if terr := ep.Bind(fullAddr(addr)); terr != nil {
 		ep.Close()
 		return nil, opErr("bind", errnoOf(terr))
@@ -121,7 +125,7 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		ep.Close()
 		return nil, opErr("listen", errnoOf(terr))
 	}
-	return &tcpListener{TCPListener: gonet.NewTCPListener(s.ns, &wq, ep)}, nil
+	return newTCPListener(gonet.NewTCPListener(s.ns, &wq, ep), &wq, ep), nil
 }
 
 // Listen is ListenTCP in package net's shape: network "tcp", "tcp4" or
@@ -142,34 +146,12 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 // DialUDP returns a connected UDP socket to raddr, bound to laddr when it is
 // valid.
 func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
-	var lp, rp *tcpip.FullAddress
-	if laddr.IsValid() {
-		a := fullAddr(laddr)
-		lp = &a
-	}
-	a := fullAddr(raddr)
-	rp = &a
-	if s.isClosed() {
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: net.ErrClosed}
-	}
-	c, err := gonet.DialUDP(s.ns, lp, rp, protoOf(raddr.Addr()))
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
-	}
-	return &udpConn{UDPConn: c}, nil
+	return s.udpConn(laddr, &raddr)
 }
 
 // ListenUDP opens an unconnected UDP socket bound to laddr.
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (net.PacketConn, error) {
-	a := fullAddr(laddr)
-	if s.isClosed() {
-		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: net.ErrClosed}
-	}
-	c, err := gonet.DialUDP(s.ns, &a, nil, protoOf(laddr.Addr()))
-	if err != nil {
-		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
-	}
-	return &udpConn{UDPConn: c}, nil
+	return s.udpConn(laddr, nil)
 }
 
 // parseAddrPort parses "ip:port" or ":port" for network, checking the
