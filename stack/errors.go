@@ -181,33 +181,6 @@ func (c *tcpConn) SetWriteDeadline(t time.Time) error {
 	return c.TCPConn.SetWriteDeadline(t)
 }
 
-// tcpListener is a gonet.TCPListener whose errors follow package net and
-// whose conns are tcpConns.
-type tcpListener struct {
-	*gonet.TCPListener
-	closed atomic.Bool
-}
-
-// Accept implements net.Listener; after Close it returns net.ErrClosed.
-func (l *tcpListener) Accept() (net.Conn, error) {
-	if l.closed.Load() {
-		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: net.ErrClosed}
-	}
-	c, err := l.TCPListener.Accept()
-	if err != nil {
-		return nil, netError(err, l.closed.Load(), "accept", nil, l.Addr())
-	}
-	return wrapTCPConn(c.(*gonet.TCPConn)), nil
-}
-
-// Close implements net.Listener; a second Close is net.ErrClosed.
-func (l *tcpListener) Close() error {
-	if l.closed.Swap(true) {
-		return &net.OpError{Op: "close", Net: "tcp", Addr: l.Addr(), Err: net.ErrClosed}
-	}
-	return l.TCPListener.Close()
-}
-
 // udpConn is a gonet.UDPConn whose errors follow package net, as tcpConn.
 type udpConn struct {
 	*gonet.UDPConn
