@@ -123,10 +123,19 @@ func TestSeedRingBothWays(t *testing.T) {
 		t.Fatalf("ns2->ns0: got %d bytes, sha256 %x, err %v; want %d bytes, sha256 %x", br.n, br.sum, br.err, transferSize, sum)
 	}
 	t.Logf("ns2->ns0: %d MiB in %v", transferSize>>20, time.Since(start))
-	for i, row := range back.fields("ip.ttl", "ip.checksum.status", "tcp.checksum.status") {
-		// Forwarded once by the LSR: TTL 64 - 1.
-		if want := "63,1,1"; strings.Join(row, ",") != want {
-			t.Errorf("frame %d on %s: got ttl,ip csum,tcp csum %v, want %s", i, s.v10, row, want)
+	for i, row := range back.fields("ip.ttl", "ip.checksum.status", "tcp.checksum.status", "ip.len") {
+		// Forwarded once by the LSR: TTL 64 - 1. A frame longer than the
+		// link MTU is a GSO frame the forwarding plane coalesced (forward/
+		// gro.go): it leaves behind a virtio-net header with the TCP
+		// checksum partial, for the receiver's kernel to finish, so only
+		// the IP header checksum is checked on it.
+		want := "63,1,1"
+		if n, _ := strconv.Atoi(row[3]); n > 1500 {
+			row[2] = "partial"
+			want = "63,1,partial"
+		}
+		if got := strings.Join(row[:3], ","); got != want {
+			t.Errorf("frame %d on %s: got ttl,ip csum,tcp csum %v (ip.len %s), want %s", i, s.v10, row[:3], row[3], want)
 		}
 	}
 	for _, n := range []*node.Node{s.n0, s.n1} {
