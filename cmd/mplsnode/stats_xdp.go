@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -15,22 +16,31 @@ func printXDP(w io.Writer, x *node.XDPReport) {
 	if x == nil {
 		return
 	}
-	printSection(w, "XDP label switch ("+strings.Join(x.Links, ", ")+")", []namedCount{
-		{"swapped", x.Swapped}, {"popped to IP", x.PoppedIP}, {"popped, still labelled", x.PoppedLabelled},
-		{"ILM entries resolved", uint64(x.Entries)}, {"verified instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
+	printSection(w, "xdp (the XDP label switch)", []namedCount{
+		{"swapped", x.Swapped}, {"popped_ip", x.PoppedIP}, {"popped_labelled", x.PoppedLabelled},
+		{"entries_resolved", uint64(x.Entries)}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  links\t%s\n", strings.Join(x.Links, " "))
+	var userspace []string
 	for _, l := range x.Links {
-		mode := "redirects in the kernel"
 		if !slices.Contains(x.EgressOK, l) {
-			mode = "frames for it take the userspace path (veth peer without NAPI)"
+			userspace = append(userspace, l)
 		}
-		fmt.Fprintf(w, "  egress %s: %s\n", l, mode)
+	}
+	fmt.Fprintf(tw, "  egress_ok\t%s (redirects in the kernel)\n", strings.Join(x.EgressOK, " "))
+	if len(userspace) > 0 {
+		fmt.Fprintf(tw, "  \t%s: frames for it take the userspace path (veth peer without NAPI)\n", strings.Join(userspace, " "))
 	}
 	for _, l := range sortedKeys(x.Skipped) {
-		fmt.Fprintf(w, "  not on %s: %s\n", l, x.Skipped[l])
+		fmt.Fprintf(tw, "  skipped %s\t%s\n", l, x.Skipped[l])
+	}
+	if len(x.Passed) > 0 {
+		fmt.Fprintln(tw, "  passed (up to the userspace path; non-zero reasons)")
 	}
 	for _, k := range sortedKeys(x.Passed) {
 		if x.Passed[k] != 0 {
-			fmt.Fprintf(w, "  passed up %s\t%d\n", k, x.Passed[k])
+			fmt.Fprintf(tw, "    %s\t%d\n", k, x.Passed[k])
 		}
 	}
+	tw.Flush()
 }
