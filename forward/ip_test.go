@@ -10,6 +10,9 @@ import (
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // lsrIP is lsrV4 with transit routes: 10.9.0.0/16 plain via 10.2.0.2,
@@ -165,5 +168,58 @@ func BenchmarkForwardIP(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestForwardIPv6 routes transit IPv6: the hop limit decremented, the next
+// hop's MAC; hop limit 1 draws ICMPv6 time exceeded (RFC 4443 §3.3) with a
+// valid checksum from the ingress address; a link-local destination is
+// never forwarded (it goes to the stack).
+func TestForwardIPv6(t *testing.T) {
+	spec := lsrV6
+	spec.routes = []forward.Route{{Prefix: netip.MustParsePrefix("2001:db8:9::/48"), Device: "out0", Via: netip.MustParseAddr("2001:db8:2::2")}}
+	l := newLSR(t, spec, false)
+	src := netip.MustParseAddr("2001:db8:1::2")
+	l.neighbor(t, "in0", src, macPrev)
+	l.neighbor(t, "out0", netip.MustParseAddr("2001:db8:2::2"), macNext)
+	pkt := func(dst string, hop uint8) []byte {
+		ip := &layers.IPv6{Version: 6, HopLimit: hop, NextHeader: layers.IPProtocolUDP, SrcIP: src.AsSlice(), DstIP: netip.MustParseAddr(dst).AsSlice()}
+		udp := &layers.UDP{SrcPort: 1234, DstPort: 9}
+		udp.SetNetworkLayerForChecksum(ip)
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			&layers.Ethernet{SrcMAC: []byte(macPrev), DstMAC: []byte(macIn), EthernetType: layers.EthernetTypeIPv6},
+			ip, udp, gopacket.Payload(make([]byte, 50))); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	inject(l.in, pkt("2001:db8:9::9", 64))
+	f := readFrame(t, l.out)
+	if f == nil {
+		t.Fatalf("nothing forwarded; stats %+v", l.sw.Stats())
+	}
+	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	if ip, ok := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6); !ok || ip.HopLimit != 63 || string(f[:6]) != string(macNext) {
+		t.Errorf("want IPv6 with hop limit 63 to %x: %v", macNext, p)
+	}
+	inject(l.in, pkt("2001:db8:9::9", 1))
+	f = readFrame(t, l.in)
+	if f == nil {
+		t.Fatalf("no ICMPv6; stats %+v", l.sw.Stats())
+	}
+	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	ip, _ := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	icmp, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
+	if ip == nil || !ok || icmp.TypeCode != layers.CreateICMPv6TypeCode(3, 0) || ip.SrcIP.String() != "2001:db8:1::1" || ip.DstIP.String() != src.String() {
+		t.Fatalf("want ICMPv6 time exceeded 2001:db8:1::1 -> %s: %v", src, p)
+	}
+	sum := header.PseudoHeaderChecksum(header.ICMPv6ProtocolNumber, tcpip.AddrFromSlice(ip.SrcIP), tcpip.AddrFromSlice(ip.DstIP), uint16(len(ip.Payload)))
+	if checksum.Checksum(ip.Payload, sum) != 0xffff {
+		t.Error("ICMPv6 checksum does not verify")
+	}
+	inject(l.in, pkt("fe80::1", 64))
+	if st := l.sw.Stats(); st.IPForwarded != 1 || st.Drop(forward.DropTTLExpired) != 1 || st.ICMPSent != 1 || st.Drop(forward.DropNoRoute) != 0 {
+		t.Errorf("stats %+v; want 1 forwarded, 1 ttl_expired, 1 ICMP (the link-local one left to the stack)", st)
 	}
 }
