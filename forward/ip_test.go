@@ -50,6 +50,8 @@ func udpTo(dst string, ttl uint8, size int, df bool) []byte {
 // and with labels pushed (the LER role), TTL decremented with a valid
 // header checksum (gopacket decodes the frame), the next hop's MAC; gVisor
 // never sees the packets. A packet for the node goes to the stack.
+// Checked by planting: without the TTL rewrite both subtests fail; with
+// the node's own addresses taken for transit the local packet is routed.
 func TestForwardIP(t *testing.T) {
 	l := newLSR(t, lsrIP, true)
 	for _, tc := range []struct {
@@ -111,6 +113,7 @@ func TestForwardIP(t *testing.T) {
 // §5.3.1) from the ingress address, quoting the packet as received; no
 // route is a named drop; a DF packet too big for the labelled route draws
 // fragmentation needed with the route's IP MTU (1500 less two labels).
+// Checked by planting `ttl < 1` for `ttl <= 1`: no time exceeded.
 func TestForwardIPErrors(t *testing.T) {
 	l := newLSR(t, lsrIP, true)
 	orig := udpTo("10.9.9.9", 1, 20, false)
@@ -174,7 +177,8 @@ func BenchmarkForwardIP(b *testing.B) {
 // TestForwardIPv6 routes transit IPv6: the hop limit decremented, the next
 // hop's MAC; hop limit 1 draws ICMPv6 time exceeded (RFC 4443 §3.3) with a
 // valid checksum from the ingress address; a link-local destination is
-// never forwarded (it goes to the stack).
+// never forwarded (it goes to the stack). Checked by planting: without the
+// link-local test it is routed (no_route).
 func TestForwardIPv6(t *testing.T) {
 	spec := lsrV6
 	spec.routes = []forward.Route{{Prefix: netip.MustParsePrefix("2001:db8:9::/48"), Device: "out0", Via: netip.MustParseAddr("2001:db8:2::2")}}
