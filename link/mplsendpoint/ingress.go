@@ -117,6 +117,13 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 		case !pkt.RXChecksumValidated:
 			ok = verifyRXChecksum(proto, pkt)
 		case e.forwarding:
+			// A flagged TCP packet larger than MTU() (a veth peer's GSO
+			// frame) is split with checksums computed per segment
+			// (package gso ignores the partial one): finishing it first
+			// would be a wasted pass over the data.
+			if pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
+				return
+			}
 			ok = finishRXChecksum(proto, pkt)
 		}
 		if !ok {
