@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -195,6 +194,6 @@ func kernelCounter(t *testing.T, ns *netns.NS, which [2]string) uint64 {
 			}
 		}
 	}
-	t.Fatal(fmt.Sprintf("no %s %s in ns %s's /proc/net/snmp or netstat", which[0], which[1], ns.Name()))
+	t.Fatalf("no %s %s in ns %s's /proc/net/snmp or netstat", which[0], which[1], ns.Name())
 	return 0
 }
