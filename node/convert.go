@@ -60,6 +60,9 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.Kind = stack.LinkTAP
 		default:
 			sl.Kind = stack.LinkAFPacket
+			// The node owns the interface (its kernel holds no address
+			// there): the kernel need not process what it receives.
+			sl.DropKernelRX = true
 		}
 		sl.RejectMPLS = !l.MPLSInput
 		c.links = append(c.links, sl)
