@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -136,25 +137,30 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 		return false
 	}
 	var (
-		dst tcpip.Address
-		ttl uint8
-		p   = mpls.PayloadIPv4
+		src, dst tcpip.Address
+		ttl      uint8
+		p        = mpls.PayloadIPv4
 	)
 	if v6 {
 		if len(hb) < header.IPv6MinimumSize || hb[0]>>4 != 6 {
 			return false
 		}
 		ip := header.IPv6(hb)
-		dst, ttl, p = ip.DestinationAddress(), ip.HopLimit(), mpls.PayloadIPv6
+		src, dst, ttl, p = ip.SourceAddress(), ip.DestinationAddress(), ip.HopLimit(), mpls.PayloadIPv6
 	} else {
 		if len(hb) < header.IPv4MinimumSize || hb[0]>>4 != 4 {
 			return false
 		}
 		ip := header.IPv4(hb)
-		dst, ttl = ip.DestinationAddress(), ip.TTL()
+		src, dst, ttl = ip.SourceAddress(), ip.DestinationAddress(), ip.TTL()
 	}
 	if !st.transit(dst) {
 		return false
+	}
+	// A link-local source never leaves its link (RFC 4291 §2.5.6).
+	if _, own := st.local[src]; own || !icmp.SourceNamesOneHost(addrOf(src)) || addrOf(src).IsLinkLocalUnicast() {
+		ls.drop(DropMartianSource, 1, 0)
+		return true
 	}
 	dstAddr := addrOf(dst)
 	r, ok := (*rp).Lookup(dstAddr)

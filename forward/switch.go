@@ -84,6 +84,11 @@ const (
 	DropICMPBadSource
 	// DropNoRoute: a transit IP packet for a destination no route covers.
 	DropNoRoute
+	// DropMartianSource: a transit IP packet whose source names no single
+	// host (unspecified, loopback, multicast, broadcast, class E), is
+	// link-local, or is one of the node's own addresses: never forwarded
+	// (RFC 1812 §5.3.7, RFC 4291 §2.5.6).
+	DropMartianSource
 	// DropBadChecksum: a packet that needed its IPv4 header rewritten
 	// (fragmented to fit the egress link) has a header checksum that does
 	// not verify: a router checks it before rewriting the header (RFC 1812
@@ -109,6 +114,7 @@ var dropNames = [numDrops]string{
 	DropICMPBadSource:   "icmp_bad_source",
 	DropBadChecksum:     "bad_checksum",
 	DropNoRoute:         "no_route",
+	DropMartianSource:   "martian_source",
 }
 
 var remedies = [numDrops]string{
@@ -127,6 +133,7 @@ var remedies = [numDrops]string{
 	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
 	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
 	DropNoRoute:         "add a route to the destination (route add PREFIX via ADDR)",
+	DropMartianSource:   "a sender uses a source address no one may use, or spoofs the node's own; find it",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
