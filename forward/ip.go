@@ -163,11 +163,6 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 		return true
 	}
 	dstAddr := addrOf(dst)
-	r, ok := (*rp).Lookup(dstAddr)
-	if !ok {
-		ls.drop(DropNoRoute, 1, 0)
-		return true
-	}
 	// The whole header, contiguous, for the TTL rewrite and the ICMP quote.
 	hl := header.IPv6MinimumSize
 	if !v6 {
@@ -176,6 +171,12 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 	b, ok := data.PullUp(min(size, max(hl, icmpQuote)))
 	if !ok || len(b) < hl {
 		ls.drop(DropUnknownPayload, 1, 0)
+		return true
+	}
+	r, ok := (*rp).Lookup(dstAddr)
+	if !ok {
+		ls.drop(DropNoRoute, 1, 0)
+		ls.icmpError(st, in, v6, b, nil, icmpNoRoute, 0, 0)
 		return true
 	}
 	if ttl <= 1 {

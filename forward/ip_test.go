@@ -111,7 +111,7 @@ func TestForwardIP(t *testing.T) {
 
 // TestForwardIPErrors: a TTL of 1 draws ICMP time exceeded (RFC 1812
 // §5.3.1) from the ingress address, quoting the packet as received; no
-// route is a named drop; a DF packet too big for the labelled route draws
+// route is a named drop with ICMP network unreachable; a DF packet too big for the labelled route draws
 // fragmentation needed with the route's IP MTU (1500 less two labels).
 // Checked by planting `ttl < 1` for `ttl <= 1`: no time exceeded.
 func TestForwardIPErrors(t *testing.T) {
@@ -134,6 +134,11 @@ func TestForwardIPErrors(t *testing.T) {
 	}
 
 	inject(l.in, ipFrame(udpTo("192.0.2.1", 64, 20, false)))
+	f = readFrame(t, l.in)
+	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	if icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 0) {
+		t.Errorf("want ICMP network unreachable for no route: %v", p)
+	}
 	inject(l.in, ipFrame(udpTo("10.8.1.1", 64, 1496-28, true)))
 	f = readFrame(t, l.in)
 	if f == nil {
@@ -146,8 +151,8 @@ func TestForwardIPErrors(t *testing.T) {
 	}
 	st := l.sw.Stats()
 	if st.Drop(forward.DropTTLExpired) != 1 || st.Drop(forward.DropNoRoute) != 1 || st.Drop(forward.DropMTUExceeded) != 1 ||
-		st.ICMPSent != 2 || st.Forwarded != 0 {
-		t.Errorf("stats %+v; want ttl_expired, no_route, mtu_exceeded 1 each, 2 ICMP sent, nothing forwarded", st)
+		st.ICMPSent != 3 || st.Forwarded != 0 {
+		t.Errorf("stats %+v; want ttl_expired, no_route, mtu_exceeded 1 each, 3 ICMP sent, nothing forwarded", st)
 	}
 }
 

@@ -812,6 +812,9 @@ const (
 	icmpTimeExceeded icmpKind = iota
 	// icmpTooBig: the packet does not fit the egress path (RFC 3032 §3).
 	icmpTooBig
+	// icmpNoRoute: no route to a transit packet's destination (RFC 1812
+	// §5.2.7.1, RFC 4443 §3.1).
+	icmpNoRoute
 )
 
 // sendICMPError sends an ICMP error of kind for the labelled frame in req
@@ -895,9 +898,12 @@ func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, or
 	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
 	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
 	var msg []byte
-	if kind == icmpTooBig {
+	switch kind {
+	case icmpTooBig:
 		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
-	} else {
+	case icmpNoRoute:
+		msg = icmp.NoRoute(p == mpls.PayloadIPv6, orig, src, dst)
+	default:
 		msg = icmp.TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
 	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})

@@ -46,5 +46,6 @@ func FuzzIsError(f *testing.F) {
 		icmp.TimeExceeded(v6, b, []byte{0, 0, 0x64, 0x01}, src, dst)
 		icmp.FragmentationNeeded(v6, b, nil, 1400, src, dst)
 		icmp.FragmentationNeeded(v6, b, []byte{0, 0, 0x64, 0x01}, 1400, src, dst)
+		icmp.NoRoute(v6, b, src, dst)
 	})
 }
