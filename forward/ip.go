@@ -169,7 +169,7 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 		hl = int(header.IPv4(hb).HeaderLength())
 	}
 	b, ok := data.PullUp(min(size, max(hl, icmpQuote)))
-	if !ok || len(b) < hl {
+	if !ok || hl < header.IPv4MinimumSize || len(b) < hl {
 		ls.drop(DropUnknownPayload, 1, 0)
 		return true
 	}
