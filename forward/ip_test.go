@@ -148,6 +148,8 @@ func TestForwardIPErrors(t *testing.T) {
 	icmp, _ = p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	if icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 4) || icmp.Seq != 1492 {
 		t.Errorf("want fragmentation needed, MTU 1492: %v", p)
+	} else if q := icmp.Payload; len(q) < 20 || q[8] != 64 {
+		t.Errorf("the quoted header %x; want the packet as received (TTL 64)", q)
 	}
 	st := l.sw.Stats()
 	if st.Drop(forward.DropTTLExpired) != 1 || st.Drop(forward.DropNoRoute) != 1 || st.Drop(forward.DropMTUExceeded) != 1 ||
@@ -246,5 +248,36 @@ func TestForwardIPMartianSource(t *testing.T) {
 	}
 	if st := l.sw.Stats(); st.Drop(forward.DropMartianSource) != uint64(len(srcs)) || st.IPForwarded != 0 {
 		t.Errorf("martian_source %d, forwarded %d; want %d, 0", st.Drop(forward.DropMartianSource), st.IPForwarded, len(srcs))
+	}
+}
+
+// TestForwardIPFragments sends a transit IPv4 packet without DF that does
+// not fit the labelled route (1628 bytes, IP MTU 1492 under two labels):
+// it leaves as labelled fragments that fit the link, TTL decremented, each
+// with a valid header checksum, the data in order.
+func TestForwardIPFragments(t *testing.T) {
+	l := newLSR(t, lsrIP, true)
+	orig := udpTo("10.8.1.1", 64, 1600, false)
+	inject(l.in, ipFrame(orig))
+	var data []byte
+	for i := 0; i < 2; i++ {
+		f := readFrame(t, l.out)
+		if f == nil {
+			t.Fatalf("fragment %d missing; stats %+v", i, l.sw.Stats())
+		}
+		if len(f) > 14+1500 {
+			t.Errorf("fragment %d: %d bytes > link MTU", i, len(f))
+		}
+		ip := f[14+8:] // two labels
+		if ip[8] != 63 || ipChecksum(ip[:20]) != 0xffff {
+			t.Errorf("fragment %d: TTL %d, header checksum valid %v; want 63, true", i, ip[8], ipChecksum(ip[:20]) == 0xffff)
+		}
+		data = append(data, ip[20:binary.BigEndian.Uint16(ip[2:])]...)
+	}
+	if string(data) != string(orig[20:]) {
+		t.Errorf("the fragments' data (%d bytes) differ from the packet's (%d)", len(data), len(orig)-20)
+	}
+	if st := l.sw.Stats(); st.Fragmented != 1 || st.Pushed != 1 || st.Forwarded != 2 {
+		t.Errorf("stats %+v; want 1 fragmented, 1 pushed, 2 frames forwarded", st)
 	}
 }
