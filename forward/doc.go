@@ -6,6 +6,11 @@
 //     (Switch implements mplsendpoint.Forwarder): swap, swap and push, pop
 //     and forward as IP (PHP) or still labelled, with the TTL rules of RFC
 //     3032 §2.4 and the TTL model of RFC 3443;
+//   - IP transit (ip.go): unicast IP packets for other hosts that the links
+//     offer (Switch implements mplsendpoint.IPForwarder) are routed here,
+//     never by gVisor: longest-prefix match through a Router (Table, or a
+//     FIB that plugs in with SetRouter), TTL/hop limit per RFC 1812, labels
+//     pushed for routes with an encap (the LER role for transit traffic);
 //   - hostile input: every header read is bounds-checked; label 3 and
 //     reserved labels a pop would expose never leave (an ELI and its
 //     entropy label are popped with the label above, RFC 6790);
@@ -23,7 +28,8 @@
 // logs a rate-limited warning with the reason and the remedy.
 //
 // The package sits beside package stack, one floor below node: it imports
-// link/mplsendpoint, mpls and gVisor, never node, config or stack. The node
-// creates a Switch, gives it to the stack's links as their Forwarder, and
-// Attaches the running gVisor stack.
+// link/mplsendpoint, mpls, internal/* and gVisor, never node, config or
+// stack. The node creates a Switch, gives it to the stack's links as their
+// Forwarder and IPForwarder, Attaches the running gVisor stack and sets
+// its routes (SetRouter).
 package forward

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -136,40 +137,46 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 		return false
 	}
 	var (
-		dst tcpip.Address
-		ttl uint8
-		p   = mpls.PayloadIPv4
+		src, dst tcpip.Address
+		ttl      uint8
+		p        = mpls.PayloadIPv4
 	)
 	if v6 {
 		if len(hb) < header.IPv6MinimumSize || hb[0]>>4 != 6 {
 			return false
 		}
 		ip := header.IPv6(hb)
-		dst, ttl, p = ip.DestinationAddress(), ip.HopLimit(), mpls.PayloadIPv6
+		src, dst, ttl, p = ip.SourceAddress(), ip.DestinationAddress(), ip.HopLimit(), mpls.PayloadIPv6
 	} else {
 		if len(hb) < header.IPv4MinimumSize || hb[0]>>4 != 4 {
 			return false
 		}
 		ip := header.IPv4(hb)
-		dst, ttl = ip.DestinationAddress(), ip.TTL()
+		src, dst, ttl = ip.SourceAddress(), ip.DestinationAddress(), ip.TTL()
 	}
 	if !st.transit(dst) {
 		return false
 	}
-	dstAddr := addrOf(dst)
-	r, ok := (*rp).Lookup(dstAddr)
-	if !ok {
-		ls.drop(DropNoRoute, 1, 0)
+	// A link-local source never leaves its link (RFC 4291 §2.5.6).
+	if _, own := st.local[src]; own || !icmp.SourceNamesOneHost(addrOf(src)) || addrOf(src).IsLinkLocalUnicast() {
+		ls.drop(DropMartianSource, 1, 0)
 		return true
 	}
+	dstAddr := addrOf(dst)
 	// The whole header, contiguous, for the TTL rewrite and the ICMP quote.
 	hl := header.IPv6MinimumSize
 	if !v6 {
 		hl = int(header.IPv4(hb).HeaderLength())
 	}
 	b, ok := data.PullUp(min(size, max(hl, icmpQuote)))
-	if !ok || len(b) < hl {
+	if !ok || hl < header.IPv4MinimumSize || len(b) < hl {
 		ls.drop(DropUnknownPayload, 1, 0)
+		return true
+	}
+	r, ok := (*rp).Lookup(dstAddr)
+	if !ok {
+		ls.drop(DropNoRoute, 1, 0)
+		ls.icmpError(st, in, v6, b, nil, icmpNoRoute, 0, 0)
 		return true
 	}
 	if ttl <= 1 {
@@ -190,6 +197,18 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 		}
 		return true
 	}
+	ipMTU := int(nh.ep.LinkMTU()) - len(r.Labels)*mpls.EntryLen
+	if r.MTU != 0 && int(r.MTU) < ipMTU {
+		ipMTU = int(r.MTU)
+	}
+	if size > ipMTU && (v6 || header.IPv4(b).Flags()&header.IPv4FlagDontFragment != 0 || ipMTU < header.IPv4MinimumMTU) {
+		// The error quotes the packet as received (RFC 1812 §4.3.2.3).
+		ls.drop(DropMTUExceeded, 1, 0)
+		if ipMTU > 0 {
+			ls.icmpError(st, in, v6, b, nil, icmpTooBig, uint32(ipMTU), 0)
+		}
+		return true
+	}
 	// RFC 1812 §5.3.1: decrement, fixing the IPv4 header checksum
 	// incrementally (a wrong checksum stays wrong).
 	outTTL := ttl - 1
@@ -205,12 +224,8 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 	eg := egress{nh: nh, typ: typ, hdrLen: header.EthernetMinimumSize + len(r.Labels)*mpls.EntryLen,
 		swap: len(r.Labels) > 0, out: r.Labels, ttl: lttl, hash: req.Packet.Hash, batched: req.Batched,
 		csumValid: req.Packet.RXChecksumValidated, ip: true}
-	ipMTU := int(nh.ep.LinkMTU()) - len(r.Labels)*mpls.EntryLen
-	if r.MTU != 0 && int(r.MTU) < ipMTU {
-		ipMTU = int(r.MTU)
-	}
 	if size > ipMTU {
-		ls.tooBigIP(st, in, req, &eg, ipMTU, v6)
+		ls.fragmentIP(st, req, &eg, ipMTU)
 		return true
 	}
 	buf := data.ToBuffer()
@@ -223,31 +238,30 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 // (Packet Too Big: up to the IPv6 minimum MTU).
 const icmpQuote = header.IPv6MinimumMTU
 
-// tooBigIP handles a transit IP packet larger than ipMTU, the IP MTU of its
-// route: an IPv4 packet without DF (and a valid header checksum) is
-// fragmented and each fragment sent alike; any other is dropped
-// (mtu_exceeded) and its sender told the MTU (ICMP fragmentation needed,
-// ICMPv6 Packet Too Big).
-func (ls *Switch) tooBigIP(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwardRequest, eg *egress, ipMTU int, v6 bool) {
+// fragmentIP sends a transit IPv4 packet without DF that is larger than
+// ipMTU, the IP MTU of its route, as fragments (RFC 791 §3.2), each sent
+// alike; a header whose checksum fails is dropped (bad_checksum), one that
+// cannot be split too (mtu_exceeded).
+func (ls *Switch) fragmentIP(st *attached, req *mplsendpoint.IPForwardRequest, eg *egress, ipMTU int) {
 	data := req.Packet.Data()
 	b, ok := data.PullUp(data.Size())
-	if ok && !v6 && ipMTU >= header.IPv4MinimumMTU && header.IPv4(b).Flags()&header.IPv4FlagDontFragment == 0 {
-		if !header.IPv4(b).IsChecksumValid() {
-			ls.drop(DropBadChecksum, 1, 0)
-			return
-		}
-		if frags, ok := fragmentIPv4(b, ipMTU); ok {
-			ls.countAction(eg)
-			ls.ctr.fragmented.Add(1)
-			for _, f := range frags {
-				ls.emit(st, eg, buffer.MakeWithData(f), 0)
-			}
-			return
-		}
+	if !ok {
+		ls.drop(DropMTUExceeded, 1, 0)
+		return
 	}
-	ls.drop(DropMTUExceeded, 1, 0)
-	if ok && ipMTU > 0 {
-		ls.icmpError(st, in, v6, b[:min(len(b), icmpQuote)], nil, icmpTooBig, uint32(ipMTU), 0)
+	if !header.IPv4(b).IsChecksumValid() {
+		ls.drop(DropBadChecksum, 1, 0)
+		return
+	}
+	frags, ok := fragmentIPv4(b, ipMTU)
+	if !ok {
+		ls.drop(DropMTUExceeded, 1, 0)
+		return
+	}
+	ls.countAction(eg)
+	ls.ctr.fragmented.Add(1)
+	for _, f := range frags {
+		ls.emit(st, eg, buffer.MakeWithData(f), 0)
 	}
 }
 

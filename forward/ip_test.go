@@ -10,6 +10,9 @@ import (
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // lsrIP is lsrV4 with transit routes: 10.9.0.0/16 plain via 10.2.0.2,
@@ -47,6 +50,8 @@ func udpTo(dst string, ttl uint8, size int, df bool) []byte {
 // and with labels pushed (the LER role), TTL decremented with a valid
 // header checksum (gopacket decodes the frame), the next hop's MAC; gVisor
 // never sees the packets. A packet for the node goes to the stack.
+// Checked by planting: without the TTL rewrite both subtests fail; with
+// the node's own addresses taken for transit the local packet is routed.
 func TestForwardIP(t *testing.T) {
 	l := newLSR(t, lsrIP, true)
 	for _, tc := range []struct {
@@ -106,8 +111,9 @@ func TestForwardIP(t *testing.T) {
 
 // TestForwardIPErrors: a TTL of 1 draws ICMP time exceeded (RFC 1812
 // §5.3.1) from the ingress address, quoting the packet as received; no
-// route is a named drop; a DF packet too big for the labelled route draws
+// route is a named drop with ICMP network unreachable; a DF packet too big for the labelled route draws
 // fragmentation needed with the route's IP MTU (1500 less two labels).
+// Checked by planting `ttl < 1` for `ttl <= 1`: no time exceeded.
 func TestForwardIPErrors(t *testing.T) {
 	l := newLSR(t, lsrIP, true)
 	orig := udpTo("10.9.9.9", 1, 20, false)
@@ -128,6 +134,11 @@ func TestForwardIPErrors(t *testing.T) {
 	}
 
 	inject(l.in, ipFrame(udpTo("192.0.2.1", 64, 20, false)))
+	f = readFrame(t, l.in)
+	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	if icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 0) {
+		t.Errorf("want ICMP network unreachable for no route: %v", p)
+	}
 	inject(l.in, ipFrame(udpTo("10.8.1.1", 64, 1496-28, true)))
 	f = readFrame(t, l.in)
 	if f == nil {
@@ -137,11 +148,13 @@ func TestForwardIPErrors(t *testing.T) {
 	icmp, _ = p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	if icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 4) || icmp.Seq != 1492 {
 		t.Errorf("want fragmentation needed, MTU 1492: %v", p)
+	} else if q := icmp.Payload; len(q) < 20 || q[8] != 64 {
+		t.Errorf("the quoted header %x; want the packet as received (TTL 64)", q)
 	}
 	st := l.sw.Stats()
 	if st.Drop(forward.DropTTLExpired) != 1 || st.Drop(forward.DropNoRoute) != 1 || st.Drop(forward.DropMTUExceeded) != 1 ||
-		st.ICMPSent != 2 || st.Forwarded != 0 {
-		t.Errorf("stats %+v; want ttl_expired, no_route, mtu_exceeded 1 each, 2 ICMP sent, nothing forwarded", st)
+		st.ICMPSent != 3 || st.Forwarded != 0 {
+		t.Errorf("stats %+v; want ttl_expired, no_route, mtu_exceeded 1 each, 3 ICMP sent, nothing forwarded", st)
 	}
 }
 
@@ -165,5 +178,106 @@ func BenchmarkForwardIP(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestForwardIPv6 routes transit IPv6: the hop limit decremented, the next
+// hop's MAC; hop limit 1 draws ICMPv6 time exceeded (RFC 4443 §3.3) with a
+// valid checksum from the ingress address; a link-local destination is
+// never forwarded (it goes to the stack). Checked by planting: without the
+// link-local test it is routed (no_route).
+func TestForwardIPv6(t *testing.T) {
+	spec := lsrV6
+	spec.routes = []forward.Route{{Prefix: netip.MustParsePrefix("2001:db8:9::/48"), Device: "out0", Via: netip.MustParseAddr("2001:db8:2::2")}}
+	l := newLSR(t, spec, false)
+	src := netip.MustParseAddr("2001:db8:1::2")
+	l.neighbor(t, "in0", src, macPrev)
+	l.neighbor(t, "out0", netip.MustParseAddr("2001:db8:2::2"), macNext)
+	pkt := func(dst string, hop uint8) []byte {
+		ip := &layers.IPv6{Version: 6, HopLimit: hop, NextHeader: layers.IPProtocolUDP, SrcIP: src.AsSlice(), DstIP: netip.MustParseAddr(dst).AsSlice()}
+		udp := &layers.UDP{SrcPort: 1234, DstPort: 9}
+		udp.SetNetworkLayerForChecksum(ip)
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			&layers.Ethernet{SrcMAC: []byte(macPrev), DstMAC: []byte(macIn), EthernetType: layers.EthernetTypeIPv6},
+			ip, udp, gopacket.Payload(make([]byte, 50))); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	inject(l.in, pkt("2001:db8:9::9", 64))
+	f := readFrame(t, l.out)
+	if f == nil {
+		t.Fatalf("nothing forwarded; stats %+v", l.sw.Stats())
+	}
+	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	if ip, ok := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6); !ok || ip.HopLimit != 63 || string(f[:6]) != string(macNext) {
+		t.Errorf("want IPv6 with hop limit 63 to %x: %v", macNext, p)
+	}
+	inject(l.in, pkt("2001:db8:9::9", 1))
+	f = readFrame(t, l.in)
+	if f == nil {
+		t.Fatalf("no ICMPv6; stats %+v", l.sw.Stats())
+	}
+	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	ip, _ := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	icmp, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
+	if ip == nil || !ok || icmp.TypeCode != layers.CreateICMPv6TypeCode(3, 0) || ip.SrcIP.String() != "2001:db8:1::1" || ip.DstIP.String() != src.String() {
+		t.Fatalf("want ICMPv6 time exceeded 2001:db8:1::1 -> %s: %v", src, p)
+	}
+	sum := header.PseudoHeaderChecksum(header.ICMPv6ProtocolNumber, tcpip.AddrFromSlice(ip.SrcIP), tcpip.AddrFromSlice(ip.DstIP), uint16(len(ip.Payload)))
+	if checksum.Checksum(ip.Payload, sum) != 0xffff {
+		t.Error("ICMPv6 checksum does not verify")
+	}
+	inject(l.in, pkt("fe80::1", 64))
+	if st := l.sw.Stats(); st.IPForwarded != 1 || st.Drop(forward.DropTTLExpired) != 1 || st.ICMPSent != 1 || st.Drop(forward.DropNoRoute) != 0 {
+		t.Errorf("stats %+v; want 1 forwarded, 1 ttl_expired, 1 ICMP (the link-local one left to the stack)", st)
+	}
+}
+
+// TestForwardIPMartianSource: transit packets from sources no one may use,
+// or from the node's own address, are dropped as martian_source (RFC 1812
+// §5.3.7), never forwarded. Checked by planting: without the check all
+// five are routed.
+func TestForwardIPMartianSource(t *testing.T) {
+	l := newLSR(t, lsrIP, true)
+	srcs := []string{"0.0.0.0", "127.0.0.1", "224.0.0.5", "255.255.255.255", "10.1.0.1"}
+	for _, src := range srcs {
+		ip := mplstest.IPv4UDP(netip.AddrPortFrom(netip.MustParseAddr(src), 1), netip.MustParseAddrPort("10.9.9.9:9"), false, make([]byte, 10))
+		inject(l.in, ipFrame(ip))
+	}
+	if st := l.sw.Stats(); st.Drop(forward.DropMartianSource) != uint64(len(srcs)) || st.IPForwarded != 0 {
+		t.Errorf("martian_source %d, forwarded %d; want %d, 0", st.Drop(forward.DropMartianSource), st.IPForwarded, len(srcs))
+	}
+}
+
+// TestForwardIPFragments sends a transit IPv4 packet without DF that does
+// not fit the labelled route (1628 bytes, IP MTU 1492 under two labels):
+// it leaves as labelled fragments that fit the link, TTL decremented, each
+// with a valid header checksum, the data in order.
+func TestForwardIPFragments(t *testing.T) {
+	l := newLSR(t, lsrIP, true)
+	orig := udpTo("10.8.1.1", 64, 1600, false)
+	inject(l.in, ipFrame(orig))
+	var data []byte
+	for i := 0; i < 2; i++ {
+		f := readFrame(t, l.out)
+		if f == nil {
+			t.Fatalf("fragment %d missing; stats %+v", i, l.sw.Stats())
+		}
+		if len(f) > 14+1500 {
+			t.Errorf("fragment %d: %d bytes > link MTU", i, len(f))
+		}
+		ip := f[14+8:] // two labels
+		if ip[8] != 63 || ipChecksum(ip[:20]) != 0xffff {
+			t.Errorf("fragment %d: TTL %d, header checksum valid %v; want 63, true", i, ip[8], ipChecksum(ip[:20]) == 0xffff)
+		}
+		data = append(data, ip[20:binary.BigEndian.Uint16(ip[2:])]...)
+	}
+	if string(data) != string(orig[20:]) {
+		t.Errorf("the fragments' data (%d bytes) differ from the packet's (%d)", len(data), len(orig)-20)
+	}
+	if st := l.sw.Stats(); st.Fragmented != 1 || st.Pushed != 1 || st.Forwarded != 2 {
+		t.Errorf("stats %+v; want 1 fragmented, 1 pushed, 2 frames forwarded", st)
 	}
 }

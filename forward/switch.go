@@ -84,6 +84,11 @@ const (
 	DropICMPBadSource
 	// DropNoRoute: a transit IP packet for a destination no route covers.
 	DropNoRoute
+	// DropMartianSource: a transit IP packet whose source names no single
+	// host (unspecified, loopback, multicast, broadcast, class E), is
+	// link-local, or is one of the node's own addresses: never forwarded
+	// (RFC 1812 §5.3.7, RFC 4291 §2.5.6).
+	DropMartianSource
 	// DropBadChecksum: a packet that needed its IPv4 header rewritten
 	// (fragmented to fit the egress link) has a header checksum that does
 	// not verify: a router checks it before rewriting the header (RFC 1812
@@ -109,6 +114,7 @@ var dropNames = [numDrops]string{
 	DropICMPBadSource:   "icmp_bad_source",
 	DropBadChecksum:     "bad_checksum",
 	DropNoRoute:         "no_route",
+	DropMartianSource:   "martian_source",
 }
 
 var remedies = [numDrops]string{
@@ -127,6 +133,7 @@ var remedies = [numDrops]string{
 	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
 	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
 	DropNoRoute:         "add a route to the destination (route add PREFIX via ADDR)",
+	DropMartianSource:   "a sender uses a source address no one may use, or spoofs the node's own; find it",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
@@ -805,6 +812,9 @@ const (
 	icmpTimeExceeded icmpKind = iota
 	// icmpTooBig: the packet does not fit the egress path (RFC 3032 §3).
 	icmpTooBig
+	// icmpNoRoute: no route to a transit packet's destination (RFC 1812
+	// §5.2.7.1, RFC 4443 §3.1).
+	icmpNoRoute
 )
 
 // sendICMPError sends an ICMP error of kind for the labelled frame in req
@@ -888,9 +898,12 @@ func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, or
 	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
 	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
 	var msg []byte
-	if kind == icmpTooBig {
+	switch kind {
+	case icmpTooBig:
 		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
-	} else {
+	case icmpNoRoute:
+		msg = icmp.NoRoute(p == mpls.PayloadIPv6, orig, src, dst)
+	default:
 		msg = icmp.TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
 	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})

@@ -67,6 +67,9 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.Kind = stack.LinkAFPacket
 			sl.QdiscBypass = l.QdiscBypass
 			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
+			// The node owns the interface (its kernel holds no address
+			// there): the kernel need not process what it receives.
+			sl.DropKernelRX = true
 		}
 		sl.RejectMPLS = !l.MPLSInput
 		c.links = append(c.links, sl)

@@ -301,6 +301,13 @@ func TestSeedTopology(t *testing.T) {
 	if sw := s.n1.Stats().Switch; sw.Coalesced == 0 {
 		t.Errorf("the LSR coalesced no segment: %+v", sw)
 	}
+	// The plain return path (the kernel's ACKs to ns0) is transit IP: the
+	// LSR's forwarding plane routed it, and gVisor's IP layer forwarded
+	// nothing (checked by planting the old wiring, gVisor forwarding with
+	// no IPForwarder: ip_forwarded stays 0 and the stack sends packets).
+	if sw, ip := s.n1.Stats().Switch, s.n1.Report().IP; sw.IPForwarded == 0 || ip.PacketsSent != 0 {
+		t.Errorf("return path: switch ip_forwarded %d, stack IP sent %d; want > 0 and 0", sw.IPForwarded, ip.PacketsSent)
+	}
 
 	for i, row := range labelled.fields("mpls.label", "mpls.bottom", "mpls.ttl") {
 		// ns0 originates: uniform model, label TTL = IP TTL = 64.

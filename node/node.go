@@ -122,6 +122,13 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		return nil, err
 	}
 	ls := forward.New(c.ttl, logger)
+	// The node forwards IP (net.ipv4.ip_forward, or more than one link)
+	// through the forwarding plane; otherwise transit is dropped by the
+	// stack, as a host does.
+	var ipForwarder mplsendpoint.IPForwarder
+	if c.fwd {
+		ipForwarder = ls
+	}
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
@@ -129,11 +136,12 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		ILM:       c.ilm,
 		Forwarder: ls,
 		// Transit IP is routed by the forwarding plane, never by gVisor.
-		IPForwarder: ls,
+		IPForwarder: ipForwarder,
 		TTLModel:    c.ttl,
 		PipeTTL:     c.pipe,
 		GSO:         c.gso,
-		// Forward IP between links: the LER role and plain transit (the
+		// The links finish partial checksums and split large TCP packets
+		// for what they forward (the LER role and plain transit: the
 		// seed's return path needs no kernel routing).
 		Forwarding: c.fwd,
 		TCP:        c.tcp,

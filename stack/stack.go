@@ -108,6 +108,11 @@ type Link struct {
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
+	// DropKernelRX, for LinkAFPacket, keeps the namespace's kernel from
+	// processing the frames the interface receives, when the stack owns
+	// the interface (the kernel holds no address on it and would only
+	// route and drop each IP frame): afpacket.Options.DropKernelRX.
+	DropKernelRX bool
 	// Capture, if set, records every frame the link sends or receives, as
 	// on the wire, to a pcap file (link/pcap). Several links may share one
 	// Writer; the stack does not close it.
@@ -308,7 +313,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode})
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}

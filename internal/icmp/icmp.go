@@ -140,6 +140,19 @@ func plain(v6 bool, typ, code byte, orig []byte, word uint32, src, dst netip.Add
 	return b
 }
 
+// NoRoute returns the ICMP error (header and body, without the IP header)
+// that tells orig's sender there is no route to its destination: ICMPv4
+// destination unreachable, network unreachable (RFC 1812 §5.2.7.1), or
+// ICMPv6 destination unreachable, no route (RFC 4443 §3.1), quoting orig
+// as the plain forms do. src and dst are the addresses of the IP header it
+// will go in (the ICMPv6 checksum covers them).
+func NoRoute(v6 bool, orig []byte, src, dst netip.Addr) []byte {
+	if v6 {
+		return plain(true, byte(header.ICMPv6DstUnreachable), byte(header.ICMPv6NetworkUnreachable), orig, 0, src, dst)
+	}
+	return plain(false, byte(header.ICMPv4DstUnreachable), byte(header.ICMPv4NetUnreachable), orig, 0, src, dst)
+}
+
 // withLabelStack returns an ICMP message of the RFC 4884 multipart shape
 // with its type, code and checksum still zero: an 8-byte header, orig's
 // first 128 bytes zero-padded to 128, and an extension structure holding

@@ -184,6 +184,15 @@ type Options struct {
 	// That socket uses sendmmsg in every Mode: a 64 KiB GSO frame does not
 	// fit a transmit ring slot sized for the MTU.
 	GSOFrames bool
+
+	// DropKernelRX keeps the namespace's kernel from processing the frames
+	// the interface receives (kernelrx.go): set it on an interface the
+	// node owns, where the kernel holds no address and would only route
+	// and drop each IP frame. This endpoint still receives every frame.
+	// It needs CAP_BPF (or CAP_SYS_ADMIN) and a kernel with TCX (6.6);
+	// without them the endpoint works as if it were off
+	// (KernelRXDropped reports which).
+	DropKernelRX bool
 }
 
 // Stats are the endpoint's counters, summed over its queues.
@@ -264,9 +273,10 @@ type Endpoint struct {
 	ifname  string
 	ifindex int
 	queues  []*queue
-	gsoq    *queue // Options.GSOFrames: the send-only virtio-net socket
-	rxCsum  bool   // Options.RXChecksumOffload
-	mode    Mode   // ModeRing or ModeMMsg: what the queues run
+	gsoq    *queue   // Options.GSOFrames: the send-only virtio-net socket
+	tcxDrop *os.File // Options.DropKernelRX: the BPF link, nil if off or failed
+	rxCsum  bool     // Options.RXChecksumOffload
+	mode    Mode     // ModeRing or ModeMMsg: what the queues run
 	// fallback says why ModeAuto runs ModeMMsg ("" if it did not have to).
 	fallback string
 
@@ -376,8 +386,15 @@ func open(opts Options, nq int, ring bool) (*Endpoint, error) {
 			}
 		}
 	}
+	if opts.DropKernelRX {
+		e.tcxDrop, _ = dropKernelRX(e.ifindex) // best effort: KernelRXDropped says
+	}
 	return e, nil
 }
+
+// KernelRXDropped reports whether the namespace's kernel is kept from
+// processing the interface's received frames (Options.DropKernelRX).
+func (e *Endpoint) KernelRXDropped() bool { return e.tcxDrop != nil }
 
 func cmpDefault(v, def int) int {
 	if v == 0 {
@@ -1115,6 +1132,9 @@ func (e *Endpoint) closeFiles() {
 	}
 	if e.gsoq != nil {
 		e.gsoq.file.Close()
+	}
+	if e.tcxDrop != nil {
+		e.tcxDrop.Close()
 	}
 	e.mu.RLock()
 	started := e.started

@@ -14,10 +14,12 @@
 // FTN entry's NextHop, so ARP/NDP resolves pkt.EgressRoute.RemoteLinkAddress
 // to the next hop's MAC.
 //
-// Ingress: ARP, IPv4 and IPv6 frames go up unchanged. MPLS frames are parsed
-// and their top label looked up in the ILM: local labels and explicit nulls
-// are popped and the payload delivered to the stack as IPv4/IPv6; forwarding
-// entries go to Options.Forwarder, the node's label switch.
+// Ingress: ARP, IPv4 and IPv6 frames go up unchanged, except that unicast
+// IP is first offered to Options.IPForwarder (the forwarding plane), which
+// takes transit packets. MPLS frames are parsed and their top label looked
+// up in the ILM: local labels and explicit nulls are popped and the payload
+// delivered to the stack as IPv4/IPv6 (or offered to the IPForwarder);
+// forwarding entries go to Options.Forwarder, the node's label switch.
 //
 // MTU: MTU() reports the link MTU minus the label overhead of the deepest
 // label stack in the current FTN, so gVisor fragments non-TCP traffic and
