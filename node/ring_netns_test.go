@@ -37,9 +37,9 @@ func checkLinkModes(t *testing.T, n *node.Node, mode string, queues int) {
 // the kernel (labelled by ns0, popped by the LSR) and back from the kernel
 // to our host (plain IP forwarded by the LSR), checking SHA-256 each way
 // and letting tshark decode frames from each ring with checksum checks.
-// Planted bugs it caught: slots kicked before their length was written
-// (frames of stale length: SHA mismatch), the V2 receive slot released
-// before the copy (tshark: bad TCP checksum, SHA mismatch).
+// Planted bug it caught: the frame ring ignoring the kernel's checksum
+// flags (TP_STATUS_CSUMNOTREADY): the kernel's SYN-ACK, with its partial
+// checksum, was dropped and the dial timed out.
 func TestSeedRingBothWays(t *testing.T) {
 	s := newSeedLinks(t, "mode ring", nil)
 	checkLinkModes(t, s.n0, "ring", 1)
