@@ -33,7 +33,7 @@ func loopbackAlias(i int) netip.Addr {
 type splice struct {
 	tr         Transport
 	log        *slog.Logger
-	gobgpPort  int              // GoBGP listens on 127.0.0.1:gobgpPort
+	gobgpPort  int                // GoBGP listens on 127.0.0.1:gobgpPort
 	byPeer     map[netip.Addr]int // neighbour address -> index
 	neighbors  []Neighbor
 	listenPort uint16
