@@ -97,8 +97,11 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 	if !cfg.RouterID.Is4() {
 		return nil, fmt.Errorf("bgp: router-id %s is not an IPv4 address", cfg.RouterID)
 	}
-	port, err := freeLoopbackPort()
-	if err != nil {
+	var port int
+	if err := inProcessNamespace(func() (err error) {
+		port, err = freeLoopbackPort()
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	s := &Speaker{
@@ -117,7 +120,8 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 	// GoBGP's own logs are noisy at info; keep its warnings and errors.
 	lvl := new(slog.LevelVar)
 	lvl.Set(slog.LevelWarn)
-	s.srv = server.NewBgpServer(server.LoggerOption(logger.With("component", "gobgp"), lvl))
+	glog := slog.New(levelHandler{logger.Handler(), lvl}).With("component", "gobgp")
+	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
 	go s.srv.Serve()
 	ok := false
 	defer func() {
@@ -133,7 +137,7 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 		return nil, fmt.Errorf("bgp: starting GoBGP: %w", err)
 	}
 	s.sp = newSplice(tr, cfg.Neighbors, cfg.ListenPort, port, logger)
-	if err := s.sp.start(); err != nil {
+	if err := inProcessNamespace(s.sp.start); err != nil {
 		s.sp.close()
 		return nil, err
 	}
@@ -183,7 +187,7 @@ func families(n Neighbor) []Family {
 }
 
 // peerConfig is GoBGP's neighbour i: known by its loopback alias, reached
-// on the splice's port, with the export policy of exportPolicyName.
+// on the splice's port.
 func (s *Speaker) peerConfig(i int, n Neighbor, port int) *api.Peer {
 	hold := uint64(n.HoldTime)
 	if hold == 0 {
@@ -200,12 +204,6 @@ func (s *Speaker) peerConfig(i int, n Neighbor, port int) *api.Peer {
 			ConnectRetry: 5, HoldTime: hold, KeepaliveInterval: max(hold/3, 1),
 			IdleHoldTimeAfterReset: 1,
 		}},
-		ApplyPolicy: &api.ApplyPolicy{ExportPolicy: &api.PolicyAssignment{
-			Name:          loopbackAlias(i).String(),
-			Direction:     api.PolicyDirection_POLICY_DIRECTION_EXPORT,
-			Policies:      []*api.Policy{{Name: exportPolicyName(i)}},
-			DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
-		}},
 	}
 	for _, f := range families(n) {
 		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: apiFamily(f), Enabled: true}})
@@ -213,7 +211,12 @@ func (s *Speaker) peerConfig(i int, n Neighbor, port int) *api.Peer {
 	return p
 }
 
-func exportPolicyName(i int) string { return fmt.Sprintf("mplsnode-export-%d", i) }
+// exportPolicy is the global export policy; GoBGP applies per-neighbour
+// policies to route-server clients only, so each neighbour's statements
+// match it by a neighbour set.
+const exportPolicy = "mplsnode-export"
+
+func neighborSetName(i int) string { return fmt.Sprintf("mplsnode-neighbor-%d", i) }
 
 // Prefix sets of the local networks, per family.
 const (
@@ -246,8 +249,14 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 			return fmt.Errorf("bgp: prefix set: %w", err)
 		}
 	}
+	var sts []*api.Statement
 	for i, n := range s.cfg.Neighbors {
-		var sts []*api.Statement
+		if err := s.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: neighborSetName(i),
+			List: []string{loopbackAlias(i).String() + "/32"},
+		}}); err != nil {
+			return fmt.Errorf("bgp: neighbor set: %w", err)
+		}
 		for _, f := range families(n) {
 			nh := n.NextHop4
 			if f == IPv6LabeledUnicast {
@@ -256,7 +265,11 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 			if !nh.IsValid() {
 				continue
 			}
-			cond := &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL, AfiSafiIn: []*api.Family{apiFamily(f)}}
+			cond := &api.Conditions{
+				NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: neighborSetName(i)},
+				RouteType:   api.Conditions_ROUTE_TYPE_LOCAL,
+				AfiSafiIn:   []*api.Family{apiFamily(f)},
+			}
 			if !n.NextHopSelf {
 				set := sets[f]
 				if len(set.Prefixes) == 0 {
@@ -265,7 +278,7 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 				cond.PrefixSet = &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set.Name}
 			}
 			sts = append(sts, &api.Statement{
-				Name:       fmt.Sprintf("%s-%s", exportPolicyName(i), f),
+				Name:       fmt.Sprintf("%s-%d-%s", exportPolicy, i, f),
 				Conditions: cond,
 				Actions: &api.Actions{
 					RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
@@ -273,13 +286,19 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 				},
 			})
 		}
-		if len(sts) == 0 {
-			// A policy needs a statement; this one matches nothing.
-			sts = []*api.Statement{{Name: exportPolicyName(i) + "-none", Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}}}
-		}
-		if err := s.srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: exportPolicyName(i), Statements: sts}}); err != nil {
-			return fmt.Errorf("bgp: export policy for %s: %w", n.Address, err)
-		}
+	}
+	if len(sts) == 0 {
+		// A policy needs a statement; this one rejects everything.
+		sts = []*api.Statement{{Name: exportPolicy + "-none", Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}}}
+	}
+	if err := s.srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: exportPolicy, Statements: sts}}); err != nil {
+		return fmt.Errorf("bgp: export policy: %w", err)
+	}
+	if err := s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "global", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT,
+		Policies: []*api.Policy{{Name: exportPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
+	}}); err != nil {
+		return fmt.Errorf("bgp: export policy assignment: %w", err)
 	}
 	return nil
 }

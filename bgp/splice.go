@@ -229,3 +229,33 @@ func addrOf(a net.Addr) netip.Addr {
 }
 
 var errClosed = errors.New("bgp: speaker closed")
+
+// inProcessNamespace runs f on a fresh goroutine and waits for it. The
+// kernel loopback sockets must be in the same network namespace as
+// GoBGP's, which its own goroutines open in the process's namespace; a
+// caller locked to a thread in another namespace (tests build nodes inside
+// ns.Run) would otherwise open the splice's listeners there.
+func inProcessNamespace(f func() error) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return <-ch
+}
+
+// levelHandler passes on records at or above its level only: GoBGP logs
+// every peer event at info through the handler it is given.
+type levelHandler struct {
+	slog.Handler
+	level slog.Leveler
+}
+
+func (h levelHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level.Level() && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return levelHandler{h.Handler.WithAttrs(as), h.level}
+}
+
+func (h levelHandler) WithGroup(name string) slog.Handler {
+	return levelHandler{h.Handler.WithGroup(name), h.level}
+}

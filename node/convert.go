@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
@@ -30,6 +31,8 @@ type converted struct {
 	gso    mplsendpoint.GSOMode
 	fwd    bool
 	tcp    stack.TCPOptions
+	// bgp is the speaker's config; nil without bgp lines.
+	bgp *bgp.Config
 }
 
 // convert turns cfg into stack and mpls values and validates what can be
@@ -131,6 +134,14 @@ func convert(cfg *config.Config) (*converted, error) {
 			}
 			return config.Pos{File: cfg.File, Line: 1, Col: 1}
 		}))
+	}
+	if cfg.BGP != nil {
+		bc, err := bgpConfig(cfg)
+		var list config.ErrorList
+		if errors.As(err, &list) {
+			errs = append(errs, list...)
+		}
+		c.bgp = &bc
 	}
 	if len(errs) > 0 {
 		return nil, errs

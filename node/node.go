@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
@@ -61,6 +62,10 @@ type Node struct {
 	log   *slog.Logger
 	stack *stack.Stack
 	ls    *LabelSwitch
+	// bgp is the BGP speaker and bgpTab the tables it writes through;
+	// both nil without bgp lines.
+	bgp    *bgp.Speaker
+	bgpTab *bgpTables
 
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
@@ -120,6 +125,15 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	}
 	ls.Attach(s)
 	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg}
+	if c.bgp != nil {
+		n.bgpTab = newBGPTables(s, cfg, c)
+		sp, err := bgp.New(*c.bgp, n.bgpTab, s, logger)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		n.bgp = sp
+	}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
@@ -203,6 +217,15 @@ func (n *Node) Reload(newCfg *config.Config) error {
 	if err := restartNeeded(n.cfg, newCfg); err != nil {
 		return err
 	}
+	if n.bgpTab != nil {
+		if err := n.bgpTab.setStatic(c.routes, c.ilm); err != nil {
+			return routeError(newCfg, err)
+		}
+		n.cfg = newCfg
+		n.bgp.Reresolve()
+		n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
+		return nil
+	}
 	oldRoutes := n.stack.Routes()
 	if err := n.stack.SetRoutes(c.routes); err != nil {
 		return routeError(newCfg, err)
@@ -252,6 +275,13 @@ func restartNeeded(old, newCfg *config.Config) error {
 	if old.Settings != newCfg.Settings {
 		return restart(firstWhere(newCfg, "set"), "", "a setting")
 	}
+	if (old.BGP == nil) != (newCfg.BGP == nil) || old.BGP != nil && bgpText(old.BGP) != bgpText(newCfg.BGP) {
+		var p config.Pos
+		if newCfg.BGP != nil {
+			p = newCfg.BGP.Pos
+		}
+		return restart(p, "bgp", "the bgp configuration")
+	}
 	return nil
 }
 
@@ -277,6 +307,11 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	if n.bgp != nil {
+		if err := n.bgp.Close(); err != nil {
+			n.log.Warn("bgp: removing its routes at close", "err", err)
+		}
+	}
 	err := n.stack.Close()
 	n.ls.flush()
 	n.log.Info("node stopped", "config", n.cfg.File)
