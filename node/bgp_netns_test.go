@@ -3,6 +3,7 @@ package node_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -170,7 +171,7 @@ func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok
 //
 // Bugs planted to check the test: accepting GoBGP's default next hop
 // (no export policy) gives 127.0.0.1 in gobgpd's RIB and fails the next hop
-// check; dropping the withdraw branch in Speaker.process leaves the entry
+// check; ignoring withdrawals in Speaker.process leaves the entry
 // and fails "withdrawn"; not handling the session-down event leaves the
 // routes after gobgpd dies.
 func TestBGPGoBGPd(t *testing.T) {
@@ -210,6 +211,26 @@ bgp network 2001:db8:99::/48
 	}
 	if l, _, _ := ftnLabels(n, "10.98.1.1"); !slices.Equal(l, []mpls.Label{200, 300}) {
 		t.Errorf("10.98.0.0/16: push %v, want [200 300]", l)
+	}
+
+	// The metrics and route show say the same.
+	rec := httptest.NewRecorder()
+	node.MetricsHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`mplsnode_bgp_session_established{neighbor="172.16.20.21",state="established"} 1`,
+		`mplsnode_bgp_prefixes{family="ipv4-labeled-unicast",neighbor="172.16.20.21",stage="installed"} 2`,
+		`mplsnode_bgp_labels_used 2`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	var shown []string
+	for _, r := range n.Routes() {
+		shown = append(shown, r.String())
+	}
+	if !slices.Contains(shown, "10.98.0.0/16 encap mpls 200/300 via 172.16.20.21 dev "+v0+" proto bgp metric 20") {
+		t.Errorf("route show:\n%s", strings.Join(shown, "\n"))
 	}
 
 	// Our advertisements, as gobgpd sees them.

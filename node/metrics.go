@@ -177,6 +177,9 @@ const metricsReadTimeout = 10 * time.Second
 func MetricsHandler(n *Node) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(n))
+	if n.BGP() != nil {
+		reg.MustRegister(newBGPCollector(n))
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

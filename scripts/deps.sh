@@ -16,6 +16,8 @@ have_cmd ip || need+=(iproute2)
 have_cmd ethtool || need+=(ethtool)
 have_cmd tshark || need+=(tshark)
 /usr/bin/python3 -c 'import scapy' >/dev/null 2>&1 || need+=(python3-scapy)
+# gobgpd (with its gobgp CLI) is the BGP peer the bgp tests speak to.
+have_cmd gobgpd || need+=(gobgpd)
 
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
