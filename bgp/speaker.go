@@ -45,6 +45,8 @@ type Speaker struct {
 	peers     []peerState
 	applyErrs uint64
 	closed    bool
+	// policies reports that the export policy and its sets exist.
+	policies bool
 }
 
 // peerState is what the speaker tracks per neighbour.
@@ -232,19 +234,8 @@ const (
 // node's address on the neighbour's link as next hop (GoBGP's own choice
 // would be the loopback end of the splice).
 func (s *Speaker) setupPolicies(ctx context.Context) error {
-	sets := map[Family]*api.DefinedSet{
-		IPv4LabeledUnicast: {DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: networkSet4},
-		IPv6LabeledUnicast: {DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: networkSet6},
-	}
-	for _, nw := range s.cfg.Networks {
-		f := familyOf(nw.Prefix)
-		b := uint32(nw.Prefix.Bits())
-		sets[f].Prefixes = append(sets[f].Prefixes, &api.Prefix{IpPrefix: nw.Prefix.String(), MaskLengthMin: b, MaskLengthMax: b})
-	}
+	sets := networkSets(s.cfg.Networks)
 	for _, f := range []Family{IPv4LabeledUnicast, IPv6LabeledUnicast} {
-		if len(sets[f].Prefixes) == 0 {
-			continue
-		}
 		if err := s.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: sets[f]}); err != nil {
 			return fmt.Errorf("bgp: prefix set: %w", err)
 		}
@@ -271,11 +262,7 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 				AfiSafiIn:   []*api.Family{apiFamily(f)},
 			}
 			if !n.NextHopSelf {
-				set := sets[f]
-				if len(set.Prefixes) == 0 {
-					continue
-				}
-				cond.PrefixSet = &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set.Name}
+				cond.PrefixSet = &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: sets[f].Name}
 			}
 			sts = append(sts, &api.Statement{
 				Name:       fmt.Sprintf("%s-%d-%s", exportPolicy, i, f),
@@ -300,6 +287,51 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 	}}); err != nil {
 		return fmt.Errorf("bgp: export policy assignment: %w", err)
 	}
+	s.policies = true
+	return nil
+}
+
+// networkSets returns the prefix sets of networks, exact matches, per
+// family. GoBGP keeps one family per set; an empty set matches nothing.
+func networkSets(networks []Network) map[Family]*api.DefinedSet {
+	sets := map[Family]*api.DefinedSet{
+		IPv4LabeledUnicast: {DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: networkSet4},
+		IPv6LabeledUnicast: {DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: networkSet6},
+	}
+	for _, nw := range networks {
+		f := familyOf(nw.Prefix)
+		b := uint32(nw.Prefix.Bits())
+		sets[f].Prefixes = append(sets[f].Prefixes, &api.Prefix{IpPrefix: nw.Prefix.String(), MaskLengthMin: b, MaskLengthMax: b})
+	}
+	return sets
+}
+
+// updateNetworkSets brings the prefix sets from the networks of old to
+// the current ones (before the policies exist, at start, it does nothing).
+func (s *Speaker) updateNetworkSets(old []Network) error {
+	if !s.policies {
+		return nil
+	}
+	ctx := context.Background()
+	was, now := networkSets(old), networkSets(s.cfg.Networks)
+	for f, set := range now {
+		gone := &api.DefinedSet{DefinedType: set.DefinedType, Name: set.Name}
+		for _, p := range was[f].Prefixes {
+			if !slices.ContainsFunc(set.Prefixes, func(q *api.Prefix) bool { return q.IpPrefix == p.IpPrefix }) {
+				gone.Prefixes = append(gone.Prefixes, p)
+			}
+		}
+		if len(gone.Prefixes) > 0 {
+			if err := s.srv.DeleteDefinedSet(ctx, &api.DeleteDefinedSetRequest{DefinedSet: gone}); err != nil {
+				return fmt.Errorf("bgp: prefix set %s: %w", set.Name, err)
+			}
+		}
+		if len(set.Prefixes) > 0 {
+			if err := s.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: set}); err != nil {
+				return fmt.Errorf("bgp: prefix set %s: %w", set.Name, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -320,48 +352,111 @@ func rfOf(f Family) gbgp.Family {
 // originate binds the local networks' labels in the ILM and adds them to
 // GoBGP's RIB.
 func (s *Speaker) originate() error {
+	nets := s.cfg.Networks
+	s.cfg.Networks = nil
+	return s.SetNetworks(nets)
+}
+
+// netLabel is the label a network is advertised with, binding one from
+// the range (or the fixed one) in the ILM as pop-local.
+func (s *Speaker) netLabel(nw Network, ch *Changes) (uint32, error) {
+	switch nw.Mode {
+	case LabelFromRange:
+		l, err := s.pool.get()
+		if err != nil {
+			return 0, err
+		}
+		s.netLabels[nw.Prefix] = l
+		ch.AddILM = append(ch.AddILM, mpls.ILMEntry{Label: l, Action: mpls.ILMPopLocal})
+		return uint32(l), nil
+	case LabelFixed:
+		s.netLabels[nw.Prefix] = nw.Label
+		ch.AddILM = append(ch.AddILM, mpls.ILMEntry{Label: nw.Label, Action: mpls.ILMPopLocal})
+		return uint32(nw.Label), nil
+	case LabelExplicitNull:
+		if nw.Prefix.Addr().Is6() {
+			return uint32(mpls.LabelIPv6ExplicitNull), nil
+		}
+		return uint32(mpls.LabelIPv4ExplicitNull), nil
+	}
+	return labelImplicitNull, nil
+}
+
+// SetNetworks replaces the networks the node originates: a network that
+// goes is withdrawn and its label unbound; a new one is bound and
+// advertised; one whose label mode changed is both. It logs what changed.
+func (s *Speaker) SetNetworks(nets []Network) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ch Changes
-	var paths []*apiutil.Path
+	if s.closed {
+		return errClosed
+	}
+	old := map[netip.Prefix]Network{}
 	for _, nw := range s.cfg.Networks {
-		var label uint32
-		switch nw.Mode {
-		case LabelFromRange:
-			l, err := s.pool.get()
-			if err != nil {
-				return fmt.Errorf("bgp: network %s: %w", nw.Prefix, err)
+		old[nw.Prefix] = nw
+	}
+	keep := map[netip.Prefix]bool{}
+	var ch Changes
+	var adds, dels []*apiutil.Path
+	var added, removed []string
+	for _, nw := range nets {
+		if o, ok := old[nw.Prefix]; ok && o == nw {
+			keep[nw.Prefix] = true
+		}
+	}
+	for _, o := range s.cfg.Networks {
+		if keep[o.Prefix] {
+			continue
+		}
+		if l, ok := s.netLabels[o.Prefix]; ok {
+			if o.Mode == LabelFromRange {
+				s.pool.put(l)
 			}
-			s.netLabels[nw.Prefix] = l
-			label = uint32(l)
-			ch.AddILM = append(ch.AddILM, mpls.ILMEntry{Label: l, Action: mpls.ILMPopLocal})
-		case LabelFixed:
-			s.netLabels[nw.Prefix] = nw.Label
-			label = uint32(nw.Label)
-			ch.AddILM = append(ch.AddILM, mpls.ILMEntry{Label: nw.Label, Action: mpls.ILMPopLocal})
-		case LabelExplicitNull:
-			label = uint32(mpls.LabelIPv4ExplicitNull)
-			if nw.Prefix.Addr().Is6() {
-				label = uint32(mpls.LabelIPv6ExplicitNull)
+			delete(s.netLabels, o.Prefix)
+			ch.DelILM = append(ch.DelILM, l) // Apply deletes before it adds
+		}
+		if !slices.ContainsFunc(nets, func(n Network) bool { return n.Prefix == o.Prefix }) {
+			if p, err := localPath(o.Prefix, []uint32{0}, nil); err == nil {
+				dels = append(dels, p)
 			}
-		case LabelImplicitNull:
-			label = labelImplicitNull
+			removed = append(removed, o.Prefix.String())
+		}
+	}
+	for _, nw := range nets {
+		if keep[nw.Prefix] {
+			continue
+		}
+		label, err := s.netLabel(nw, &ch)
+		if err != nil {
+			return fmt.Errorf("bgp: network %s: %w", nw.Prefix, err)
 		}
 		p, err := localPath(nw.Prefix, []uint32{label}, nil)
 		if err != nil {
 			return fmt.Errorf("bgp: network %s: %w", nw.Prefix, err)
 		}
-		paths = append(paths, p)
+		adds = append(adds, p)
+		added = append(added, fmt.Sprintf("%s label %d", nw.Prefix, label))
 	}
-	if len(ch.AddILM) > 0 {
-		if err := s.tables.Apply(ch); err != nil {
-			return fmt.Errorf("bgp: binding the networks' labels: %w", err)
+	prev := s.cfg.Networks
+	s.cfg.Networks = slices.Clone(nets)
+	if err := s.tables.Apply(ch); err != nil {
+		return fmt.Errorf("bgp: binding the networks' labels: %w", err)
+	}
+	if err := s.updateNetworkSets(prev); err != nil {
+		return err
+	}
+	if len(dels) > 0 {
+		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: dels}); err != nil {
+			return fmt.Errorf("bgp: withdrawing networks: %w", err)
 		}
 	}
-	if len(paths) > 0 {
-		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
+	if len(adds) > 0 {
+		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: adds}); err != nil {
 			return fmt.Errorf("bgp: advertising the networks: %w", err)
 		}
+	}
+	if len(added)+len(removed) > 0 {
+		s.log.Info("bgp networks", "advertised", added, "withdrawn", removed)
 	}
 	return nil
 }
@@ -525,6 +620,9 @@ func (s *Speaker) process(evs []event) {
 				ps.received = [2]int{}
 			}
 			continue
+		}
+		if !ev.withdraw && slices.Contains(ev.cand.asPath, s.cfg.AS) {
+			ev.withdraw = true // our own AS: a loop (RFC 4271 §9.1.2)
 		}
 		d := s.rib[ev.prefix]
 		if d == nil {

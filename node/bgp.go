@@ -320,12 +320,13 @@ func (n *Node) Routes() []RouteEntry {
 // lines.
 func (n *Node) BGP() *bgp.Speaker { return n.bgp }
 
-// bgpText is the canonical text of the bgp lines, to compare two configs.
+// bgpText is the canonical text of the bgp lines but the networks (which
+// a reload changes), to compare two configs.
 func bgpText(b *config.BGP) string {
 	c := &config.Config{BGP: b}
 	var out strings.Builder
 	for _, line := range strings.Split(c.Format(), "\n") {
-		if strings.HasPrefix(line, "bgp ") {
+		if strings.HasPrefix(line, "bgp ") && !strings.HasPrefix(line, "bgp network ") {
 			out.WriteString(line + "\n")
 		}
 	}

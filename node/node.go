@@ -223,6 +223,9 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		}
 		n.cfg = newCfg
 		n.bgp.Reresolve()
+		if err := n.bgp.SetNetworks(c.bgp.Networks); err != nil {
+			return err
+		}
 		n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
 		return nil
 	}
@@ -247,7 +250,7 @@ func restartNeeded(old, newCfg *config.Config) error {
 		if !p.IsValid() {
 			p = config.Pos{File: newCfg.File, Line: 1, Col: 1}
 		}
-		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes and label routes only)", what)}
+		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes, label routes and bgp networks only)", what)}
 	}
 	sameLink := func(a, b config.Link) bool {
 		return a.Name == b.Name && a.Type == b.Type && a.Bridge == b.Bridge && a.MTU == b.MTU && a.MPLSInput == b.MPLSInput
