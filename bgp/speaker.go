@@ -718,12 +718,15 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 
 // route is the FTN entry for c, or nil when its next hop does not resolve.
 func (s *Speaker) route(p netip.Prefix, c cand) *mpls.FTNEntry {
-	if !c.nh.IsValid() || p.Contains(c.nh) {
-		return nil // a route cannot be reached through itself
+	if !c.nh.IsValid() {
+		return nil
 	}
 	res, ok := s.tables.Resolve(c.nh)
 	if !ok {
 		return nil
+	}
+	if p.Contains(c.nh) && (res.Via != c.nh || len(res.Labels) > 0) {
+		return nil // only a connected next hop may lie inside its own route
 	}
 	e := &mpls.FTNEntry{Prefix: p, NextHop: res.Via, Device: res.Device}
 	e.Labels = slices.Clone(res.Labels)
