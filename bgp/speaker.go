@@ -455,7 +455,11 @@ func (s *Speaker) SetNetworks(nets []Network) error {
 			return fmt.Errorf("bgp: advertising the networks: %w", err)
 		}
 	}
-	if len(added)+len(removed) > 0 {
+	const maxLogged = 20
+	switch {
+	case len(added)+len(removed) > maxLogged:
+		s.log.Info("bgp networks", "advertised", len(added), "withdrawn", len(removed))
+	case len(added)+len(removed) > 0:
 		s.log.Info("bgp networks", "advertised", added, "withdrawn", removed)
 	}
 	return nil

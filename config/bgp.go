@@ -241,12 +241,14 @@ func (p *parser) bgpNetwork(b *BGP, pos Pos) {
 			n.Mode, n.Label = BGPLabelFixed, uint32(v)
 		}
 	}
-	for _, o := range b.Networks {
-		if o.Prefix == n.Prefix {
-			p.addAt(n.PrefixPos, "bgp network %s is already added at %s", n.Prefix, o.Pos)
-			panic(abort{})
-		}
+	if p.bgpNets == nil {
+		p.bgpNets = map[netip.Prefix]Pos{}
 	}
+	if at, dup := p.bgpNets[n.Prefix]; dup {
+		p.addAt(n.PrefixPos, "bgp network %s is already added at %s", n.Prefix, at)
+		panic(abort{})
+	}
+	p.bgpNets[n.Prefix] = n.Pos
 	b.Networks = append(b.Networks, n)
 }
 
@@ -265,20 +267,22 @@ func (p *parser) validateBGP() {
 		p.add(b.Pos, "bgp", "bgp needs a router-id: \"bgp router-id 172.16.20.20\" (an IPv4 address of the node)")
 	}
 	in := func(l uint32) bool { return l >= b.LabelLow && l <= b.LabelHigh }
+	bound := map[uint32]string{}
+	for _, lr := range p.cfg.LabelRoutes {
+		bound[lr.Label] = "the label route at " + lr.Pos.String()
+	}
 	for _, n := range b.Networks {
-		if n.Mode == BGPLabelFixed && in(n.Label) {
+		if n.Mode != BGPLabelFixed {
+			continue
+		}
+		if in(n.Label) {
 			p.addAt(n.LabelPos, "label %d is inside the bgp label-range %d-%d, which bgp allocates from; pick one outside", n.Label, b.LabelLow, b.LabelHigh)
 		}
-		for _, lr := range p.cfg.LabelRoutes {
-			if n.Mode == BGPLabelFixed && lr.Label == n.Label {
-				p.addAt(n.LabelPos, "label %d is already bound by the label route at %s", n.Label, lr.Pos)
-			}
+		if by, ok := bound[n.Label]; ok {
+			p.addAt(n.LabelPos, "label %d is already bound by %s", n.Label, by)
+			continue
 		}
-		for _, o := range b.Networks {
-			if o.Pos.Line < n.Pos.Line && o.Mode == BGPLabelFixed && n.Mode == BGPLabelFixed && o.Label == n.Label {
-				p.addAt(n.LabelPos, "label %d is already bound by the bgp network at %s", n.Label, o.Pos)
-			}
-		}
+		bound[n.Label] = "the bgp network at " + n.Pos.String()
 	}
 	for _, lr := range p.cfg.LabelRoutes {
 		if in(lr.Label) {

@@ -113,6 +113,8 @@ type parser struct {
 	inputs []devSetting
 	// raw is the text of every token whose position an item keeps
 	raw map[Pos]string
+	// bgpNets maps each bgp network to its line, to find duplicates
+	bgpNets map[netip.Prefix]Pos
 }
 
 type devSetting struct {
