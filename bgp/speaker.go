@@ -734,10 +734,17 @@ func (s *Speaker) route(p netip.Prefix, c cand) *mpls.FTNEntry {
 	}
 	e := &mpls.FTNEntry{Prefix: p, NextHop: res.Via, Device: res.Device}
 	e.Labels = slices.Clone(res.Labels)
-	for _, l := range c.labels {
-		if l != labelImplicitNull {
-			e.Labels = append(e.Labels, mpls.Label(l))
+	for i, l := range c.labels {
+		bottom := i == len(c.labels)-1
+		switch {
+		case l == labelImplicitNull:
+			continue // pop: nothing to push
+		case l == uint32(mpls.LabelIPv4ExplicitNull) && bottom && p.Addr().Is4(),
+			l == uint32(mpls.LabelIPv6ExplicitNull) && bottom && p.Addr().Is6():
+		case mpls.Label(l).IsReserved() || !mpls.Label(l).Valid():
+			return nil // a reserved label no one may push (RFC 3032 §2.1)
 		}
+		e.Labels = append(e.Labels, mpls.Label(l))
 	}
 	if len(e.Labels) > mpls.DefaultMaxDepth {
 		return nil
