@@ -732,6 +732,11 @@ func (s *Speaker) route(p netip.Prefix, c cand) *mpls.FTNEntry {
 	if p.Contains(c.nh) && (res.Via != c.nh || len(res.Labels) > 0) {
 		return nil // only a connected next hop may lie inside its own route
 	}
+	if res.Via.Is4() != p.Addr().Is4() {
+		// An IPv6 route via an IPv4 next hop (6PE, RFC 4798) would be
+		// fine under labels, but the stack's routes keep one family.
+		return nil
+	}
 	e := &mpls.FTNEntry{Prefix: p, NextHop: res.Via, Device: res.Device}
 	e.Labels = slices.Clone(res.Labels)
 	for i, l := range c.labels {

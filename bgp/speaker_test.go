@@ -32,9 +32,11 @@ func (f *fakeTables) Apply(ch Changes) error {
 func TestRouteLabels(t *testing.T) {
 	nh := netip.MustParseAddr("172.16.20.21")
 	far := netip.MustParseAddr("192.0.2.1")
+	nh6 := netip.MustParseAddr("2001:db8:20::21")
 	tab := &fakeTables{res: map[netip.Addr]Resolution{
 		nh:  {Via: nh, Device: "veth0"},
 		far: {Via: nh, Device: "veth0", Labels: []mpls.Label{500}}, // behind a labelled route
+		nh6: {Via: nh6, Device: "veth0"},
 	}}
 	s := &Speaker{tables: tab}
 	p4 := netip.MustParsePrefix("10.99.0.0/16")
@@ -52,12 +54,13 @@ func TestRouteLabels(t *testing.T) {
 		{"implicit null", p4, nh, []uint32{3}, nil, true},
 		{"IPv4 explicit null", p4, nh, []uint32{0}, []mpls.Label{0}, true},
 		{"IPv6 explicit null under IPv4", p4, nh, []uint32{2}, nil, false},
-		{"IPv6 explicit null", p6, nh, []uint32{2}, []mpls.Label{2}, true},
+		{"IPv6 explicit null", p6, nh6, []uint32{2}, []mpls.Label{2}, true},
 		{"router alert", p4, nh, []uint32{1}, nil, false},
 		{"explicit null on top", p4, nh, []uint32{0, 100}, nil, false},
 		{"recursive", p4, far, []uint32{100}, []mpls.Label{500, 100}, true},
 		{"unresolved", p4, netip.MustParseAddr("198.51.100.1"), []uint32{100}, nil, false},
 		{"next hop inside its own route", netip.MustParsePrefix("192.0.2.0/24"), far, []uint32{100}, nil, false},
+		{"IPv6 route via an IPv4 next hop", p6, nh, []uint32{100}, nil, false},
 		{"connected next hop inside its own route", netip.MustParsePrefix("172.16.20.21/32"), nh, []uint32{100}, []mpls.Label{100}, true},
 	} {
 		e := s.route(tc.p, cand{labels: tc.labels, nh: tc.nh})

@@ -160,9 +160,9 @@ func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok
 // TestBGPGoBGPd runs a session between the node (AS 65001, its address
 // in the userspace stack) and Debian's gobgpd (AS 65002, a kernel address
 // in its own namespace), both families labeled unicast:
-//   - a labelled IPv4 route fed with the gobgp CLI (label 100, and a
-//     two-label stack 200/300) is installed as an FTN entry pushing the
-//     received labels towards gobgpd's address;
+//   - labelled routes fed with the gobgp CLI (IPv4 label 100, a two-label
+//     stack 200/300, IPv6 label 400) are installed as FTN entries pushing
+//     the received labels towards gobgpd's address;
 //   - the node's networks appear in gobgpd's RIB with the label the node
 //     bound (from its range, pop-local in the ILM) or explicit null, and
 //     next hop the node's own address (not the splice's loopback end);
@@ -201,6 +201,7 @@ bgp network 2001:db8:99::/48
 
 	g.cli("global", "rib", "-a", "ipv4-mpls", "add", "10.99.0.0/16", "100", "nexthop", "172.16.20.21")
 	g.cli("global", "rib", "-a", "ipv4-mpls", "add", "10.98.0.0/16", "200/300", "nexthop", "172.16.20.21")
+	g.cli("global", "rib", "-a", "ipv6-mpls", "add", "2001:db8:77::/48", "400", "nexthop", "2001:db8:20::21")
 	waitUntil(t, 20*time.Second, "the labelled routes to be installed", func() bool {
 		_, _, ok1 := ftnLabels(n, "10.99.1.1")
 		_, _, ok2 := ftnLabels(n, "10.98.1.1")
@@ -211,6 +212,13 @@ bgp network 2001:db8:99::/48
 	}
 	if l, _, _ := ftnLabels(n, "10.98.1.1"); !slices.Equal(l, []mpls.Label{200, 300}) {
 		t.Errorf("10.98.0.0/16: push %v, want [200 300]", l)
+	}
+	waitUntil(t, 20*time.Second, "the IPv6 labelled route", func() bool {
+		_, _, ok := ftnLabels(n, "2001:db8:77::1")
+		return ok
+	})
+	if l, nh, _ := ftnLabels(n, "2001:db8:77::1"); !slices.Equal(l, []mpls.Label{400}) || nh.String() != "2001:db8:20::21" {
+		t.Errorf("2001:db8:77::/48: push %v via %s, want [400] via 2001:db8:20::21", l, nh)
 	}
 
 	// The metrics and route show say the same.
@@ -270,8 +278,8 @@ bgp network 2001:db8:99::/48
 		t.Error("withdrawing 10.99.0.0/16 also removed 10.98.0.0/16")
 	}
 	sum := sp.Summary()
-	if sum.Installed != 1 || sum.LabelsUsed != 2 {
-		t.Errorf("summary: %d installed, %d labels used; want 1 and 2 (10.10.10.10/32, 2001:db8:99::/48)", sum.Installed, sum.LabelsUsed)
+	if sum.Installed != 2 || sum.LabelsUsed != 2 {
+		t.Errorf("summary: %d installed, %d labels used; want 2 (10.98.0.0/16, 2001:db8:77::/48) and 2 (10.10.10.10/32, 2001:db8:99::/48)", sum.Installed, sum.LabelsUsed)
 	}
 
 	// Session loss: every route from gobgpd goes.
