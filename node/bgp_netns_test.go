@@ -173,7 +173,7 @@ func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok
 // (no export policy) gives 127.0.0.1 in gobgpd's RIB and fails the next hop
 // check; ignoring withdrawals in Speaker.process leaves the entry
 // and fails "withdrawn"; not handling the session-down event leaves the
-// routes after gobgpd dies.
+// routes after the hold time.
 func TestBGPGoBGPd(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	if _, err := exec.LookPath("gobgpd"); err != nil {
@@ -282,10 +282,16 @@ bgp network 2001:db8:99::/48
 		t.Errorf("summary: %d installed, %d labels used; want 2 (10.98.0.0/16, 2001:db8:77::/48) and 2 (10.10.10.10/32, 2001:db8:99::/48)", sum.Installed, sum.LabelsUsed)
 	}
 
-	// Session loss: every route from gobgpd goes.
-	g.kill()
+	// Session loss without a word (the link goes down on gobgpd's side):
+	// the hold timer (9 s) expires and every route from gobgpd goes.
+	lost := time.Now()
+	nsG.MustExec("ip", "link", "set", vG, "down")
 	waitUntil(t, 30*time.Second, "gobgpd's routes to go with the session", func() bool {
 		_, _, ok := ftnLabels(n, "10.98.1.1")
 		return !ok
 	})
+	t.Logf("routes gone %v after the link went down (hold time 9 s)", time.Since(lost).Round(100*time.Millisecond))
+	if _, _, ok := ftnLabels(n, "2001:db8:77::1"); ok {
+		t.Error("the IPv6 route stayed after the session went")
+	}
 }
