@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
@@ -331,4 +332,66 @@ func bgpText(b *config.BGP) string {
 		}
 	}
 	return out.String()
+}
+
+// maxLoggedChanges bounds the lines a reload logs one by one; past it,
+// only the counts.
+const maxLoggedChanges = 20
+
+// logChanges logs what a reload changes in the file's routes, label routes
+// and bgp networks: each added, removed and changed line (or the counts).
+func logChanges(log *slog.Logger, old, cur *config.Config) {
+	type keyed struct{ key, line string }
+	diff := func(what string, a, b []keyed) {
+		before := make(map[string]string, len(a))
+		for _, k := range a {
+			before[k.key] = k.line
+		}
+		var added, removed, changed []string
+		seen := make(map[string]bool, len(b))
+		for _, k := range b {
+			seen[k.key] = true
+			switch was, ok := before[k.key]; {
+			case !ok:
+				added = append(added, k.line)
+			case was != k.line:
+				changed = append(changed, was+" -> "+k.line)
+			}
+		}
+		for _, k := range a {
+			if !seen[k.key] {
+				removed = append(removed, k.line)
+			}
+		}
+		switch n := len(added) + len(removed) + len(changed); {
+		case n == 0:
+		case n > maxLoggedChanges:
+			log.Info("reload: "+what, "added", len(added), "removed", len(removed), "changed", len(changed))
+		default:
+			log.Info("reload: "+what, "added", added, "removed", removed, "changed", changed)
+		}
+	}
+	routes := func(c *config.Config) (out []keyed) {
+		for _, r := range c.Routes {
+			out = append(out, keyed{r.Prefix.String(), r.String()})
+		}
+		return out
+	}
+	labels := func(c *config.Config) (out []keyed) {
+		for _, r := range c.LabelRoutes {
+			out = append(out, keyed{fmt.Sprint(r.Label), r.String()})
+		}
+		return out
+	}
+	networks := func(c *config.Config) (out []keyed) {
+		if c.BGP != nil {
+			for _, nw := range c.BGP.Networks {
+				out = append(out, keyed{nw.Prefix.String(), nw.String()})
+			}
+		}
+		return out
+	}
+	diff("routes", routes(old), routes(cur))
+	diff("label routes", labels(old), labels(cur))
+	diff("bgp networks", networks(old), networks(cur))
 }

@@ -221,6 +221,7 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		if err := n.bgpTab.setStatic(c.routes, c.ilm); err != nil {
 			return routeError(newCfg, err)
 		}
+		logChanges(n.log, n.cfg, newCfg)
 		n.cfg = newCfg
 		n.bgp.Reresolve()
 		if err := n.bgp.SetNetworks(c.bgp.Networks); err != nil {
@@ -238,6 +239,7 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		_ = n.stack.SetRoutes(oldRoutes)
 		return err
 	}
+	logChanges(n.log, n.cfg, newCfg)
 	n.cfg = newCfg
 	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
 	return nil
