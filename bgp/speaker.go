@@ -389,7 +389,7 @@ func (s *Speaker) SetNetworks(nets []Network) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errClosed
+		return ErrClosed
 	}
 	old := map[netip.Prefix]Network{}
 	for _, nw := range s.cfg.Networks {
@@ -834,8 +834,8 @@ func (s *Speaker) Close() error {
 	return s.tables.Apply(ch)
 }
 
-// ErrClosed is returned by queries on a closed speaker.
-var ErrClosed = errClosed
+// ErrClosed is returned by SetNetworks on a closed speaker.
+var ErrClosed = errors.New("bgp: speaker closed")
 
 // Neighbors returns each neighbour's state, in configuration order.
 func (s *Speaker) Neighbors() []NeighborStatus {
@@ -1048,5 +1048,3 @@ func (s *Speaker) Reresolve() {
 		_, _ = s.srv.AddPath(apiutil.AddPathRequest{Paths: adds})
 	}
 }
-
-var _ = errors.New

@@ -2,7 +2,6 @@ package bgp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -227,8 +226,6 @@ func addrOf(a net.Addr) netip.Addr {
 	}
 	return ap.Addr().Unmap()
 }
-
-var errClosed = errors.New("bgp: speaker closed")
 
 // inProcessNamespace runs f on a fresh goroutine and waits for it. The
 // kernel loopback sockets must be in the same network namespace as
