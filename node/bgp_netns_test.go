@@ -295,3 +295,50 @@ bgp network 2001:db8:99::/48
 		t.Error("the IPv6 route stayed after the session went")
 	}
 }
+
+// TestBGPGoBGPdIPv6Session runs the session itself over IPv6 (the
+// userspace listener and dialer on the node's IPv6 address; GoBGP still
+// knows the neighbour by an IPv4 loopback alias): an IPv6 labelled route
+// arrives and the node's IPv6 network reaches gobgpd with its label and
+// the node's IPv6 address as next hop.
+func TestBGPGoBGPdIPv6Session(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	if _, err := exec.LookPath("gobgpd"); err != nil {
+		t.Skip("gobgpd is not installed (Debian package gobgpd; scripts/deps.sh installs it)")
+	}
+	ns0, nsG := netns.New(t, "b6"), netns.New(t, "g6")
+	v0, vG := netns.VethPair(t, ns0, nsG)
+	nsG.MustExec("ip", "-6", "addr", "add", "2001:db8:20::21/64", "dev", vG, "nodad")
+	g := startGoBGPd(t, nsG, `[global.config]
+  as = 65002
+  router-id = "172.16.20.21"
+  port = 179
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = "2001:db8:20::20"
+    peer-as = 65001
+  [neighbors.timers.config]
+    connect-retry = 1
+  [[neighbors.afi-safis]]
+    [neighbors.afi-safis.config]
+      afi-safi-name = "ipv6-labelled-unicast"
+`)
+	n := startNode(t, ns0, "bgp6.conf", fmt.Sprintf(`link add %[1]s type afpacket
+addr add 2001:db8:20::20/64 dev %[1]s
+bgp as 65001 router-id 172.16.20.20
+bgp neighbor 2001:db8:20::21 remote-as 65002 family ipv6-labeled-unicast
+bgp network 2001:db8:99::/48
+`, v0))
+	waitUntil(t, 60*time.Second, "the IPv6 session to be established", func() bool {
+		return n.BGP().Neighbors()[0].State == "established"
+	})
+	g.cli("global", "rib", "-a", "ipv6-mpls", "add", "2001:db8:77::/48", "400", "nexthop", "2001:db8:20::21")
+	waitUntil(t, 20*time.Second, "the IPv6 labelled route", func() bool {
+		l, nh, ok := ftnLabels(n, "2001:db8:77::1")
+		return ok && slices.Equal(l, []mpls.Label{400}) && nh.String() == "2001:db8:20::21"
+	})
+	waitUntil(t, 20*time.Second, "our IPv6 network in gobgpd's RIB", func() bool {
+		ps := g.ribOf("ipv6-mpls")["2001:db8:99::/48"]
+		return len(ps) == 1 && nexthopOf(ps[0]) == "2001:db8:20::20" && len(ps[0].Nlri.Labels) == 1 && ps[0].Nlri.Labels[0] >= 16000
+	})
+}
