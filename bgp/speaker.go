@@ -881,7 +881,10 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 			}
 		}
 		if t := p.GetState(); t != nil {
-			out[i].RouterID = t.GetRouterId()
+			// GoBGP says "invalid IP" before the OPEN arrives.
+			if id, err := netip.ParseAddr(t.GetRouterId()); err == nil && !id.IsUnspecified() {
+				out[i].RouterID = id.String()
+			}
 		}
 	})
 	return out

@@ -118,7 +118,7 @@ func runBGP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(tw, "NEIGHBOR\tAS\tROUTER-ID\tSTATE\tFAMILY\tRECEIVED\tACCEPTED\tINSTALLED\tADVERTISED")
 		for _, n := range ns {
 			for _, f := range n.Families {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Address, n.RemoteAS, n.RouterID, n.State, f.Family, f.Received, f.Accepted, f.Installed, f.Advertised)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Address, n.RemoteAS, dash(n.RouterID), n.State, f.Family, f.Received, f.Accepted, f.Installed, f.Advertised)
 			}
 		}
 	case "routes":
