@@ -225,7 +225,8 @@ bgp network 2001:db8:99::/48
 	rec := httptest.NewRecorder()
 	node.MetricsHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{
-		`mplsnode_bgp_session_established{neighbor="172.16.20.21",state="established"} 1`,
+		`mplsnode_bgp_session_established{neighbor="172.16.20.21"} 1`,
+		`mplsnode_bgp_session_state{neighbor="172.16.20.21"} 6`,
 		`mplsnode_bgp_prefixes{family="ipv4-labeled-unicast",neighbor="172.16.20.21",stage="installed"} 2`,
 		`mplsnode_bgp_labels_used 2`,
 	} {
