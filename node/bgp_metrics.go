@@ -14,7 +14,7 @@ type bgpCollector struct {
 func newBGPCollector(n *Node) *bgpCollector {
 	name := func(s string) string { return prometheus.BuildFQName(metricsNamespace, "bgp", s) }
 	return &bgpCollector{
-		n:  n,
+		n:     n,
 		up:    prometheus.NewDesc(name("session_established"), "1 when the BGP session with the neighbour is established, else 0.", []string{"neighbor"}, nil),
 		state: prometheus.NewDesc(name("session_state"), "The BGP session's FSM state (RFC 4271 §8.2.2): 1 idle, 2 connect, 3 active, 4 opensent, 5 openconfirm, 6 established.", []string{"neighbor"}, nil),
 		prefixes: prometheus.NewDesc(name("prefixes"), "Prefixes per neighbour and family at each stage: received (held from it), accepted (by import policy), installed (best, resolved, written to the tables), advertised (to it).",
