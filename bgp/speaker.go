@@ -28,6 +28,8 @@ type Speaker struct {
 	log    *slog.Logger
 	tables Tables
 	srv    *server.BgpServer
+	// stopSrv stops GoBGP once.
+	stopSrv func()
 	sp     *splice
 	alias  map[netip.Addr]int // GoBGP's name for a neighbour -> index
 	nhs    bool               // some neighbour takes re-advertisements
@@ -124,11 +126,12 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 	lvl.Set(slog.LevelWarn)
 	glog := slog.New(levelHandler{logger.Handler(), lvl}).With("component", "gobgp")
 	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
+	s.stopSrv = sync.OnceFunc(s.srv.Stop) // a second Stop would wait forever
 	go s.srv.Serve()
 	ok := false
 	defer func() {
 		if !ok {
-			s.srv.Stop()
+			s.stopSrv()
 		}
 	}()
 	ctx := context.Background()
@@ -798,7 +801,7 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 // shutdown stops the watch, the worker, the splice and GoBGP.
 func (s *Speaker) shutdown() {
 	s.stop()
-	s.srv.Stop()
+	s.stopSrv()
 	s.sp.close()
 	s.mu.Lock()
 	s.closed = true

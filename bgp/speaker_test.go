@@ -1,9 +1,15 @@
 package bgp
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -103,5 +109,36 @@ func TestLabelPool(t *testing.T) {
 	p.put(16001)
 	if l, err := p.get(); err != nil || l != 16001 || p.used != 3 || p.size() != 3 {
 		t.Fatalf("get after put: %d %v used %d size %d", l, err, p.used, p.size())
+	}
+}
+
+// failingTransport refuses to listen.
+type failingTransport struct{}
+
+func (failingTransport) ListenTCP(netip.AddrPort) (net.Listener, error) {
+	return nil, errors.New("no stack")
+}
+
+func (failingTransport) DialTCPFrom(context.Context, netip.AddrPort, netip.AddrPort) (net.Conn, error) {
+	return nil, errors.New("no stack")
+}
+
+// TestNewFailsCleanly: when the sessions cannot listen, New returns the
+// error (naming the address) and stops GoBGP, within a deadline.
+func TestNewFailsCleanly(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(Config{AS: 65001, RouterID: netip.MustParseAddr("10.0.0.1"), LabelLow: 16000, LabelHigh: 16999,
+			Neighbors: []Neighbor{{Address: netip.MustParseAddr("10.0.0.2"), RemoteAS: 65002, Local: netip.MustParseAddr("10.0.0.1")}},
+		}, &fakeTables{}, failingTransport{}, slog.New(slog.DiscardHandler))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "10.0.0.1 port 179") {
+			t.Errorf("got %v, want the listen error naming 10.0.0.1 port 179", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("New did not return")
 	}
 }

@@ -77,7 +77,7 @@ type BGPNeighbor struct {
 	// family word).
 	Families    []BGPFamily
 	NextHopSelf bool
-	// HoldTime in seconds; 0 means the default (90).
+	// HoldTime in seconds (3..65535); 0 means the default (90).
 	HoldTime uint16
 }
 
@@ -197,8 +197,8 @@ func (p *parser) bgpNeighbor(b *BGP, pos Pos) {
 			n.NextHopSelf = true
 		case "hold-time":
 			v, vt := p.number("hold time in seconds", 0, 65535)
-			if v != 0 && v < MinHoldTime {
-				p.fail(vt, "hold time %d is below %d seconds; use 0 (no keepalives) or at least %d (RFC 4271)", v, MinHoldTime, MinHoldTime)
+			if v < MinHoldTime {
+				p.fail(vt, "hold time %d is below %d seconds, the least RFC 4271 allows (0, no keepalives, is not offered: a dead peer would keep its routes)", v, MinHoldTime)
 			}
 			n.HoldTime = uint16(v)
 		default:

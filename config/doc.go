@@ -67,7 +67,7 @@
 //	    A directly connected peer (ADDR on one of the node's subnets); both
 //	    families by default. next-hop-self re-advertises to it the routes
 //	    learned from other neighbours, each with a local label swapped to
-//	    the received one. hold-time 0 or 3..65535 (default 90).
+//	    the received one. hold-time 3..65535 seconds (default 90).
 //	bgp label-range LOW HIGH
 //	    The labels BGP binds (default 16000 23999); label routes and fixed
 //	    network labels must stay outside it.
