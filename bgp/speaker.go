@@ -30,9 +30,9 @@ type Speaker struct {
 	srv    *server.BgpServer
 	// stopSrv stops GoBGP once.
 	stopSrv func()
-	sp     *splice
-	alias  map[netip.Addr]int // GoBGP's name for a neighbour -> index
-	nhs    bool               // some neighbour takes re-advertisements
+	sp      *splice
+	alias   map[netip.Addr]int // GoBGP's name for a neighbour -> index
+	nhs     bool               // some neighbour takes re-advertisements
 
 	qmu   sync.Mutex
 	queue []event
