@@ -52,13 +52,21 @@ type splice struct {
 	dialFailed atomic.Uint64
 }
 
-// freeLoopbackPort returns a TCP port free on 127.0.0.1 now.
+// freeLoopbackPort returns a TCP port free on 127.0.0.1 now, after
+// checking that the kernel loopback carries a connection from a neighbour
+// alias (binding works on a loopback that is down; connecting does not).
 func freeLoopbackPort() (int, error) {
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("bgp: the kernel loopback is needed to reach GoBGP (is lo up?): %w", err)
+		return 0, fmt.Errorf("bgp: the kernel loopback is needed to reach GoBGP: %w", err)
 	}
 	defer l.Close()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: loopbackAlias(0).AsSlice()}}
+	c, err := d.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("bgp: the kernel loopback does not carry connections (bring it up: ip link set lo up): %w", err)
+	}
+	c.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
