@@ -158,19 +158,63 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Remember what the batch touches, to put it back if the stack refuses
+	// the result: one bad entry must not poison every later batch.
+	oldRoutes := map[netip.Prefix]*mpls.FTNEntry{}
+	oldILM := map[mpls.Label]*mpls.ILMEntry{}
+	saveRoute := func(p netip.Prefix) {
+		if _, ok := oldRoutes[p]; !ok {
+			if e, ok := t.routes[p]; ok {
+				oldRoutes[p] = &e
+			} else {
+				oldRoutes[p] = nil
+			}
+		}
+	}
+	saveLabel := func(l mpls.Label) {
+		if _, ok := oldILM[l]; !ok {
+			if e, ok := t.ilm[l]; ok {
+				oldILM[l] = &e
+			} else {
+				oldILM[l] = nil
+			}
+		}
+	}
 	for _, p := range ch.DelRoutes {
+		saveRoute(p)
 		delete(t.routes, p)
 	}
 	for _, l := range ch.DelILM {
+		saveLabel(l)
 		delete(t.ilm, l)
 	}
 	for _, e := range ch.AddRoutes {
+		saveRoute(e.Prefix)
 		t.routes[e.Prefix] = e
 	}
 	for _, e := range ch.AddILM {
+		saveLabel(e.Label)
 		t.ilm[e.Label] = e
 	}
-	return t.writeLocked()
+	err := t.writeLocked()
+	if err != nil {
+		for p, e := range oldRoutes {
+			if e == nil {
+				delete(t.routes, p)
+			} else {
+				t.routes[p] = *e
+			}
+		}
+		for l, e := range oldILM {
+			if e == nil {
+				delete(t.ilm, l)
+			} else {
+				t.ilm[l] = *e
+			}
+		}
+		_ = t.writeLocked() // the previous set, which the stack took
+	}
+	return err
 }
 
 // writeLocked writes static ∪ BGP to the stack. A BGP route the stack

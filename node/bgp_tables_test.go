@@ -109,3 +109,34 @@ route add 198.51.100.0/24 via 10.1.0.4
 		}
 	}
 }
+
+// TestBGPTablesRefusedBatch: a batch the stack refuses (a route to a link
+// that does not exist) leaves the tables as they were, and the next good
+// batch is written. Planting "no rollback" in Apply keeps the bad route
+// and fails the second batch too.
+func TestBGPTablesRefusedBatch(t *testing.T) {
+	cfg, err := config.Parse("t.conf", strings.NewReader("link add a0 type afpacket\naddr add 10.1.0.1/24 dev a0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
+	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { n.Close(); a.Drain() }()
+	c, _ := convert(cfg)
+	tab := newBGPTables(n.Stack(), cfg, c)
+	nh := netip.MustParseAddr("10.1.0.9")
+	bad := bgp.Changes{AddRoutes: []mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.97.0.0/16"), Labels: []mpls.Label{16003}, NextHop: nh, Device: "nope0"}}}
+	if err := tab.Apply(bad); err == nil {
+		t.Fatal("a route on a missing link was accepted")
+	}
+	good := bgp.Changes{AddRoutes: []mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Labels: []mpls.Label{16004}, NextHop: nh, Device: "a0"}}}
+	if err := tab.Apply(good); err != nil {
+		t.Fatalf("the next batch: %v", err)
+	}
+	if got := n.Stack().Tables().FTN().Len(); got != 1 {
+		t.Errorf("FTN holds %d entries, want 1", got)
+	}
+}
