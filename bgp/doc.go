@@ -45,7 +45,21 @@
 // (TTL security, TCP MD5, TCP MSS, DSCP) apply to the loopback leg, not to
 // the wire, so they are not offered; next hops GoBGP would derive from the
 // session (127.0.0.1) are replaced by an export policy that sets the
-// node's own address on the neighbour's link.
+// node's own address on the neighbour's link. GoBGP applies per-neighbour
+// policies to route-server clients only, so that policy is the global
+// export policy, one statement per neighbour matched by a neighbour set.
+// It exports local paths only: GoBGP would otherwise pass received routes
+// on with the label their sender bound, which this node does not switch.
+//
+// # Route selection
+//
+// Received paths are taken from GoBGP's Adj-RIB-In watch (before policy),
+// not from its best-path watch: the node's re-advertised routes are local
+// paths in GoBGP's RIB and would win its best-path selection over the
+// received ones they stand for. The speaker picks, per prefix, the path
+// with the shortest AS path (then the neighbour configured first), ignores
+// paths carrying its own AS, and remembers what it installed so that a
+// withdrawal or a lost session removes exactly that.
 //
 // # Labels
 //
