@@ -658,10 +658,7 @@ func (s *Speaker) process(evs []event) {
 	for p := range dirty {
 		s.update(p, &ch, &adds, &dels)
 	}
-	if err := s.tables.Apply(ch); err != nil {
-		s.applyErrs++
-		s.log.Error("bgp: writing routes", "err", err)
-	}
+	s.apply(ch)
 	if len(dels) > 0 {
 		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: dels}); err != nil {
 			s.log.Warn("bgp: withdrawing re-advertised routes", "err", err)
@@ -670,6 +667,36 @@ func (s *Speaker) process(evs []event) {
 	if len(adds) > 0 {
 		if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: adds}); err != nil {
 			s.log.Warn("bgp: re-advertising routes", "err", err)
+		}
+	}
+}
+
+// apply writes ch. When the tables refuse the batch (they keep what they
+// had), the routes are tried one by one and those refused are recorded as
+// not installed, so that what the speaker believes installed is what is.
+func (s *Speaker) apply(ch Changes) {
+	err := s.tables.Apply(ch)
+	if err == nil {
+		return
+	}
+	s.applyErrs++
+	s.log.Error("bgp: writing routes; trying them one by one", "err", err)
+	rest := ch
+	rest.AddRoutes = nil
+	if err := s.tables.Apply(rest); err != nil {
+		s.log.Error("bgp: writing label bindings and deletions", "err", err)
+	}
+	for _, e := range ch.AddRoutes {
+		if err := s.tables.Apply(Changes{AddRoutes: []mpls.FTNEntry{e}}); err != nil {
+			s.applyErrs++
+			s.log.Warn("bgp: route refused by the tables", "prefix", e.Prefix.String(), "err", err)
+			if d := s.rib[e.Prefix]; d != nil && d.installed != nil {
+				if d.best >= 0 {
+					s.peers[d.best].installed[familyOf(e.Prefix)-1]--
+				}
+				d.installed = nil
+				d.unresolved = true
+			}
 		}
 	}
 }
@@ -852,10 +879,7 @@ func (s *Speaker) Reresolve() {
 	for p := range s.rib {
 		s.update(p, &ch, &adds, &dels)
 	}
-	if err := s.tables.Apply(ch); err != nil {
-		s.applyErrs++
-		s.log.Error("bgp: writing routes", "err", err)
-	}
+	s.apply(ch)
 	if len(dels) > 0 {
 		_ = s.srv.DeletePath(apiutil.DeletePathRequest{Paths: dels})
 	}

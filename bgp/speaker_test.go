@@ -142,3 +142,46 @@ func TestNewFailsCleanly(t *testing.T) {
 		t.Fatal("New did not return")
 	}
 }
+
+// refusingTables refuses any batch that adds a route to refuse.
+type refusingTables struct {
+	fakeTables
+	refuse netip.Prefix
+}
+
+func (f *refusingTables) Apply(ch Changes) error {
+	for _, e := range ch.AddRoutes {
+		if e.Prefix == f.refuse {
+			return errors.New("refused")
+		}
+	}
+	return f.fakeTables.Apply(ch)
+}
+
+// TestProcessRefusedRoute: one route the tables refuse does not keep the
+// others of its batch out, and is not counted as installed. Planting
+// "apply = one Apply" leaves 10.98.0.0/16 out.
+func TestProcessRefusedRoute(t *testing.T) {
+	nh := netip.MustParseAddr("172.16.20.21")
+	bad := netip.MustParsePrefix("10.99.0.0/16")
+	tab := &refusingTables{fakeTables: fakeTables{res: map[netip.Addr]Resolution{nh: {Via: nh, Device: "veth0"}}}, refuse: bad}
+	s := &Speaker{tables: tab, rib: map[netip.Prefix]*dest{}, peers: make([]peerState, 1), log: slog.New(slog.DiscardHandler),
+		cfg: Config{Neighbors: []Neighbor{{Address: nh}}}}
+	good := netip.MustParsePrefix("10.98.0.0/16")
+	s.process([]event{
+		{peer: 0, prefix: bad, cand: cand{labels: []uint32{100}, nh: nh, family: IPv4LabeledUnicast}},
+		{peer: 0, prefix: good, cand: cand{labels: []uint32{200}, nh: nh, family: IPv4LabeledUnicast}},
+	})
+	var written []netip.Prefix
+	for _, ch := range tab.applied {
+		for _, e := range ch.AddRoutes {
+			written = append(written, e.Prefix)
+		}
+	}
+	if !slices.Contains(written, good) || slices.Contains(written, bad) {
+		t.Errorf("written %v; want %s and not %s", written, good, bad)
+	}
+	if s.rib[bad].installed != nil || s.rib[good].installed == nil || s.peers[0].installed[0] != 1 {
+		t.Errorf("installed: bad %v, good %v, count %d; want nil, set, 1", s.rib[bad].installed, s.rib[good].installed, s.peers[0].installed[0])
+	}
+}
