@@ -108,6 +108,8 @@ type Config struct {
 	Sysctl Sysctl
 	// Settings holds mplsnode's own `set` words, with defaults.
 	Settings Settings
+	// BGP holds the `bgp` lines; nil when the file has none.
+	BGP *BGP
 	// Where maps each sysctl name ("net.mpls.default_ttl") and setting
 	// ("set gso", "set tcp cc") given in the file to its line's position.
 	Where map[string]Pos
@@ -490,6 +492,9 @@ func (c *Config) Format() string {
 	}
 	for _, r := range c.LabelRoutes {
 		b.WriteString(r.String() + "\n")
+	}
+	if c.BGP != nil {
+		c.BGP.format(&b)
 	}
 	return b.String()
 }

@@ -83,6 +83,23 @@
 //
 // Each sysctl and setting may appear once.
 //
+//	bgp as ASN router-id IPV4
+//	    Run a BGP labeled unicast speaker (RFC 8277) as AS ASN (1..4294967295).
+//	bgp neighbor ADDR remote-as ASN [family ipv4-labeled-unicast|ipv6-labeled-unicast...]
+//	        [next-hop-self] [hold-time SECONDS]
+//	    A directly connected peer (ADDR on one of the node's subnets); both
+//	    families by default. next-hop-self re-advertises to it the routes
+//	    learned from other neighbours, each with a local label swapped to
+//	    the received one. hold-time 3..65535 seconds (default 90).
+//	bgp label-range LOW HIGH
+//	    The labels BGP binds (default 16000 23999); label routes and fixed
+//	    network labels must stay outside it.
+//	bgp network PREFIX [label explicit-null|implicit-null|LABEL]
+//	    Originate PREFIX with a label from the range (popped to the node
+//	    itself), explicit null (0 or 2), implicit null (3: the neighbour
+//	    pops) or a fixed LABEL. A reload may change the network lines; other
+//	    bgp lines need a restart.
+//
 // # Labels
 //
 // Labels are 0..1048575 (20 bits). Pushed labels (encap mpls, as to) are

@@ -63,7 +63,7 @@ var errorCases = []struct {
 	{name: "duplicate route", in: "route add 10.0.0.0/8 via 172.16.20.21\nroute add 10.0.0.0/8 via 172.16.21.22", pre: true, at: "node.conf:7:11", tok: "10.0.0.0/8", msg: "route to 10.0.0.0/8 is already added at node.conf:6:1"},
 	{name: "duplicate default", in: "route add default via 172.16.20.21\nip route add 0.0.0.0/0 dev virt12", pre: true, at: "node.conf:7:14", tok: "0.0.0.0/0", msg: "route to 0.0.0.0/0 is already added"},
 	{name: "unknown route dev", in: "route add 10.0.0.0/8 via 172.16.20.21 dev virt02", pre: true, at: "node.conf:6:43", tok: "virt02", msg: "unknown device \"virt02\"; declare it with \"link add virt02 type afpacket\" (did you mean \"virt01\"?)"},
-	{name: "unknown statement", in: "rout add 10.0.0.0/8 via 172.16.20.21", pre: false, at: "node.conf:1:1", tok: "rout", msg: "unknown statement \"rout\"; expected link, addr, route, sysctl or set (did you mean \"route\"?)"},
+	{name: "unknown statement", in: "rout add 10.0.0.0/8 via 172.16.20.21", pre: false, at: "node.conf:1:1", tok: "rout", msg: "unknown statement \"rout\"; expected link, addr, route, sysctl, set or bgp (did you mean \"route\"?)"},
 	{name: "route del", in: "ip route del 10.0.0.0/8", pre: false, at: "node.conf:1:10", tok: "del", msg: "unknown word \"del\" after route; expected add"},
 	{name: "link set up", in: "ip link set virt01 up", pre: false, at: "node.conf:1:9", tok: "set", msg: "mplsnode brings its links up itself"},
 	{name: "netns", in: "ip netns exec ns0 ip route add 10.0.0.0/8 via 172.16.20.21", pre: false, at: "node.conf:1:4", tok: "netns", msg: "write one config file per node"},

@@ -114,6 +114,8 @@ type parser struct {
 	inputs []devSetting
 	// raw is the text of every token whose position an item keeps
 	raw map[Pos]string
+	// bgpNets maps each bgp network to its line, to find duplicates
+	bgpNets map[netip.Prefix]Pos
 }
 
 type devSetting struct {
@@ -203,7 +205,7 @@ func (p *parser) parseLine(n int, line string) {
 }
 
 // statements are the words a line may start with (after an optional `ip`).
-var statements = []string{"link", "addr", "route", "sysctl", "set"}
+var statements = []string{"link", "addr", "route", "sysctl", "set", "bgp"}
 
 func (p *parser) statement() {
 	start := p.toks[0]
@@ -232,7 +234,7 @@ func (p *parser) statement() {
 		}
 	}
 	t := p.next("a statement: " + oneOf(statements))
-	if (ip || family != "") && (t.s == "sysctl" || t.s == "set") {
+	if (ip || family != "") && (t.s == "sysctl" || t.s == "set" || t.s == "bgp") {
 		p.fail(t, "%q is not an ip subcommand; write the line without \"ip\" or options", t.s)
 	}
 	if family != "" && t.s == "link" {
@@ -259,6 +261,8 @@ func (p *parser) statement() {
 		p.sysctl(p.pos(start.col))
 	case "set":
 		p.set(p.pos(start.col))
+	case "bgp":
+		p.bgp(p.pos(start.col))
 	case "netns":
 		p.fail(t, "ip netns selects a namespace; write one config file per node and drop the \"ip netns exec NAME\" prefix")
 	default:

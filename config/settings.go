@@ -152,6 +152,7 @@ func (p *parser) onOff(ctx string) bool {
 // limits set by sysctls. It runs on whatever statements parsed cleanly.
 func (p *parser) validate() {
 	c := p.cfg
+	p.validateBGP()
 	links := map[string]int{}
 	var names []string
 	for i, l := range c.Links {

@@ -467,7 +467,17 @@ func serveControlConn(n *Node, c net.Conn) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.Report())
 	default:
-		fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats)\n", cmd)
+		answer, ok, err := controlQuery(n, cmd)
+		switch {
+		case !ok:
+			fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats, route show, mpls route show, bgp summary, bgp neighbor, bgp routes)\n", cmd)
+		case err != nil:
+			fmt.Fprintf(c, "error: %v\n", err)
+		default:
+			enc := json.NewEncoder(c)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(answer)
+		}
 	}
 	drainControlConn(c)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"strings"
 
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -35,6 +36,8 @@ type converted struct {
 	gso    mplsendpoint.GSOMode
 	fwd    bool
 	tcp    stack.TCPOptions
+	// bgp is the speaker's config; nil without bgp lines.
+	bgp *bgp.Config
 }
 
 // convert turns cfg into stack and mpls values and validates what can be
@@ -137,6 +140,14 @@ func convert(cfg *config.Config) (*converted, error) {
 			return config.Pos{File: cfg.File, Line: 1, Col: 1}
 		}))
 	}
+	if cfg.BGP != nil {
+		bc, err := bgpConfig(cfg)
+		var list config.ErrorList
+		if errors.As(err, &list) {
+			errs = append(errs, list...)
+		}
+		c.bgp = &bc
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -169,8 +180,12 @@ func routeError(cfg *config.Config, err error) error {
 // the next hop when the route names none, as the stack does) and an
 // on-link route for each connected subnet. In the pipe model pushed labels
 // get the configured pipe TTL, as the stack's own pushes do.
-func transitRoutes(c *converted) *forward.Table {
-	routes, addrs := c.routes, c.addrs
+func transitRoutes(c *converted) *forward.Table { return transitRoutesOf(c.routes, c) }
+
+// transitRoutesOf is transitRoutes with routes in place of the config's
+// (the static routes and BGP's, as the BGP tables write them).
+func transitRoutesOf(routes []stack.Route, c *converted) *forward.Table {
+	addrs := c.addrs
 	linkOf := func(via netip.Addr) string {
 		for _, a := range addrs {
 			if a.Link != config.LoopbackDev && a.Prefix.Masked().Contains(via) {

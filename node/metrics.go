@@ -192,6 +192,9 @@ func MetricsHandler(n *Node) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(n), newXDPCollector(n), newBuildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.BGP() != nil {
+		reg.MustRegister(newBGPCollector(n))
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -63,6 +64,10 @@ type Node struct {
 	stack *stack.Stack
 	ls    *forward.Switch
 	xdp   *xdpPlane // nil unless set forward xdp runs the program
+	// bgp is the BGP speaker and bgpTab the tables it writes through;
+	// both nil without bgp lines.
+	bgp    *bgp.Speaker
+	bgpTab *bgpTables
 
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
@@ -160,6 +165,18 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: cfg, claims: claims}
+	if c.bgp != nil {
+		n.bgpTab = newBGPTables(s, cfg, c)
+		n.bgpTab.onRoutes = func(rs []stack.Route) { ls.SetRouter(transitRoutesOf(rs, c)) }
+		sp, err := bgp.New(*c.bgp, n.bgpTab, s, logger)
+		if err != nil {
+			x.close()
+			s.Close()
+			claims.Close()
+			return nil, err
+		}
+		n.bgp = sp
+	}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
@@ -254,6 +271,19 @@ func (n *Node) Reload(newCfg *config.Config) error {
 	if err := restartNeeded(n.cfg, newCfg); err != nil {
 		return err
 	}
+	if n.bgpTab != nil {
+		if err := n.bgpTab.setStatic(c.routes, c.ilm); err != nil {
+			return routeError(newCfg, err)
+		}
+		logChanges(n.log, n.cfg, newCfg)
+		n.cfg = newCfg
+		n.bgp.Reresolve()
+		if err := n.bgp.SetNetworks(c.bgp.Networks); err != nil {
+			return err
+		}
+		n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
+		return nil
+	}
 	oldRoutes := n.stack.Routes()
 	if err := n.stack.SetRoutes(c.routes); err != nil {
 		return routeError(newCfg, err)
@@ -264,6 +294,7 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		return err
 	}
 	n.ls.SetRouter(transitRoutes(c))
+	logChanges(n.log, n.cfg, newCfg)
 	n.cfg = newCfg
 	if n.xdp != nil {
 		n.xdp.sync()
@@ -279,7 +310,7 @@ func restartNeeded(old, newCfg *config.Config) error {
 		if !p.IsValid() {
 			p = config.Pos{File: newCfg.File, Line: 1, Col: 1}
 		}
-		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes and label routes only)", what)}
+		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes, label routes and bgp networks only)", what)}
 	}
 	sameLink := func(a, b config.Link) bool {
 		return a.Name == b.Name && a.Type == b.Type && a.Bridge == b.Bridge && a.MTU == b.MTU && a.MPLSInput == b.MPLSInput
@@ -307,6 +338,13 @@ func restartNeeded(old, newCfg *config.Config) error {
 	if old.Settings != newCfg.Settings {
 		return restart(firstWhere(newCfg, "set"), "", "a setting")
 	}
+	if (old.BGP == nil) != (newCfg.BGP == nil) || old.BGP != nil && bgpText(old.BGP) != bgpText(newCfg.BGP) {
+		var p config.Pos
+		if newCfg.BGP != nil {
+			p = newCfg.BGP.Pos
+		}
+		return restart(p, "bgp", "the bgp configuration")
+	}
 	return nil
 }
 
@@ -332,6 +370,11 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	if n.bgp != nil {
+		if err := n.bgp.Close(); err != nil {
+			n.log.Warn("bgp: removing its routes at close", "err", err)
+		}
+	}
 	xerr := n.xdp.close()
 	err := errors.Join(n.stack.Close(), xerr)
 	n.ls.Flush()

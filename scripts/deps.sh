@@ -21,6 +21,10 @@ have_cmd tshark || need+=(tshark)
 have_cmd setpriv || need+=(util-linux)
 have_cmd systemd-analyze || need+=(systemd)
 have_cmd zsh || need+=(zsh)
+# gobgpd (with its gobgp CLI) is the BGP peer the bgp tests speak to.
+have_cmd gobgpd || need+=(gobgpd)
+# FRR's bgpd is the second, independent BGP peer (TestBGPFRR).
+[[ -x /usr/lib/frr/bgpd ]] || need+=(frr)
 
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then

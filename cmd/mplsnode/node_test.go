@@ -27,6 +27,8 @@ func TestCheck(t *testing.T) {
 	// A 2 MB word: the error quotes its first bytes and its length only
 	// (before: the whole word, 2 MB of stderr).
 	long := write("long.conf", "link add virt01 type afpacket mtu "+strings.Repeat("9", 2<<20)+"\n")
+	bgpConf := filepath.Join("..", "..", "config", "testdata", "bgp.conf")
+	farPeer := write("far.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\nbgp as 65001 router-id 10.0.0.1\nbgp neighbor 10.9.0.2 remote-as 65002\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -41,6 +43,8 @@ func TestCheck(t *testing.T) {
 		{"seed ns1", []string{"-c", seed1}, 0, seed1 + ": ok", ""},
 		{"parse error", []string{"-c", bad}, 2, "", bad + ":3:"},
 		{"semantic error", []string{"-c", lo}, 2, "", lo + ":3:10: an address on lo must be a host address: 10.10.10.0/32"},
+		{"bgp", []string{"-c", bgpConf}, 0, bgpConf + ": ok", ""},
+		{"bgp neighbor not connected", []string{"-c", farPeer}, 2, "", farPeer + ":4:14: bgp neighbor 10.9.0.2 is on none of the node's subnets"},
 		{"missing file", []string{"-c", filepath.Join(dir, "nope.conf")}, 2, "", "nope.conf"},
 		{"no -c", nil, 2, "", "-c FILE is required"},
 		{"extra arg", []string{"-c", seed0, "x"}, 2, "", `unexpected argument "x"`},
