@@ -141,7 +141,9 @@ bgp network 172.16.12.0/24
 		for _, l := range r.Links {
 			d += l.Drops["no_ilm_entry"]
 		}
-		return d + r.IP.Drops["forward_unroutable"]
+		// Transit IP with no route: the forwarding plane's no_route (the
+		// stack's forward_unroutable before transit left gVisor).
+		return d + r.LabelSwitch.Drops["no_route"] + r.IP.Drops["forward_unroutable"]
 	}
 	addr, sums := kernelSink(t, nsB, "172.16.12.13:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -165,7 +167,7 @@ bgp network 172.16.12.0/24
 		// has no route to B; labelled ones in flight find no ILM entry.
 		waitUntil(t, 20*time.Second, "LSR 1 to count the dropped segments", func() bool { return drops() > before })
 		r := n1.Report()
-		t.Logf("withdrawn: LSR 1 dropped %d (forward_unroutable %d)", drops()-before, r.IP.Drops["forward_unroutable"])
+		t.Logf("withdrawn: LSR 1 dropped %d (no_route %d)", drops()-before, r.LabelSwitch.Drops["no_route"])
 		reload(n2, "lsr2.conf", conf2)
 		waitUntil(t, 30*time.Second, "the path to come back", func() bool {
 			_, _, ok := ftnLabels(nA, "172.16.12.13")
