@@ -1,0 +1,621 @@
+package mpls
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"slices"
+)
+
+// NextHop is one way a route leaves the node: iproute2's `via ADDR dev
+// NAME`, with `encap mpls STACK` for a labelled hop and `weight N` in a
+// multipath route.
+type NextHop struct {
+	// Via is the neighbour the packet is sent to; the zero Addr means
+	// on-link (the destination itself is the neighbour). It may be of the
+	// other family than the route's prefix only when Labels is not empty:
+	// an IPv6 prefix over an IPv4 next hop is 6PE (RFC 4798). An
+	// IPv4-mapped address is stored as plain IPv4.
+	Via netip.Addr
+	// Device names the egress link; "" lets the writer's check choose it
+	// (see Tables.SetRouteCheck).
+	Device string
+	// Labels is the stack pushed on packets sent through this hop,
+	// outermost first; empty for plain IP. At most DefaultMaxDepth labels,
+	// never implicit null.
+	Labels []Label
+	// Weight is the hop's share of the route's flows (ip-route(8)'s
+	// `weight`, 1 to 256); 0 means 1.
+	Weight uint16
+}
+
+// weight returns h.Weight with 0 read as 1.
+func (h *NextHop) weight() uint32 {
+	if h.Weight == 0 {
+		return 1
+	}
+	return uint32(h.Weight)
+}
+
+// Route is a FIB entry: a destination prefix and the next hops packets to
+// it take. One next hop is a plain route; several are ECMP (flows are
+// spread by weight, each flow sticking to one hop; see Group.Select).
+type Route struct {
+	// Prefix is the destination, IPv4 or IPv6, with no host bits and not
+	// IPv4-mapped.
+	Prefix netip.Prefix
+	// NextHops holds 1 to MaxNextHops hops.
+	NextHops []NextHop
+	// MTU caps the route's IP MTU (iproute2's `mtu lock N`); 0 means the
+	// egress link MTU less the label overhead.
+	MTU uint32
+	// TTL, when not 0, is the TTL of pushed labels whatever the TTL model
+	// (`encap mpls ... ttl N`).
+	TTL uint8
+}
+
+// MaxNextHops bounds a route's next hops (Linux's fib_multipath limit is
+// far higher; 64 covers any real ECMP fan-out).
+const MaxNextHops = 64
+
+// Group is the next hops of a route, shared by every route with the same
+// hops (a FIB of a million routes over a few neighbours holds a few
+// groups). A Group belongs to its FIB and must not be modified.
+type Group struct {
+	// Hops are the next hops, in the route's order.
+	Hops []NextHop
+	// cum[i] is the sum of the weights of Hops[0..i].
+	cum   []uint32
+	total uint32
+	// MaxLabels is the deepest label stack of Hops.
+	MaxLabels int
+}
+
+// Select returns the next hop for a flow whose hash is h (FlowHash,
+// LabelStackHash): the same h always gives the same hop, and uniformly
+// spread hashes pick each hop in proportion to its weight. It allocates
+// nothing.
+func (g *Group) Select(h uint32) *NextHop {
+	if len(g.Hops) == 1 {
+		return &g.Hops[0]
+	}
+	// Scale h to [0, total) by multiplication (Lemire's fast range), so
+	// that every bit of h counts.
+	x := uint32(uint64(h) * uint64(g.total) >> 32)
+	for i, c := range g.cum {
+		if x < c {
+			return &g.Hops[i]
+		}
+	}
+	return &g.Hops[len(g.Hops)-1] // unreachable: x < total = cum[last]
+}
+
+// FIBEntry is a route as the FIB holds it.
+type FIBEntry struct {
+	Prefix netip.Prefix
+	// Group holds the next hops.
+	Group *Group
+	// MTU and TTL are Route.MTU and Route.TTL.
+	MTU uint32
+	TTL uint8
+}
+
+// Route returns e as a Route (the hops are shared with the FIB and must not
+// be modified).
+func (e *FIBEntry) Route() Route {
+	return Route{Prefix: e.Prefix, NextHops: e.Group.Hops, MTU: e.MTU, TTL: e.TTL}
+}
+
+// FIB is an immutable forwarding information base: longest-prefix match
+// over IPv4 and IPv6 routes, each with one or more next hops (plain or
+// labelled). Build it with NewFIB, derive changed copies with Update, and
+// publish it through Tables; readers then load it with one atomic load and
+// never lock. The nil *FIB is an empty table.
+//
+// Lookup flattens the prefixes into disjoint address ranges (as the FTN)
+// and finds the range of an address through a bucket index over the
+// ranges' start addresses followed by a binary search inside one bucket:
+// two or three cache lines per lookup whatever the table size, no
+// allocation. Building costs O(n log n) (one sort).
+type FIB struct {
+	entries []FIBEntry
+	v4      ranges4
+	v6      ranges6
+	// maxLabels is the deepest label stack of any route.
+	maxLabels int
+	// minMTU is the smallest explicit route MTU, 0 if none.
+	minMTU uint32
+}
+
+// ranges4 is the IPv4 prefix set as disjoint ranges: range i is
+// [starts[i], starts[i+1]) and matches entries[idx[i]] (none when < 0).
+// first[b] is the index of the first range start in bucket b or later;
+// the bucket of address a is (a-base)>>shift, clamped to the last bucket.
+type ranges4 struct {
+	starts []uint32
+	idx    []int32
+	first  []uint32
+	base   uint32
+	shift  uint
+}
+
+func (r *ranges4) bucket(a uint32) int {
+	if a < r.base {
+		return 0
+	}
+	b := int((a - r.base) >> r.shift)
+	if b >= len(r.first)-1 {
+		b = len(r.first) - 2
+	}
+	return b
+}
+
+func (r *ranges4) lookup(a uint32) int32 {
+	if len(r.starts) == 0 {
+		return -1
+	}
+	b := r.bucket(a)
+	lo, hi := int(r.first[b]), int(r.first[b+1])
+	// Find the first start > a in [lo, hi); the answer is the range before.
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if a < r.starts[h] {
+			hi = h
+		} else {
+			lo = h + 1
+		}
+	}
+	return r.idx[lo-1] // lo >= 1: starts[0] == 0 <= a sits in bucket 0
+}
+
+// ranges6 is ranges4 for IPv6: starts are 128-bit, split in hi and lo.
+type ranges6 struct {
+	hi, lo []uint64
+	idx    []int32
+	first  []uint32
+	base   u128
+	shift  uint
+}
+
+func (r *ranges6) bucket(a u128) int {
+	if a.less(r.base) {
+		return 0
+	}
+	d := a.sub(r.base)
+	var b uint64
+	switch {
+	case r.shift >= 64:
+		b = d.hi >> (r.shift - 64)
+	case r.shift == 0:
+		if d.hi != 0 {
+			b = ^uint64(0)
+		} else {
+			b = d.lo
+		}
+	default:
+		if d.hi>>r.shift != 0 {
+			b = ^uint64(0)
+		} else {
+			b = d.hi<<(64-r.shift) | d.lo>>r.shift
+		}
+	}
+	if last := uint64(len(r.first) - 2); b > last {
+		b = last
+	}
+	return int(b)
+}
+
+func (r *ranges6) lookup(a u128) int32 {
+	if len(r.hi) == 0 {
+		return -1
+	}
+	b := r.bucket(a)
+	lo, hi := int(r.first[b]), int(r.first[b+1])
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if a.hi < r.hi[h] || a.hi == r.hi[h] && a.lo < r.lo[h] {
+			hi = h
+		} else {
+			lo = h + 1
+		}
+	}
+	return r.idx[lo-1]
+}
+
+func (a u128) sub(b u128) u128 {
+	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
+	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
+	return u128{hi, lo}
+}
+
+func (a u128) bitLen() int {
+	if a.hi != 0 {
+		return 64 + bits.Len64(a.hi)
+	}
+	return bits.Len64(a.lo)
+}
+
+// bucketBits sizes the bucket index: about one bucket per range, so a
+// bucket holds a few ranges when addresses are spread, at 4 bytes a
+// bucket; at most 2^22 buckets (16 MiB).
+func bucketBits(n int) uint {
+	k := uint(bits.Len(uint(n)))
+	return min(max(k, 1), 22)
+}
+
+func newRanges4(iv intervals) ranges4 {
+	n := len(iv.starts)
+	r := ranges4{starts: make([]uint32, n), idx: iv.idx}
+	for i, s := range iv.starts {
+		r.starts[i] = uint32(s.lo)
+	}
+	if n > 1 {
+		r.base = r.starts[1]
+	}
+	k := bucketBits(n)
+	span := uint(bits.Len32(r.starts[n-1] - r.base))
+	if span > k {
+		r.shift = span - k
+	}
+	nb := 1 << k
+	r.first = make([]uint32, nb+1)
+	i := 0
+	for b := range nb + 1 {
+		for i < n && r.bucket(r.starts[i]) < b {
+			i++
+		}
+		r.first[b] = uint32(i)
+	}
+	r.first[nb] = uint32(n)
+	return r
+}
+
+func newRanges6(iv intervals) ranges6 {
+	n := len(iv.starts)
+	r := ranges6{hi: make([]uint64, n), lo: make([]uint64, n), idx: iv.idx}
+	for i, s := range iv.starts {
+		r.hi[i], r.lo[i] = s.hi, s.lo
+	}
+	if n > 1 {
+		r.base = iv.starts[1]
+	}
+	k := bucketBits(n)
+	span := uint(iv.starts[n-1].sub(r.base).bitLen())
+	if span > k {
+		r.shift = span - k
+	}
+	nb := 1 << k
+	r.first = make([]uint32, nb+1)
+	i := 0
+	for b := range nb + 1 {
+		for i < n && r.bucket(u128{r.hi[i], r.lo[i]}) < b {
+			i++
+		}
+		r.first[b] = uint32(i)
+	}
+	r.first[nb] = uint32(n)
+	return r
+}
+
+// NewFIB validates routes and builds a FIB from them (the hops are copied:
+// later changes to routes do not affect it). Errors are *TableError
+// (Table "FIB", Index into routes) wrapping what is wrong: an invalid
+// prefix or one with host bits, an IPv4-mapped prefix, a duplicate prefix,
+// no next hop or more than MaxNextHops, a next hop of the other family
+// without labels, a label stack too deep or holding implicit null or a
+// label over 20 bits, an MTU under the IP minimum, a weight over 256.
+func NewFIB(routes []Route) (*FIB, error) {
+	b := newFIBBuilder(len(routes))
+	seen := make(map[netip.Prefix]int, len(routes))
+	for i := range routes {
+		r := &routes[i]
+		if j, dup := seen[r.Prefix]; dup {
+			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", j)}
+		}
+		seen[r.Prefix] = i
+		if err := b.add(r); err != nil {
+			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
+		}
+	}
+	return b.build(), nil
+}
+
+// Update returns a new FIB: f without the routes to the prefixes in del,
+// then with the routes in add (a route to a prefix f already holds
+// replaces it). f is unchanged. It costs O(n log n) for n routes in the
+// result, so batch changes (a BGP update, a reloaded file) into one call.
+// Deleting a prefix f does not hold is not an error. Errors are as
+// NewFIB's, Index into add.
+func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
+	gone := make(map[netip.Prefix]bool, len(del)+len(add))
+	for _, p := range del {
+		gone[p] = true
+	}
+	seen := make(map[netip.Prefix]int, len(add))
+	for i := range add {
+		p := add[i].Prefix
+		if j, dup := seen[p]; dup {
+			return nil, &TableError{Table: "FIB", Index: i, Key: p.String(), Err: fmt.Errorf("duplicate of entry %d", j)}
+		}
+		seen[p] = i
+		gone[p] = true
+	}
+	b := newFIBBuilder(f.Len() + len(add))
+	if f != nil {
+		for i := range f.entries {
+			e := &f.entries[i]
+			if gone[e.Prefix] {
+				continue
+			}
+			b.keep(e)
+		}
+	}
+	for i := range add {
+		if err := b.add(&add[i]); err != nil {
+			return nil, &TableError{Table: "FIB", Index: i, Key: add[i].Prefix.String(), Err: err}
+		}
+	}
+	return b.build(), nil
+}
+
+// fibBuilder accumulates entries, sharing equal next-hop groups.
+type fibBuilder struct {
+	entries []FIBEntry
+	groups  map[string]*Group
+	key     []byte
+	last    *Group // the previous route's group: consecutive routes often share one
+}
+
+func newFIBBuilder(n int) *fibBuilder {
+	return &fibBuilder{entries: make([]FIBEntry, 0, n), groups: make(map[string]*Group)}
+}
+
+// keep adds an entry of another FIB, re-interning its group.
+func (b *fibBuilder) keep(e *FIBEntry) {
+	ne := *e
+	ne.Group = b.group(e.Group.Hops, false)
+	b.entries = append(b.entries, ne)
+}
+
+// add validates r and adds it.
+func (b *fibBuilder) add(r *Route) error {
+	if err := checkRoute(r); err != nil {
+		return err
+	}
+	b.entries = append(b.entries, FIBEntry{Prefix: r.Prefix, Group: b.group(r.NextHops, true), MTU: r.MTU, TTL: r.TTL})
+	return nil
+}
+
+// group returns the shared group for hops, creating it (with copies of
+// the hops when clone) on first use.
+func (b *fibBuilder) group(hops []NextHop, clone bool) *Group {
+	if g := b.last; g != nil && sameHops(g.Hops, hops) {
+		return g
+	}
+	k := b.key[:0]
+	for i := range hops {
+		h := &hops[i]
+		a := h.Via.Unmap().As16()
+		k = append(k, a[:]...)
+		k = append(k, byte(len(h.Device)))
+		k = append(k, h.Device...)
+		k = binary.BigEndian.AppendUint16(k, h.Weight)
+		k = append(k, byte(len(h.Labels)))
+		for _, l := range h.Labels {
+			k = binary.BigEndian.AppendUint32(k, uint32(l))
+		}
+		if !h.Via.IsValid() {
+			k = append(k, 0)
+		} else if h.Via.Unmap().Is4() {
+			k = append(k, 4)
+		} else {
+			k = append(k, 6)
+		}
+	}
+	b.key = k
+	if g, ok := b.groups[string(k)]; ok {
+		b.last = g
+		return g
+	}
+	g := &Group{Hops: hops}
+	if clone {
+		g.Hops = make([]NextHop, len(hops))
+		for i, h := range hops {
+			h.Labels = slices.Clone(h.Labels)
+			h.Via = h.Via.Unmap()
+			g.Hops[i] = h
+		}
+	}
+	g.cum = make([]uint32, len(g.Hops))
+	for i := range g.Hops {
+		g.total += g.Hops[i].weight()
+		g.cum[i] = g.total
+		g.MaxLabels = max(g.MaxLabels, len(g.Hops[i].Labels))
+	}
+	b.groups[string(k)] = g
+	b.last = g
+	return g
+}
+
+func sameHops(a, b []NextHop) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Via.Unmap() != y.Via.Unmap() || x.Device != y.Device || x.Weight != y.Weight || !slices.Equal(x.Labels, y.Labels) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *fibBuilder) build() *FIB {
+	f := &FIB{entries: b.entries}
+	var n4 int
+	for i := range f.entries {
+		e := &f.entries[i]
+		if e.Prefix.Addr().Is4() {
+			n4++
+		}
+		f.maxLabels = max(f.maxLabels, e.Group.MaxLabels)
+		if e.MTU != 0 && (f.minMTU == 0 || e.MTU < f.minMTU) {
+			f.minMTU = e.MTU
+		}
+	}
+	v4 := make([]span, 0, n4)
+	v6 := make([]span, 0, len(f.entries)-n4)
+	for i := range f.entries {
+		p := f.entries[i].Prefix
+		if p.Addr().Is4() {
+			v4 = append(v4, prefixSpan(p, i))
+		} else {
+			v6 = append(v6, prefixSpan(p, i))
+		}
+	}
+	f.v4 = newRanges4(buildIntervals(v4, u128{0, 1<<32 - 1}))
+	f.v6 = newRanges6(buildIntervals(v6, u128{^uint64(0), ^uint64(0)}))
+	return f
+}
+
+func checkRoute(r *Route) error {
+	p := r.Prefix
+	switch {
+	case !p.IsValid():
+		return errors.New("invalid prefix")
+	case p.Masked() != p:
+		return fmt.Errorf("prefix has host bits set: did you mean %s?", p.Masked())
+	case p.Addr().Is4In6():
+		return fmt.Errorf("IPv4-mapped prefix: write it as %s", netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96))
+	case len(r.NextHops) == 0:
+		return errors.New("no next hop")
+	case len(r.NextHops) > MaxNextHops:
+		return fmt.Errorf("%d next hops; at most %d", len(r.NextHops), MaxNextHops)
+	}
+	v6 := p.Addr().Is6()
+	for i := range r.NextHops {
+		h := &r.NextHops[i]
+		if len(h.Labels) > DefaultMaxDepth {
+			return &TooDeepError{Offset: EntryLen * DefaultMaxDepth, Max: DefaultMaxDepth}
+		}
+		for j, l := range h.Labels {
+			if err := checkPushLabel(l, EntryLen*j); err != nil {
+				return err
+			}
+		}
+		if h.Weight > 256 {
+			return fmt.Errorf("weight %d; at most 256", h.Weight)
+		}
+		if h.Via.IsValid() && h.Via.Unmap().Is6() != v6 && len(h.Labels) == 0 {
+			return fmt.Errorf("next hop %s is of the other address family: only a labelled route may cross families (6PE)", h.Via)
+		}
+	}
+	if r.MTU != 0 {
+		minMTU := uint32(minIPv4MTU)
+		if v6 {
+			minMTU = minIPv6MTU
+		}
+		if r.MTU < minMTU {
+			return fmt.Errorf("MTU %d below the IP minimum %d", r.MTU, minMTU)
+		}
+	}
+	return nil
+}
+
+// Lookup returns the route with the longest prefix containing dst. An
+// IPv4-mapped IPv6 dst is looked up as IPv4; a zone is ignored. The entry
+// belongs to the FIB and must not be modified. Lookup allocates nothing and
+// is safe for concurrent use.
+func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
+	if f == nil {
+		return nil, false
+	}
+	var i int32
+	switch {
+	case dst.Is4():
+		b := dst.As4()
+		i = f.v4.lookup(binary.BigEndian.Uint32(b[:]))
+	case dst.Is4In6():
+		b := dst.Unmap().As4()
+		i = f.v4.lookup(binary.BigEndian.Uint32(b[:]))
+	case dst.Is6():
+		b := dst.As16()
+		i = f.v6.lookup(u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])})
+	default:
+		return nil, false
+	}
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// Lookup4 is Lookup for an IPv4 destination given as 4 bytes in network
+// order (straight from a header), without building a netip.Addr.
+func (f *FIB) Lookup4(dst [4]byte) (*FIBEntry, bool) {
+	if f == nil {
+		return nil, false
+	}
+	i := f.v4.lookup(binary.BigEndian.Uint32(dst[:]))
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// Lookup6 is Lookup for an IPv6 destination given as 16 bytes.
+func (f *FIB) Lookup6(dst [16]byte) (*FIBEntry, bool) {
+	if f == nil {
+		return nil, false
+	}
+	i := f.v6.lookup(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// Len returns the number of routes.
+func (f *FIB) Len() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.entries)
+}
+
+// Entry returns the i-th route (0 <= i < Len()), in the order given to
+// NewFIB (Update keeps the surviving routes' order and appends the added
+// ones). It belongs to the FIB and must not be modified.
+func (f *FIB) Entry(i int) *FIBEntry { return &f.entries[i] }
+
+// Routes returns the routes as Route values (hops shared with the FIB).
+func (f *FIB) Routes() []Route {
+	if f == nil {
+		return nil
+	}
+	out := make([]Route, len(f.entries))
+	for i := range f.entries {
+		out[i] = f.entries[i].Route()
+	}
+	return out
+}
+
+// MaxLabels returns the number of labels of the deepest stack any route
+// pushes (0 for a FIB of plain routes).
+func (f *FIB) MaxLabels() int {
+	if f == nil {
+		return 0
+	}
+	return f.maxLabels
+}
+
+// MinMTU returns the smallest explicit route MTU (Route.MTU), 0 if no
+// route sets one.
+func (f *FIB) MinMTU() uint32 {
+	if f == nil {
+		return 0
+	}
+	return f.minMTU
+}
