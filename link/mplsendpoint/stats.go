@@ -61,6 +61,13 @@ const (
 	// DropMPLSInputDisabled: a labelled frame on a link that refuses them
 	// (Options.RejectMPLS; net.mpls.conf.DEV.input=0).
 	DropMPLSInputDisabled
+	// DropNoRoute: a packet the stack handed to the FIB (FIBEndpoint)
+	// whose destination no route covers; counted on the node's first
+	// link, since it has no egress link.
+	DropNoRoute
+	// DropNoNeighbor: the FIB's next hop on this link did not answer
+	// ARP/NDP, or too many packets were waiting for it.
+	DropNoNeighbor
 
 	numDropReasons
 )
@@ -82,6 +89,8 @@ var dropNames = [numDropReasons]string{
 	DropNoForwarder:          "no_forwarder",
 	DropBadChecksum:          "bad_checksum",
 	DropMPLSInputDisabled:    "mpls_input_disabled",
+	DropNoRoute:              "no_route",
+	DropNoNeighbor:           "no_neighbor",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -103,6 +112,8 @@ var remedies = [numDropReasons]string{
 	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
 	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum or a malformed IP header: corrupted on the wire, or a sender that emits malformed packets",
 	DropMPLSInputDisabled:    "the link refuses labelled frames (net.mpls.conf.DEV.input=0); set it to 1 if the peer is meant to send them",
+	DropNoRoute:              "add a route to the destination (route add PREFIX ...) or a default route",
+	DropNoNeighbor:           "check that the route's next hop is up and answers ARP/NDP on the egress link",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
