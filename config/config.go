@@ -135,7 +135,9 @@ type Addr struct {
 }
 
 // Route is `route add PREFIX [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR]
-// [dev NAME] [mtu [lock] N]`: an FTN entry when Labels is not empty.
+// [dev NAME] [mtu [lock] N]`: an FTN entry when Labels is not empty. A
+// multipath route (`nexthop ... nexthop ...`) has NextHops instead of
+// Labels, Via and Dev.
 type Route struct {
 	Pos Pos
 	// Prefix is canonical (host bits zero); `default` is 0.0.0.0/0 or ::/0.
@@ -157,6 +159,54 @@ type Route struct {
 	MTU uint32
 	// MTULock is true for `mtu lock N` (PMTU discovery may not lower it).
 	MTULock bool
+	// NextHops are the hops of a multipath (ECMP) route, each written
+	// `nexthop [encap mpls STACK] [via [inet|inet6] ADDR] [dev NAME]
+	// [weight N]`; empty for a one-hop route.
+	NextHops []NextHop
+}
+
+// NextHop is one `nexthop` of a multipath route.
+type NextHop struct {
+	// Pos is the position of the nexthop word.
+	Pos Pos
+	// Labels is the stack this hop pushes, outermost first; nil for plain
+	// IP.
+	Labels    []uint32
+	LabelsPos Pos
+	// Via is the hop's neighbour; invalid for an on-link hop (dev only).
+	Via    netip.Addr
+	ViaPos Pos
+	// Dev is the hop's link, filled from the connected subnet of Via
+	// when the line omits it.
+	Dev    string
+	DevPos Pos
+	// TTL is the hop's `encap mpls ... ttl N`; 0 means follow the TTL
+	// model.
+	TTL uint8
+	// Weight is the hop's share of flows, 1..256 (ip-route(8)); 0 when
+	// not given, which means 1.
+	Weight uint16
+}
+
+// String returns h in config words, from the nexthop word on.
+func (h NextHop) String() string {
+	s := "nexthop"
+	if h.Labels != nil {
+		s += " encap mpls " + FormatStack(h.Labels)
+		if h.TTL != 0 {
+			s += " ttl " + strconv.Itoa(int(h.TTL))
+		}
+	}
+	if h.Via.IsValid() {
+		s += " " + viaWords(h.Via)
+	}
+	if h.Dev != "" {
+		s += " dev " + h.Dev
+	}
+	if h.Weight != 0 {
+		s += " weight " + strconv.Itoa(int(h.Weight))
+	}
+	return s
 }
 
 // LabelAction is what a label route does with the incoming top label.
@@ -331,6 +381,9 @@ func (r Route) String() string {
 			s += "lock "
 		}
 		s += strconv.FormatUint(uint64(r.MTU), 10)
+	}
+	for _, h := range r.NextHops {
+		s += " " + h.String()
 	}
 	return s
 }

@@ -51,7 +51,7 @@ var errorCases = []struct {
 	{name: "via multicast", in: "route add 10.0.0.0/8 via 224.0.0.1", pre: true, at: "node.conf:6:26", tok: "224.0.0.1", msg: "next hop 224.0.0.1 is not a unicast address"},
 	{name: "no via no dev", in: "route add 10.0.0.0/8 mtu 1400", pre: true, at: "node.conf:6:30", tok: "", msg: "route 10.0.0.0/8 needs via ADDRESS or dev NAME"},
 	{name: "missing prefix", in: "route add", pre: false, at: "node.conf:1:10", tok: "", msg: "missing a prefix or default after route add at end of line"},
-	{name: "unknown route word", in: "route add 10.0.0.0/8 encpa mpls 100 via 172.16.20.21", pre: true, at: "node.conf:6:22", tok: "encpa", msg: "unknown word \"encpa\" in route; expected encap, via, dev or mtu (did you mean \"encap\"?)"},
+	{name: "unknown route word", in: "route add 10.0.0.0/8 encpa mpls 100 via 172.16.20.21", pre: true, at: "node.conf:6:22", tok: "encpa", msg: "unknown word \"encpa\" in route; expected encap, via, dev, mtu or nexthop (did you mean \"encap\"?)"},
 	{name: "unknown encap", in: "route add 10.0.0.0/8 encap ip 100 via 172.16.20.21", pre: true, at: "node.conf:6:28", tok: "ip", msg: "unknown encap \"ip\"; only encap mpls is supported"},
 	{name: "via twice", in: "route add 10.0.0.0/8 via 172.16.20.21 via 172.16.20.22", pre: true, at: "node.conf:6:39", tok: "via", msg: "via given twice in one route"},
 	{name: "mtu too small", in: "route add 10.0.0.0/8 via 172.16.20.21 mtu 67", pre: true, at: "node.conf:6:43", tok: "67", msg: "bad route mtu \"67\"; expected a number from 68 to 65535"},

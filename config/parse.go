@@ -529,10 +529,32 @@ func (p *parser) stack(t token) ([]uint32, []token) {
 	return labels, toks
 }
 
-var routeWords = []string{"encap", "via", "dev", "mtu"}
+var routeWords = []string{"encap", "via", "dev", "mtu", "nexthop"}
+
+var hopWords = []string{"encap", "via", "dev", "weight", "nexthop"}
+
+// encap parses `mpls STACK [ttl N]` after encap.
+func (p *parser) encap() (labels []uint32, labelToks []token, pos Pos, ttl uint8) {
+	et := p.next("mpls after encap")
+	if et.s != "mpls" {
+		p.fail(et, "unknown encap %q; only encap mpls is supported%s", et.s, suggest(et.s, []string{"mpls"}))
+	}
+	st := p.next("a label stack such as 100/200 after encap mpls")
+	pos = p.at(st)
+	labels, labelToks = p.stack(st)
+	if p.peek() == "ttl" {
+		p.i++
+		v, _ := p.number("encap ttl", 1, 255)
+		ttl = uint8(v)
+	}
+	return labels, labelToks, pos, ttl
+}
 
 // route parses `route add PREFIX|default [encap mpls STACK [ttl N]]
-// [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]`, options in any order.
+// [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]`, options in any order,
+// or a multipath route: `route add PREFIX [mtu [lock] N] nexthop HOP
+// [nexthop HOP ...]`, each HOP `[encap mpls STACK [ttl N]] [via [inet|inet6]
+// ADDR] [dev NAME] [weight N]`.
 func (p *parser) route(pos Pos, family string) {
 	r := Route{Pos: pos}
 	pt := p.next("a prefix or default after route add")
@@ -545,31 +567,36 @@ func (p *parser) route(pos Pos, family string) {
 		}
 	}
 	var labelToks []token
-	var mtuTok token
-	seen := map[string]bool{}
+	var hopLabelToks [][]token
+	var mtuTok, firstHopWord token
+	var seen wordSet
 	for p.more() {
 		t := p.next("")
-		p.once(seen, t, "route")
+		if t.s == "nexthop" {
+			if firstHopWord.s != "" {
+				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath route: write it after the nexthop word", firstHopWord.s)
+			}
+			h, toks := p.nextHop(t)
+			r.NextHops = append(r.NextHops, h)
+			hopLabelToks = append(hopLabelToks, toks)
+			continue
+		}
+		if len(r.NextHops) > 0 {
+			p.fail(t, "%q after a nexthop: route options (mtu) come before the first nexthop; expected %s%s", t.s, oneOf(hopWords), suggest(t.s, hopWords))
+		}
+		seen.once(p, t, "route", routeWords)
 		switch t.s {
 		case "encap":
-			et := p.next("mpls after encap")
-			if et.s != "mpls" {
-				p.fail(et, "unknown encap %q; only encap mpls is supported%s", et.s, suggest(et.s, []string{"mpls"}))
-			}
-			st := p.next("a label stack such as 100/200 after encap mpls")
-			r.LabelsPos = p.at(st)
-			r.Labels, labelToks = p.stack(st)
-			if p.peek() == "ttl" {
-				p.i++
-				v, _ := p.number("encap ttl", 1, 255)
-				r.TTL = uint8(v)
-			}
+			r.Labels, labelToks, r.LabelsPos, r.TTL = p.encap()
+			firstHopWord = t
 		case "via":
 			var vt token
 			r.Via, vt = p.via()
 			r.ViaPos = p.at(vt)
+			firstHopWord = t
 		case "dev":
 			r.Dev, r.DevPos = p.ifName("device name")
+			firstHopWord = t
 		case "mtu":
 			if p.peek() == "lock" {
 				p.i++
@@ -583,41 +610,115 @@ func (p *parser) route(pos Pos, family string) {
 		}
 	}
 	if isDefault {
+		via := r.Via
+		if len(r.NextHops) > 0 {
+			via = r.NextHops[0].Via
+		}
 		switch {
-		case family == "inet6" || (family == "" && r.Via.Is6()):
+		case family == "inet6" || (family == "" && via.Is6()):
 			r.Prefix = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 		default:
 			r.Prefix = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 		}
 	}
 	v6 := r.Prefix.Addr().Is6()
-	if r.Via.IsValid() && r.Via.Is6() != v6 {
-		p.addAt(r.ViaPos, "next hop %s is %s but prefix %s is %s; routes keep one address family",
-			r.Via, fam(r.Via.Is6()), r.Prefix, fam(v6))
-		panic(abort{})
+	if r.MTU != 0 && v6 && r.MTU < MinIPv6MTU {
+		p.fail(mtuTok, "mtu %d is below %d, the IPv6 minimum", r.MTU, MinIPv6MTU)
 	}
-	if n := len(r.Labels); n > 0 {
-		bottom := r.Labels[n-1]
+	if len(r.NextHops) > 0 {
+		for i := range r.NextHops {
+			h := &r.NextHops[i]
+			p.checkHop(r.Prefix, h.Labels, hopLabelToks[i], h.Via, h.ViaPos, h.Dev, h.DevPos)
+			if !h.Via.IsValid() && h.Dev == "" {
+				p.add(h.Pos, "nexthop", "nexthop of route %s needs via ADDRESS or dev NAME", r.Prefix)
+				panic(abort{})
+			}
+		}
+		p.cfg.Routes = append(p.cfg.Routes, r)
+		return
+	}
+	p.checkHop(r.Prefix, r.Labels, labelToks, r.Via, r.ViaPos, r.Dev, r.DevPos)
+	if !r.Via.IsValid() && r.Dev == "" {
+		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
+	}
+	p.cfg.Routes = append(p.cfg.Routes, r)
+}
+
+// nextHop parses one HOP after the nexthop word t.
+func (p *parser) nextHop(t token) (NextHop, []token) {
+	h := NextHop{Pos: p.pos(t.col)}
+	var labelToks []token
+	var seen wordSet
+	for p.more() && p.peek() != "nexthop" {
+		w := p.next("")
+		seen.once(p, w, "nexthop", hopWords)
+		switch w.s {
+		case "encap":
+			h.Labels, labelToks, h.LabelsPos, h.TTL = p.encap()
+		case "via":
+			var vt token
+			h.Via, vt = p.via()
+			h.ViaPos = p.at(vt)
+		case "dev":
+			h.Dev, h.DevPos = p.ifName("device name")
+		case "weight":
+			v, _ := p.number("nexthop weight", 1, 256)
+			h.Weight = uint16(v)
+		case "mtu":
+			p.fail(w, "mtu is a route option: write it before the first nexthop")
+		default:
+			p.fail(w, "unknown word %q in nexthop; expected %s%s", w.s, oneOf(hopWords), suggest(w.s, hopWords))
+		}
+	}
+	return h, labelToks
+}
+
+// checkHop checks one next hop of a route to prefix: families (an IPv6
+// prefix may take an IPv4 next hop when labelled: 6PE, RFC 4798), the
+// bottom label against the payload, link-local next hops, lo.
+func (p *parser) checkHop(prefix netip.Prefix, labels []uint32, labelToks []token, via netip.Addr, viaPos Pos, dev string, devPos Pos) {
+	v6 := prefix.Addr().Is6()
+	if via.IsValid() && via.Is6() != v6 {
+		switch {
+		case !v6:
+			p.addAt(viaPos, "next hop %s is IPv6 but prefix %s is IPv4; an IPv4 route needs an IPv4 next hop", via, prefix)
+			panic(abort{})
+		case labels == nil:
+			p.addAt(viaPos, "next hop %s is IPv4 but prefix %s is IPv6; only a labelled route may cross families (6PE, RFC 4798: add encap mpls LABEL)", via, prefix)
+			panic(abort{})
+		}
+	}
+	if n := len(labels); n > 0 {
+		bottom := labels[n-1]
 		if (bottom == 0 && v6) || (bottom == 2 && !v6) {
 			p.fail(labelToks[n-1], "%s cannot carry %s packets; use %d",
 				labelName(uint64(bottom)), fam(v6), map[bool]int{false: 0, true: 2}[v6])
 		}
 	}
-	if r.MTU != 0 && v6 && r.MTU < MinIPv6MTU {
-		p.fail(mtuTok, "mtu %d is below %d, the IPv6 minimum", r.MTU, MinIPv6MTU)
-	}
-	if r.Via.IsValid() && r.Via.Is6() && r.Via.IsLinkLocalUnicast() && r.Dev == "" {
-		p.addAt(r.ViaPos, "link-local next hop %s needs dev NAME", r.Via)
+	if via.IsValid() && via.Is6() && via.IsLinkLocalUnicast() && dev == "" {
+		p.addAt(viaPos, "link-local next hop %s needs dev NAME", via)
 		panic(abort{})
 	}
-	if !r.Via.IsValid() && r.Dev == "" {
-		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
-	}
-	if r.Labels != nil && r.Dev == LoopbackDev {
-		p.addAt(r.DevPos, "a labelled route cannot leave on lo; name the link toward the next hop")
+	if labels != nil && dev == LoopbackDev {
+		p.addAt(devPos, "a labelled route cannot leave on lo; name the link toward the next hop")
 		panic(abort{})
 	}
-	p.cfg.Routes = append(p.cfg.Routes, r)
+}
+
+// wordSet records which of a statement's words were seen (at most 64).
+type wordSet uint64
+
+// once fails if t, one of words, was seen before in this statement.
+func (s *wordSet) once(p *parser, t token, ctx string, words []string) {
+	for i, w := range words {
+		if w == t.s {
+			if *s&(1<<i) != 0 {
+				p.fail(t, "%s given twice in one %s", t.s, ctx)
+			}
+			*s |= 1 << i
+			return
+		}
+	}
 }
 
 func fam(v6 bool) string {

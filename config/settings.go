@@ -236,7 +236,13 @@ func (p *parser) validate() {
 			continue
 		}
 		prefixes[r.Prefix] = r.Pos
-		nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+		if len(r.NextHops) == 0 {
+			nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+		}
+		for j := range r.NextHops {
+			h := &r.NextHops[j]
+			nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
+		}
 	}
 	labels := map[uint32]Pos{}
 	for i := range c.LabelRoutes {

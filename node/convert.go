@@ -76,31 +76,41 @@ func convert(cfg *config.Config) (*converted, error) {
 		}
 		c.addrs = append(c.addrs, stack.Address{Link: a.Dev, Prefix: a.Prefix})
 	}
-	var ftn []mpls.FTNEntry
-	for _, r := range cfg.Routes {
+	fibRoutes := make([]mpls.Route, 0, len(cfg.Routes))
+	fibPos := make([]int, 0, len(cfg.Routes)) // fibRoutes[i] is cfg.Routes[fibPos[i]]
+	c.routes = make([]stack.Route, 0, len(cfg.Routes))
+	for i, r := range cfg.Routes {
 		if r.Dev == config.LoopbackDev {
 			errs = append(errs, r.DevPos.Errorf(r.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
 			continue
 		}
-		sr := stack.Route{Prefix: r.Prefix, Via: r.Via, Link: r.Dev, MTU: r.MTU, TTL: r.TTL}
-		for _, l := range r.Labels {
-			sr.Labels = append(sr.Labels, mpls.Label(l))
+		sr := stack.Route{Prefix: r.Prefix, Via: r.Via, Link: r.Dev, MTU: r.MTU, TTL: r.TTL, Labels: toLabels(r.Labels)}
+		mr := mpls.Route{Prefix: r.Prefix, MTU: r.MTU, TTL: r.TTL}
+		if len(r.NextHops) > 0 {
+			for _, h := range r.NextHops {
+				if h.Dev == config.LoopbackDev {
+					errs = append(errs, h.DevPos.Errorf(h.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
+					continue
+				}
+				sr.NextHops = append(sr.NextHops, mpls.NextHop{Via: h.Via, Device: h.Dev, Labels: toLabels(h.Labels), Weight: h.Weight})
+				sr.TTL = max(sr.TTL, h.TTL)
+			}
+			mr.NextHops, mr.TTL = sr.NextHops, sr.TTL
+		} else {
+			mr.NextHops = []mpls.NextHop{{Via: sr.Via, Device: sr.Link, Labels: sr.Labels}}
 		}
 		c.routes = append(c.routes, sr)
-		if len(sr.Labels) > 0 {
-			ftn = append(ftn, mpls.FTNEntry{Prefix: r.Prefix, Labels: sr.Labels, NextHop: r.Via, Device: r.Dev, MTU: r.MTU, TTL: r.TTL})
-		}
+		fibRoutes = append(fibRoutes, mr)
+		fibPos = append(fibPos, i)
 	}
-	if _, err := mpls.NewFTN(ftn); err != nil {
+	if _, err := mpls.NewFIB(fibRoutes); err != nil {
 		errs = append(errs, tableError(err, func(i int) config.Pos {
-			j := 0
-			for _, r := range cfg.Routes {
-				if len(r.Labels) > 0 && r.Dev != config.LoopbackDev {
-					if j == i {
-						return r.LabelsPos
-					}
-					j++
+			if i < len(fibPos) {
+				r := cfg.Routes[fibPos[i]]
+				if r.LabelsPos.IsValid() {
+					return r.LabelsPos
 				}
+				return r.PrefixPos
 			}
 			return config.Pos{File: cfg.File, Line: 1, Col: 1}
 		}))
@@ -136,6 +146,18 @@ func convert(cfg *config.Config) (*converted, error) {
 		return nil, errs
 	}
 	return c, nil
+}
+
+// toLabels converts config labels to mpls labels (nil for none).
+func toLabels(ls []uint32) []mpls.Label {
+	if ls == nil {
+		return nil
+	}
+	out := make([]mpls.Label, len(ls))
+	for i, l := range ls {
+		out[i] = mpls.Label(l)
+	}
+	return out
 }
 
 // tableError positions an mpls table error at the entry it names.
