@@ -1,11 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,13 +27,24 @@ func Parse(name string, r io.Reader) (*Config, error) {
 	if len(src) > maxFileSize {
 		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: fmt.Sprintf("file is larger than %d bytes; this is not a node config", maxFileSize)}}
 	}
-	p := &parser{file: name, cfg: defaults(name), raw: map[Pos]string{}}
-	for i, line := range bytes.Split(src, []byte{'\n'}) {
+	text := string(src)
+	src = nil
+	p := &parser{file: name, cfg: defaults(name), src: text, names: map[string]string{}}
+	// Size the route list once: most lines of a big file are routes.
+	p.cfg.Routes = make([]Route, 0, strings.Count(text, "\n")/2+1)
+	for n, rest := 1, text; rest != ""; n++ {
+		line := rest
+		if i := strings.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
 		if len(p.errs) > MaxErrors {
 			break
 		}
-		p.parseLine(i+1, string(line))
+		p.parseLine(n, line)
 	}
+	p.cfg.Routes = slices.Clip(p.cfg.Routes)
 	p.validate()
 	if len(p.errs) > 0 {
 		sort.SliceStable(p.errs, func(i, j int) bool {
@@ -68,13 +79,13 @@ type token struct {
 	col int
 }
 
-// lex splits a line into words at blanks; '#' starts a comment anywhere.
-// It also returns the column just past the last word.
-func lex(line string) (toks []token, end int) {
+// lex splits a line into words at blanks, appended to toks; '#' starts a
+// comment anywhere. It also returns the column just past the last word.
+func lex(line string, toks []token) ([]token, int) {
 	if i := strings.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
 	}
-	end = 1
+	end := 1
 	i := 0
 	for i < len(line) {
 		if isBlank(line[i]) {
@@ -111,8 +122,12 @@ type parser struct {
 
 	// net.mpls.conf.DEV.input lines, checked once all links are known
 	inputs []devSetting
-	// raw is the text of every token whose position an item keeps
-	raw map[Pos]string
+	// src is the whole file: errors found after parsing quote the token
+	// at their position from it (see tokenAt).
+	src string
+	// names interns device names, so that a million routes share a few
+	// strings (and none keeps src alive).
+	names map[string]string
 }
 
 type devSetting struct {
@@ -123,18 +138,54 @@ type devSetting struct {
 
 func (p *parser) pos(col int) Pos { return Pos{File: p.file, Line: p.line, Col: col} }
 
-// at returns t's position and remembers the text written there, so that
-// errors found after parsing quote the token as written, not its
-// canonical form.
-func (p *parser) at(t token) Pos {
-	pos := p.pos(t.col)
-	p.raw[pos] = t.s
-	return pos
-}
+// at returns t's position; errors found after parsing quote the token
+// written there (tokenAt), not its canonical form.
+func (p *parser) at(t token) Pos { return p.pos(t.col) }
 
 // addAt records an error found after parsing at a position from at.
 func (p *parser) addAt(pos Pos, format string, args ...any) {
-	p.add(pos, p.raw[pos], format, args...)
+	p.add(pos, p.tokenAt(pos), format, args...)
+}
+
+// tokenAt returns the word of the file that starts at pos ("" if none).
+// It scans the file, so it serves errors only.
+func (p *parser) tokenAt(pos Pos) string {
+	rest := p.src
+	for n := 1; n < pos.Line; n++ {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
+	}
+	if i := strings.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	toks, _ := lex(rest, nil)
+	for _, t := range toks {
+		switch {
+		case t.col == pos.Col:
+			return strings.Clone(t.s)
+		case t.col < pos.Col && pos.Col < t.col+len(t.s):
+			// A part of a word: a device inside a sysctl name.
+			part := t.s[pos.Col-t.col:]
+			if i := strings.IndexAny(part, "./="); i >= 0 {
+				part = part[:i]
+			}
+			return strings.Clone(part)
+		}
+	}
+	return ""
+}
+
+// intern returns a copy of s shared by every equal name.
+func (p *parser) intern(s string) string {
+	if v, ok := p.names[s]; ok {
+		return v
+	}
+	v := strings.Clone(s)
+	p.names[v] = v
+	return v
 }
 
 func (p *parser) add(pos Pos, tok, format string, args ...any) {
@@ -187,7 +238,7 @@ func (p *parser) word(ctx string, valid ...string) token {
 
 func (p *parser) parseLine(n int, line string) {
 	p.line, p.i = n, 0
-	p.toks, p.end = lex(line)
+	p.toks, p.end = lex(line, p.toks[:0])
 	if len(p.toks) == 0 {
 		return
 	}
@@ -288,7 +339,7 @@ func (p *parser) ifName(what string) (string, Pos) {
 	if msg := checkIfName(t.s); msg != "" {
 		p.fail(t, "bad %s %q: %s", what, t.s, msg)
 	}
-	return t.s, p.at(t)
+	return p.intern(t.s), p.at(t)
 }
 
 func checkIfName(s string) string {

@@ -228,14 +228,14 @@ func (p *parser) validate() {
 		*dev = d
 	}
 
-	prefixes := map[netip.Prefix]Pos{}
+	prefixes := make(map[netip.Prefix]int32, len(c.Routes))
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if prev, ok := prefixes[r.Prefix]; ok {
-			p.addAt(r.PrefixPos, "route to %s is already added at %s", r.Prefix, prev)
+			p.addAt(r.PrefixPos, "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
 			continue
 		}
-		prefixes[r.Prefix] = r.Pos
+		prefixes[r.Prefix] = int32(i)
 		if len(r.NextHops) == 0 {
 			nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
 		}

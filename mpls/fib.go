@@ -247,7 +247,7 @@ func bucketBits(n int) uint {
 
 func newRanges4(iv intervals) ranges4 {
 	n := len(iv.starts)
-	r := ranges4{starts: make([]uint32, n), idx: iv.idx}
+	r := ranges4{starts: make([]uint32, n), idx: slices.Clone(iv.idx)}
 	for i, s := range iv.starts {
 		r.starts[i] = uint32(s.lo)
 	}
@@ -274,7 +274,7 @@ func newRanges4(iv intervals) ranges4 {
 
 func newRanges6(iv intervals) ranges6 {
 	n := len(iv.starts)
-	r := ranges6{hi: make([]uint64, n), lo: make([]uint64, n), idx: iv.idx}
+	r := ranges6{hi: make([]uint64, n), lo: make([]uint64, n), idx: slices.Clone(iv.idx)}
 	for i, s := range iv.starts {
 		r.hi[i], r.lo[i] = s.hi, s.lo
 	}
@@ -308,18 +308,17 @@ func newRanges6(iv intervals) ranges6 {
 // label over 20 bits, an MTU under the IP minimum, a weight over 256.
 func NewFIB(routes []Route) (*FIB, error) {
 	b := newFIBBuilder(len(routes))
-	seen := make(map[netip.Prefix]int, len(routes))
 	for i := range routes {
 		r := &routes[i]
-		if j, dup := seen[r.Prefix]; dup {
-			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", j)}
-		}
-		seen[r.Prefix] = i
 		if err := b.add(r); err != nil {
 			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
 		}
 	}
-	return b.build(), nil
+	f, i, j := b.build()
+	if f == nil {
+		return nil, &TableError{Table: "FIB", Index: j, Key: routes[j].Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", i)}
+	}
+	return f, nil
 }
 
 // Update returns a new FIB: f without the routes to the prefixes in del,
@@ -357,7 +356,8 @@ func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
 			return nil, &TableError{Table: "FIB", Index: i, Key: add[i].Prefix.String(), Err: err}
 		}
 	}
-	return b.build(), nil
+	nf, _, _ := b.build() // no duplicates: each added prefix was removed first
+	return nf, nil
 }
 
 // fibBuilder accumulates entries, sharing equal next-hop groups.
@@ -452,8 +452,10 @@ func sameHops(a, b []NextHop) bool {
 	return true
 }
 
-func (b *fibBuilder) build() *FIB {
-	f := &FIB{entries: b.entries}
+// build builds the FIB; if two entries have the same prefix it returns nil
+// and their indexes i < j.
+func (b *fibBuilder) build() (f *FIB, i, j int) {
+	f = &FIB{entries: b.entries}
 	var n4 int
 	for i := range f.entries {
 		e := &f.entries[i]
@@ -475,9 +477,18 @@ func (b *fibBuilder) build() *FIB {
 			v6 = append(v6, prefixSpan(p, i))
 		}
 	}
-	f.v4 = newRanges4(buildIntervals(v4, u128{0, 1<<32 - 1}))
-	f.v6 = newRanges6(buildIntervals(v6, u128{^uint64(0), ^uint64(0)}))
-	return f
+	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1})
+	if a >= 0 {
+		return nil, int(a), int(d)
+	}
+	f.v4 = newRanges4(iv4)
+	v4 = nil
+	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
+	if a >= 0 {
+		return nil, int(a), int(d)
+	}
+	f.v6 = newRanges6(iv6)
+	return f, -1, -1
 }
 
 func checkRoute(r *Route) error {

@@ -142,8 +142,10 @@ func addr32(a netip.Addr) u128 {
 }
 
 // buildIntervals flattens prefixes (a laminar family: any two are nested or
-// disjoint) into intervals; max is the family's highest address.
-func buildIntervals(spans []span, max u128) intervals {
+// disjoint) into intervals; max is the family's highest address. When two
+// spans are the same prefix, it reports their indexes in dupA < dupB
+// (else -1, -1) and the result is not usable.
+func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
 	slices.SortFunc(spans, func(a, b span) int {
 		switch {
 		case a.first.less(b.first):
@@ -153,7 +155,13 @@ func buildIntervals(spans []span, max u128) intervals {
 		}
 		return a.bits - b.bits // same start: the wider prefix opens first
 	})
-	var t intervals
+	for i := 1; i < len(spans); i++ {
+		if a, b := spans[i-1], spans[i]; a.first == b.first && a.bits == b.bits {
+			return intervals{}, min(a.idx, b.idx), max32(a.idx, b.idx)
+		}
+	}
+	t.starts = make([]u128, 0, 2*len(spans)+1)
+	t.idx = make([]int32, 0, 2*len(spans)+1)
 	emit := func(pos u128, v int32) {
 		n := len(t.starts)
 		if n > 0 && t.starts[n-1] == pos { // zero-width range: replace it
@@ -193,7 +201,14 @@ func buildIntervals(spans []span, max u128) intervals {
 			emit(top.last.next(), cur(open))
 		}
 	}
-	return t
+	return t, -1, -1
+}
+
+func max32(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // NewFTN validates entries and builds a table from a copy of them (later
@@ -224,8 +239,8 @@ func NewFTN(entries []FTNEntry) (*FTN, error) {
 			v6 = append(v6, prefixSpan(e.Prefix, i))
 		}
 	}
-	t.v4 = buildIntervals(v4, u128{0, 1<<32 - 1})
-	t.v6 = buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
+	t.v4, _, _ = buildIntervals(v4, u128{0, 1<<32 - 1})
+	t.v6, _, _ = buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
 	return t, nil
 }
 

@@ -2,8 +2,6 @@ package node
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -15,16 +13,26 @@ import (
 // the network: everything New would reject before opening a link, with the
 // position of the offending line. It returns nil or a config.ErrorList.
 func Check(cfg *config.Config) error {
-	_, err := convert(cfg)
-	return err
+	c, err := convert(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := mpls.NewFIB(c.fibRoutes); err != nil {
+		return config.ErrorList{c.fibError(cfg, err)}
+	}
+	return nil
 }
 
 // converted is a config in stack and mpls terms.
 type converted struct {
-	links  []stack.Link
-	addrs  []stack.Address
-	routes []stack.Route
-	ilm    []mpls.ILMEntry
+	links []stack.Link
+	addrs []stack.Address
+	// fibRoutes are the routes, written to the stack's tables
+	// (mpls.Tables.ReplaceRoutes) once it runs; fibPos[i] is the index in
+	// the config's Routes of fibRoutes[i].
+	fibRoutes []mpls.Route
+	fibPos    []int32
+	ilm       []mpls.ILMEntry
 	ttl    mpls.TTLModel
 	pipe   uint8
 	gso    mplsendpoint.GSOMode
@@ -76,15 +84,16 @@ func convert(cfg *config.Config) (*converted, error) {
 		}
 		c.addrs = append(c.addrs, stack.Address{Link: a.Dev, Prefix: a.Prefix})
 	}
-	fibRoutes := make([]mpls.Route, 0, len(cfg.Routes))
-	fibPos := make([]int, 0, len(cfg.Routes)) // fibRoutes[i] is cfg.Routes[fibPos[i]]
-	c.routes = make([]stack.Route, 0, len(cfg.Routes))
+	c.fibRoutes = make([]mpls.Route, 0, len(cfg.Routes))
+	c.fibPos = make([]int32, 0, len(cfg.Routes))
+	// One backing array for the one-hop routes' hops: a million routes
+	// make one allocation, not a million.
+	oneHop := make([]mpls.NextHop, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		if r.Dev == config.LoopbackDev {
 			errs = append(errs, r.DevPos.Errorf(r.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
 			continue
 		}
-		sr := stack.Route{Prefix: r.Prefix, Via: r.Via, Link: r.Dev, MTU: r.MTU, TTL: r.TTL, Labels: toLabels(r.Labels)}
 		mr := mpls.Route{Prefix: r.Prefix, MTU: r.MTU, TTL: r.TTL}
 		if len(r.NextHops) > 0 {
 			for _, h := range r.NextHops {
@@ -92,28 +101,15 @@ func convert(cfg *config.Config) (*converted, error) {
 					errs = append(errs, h.DevPos.Errorf(h.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
 					continue
 				}
-				sr.NextHops = append(sr.NextHops, mpls.NextHop{Via: h.Via, Device: h.Dev, Labels: toLabels(h.Labels), Weight: h.Weight})
-				sr.TTL = max(sr.TTL, h.TTL)
+				mr.NextHops = append(mr.NextHops, mpls.NextHop{Via: h.Via, Device: h.Dev, Labels: toLabels(h.Labels), Weight: h.Weight})
+				mr.TTL = max(mr.TTL, h.TTL)
 			}
-			mr.NextHops, mr.TTL = sr.NextHops, sr.TTL
 		} else {
-			mr.NextHops = []mpls.NextHop{{Via: sr.Via, Device: sr.Link, Labels: sr.Labels}}
+			oneHop[i] = mpls.NextHop{Via: r.Via, Device: r.Dev, Labels: toLabels(r.Labels)}
+			mr.NextHops = oneHop[i : i+1 : i+1]
 		}
-		c.routes = append(c.routes, sr)
-		fibRoutes = append(fibRoutes, mr)
-		fibPos = append(fibPos, i)
-	}
-	if _, err := mpls.NewFIB(fibRoutes); err != nil {
-		errs = append(errs, tableError(err, func(i int) config.Pos {
-			if i < len(fibPos) {
-				r := cfg.Routes[fibPos[i]]
-				if r.LabelsPos.IsValid() {
-					return r.LabelsPos
-				}
-				return r.PrefixPos
-			}
-			return config.Pos{File: cfg.File, Line: 1, Col: 1}
-		}))
+		c.fibRoutes = append(c.fibRoutes, mr)
+		c.fibPos = append(c.fibPos, int32(i))
 	}
 	for _, lr := range cfg.LabelRoutes {
 		e := mpls.ILMEntry{Label: mpls.Label(lr.Label), NextHop: lr.Via, Device: lr.Dev}
@@ -160,6 +156,21 @@ func toLabels(ls []uint32) []mpls.Label {
 	return out
 }
 
+// fibError positions an error of the FIB built from c.fibRoutes (an
+// mpls.TableError, wrapped or not) at its route's line.
+func (c *converted) fibError(cfg *config.Config, err error) *config.Error {
+	return tableError(err, func(i int) config.Pos {
+		if i >= 0 && i < len(c.fibPos) {
+			r := cfg.Routes[c.fibPos[i]]
+			if r.LabelsPos.IsValid() {
+				return r.LabelsPos
+			}
+			return r.PrefixPos
+		}
+		return config.Pos{File: cfg.File, Line: 1, Col: 1}
+	})
+}
+
 // tableError positions an mpls table error at the entry it names.
 func tableError(err error, pos func(i int) config.Pos) *config.Error {
 	var te *mpls.TableError
@@ -167,16 +178,4 @@ func tableError(err error, pos func(i int) config.Pos) *config.Error {
 		return pos(te.Index).Errorf(te.Key, "%v", te.Err)
 	}
 	return pos(0).Errorf("", "%v", err)
-}
-
-// routeError positions a stack route error ("route PREFIX: ...") at the
-// route it names, or at the file when none matches.
-func routeError(cfg *config.Config, err error) error {
-	msg := err.Error()
-	for _, r := range cfg.Routes {
-		if strings.HasPrefix(msg, "route "+r.Prefix.String()+" ") || strings.HasPrefix(msg, "route "+r.Prefix.String()+":") {
-			return config.ErrorList{r.PrefixPos.Errorf(r.Prefix.String(), "%s", msg)}
-		}
-	}
-	return fmt.Errorf("%s: %w", cfg.File, err)
 }

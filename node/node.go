@@ -103,7 +103,6 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
-		Routes:    c.routes,
 		ILM:       c.ilm,
 		Forwarder: ls,
 		TTLModel:  c.ttl,
@@ -116,11 +115,17 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Logger:     logger,
 	})
 	if err != nil {
-		return nil, routeError(cfg, err)
+		return nil, err
+	}
+	// The routes go to the stack's tables, the one API that writes routes
+	// (reload and, later, BGP write there too).
+	if err := s.Tables().ReplaceRoutes(c.fibRoutes); err != nil {
+		s.Close()
+		return nil, config.ErrorList{c.fibError(cfg, err)}
 	}
 	ls.Attach(s)
-	n := &Node{log: logger, stack: s, ls: ls, cfg: cfg}
-	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
+	n := &Node{log: logger, stack: s, ls: ls, cfg: withoutRoutes(cfg)}
+	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.fibRoutes),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
 }
@@ -203,18 +208,32 @@ func (n *Node) Reload(newCfg *config.Config) error {
 	if err := restartNeeded(n.cfg, newCfg); err != nil {
 		return err
 	}
-	oldRoutes := n.stack.Routes()
-	if err := n.stack.SetRoutes(c.routes); err != nil {
-		return routeError(newCfg, err)
-	}
-	if err := n.stack.SetILM(c.ilm); err != nil {
-		// Keep routes and label routes from the same file.
-		_ = n.stack.SetRoutes(oldRoutes)
+	old, err := convert(n.cfg) // n.cfg holds no routes: cheap
+	if err != nil {
 		return err
 	}
-	n.cfg = newCfg
-	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
+	if err := n.stack.SetILM(c.ilm); err != nil {
+		return err
+	}
+	// The FIB is replaced in one atomic step: packets of running flows see
+	// the old table or the new one, never none.
+	if err := n.stack.Tables().ReplaceRoutes(c.fibRoutes); err != nil {
+		// Keep routes and label routes from the same file.
+		_ = n.stack.SetILM(old.ilm)
+		return config.ErrorList{c.fibError(newCfg, err)}
+	}
+	n.cfg = withoutRoutes(newCfg)
+	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibRoutes), "label_routes", len(c.ilm))
 	return nil
+}
+
+// withoutRoutes returns a copy of cfg without its routes, which the node
+// does not need once they are in the FIB (a million of them would double
+// its memory).
+func withoutRoutes(cfg *config.Config) *config.Config {
+	c := *cfg
+	c.Routes = nil
+	return &c
 }
 
 // restartNeeded returns an error positioned at the first statement of
