@@ -33,11 +33,11 @@ type converted struct {
 	fibRoutes []mpls.Route
 	fibPos    []int32
 	ilm       []mpls.ILMEntry
-	ttl    mpls.TTLModel
-	pipe   uint8
-	gso    mplsendpoint.GSOMode
-	fwd    bool
-	tcp    stack.TCPOptions
+	ttl       mpls.TTLModel
+	pipe      uint8
+	gso       mplsendpoint.GSOMode
+	fwd       bool
+	tcp       stack.TCPOptions
 }
 
 // convert turns cfg into stack and mpls values and validates what can be

@@ -450,7 +450,6 @@ func buildILM(entries []mpls.ILMEntry) (*mpls.ILM, error) {
 	return mpls.NewILM(all)
 }
 
-
 // subnetOf converts a masked prefix to netstack's subnet.
 func subnetOf(p netip.Prefix) tcpip.Subnet {
 	p = p.Masked()
