@@ -138,23 +138,26 @@ type Addr struct {
 // [dev NAME] [mtu [lock] N]`: an FTN entry when Labels is not empty. A
 // multipath route (`nexthop ... nexthop ...`) has NextHops instead of
 // Labels, Via and Dev.
+//
+// A config may hold a million routes, so a Route keeps one Pos (its line)
+// and the columns of its items, which PrefixPos, LabelsPos, ViaPos and
+// DevPos turn into positions.
 type Route struct {
 	Pos Pos
 	// Prefix is canonical (host bits zero); `default` is 0.0.0.0/0 or ::/0.
-	Prefix    netip.Prefix
-	PrefixPos Pos
+	Prefix netip.Prefix
 	// Labels is the pushed stack, outermost first; nil for a plain IP route.
-	Labels    []uint32
-	LabelsPos Pos
+	Labels []uint32
 	// TTL is the `encap mpls ... ttl N` value; 0 means follow the TTL model.
 	TTL uint8
 	// Via is the next hop; invalid (zero) for a directly connected route.
-	Via    netip.Addr
-	ViaPos Pos
+	Via netip.Addr
 	// Dev is the egress link. When the line omits it, Parse fills it with
 	// the link whose connected subnet holds Via.
-	Dev    string
-	DevPos Pos
+	Dev string
+	// Columns of the prefix, label stack, next hop and device words; 0
+	// when absent.
+	PrefixCol, LabelsCol, ViaCol, DevCol int32
 	// MTU is the route's IP MTU; 0 means link MTU minus label overhead.
 	MTU uint32
 	// MTULock is true for `mtu lock N` (PMTU discovery may not lower it).
@@ -163,6 +166,26 @@ type Route struct {
 	// `nexthop [encap mpls STACK] [via [inet|inet6] ADDR] [dev NAME]
 	// [weight N]`; empty for a one-hop route.
 	NextHops []NextHop
+}
+
+// PrefixPos returns the position of the prefix word.
+func (r *Route) PrefixPos() Pos { return r.col(r.PrefixCol) }
+
+// LabelsPos returns the position of the label stack (invalid if none).
+func (r *Route) LabelsPos() Pos { return r.col(r.LabelsCol) }
+
+// ViaPos returns the position of the next hop address (invalid if none).
+func (r *Route) ViaPos() Pos { return r.col(r.ViaCol) }
+
+// DevPos returns the position of the device name (invalid if none was
+// written).
+func (r *Route) DevPos() Pos { return r.col(r.DevCol) }
+
+func (r *Route) col(c int32) Pos {
+	if c == 0 {
+		return Pos{}
+	}
+	return Pos{File: r.Pos.File, Line: r.Pos.Line, Col: int(c)}
 }
 
 // NextHop is one `nexthop` of a multipath route.

@@ -609,7 +609,7 @@ func (p *parser) encap() (labels []uint32, labelToks []token, pos Pos, ttl uint8
 func (p *parser) route(pos Pos, family string) {
 	r := Route{Pos: pos}
 	pt := p.next("a prefix or default after route add")
-	r.PrefixPos = p.at(pt)
+	r.PrefixCol = int32(pt.col)
 	isDefault := pt.s == "default"
 	if !isDefault {
 		r.Prefix = p.prefix(pt, true)
@@ -638,15 +638,19 @@ func (p *parser) route(pos Pos, family string) {
 		seen.once(p, t, "route", routeWords)
 		switch t.s {
 		case "encap":
-			r.Labels, labelToks, r.LabelsPos, r.TTL = p.encap()
+			var lp Pos
+			r.Labels, labelToks, lp, r.TTL = p.encap()
+			r.LabelsCol = int32(lp.Col)
 			firstHopWord = t
 		case "via":
 			var vt token
 			r.Via, vt = p.via()
-			r.ViaPos = p.at(vt)
+			r.ViaCol = int32(vt.col)
 			firstHopWord = t
 		case "dev":
-			r.Dev, r.DevPos = p.ifName("device name")
+			var dp Pos
+			r.Dev, dp = p.ifName("device name")
+			r.DevCol = int32(dp.Col)
 			firstHopWord = t
 		case "mtu":
 			if p.peek() == "lock" {
@@ -688,7 +692,7 @@ func (p *parser) route(pos Pos, family string) {
 		p.cfg.Routes = append(p.cfg.Routes, r)
 		return
 	}
-	p.checkHop(r.Prefix, r.Labels, labelToks, r.Via, r.ViaPos, r.Dev, r.DevPos)
+	p.checkHop(r.Prefix, r.Labels, labelToks, r.Via, r.ViaPos(), r.Dev, r.DevPos())
 	if !r.Via.IsValid() && r.Dev == "" {
 		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
 	}

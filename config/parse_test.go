@@ -167,10 +167,10 @@ func TestPositions(t *testing.T) {
 		{"addr prefix", cfg.Addrs[0].PrefixPos, "p.conf:2:11"},
 		{"addr dev", cfg.Addrs[0].DevPos, "p.conf:2:31"},
 		{"route", cfg.Routes[0].Pos, "p.conf:4:1"},
-		{"route prefix", cfg.Routes[0].PrefixPos, "p.conf:4:14"},
-		{"route labels", cfg.Routes[0].LabelsPos, "p.conf:4:40"},
-		{"route via", cfg.Routes[0].ViaPos, "p.conf:4:53"},
-		{"route dev", cfg.Routes[0].DevPos, "p.conf:4:70"},
+		{"route prefix", cfg.Routes[0].PrefixPos(), "p.conf:4:14"},
+		{"route labels", cfg.Routes[0].LabelsPos(), "p.conf:4:40"},
+		{"route via", cfg.Routes[0].ViaPos(), "p.conf:4:53"},
+		{"route dev", cfg.Routes[0].DevPos(), "p.conf:4:70"},
 		{"label route", cfg.LabelRoutes[0].Pos, "p.conf:5:1"},
 		{"label", cfg.LabelRoutes[0].LabelPos, "p.conf:5:22"},
 		{"out labels", cfg.LabelRoutes[0].OutLabelsPos, "p.conf:5:32"},
@@ -184,7 +184,7 @@ func TestPositions(t *testing.T) {
 	if r := cfg.LabelRoutes[0]; r.DevPos.IsValid() {
 		t.Errorf("got DevPos %s for a dev filled from the subnet, want none", r.DevPos)
 	}
-	e := cfg.Routes[0].ViaPos.Errorf("172.16.20.21", "neighbour did not answer")
+	e := cfg.Routes[0].ViaPos().Errorf("172.16.20.21", "neighbour did not answer")
 	if got, want := e.Error(), "p.conf:4:53: neighbour did not answer"; got != want {
 		t.Errorf("got Pos.Errorf %q, want %q", got, want)
 	}
@@ -300,7 +300,7 @@ func stripRoutes(in []config.Route) []config.Route {
 	out := append([]config.Route(nil), in...)
 	for i := range out {
 		r := &out[i]
-		r.Pos, r.PrefixPos, r.LabelsPos, r.ViaPos, r.DevPos = config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}
+		r.Pos, r.PrefixCol, r.LabelsCol, r.ViaCol, r.DevCol = config.Pos{}, 0, 0, 0, 0
 	}
 	return out
 }

@@ -84,7 +84,7 @@ func (p *parser) where(key string, pos Pos, t token) {
 	if prev, ok := p.cfg.Where[key]; ok {
 		p.fail(t, "%s is already set at %s", key, prev)
 	}
-	p.cfg.Where[key] = pos
+	p.cfg.Where[strings.Clone(key)] = pos // not a slice of the file, which it would keep alive
 }
 
 func (p *parser) value(t token, name string, lo, hi uint64) uint64 {
@@ -232,12 +232,12 @@ func (p *parser) validate() {
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if prev, ok := prefixes[r.Prefix]; ok {
-			p.addAt(r.PrefixPos, "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
+			p.addAt(r.PrefixPos(), "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
 			continue
 		}
 		prefixes[r.Prefix] = int32(i)
 		if len(r.NextHops) == 0 {
-			nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+			nextHop(r.Via, r.ViaPos(), &r.Dev, r.DevPos())
 		}
 		for j := range r.NextHops {
 			h := &r.NextHops[j]

@@ -307,16 +307,35 @@ func newRanges6(iv intervals) ranges6 {
 // without labels, a label stack too deep or holding implicit null or a
 // label over 20 bits, an MTU under the IP minimum, a weight over 256.
 func NewFIB(routes []Route) (*FIB, error) {
-	b := newFIBBuilder(len(routes))
-	for i := range routes {
-		r := &routes[i]
-		if err := b.add(r); err != nil {
+	return NewFIBFunc(len(routes), func(i int, r *Route) { *r = routes[i] })
+}
+
+// NewFIBFunc is NewFIB for n routes that route writes one at a time into
+// r (which it may reuse between calls, hops and labels included: the FIB
+// keeps copies), so that a caller holding routes in another form (a
+// config file's million lines) need not build a []Route first. Errors are
+// as NewFIB's, Index in [0, n).
+func NewFIBFunc(n int, route func(i int, r *Route)) (*FIB, error) {
+	return newFIBFunc(n, route, nil)
+}
+
+func newFIBFunc(n int, route func(i int, r *Route), check func(*Route) error) (*FIB, error) {
+	b := newFIBBuilder(n)
+	var r Route
+	for i := range n {
+		route(i, &r)
+		if check != nil {
+			if err := check(&r); err != nil {
+				return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
+			}
+		}
+		if err := b.add(&r); err != nil {
 			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
 		}
 	}
 	f, i, j := b.build()
 	if f == nil {
-		return nil, &TableError{Table: "FIB", Index: j, Key: routes[j].Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", i)}
+		return nil, &TableError{Table: "FIB", Index: j, Key: b.entries[j].Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", i)}
 	}
 	return f, nil
 }

@@ -82,6 +82,20 @@ func (t *Tables) ReplaceRoutes(routes []Route) error {
 	return nil
 }
 
+// ReplaceRoutesFunc is ReplaceRoutes for n routes written one at a time
+// into r by route (see NewFIBFunc): a million routes from a config file
+// need no []Route of their own. Errors are *TableError, Index in [0, n).
+func (t *Tables) ReplaceRoutesFunc(n int, route func(i int, r *Route)) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := newFIBFunc(n, route, t.check)
+	if err != nil {
+		return err
+	}
+	t.setFIBLocked(f)
+	return nil
+}
+
 // UpdateRoutes removes the routes to the prefixes in del, then adds those
 // in add (replacing a route to the same prefix), as one change: readers
 // see the table before or after, never between. Batch changes: each call

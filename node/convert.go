@@ -17,7 +17,7 @@ func Check(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mpls.NewFIB(c.fibRoutes); err != nil {
+	if _, err := mpls.NewFIBFunc(len(c.fibPos), c.fibRoute(cfg)); err != nil {
 		return config.ErrorList{c.fibError(cfg, err)}
 	}
 	return nil
@@ -27,11 +27,9 @@ func Check(cfg *config.Config) error {
 type converted struct {
 	links []stack.Link
 	addrs []stack.Address
-	// fibRoutes are the routes, written to the stack's tables
-	// (mpls.Tables.ReplaceRoutes) once it runs; fibPos[i] is the index in
-	// the config's Routes of fibRoutes[i].
-	fibRoutes []mpls.Route
-	fibPos    []int32
+	// fibPos holds the index in the config's Routes of each route the FIB
+	// gets (fibRoute writes them, one at a time).
+	fibPos []int32
 	ilm       []mpls.ILMEntry
 	ttl       mpls.TTLModel
 	pipe      uint8
@@ -84,32 +82,22 @@ func convert(cfg *config.Config) (*converted, error) {
 		}
 		c.addrs = append(c.addrs, stack.Address{Link: a.Dev, Prefix: a.Prefix})
 	}
-	c.fibRoutes = make([]mpls.Route, 0, len(cfg.Routes))
 	c.fibPos = make([]int32, 0, len(cfg.Routes))
-	// One backing array for the one-hop routes' hops: a million routes
-	// make one allocation, not a million.
-	oneHop := make([]mpls.NextHop, len(cfg.Routes))
 	for i, r := range cfg.Routes {
 		if r.Dev == config.LoopbackDev {
-			errs = append(errs, r.DevPos.Errorf(r.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
+			errs = append(errs, r.DevPos().Errorf(r.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
 			continue
 		}
-		mr := mpls.Route{Prefix: r.Prefix, MTU: r.MTU, TTL: r.TTL}
-		if len(r.NextHops) > 0 {
-			for _, h := range r.NextHops {
-				if h.Dev == config.LoopbackDev {
-					errs = append(errs, h.DevPos.Errorf(h.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
-					continue
-				}
-				mr.NextHops = append(mr.NextHops, mpls.NextHop{Via: h.Via, Device: h.Dev, Labels: toLabels(h.Labels), Weight: h.Weight})
-				mr.TTL = max(mr.TTL, h.TTL)
+		ok := true
+		for _, h := range r.NextHops {
+			if h.Dev == config.LoopbackDev {
+				errs = append(errs, h.DevPos.Errorf(h.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
+				ok = false
 			}
-		} else {
-			oneHop[i] = mpls.NextHop{Via: r.Via, Device: r.Dev, Labels: toLabels(r.Labels)}
-			mr.NextHops = oneHop[i : i+1 : i+1]
 		}
-		c.fibRoutes = append(c.fibRoutes, mr)
-		c.fibPos = append(c.fibPos, int32(i))
+		if ok {
+			c.fibPos = append(c.fibPos, int32(i))
+		}
 	}
 	for _, lr := range cfg.LabelRoutes {
 		e := mpls.ILMEntry{Label: mpls.Label(lr.Label), NextHop: lr.Via, Device: lr.Dev}
@@ -144,31 +132,46 @@ func convert(cfg *config.Config) (*converted, error) {
 	return c, nil
 }
 
-// toLabels converts config labels to mpls labels (nil for none).
-func toLabels(ls []uint32) []mpls.Label {
-	if ls == nil {
-		return nil
+// fibRoute returns the function that writes the i-th FIB route of cfg
+// into r (for mpls.NewFIBFunc and Tables.ReplaceRoutesFunc), reusing r's
+// hops and one label buffer: the FIB copies what it keeps.
+func (c *converted) fibRoute(cfg *config.Config) func(i int, r *mpls.Route) {
+	var labels []mpls.Label
+	toLabels := func(ls []uint32) []mpls.Label {
+		if ls == nil {
+			return nil
+		}
+		start := len(labels)
+		for _, l := range ls {
+			labels = append(labels, mpls.Label(l))
+		}
+		return labels[start:len(labels):len(labels)]
 	}
-	out := make([]mpls.Label, len(ls))
-	for i, l := range ls {
-		out[i] = mpls.Label(l)
+	return func(i int, r *mpls.Route) {
+		cr := &cfg.Routes[c.fibPos[i]]
+		labels = labels[:0]
+		hops := r.NextHops[:0]
+		*r = mpls.Route{Prefix: cr.Prefix, MTU: cr.MTU, TTL: cr.TTL}
+		if len(cr.NextHops) == 0 {
+			hops = append(hops, mpls.NextHop{Via: cr.Via, Device: cr.Dev, Labels: toLabels(cr.Labels)})
+		}
+		for _, h := range cr.NextHops {
+			hops = append(hops, mpls.NextHop{Via: h.Via, Device: h.Dev, Labels: toLabels(h.Labels), Weight: h.Weight})
+			r.TTL = max(r.TTL, h.TTL)
+		}
+		r.NextHops = hops
 	}
-	return out
 }
 
-// fibError positions an error of the FIB built from c.fibRoutes (an
+// fibError positions an error of the FIB built from cfg (an
 // mpls.TableError, wrapped or not) at its route's line.
 func (c *converted) fibError(cfg *config.Config, err error) *config.Error {
-	return tableError(err, func(i int) config.Pos {
-		if i >= 0 && i < len(c.fibPos) {
-			r := cfg.Routes[c.fibPos[i]]
-			if r.LabelsPos.IsValid() {
-				return r.LabelsPos
-			}
-			return r.PrefixPos
-		}
-		return config.Pos{File: cfg.File, Line: 1, Col: 1}
-	})
+	var te *mpls.TableError
+	if errors.As(err, &te) && te.Index >= 0 && te.Index < len(c.fibPos) {
+		r := &cfg.Routes[c.fibPos[te.Index]]
+		return r.PrefixPos().Errorf(te.Key, "route %s: %v", te.Key, te.Err)
+	}
+	return config.Pos{File: cfg.File, Line: 1, Col: 1}.Errorf("", "%v", err)
 }
 
 // tableError positions an mpls table error at the entry it names.

@@ -119,13 +119,13 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	}
 	// The routes go to the stack's tables, the one API that writes routes
 	// (reload and, later, BGP write there too).
-	if err := s.Tables().ReplaceRoutes(c.fibRoutes); err != nil {
+	if err := s.Tables().ReplaceRoutesFunc(len(c.fibPos), c.fibRoute(cfg)); err != nil {
 		s.Close()
 		return nil, config.ErrorList{c.fibError(cfg, err)}
 	}
 	ls.Attach(s)
 	n := &Node{log: logger, stack: s, ls: ls, cfg: withoutRoutes(cfg)}
-	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.fibRoutes),
+	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.fibPos),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
 }
@@ -217,13 +217,13 @@ func (n *Node) Reload(newCfg *config.Config) error {
 	}
 	// The FIB is replaced in one atomic step: packets of running flows see
 	// the old table or the new one, never none.
-	if err := n.stack.Tables().ReplaceRoutes(c.fibRoutes); err != nil {
+	if err := n.stack.Tables().ReplaceRoutesFunc(len(c.fibPos), c.fibRoute(newCfg)); err != nil {
 		// Keep routes and label routes from the same file.
 		_ = n.stack.SetILM(old.ilm)
 		return config.ErrorList{c.fibError(newCfg, err)}
 	}
 	n.cfg = withoutRoutes(newCfg)
-	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibRoutes), "label_routes", len(c.ilm))
+	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibPos), "label_routes", len(c.ilm))
 	return nil
 }
 

@@ -187,6 +187,12 @@ func loadOne(path string) error {
 	}
 	elapsed := time.Since(start)
 	pprof.StopCPUProfile()
+	if mp := os.Getenv("ROUTESCALE_MEMPROFILE"); mp != "" {
+		if f, err := os.Create(mp); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	defer n.Close()
 	fib := n.Stack().Tables().FIB()
 	// Lookup time over addresses inside random routes.
