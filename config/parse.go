@@ -30,8 +30,9 @@ func Parse(name string, r io.Reader) (*Config, error) {
 	text := string(src)
 	src = nil
 	p := &parser{file: name, cfg: defaults(name), src: text, names: map[string]string{}}
-	// Size the route list once: most lines of a big file are routes.
-	p.cfg.Routes = make([]Route, 0, strings.Count(text, "\n")/2+1)
+	// Size the route list once (a million routes would otherwise be
+	// copied as it grows): there are at most as many as "route" words.
+	p.cfg.Routes = make([]Route, 0, strings.Count(text, "route"))
 	for n, rest := 1, text; rest != ""; n++ {
 		line := rest
 		if i := strings.IndexByte(rest, '\n'); i >= 0 {

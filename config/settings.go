@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -228,14 +229,29 @@ func (p *parser) validate() {
 		*dev = d
 	}
 
-	prefixes := make(map[netip.Prefix]int32, len(c.Routes))
+	// Duplicate prefixes: sort the routes' indexes by prefix (a map of a
+	// million prefixes would cost ten times the memory) and compare
+	// neighbours; the later line is the duplicate.
+	order := make([]int32, len(c.Routes))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := c.Routes[a].Prefix.Compare(c.Routes[b].Prefix); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	for k := 1; k < len(order); k++ {
+		prev, i := order[k-1], order[k]
+		if c.Routes[prev].Prefix == c.Routes[i].Prefix {
+			r := &c.Routes[i]
+			p.addAt(r.PrefixPos(), "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
+		}
+	}
+	order = nil
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if prev, ok := prefixes[r.Prefix]; ok {
-			p.addAt(r.PrefixPos(), "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
-			continue
-		}
-		prefixes[r.Prefix] = int32(i)
 		if len(r.NextHops) == 0 {
 			nextHop(r.Via, r.ViaPos(), &r.Dev, r.DevPos())
 		}

@@ -115,188 +115,165 @@ func (e *FIBEntry) Route() Route {
 // never lock. The nil *FIB is an empty table.
 //
 // Lookup flattens the prefixes into disjoint address ranges (as the FTN)
-// and finds the range of an address through a bucket index over the
-// ranges' start addresses followed by a binary search inside one bucket:
-// two or three cache lines per lookup whatever the table size, no
-// allocation. Building costs O(n log n) (one sort).
+// and finds the range of an address through an adaptive radix index over
+// the ranges' start addresses (rangeIndex): a few cache lines per lookup
+// whatever the table size, no allocation. Building costs O(n log n) (one
+// sort).
 type FIB struct {
 	entries []FIBEntry
-	v4      ranges4
-	v6      ranges6
+	v4      rangeIndex
+	v6      rangeIndex
 	// maxLabels is the deepest label stack of any route.
 	maxLabels int
 	// minMTU is the smallest explicit route MTU, 0 if none.
 	minMTU uint32
 }
 
-// ranges4 is the IPv4 prefix set as disjoint ranges: range i is
-// [starts[i], starts[i+1]) and matches entries[idx[i]] (none when < 0).
-// first[b] is the index of the first range start in bucket b or later;
-// the bucket of address a is (a-base)>>shift, clamped to the last bucket.
-type ranges4 struct {
-	starts []uint32
-	idx    []int32
-	first  []uint32
-	base   uint32
-	shift  uint
+// rangeIndex finds, among sorted range starts, the last start <= an
+// address: the range holding it. It is a radix tree over the key space
+// that adapts to where the keys are: a node spreads its keys over up to
+// 2^maxNodeBits buckets of equal width; a bucket holding more than
+// leafMax keys gets a child node over its own span; a lookup walks down
+// (one cache line a level) and scans at most leafMax keys, stored with
+// their match side by side. Clustered prefixes (a /16 full of /32s, a
+// /32 of IPv6 /64s) cost a level or two more, never a long search.
+type rangeIndex struct {
+	keys  []rangeKey
+	nodes []rangeNode
+	slots []rangeSlot
 }
 
-func (r *ranges4) bucket(a uint32) int {
-	if a < r.base {
-		return 0
-	}
-	b := int((a - r.base) >> r.shift)
-	if b >= len(r.first)-1 {
-		b = len(r.first) - 2
-	}
-	return b
+// rangeKey is a range start and the entry matching the range (-1: none).
+type rangeKey struct {
+	hi, lo uint64
+	idx    int32
 }
 
-func (r *ranges4) lookup(a uint32) int32 {
-	if len(r.starts) == 0 {
-		return -1
-	}
-	b := r.bucket(a)
-	lo, hi := int(r.first[b]), int(r.first[b+1])
-	// Find the first start > a in [lo, hi); the answer is the range before.
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if a < r.starts[h] {
-			hi = h
-		} else {
-			lo = h + 1
+// rangeNode covers the keys [slots[s].first, ...): key k is in bucket
+// min((k-base)>>shift, n-1); slots[s+b] is bucket b, slots[s+n] ends the
+// last.
+type rangeNode struct {
+	base  u128
+	shift uint32
+	n     uint32 // buckets
+	slot  uint32 // index of bucket 0 in slots
+}
+
+// rangeSlot is a bucket: the index of its first key and its child node
+// (0: none; the root is node 0 and no one's child).
+type rangeSlot struct {
+	first uint32
+	child uint32
+}
+
+const (
+	leafMax     = 4  // keys scanned in a leaf bucket
+	maxNodeBits = 20 // buckets of a node at most 2^20 (8 MiB of slots)
+)
+
+func (r *rangeIndex) lookup(a u128) int32 {
+	if len(r.nodes) == 0 {
+		if len(r.keys) == 0 {
+			return -1
 		}
+		return r.keys[0].idx // one range: the whole space
 	}
-	return r.idx[lo-1] // lo >= 1: starts[0] == 0 <= a sits in bucket 0
+	nd := &r.nodes[0]
+	for {
+		var b uint64
+		if !a.less(nd.base) {
+			b = a.sub(nd.base).shr(uint(nd.shift))
+			if b >= uint64(nd.n) {
+				b = uint64(nd.n) - 1
+			}
+		}
+		sl := r.slots[nd.slot+uint32(b) : nd.slot+uint32(b)+2 : nd.slot+uint32(b)+2]
+		if a.less(nd.base) || sl[0].child == 0 {
+			lo, hi := sl[0].first, sl[1].first
+			if a.less(nd.base) {
+				hi = lo // below the node: the answer is the key before it
+			}
+			i := lo
+			for i < hi && !a.less(u128{r.keys[i].hi, r.keys[i].lo}) {
+				i++
+			}
+			if i == 0 {
+				return -1
+			}
+			return r.keys[i-1].idx
+		}
+		nd = &r.nodes[sl[0].child]
+	}
 }
 
-// ranges6 is ranges4 for IPv6: starts are 128-bit, split in hi and lo.
-type ranges6 struct {
-	hi, lo []uint64
-	idx    []int32
-	first  []uint32
-	base   u128
-	shift  uint
-}
-
-func (r *ranges6) bucket(a u128) int {
-	if a.less(r.base) {
-		return 0
-	}
-	d := a.sub(r.base)
-	var b uint64
+// shr returns a>>s, saturated to the largest uint64.
+func (a u128) shr(s uint) uint64 {
 	switch {
-	case r.shift >= 64:
-		b = d.hi >> (r.shift - 64)
-	case r.shift == 0:
-		if d.hi != 0 {
-			b = ^uint64(0)
-		} else {
-			b = d.lo
+	case s >= 128:
+		return 0
+	case s >= 64:
+		return a.hi >> (s - 64)
+	case s == 0:
+		if a.hi != 0 {
+			return ^uint64(0)
 		}
-	default:
-		if d.hi>>r.shift != 0 {
-			b = ^uint64(0)
-		} else {
-			b = d.hi<<(64-r.shift) | d.lo>>r.shift
-		}
+		return a.lo
 	}
-	if last := uint64(len(r.first) - 2); b > last {
-		b = last
+	if a.hi>>s != 0 {
+		return ^uint64(0)
 	}
-	return int(b)
+	return a.hi<<(64-s) | a.lo>>s
 }
 
-func (r *ranges6) lookup(a u128) int32 {
-	if len(r.hi) == 0 {
-		return -1
-	}
-	b := r.bucket(a)
-	lo, hi := int(r.first[b]), int(r.first[b+1])
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if a.hi < r.hi[h] || a.hi == r.hi[h] && a.lo < r.lo[h] {
-			hi = h
-		} else {
-			lo = h + 1
-		}
-	}
-	return r.idx[lo-1]
-}
-
-func (a u128) sub(b u128) u128 {
-	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
-	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
-	return u128{hi, lo}
-}
-
-func (a u128) bitLen() int {
-	if a.hi != 0 {
-		return 64 + bits.Len64(a.hi)
-	}
-	return bits.Len64(a.lo)
-}
-
-// bucketBits sizes the bucket index: about one bucket per range, so a
-// bucket holds a few ranges when addresses are spread, at 4 bytes a
-// bucket; at most 2^22 buckets (16 MiB).
-func bucketBits(n int) uint {
-	k := uint(bits.Len(uint(n)))
-	return min(max(k, 1), 22)
-}
-
-func newRanges4(iv intervals) ranges4 {
-	n := len(iv.starts)
-	r := ranges4{starts: make([]uint32, n), idx: slices.Clone(iv.idx)}
+func newRangeIndex(iv intervals) rangeIndex {
+	r := rangeIndex{keys: make([]rangeKey, len(iv.starts))}
 	for i, s := range iv.starts {
-		r.starts[i] = uint32(s.lo)
+		r.keys[i] = rangeKey{hi: s.hi, lo: s.lo, idx: iv.idx[i]}
 	}
-	if n > 1 {
-		r.base = r.starts[1]
+	// keys[0] is address 0 (the range below every prefix): the root
+	// starts at keys[1], so that its buckets cover where prefixes are;
+	// an address below keys[1] falls in range 0.
+	if len(r.keys) > 1 {
+		r.build(1, len(r.keys))
 	}
-	k := bucketBits(n)
-	span := uint(bits.Len32(r.starts[n-1] - r.base))
-	if span > k {
-		r.shift = span - k
-	}
-	nb := 1 << k
-	r.first = make([]uint32, nb+1)
-	i := 0
-	for b := range nb + 1 {
-		for i < n && r.bucket(r.starts[i]) < b {
-			i++
-		}
-		r.first[b] = uint32(i)
-	}
-	r.first[nb] = uint32(n)
 	return r
 }
 
-func newRanges6(iv intervals) ranges6 {
-	n := len(iv.starts)
-	r := ranges6{hi: make([]uint64, n), lo: make([]uint64, n), idx: slices.Clone(iv.idx)}
-	for i, s := range iv.starts {
-		r.hi[i], r.lo[i] = s.hi, s.lo
-	}
-	if n > 1 {
-		r.base = iv.starts[1]
-	}
-	k := bucketBits(n)
-	span := uint(iv.starts[n-1].sub(r.base).bitLen())
+// build adds a node over keys [i0, i1) and returns its index.
+func (r *rangeIndex) build(i0, i1 int) uint32 {
+	n := i1 - i0
+	base := u128{r.keys[i0].hi, r.keys[i0].lo}
+	last := u128{r.keys[i1-1].hi, r.keys[i1-1].lo}
+	k := uint(min(bits.Len(uint(n))+1, maxNodeBits))
+	span := uint(last.sub(base).bitLen())
+	var shift uint
 	if span > k {
-		r.shift = span - k
+		shift = span - k
 	}
-	nb := 1 << k
-	r.first = make([]uint32, nb+1)
-	i := 0
-	for b := range nb + 1 {
-		for i < n && r.bucket(u128{r.hi[i], r.lo[i]}) < b {
+	nb := int(last.sub(base).shr(shift)) + 1
+	id := uint32(len(r.nodes))
+	slot := uint32(len(r.slots))
+	r.nodes = append(r.nodes, rangeNode{base: base, shift: uint32(shift), n: uint32(nb), slot: slot})
+	r.slots = append(r.slots, make([]rangeSlot, nb+1)...)
+	i := i0
+	for b := range nb {
+		r.slots[slot+uint32(b)].first = uint32(i)
+		for i < i1 && int(u128{r.keys[i].hi, r.keys[i].lo}.sub(base).shr(shift)) <= b {
 			i++
 		}
-		r.first[b] = uint32(i)
 	}
-	r.first[nb] = uint32(n)
-	return r
+	r.slots[slot+uint32(nb)].first = uint32(i1)
+	if shift == 0 {
+		return id // one key a bucket at most
+	}
+	for b := range nb {
+		lo, hi := int(r.slots[slot+uint32(b)].first), int(r.slots[slot+uint32(b)+1].first)
+		if hi-lo > leafMax {
+			c := r.build(lo, hi)
+			r.slots[slot+uint32(b)].child = c
+		}
+	}
+	return id
 }
 
 // NewFIB validates routes and builds a FIB from them (the hops are copied:
@@ -500,13 +477,13 @@ func (b *fibBuilder) build() (f *FIB, i, j int) {
 	if a >= 0 {
 		return nil, int(a), int(d)
 	}
-	f.v4 = newRanges4(iv4)
+	f.v4 = newRangeIndex(iv4)
 	v4 = nil
 	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
 	if a >= 0 {
 		return nil, int(a), int(d)
 	}
-	f.v6 = newRanges6(iv6)
+	f.v6 = newRangeIndex(iv6)
 	return f, -1, -1
 }
 
@@ -566,10 +543,10 @@ func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
 	switch {
 	case dst.Is4():
 		b := dst.As4()
-		i = f.v4.lookup(binary.BigEndian.Uint32(b[:]))
+		i = f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(b[:]))})
 	case dst.Is4In6():
 		b := dst.Unmap().As4()
-		i = f.v4.lookup(binary.BigEndian.Uint32(b[:]))
+		i = f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(b[:]))})
 	case dst.Is6():
 		b := dst.As16()
 		i = f.v6.lookup(u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])})
@@ -588,7 +565,7 @@ func (f *FIB) Lookup4(dst [4]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	i := f.v4.lookup(binary.BigEndian.Uint32(dst[:]))
+	i := f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(dst[:]))})
 	if i < 0 {
 		return nil, false
 	}
@@ -648,4 +625,17 @@ func (f *FIB) MinMTU() uint32 {
 		return 0
 	}
 	return f.minMTU
+}
+
+func (a u128) sub(b u128) u128 {
+	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
+	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
+	return u128{hi, lo}
+}
+
+func (a u128) bitLen() int {
+	if a.hi != 0 {
+		return 64 + bits.Len64(a.hi)
+	}
+	return bits.Len64(a.lo)
 }

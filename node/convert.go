@@ -30,12 +30,12 @@ type converted struct {
 	// fibPos holds the index in the config's Routes of each route the FIB
 	// gets (fibRoute writes them, one at a time).
 	fibPos []int32
-	ilm       []mpls.ILMEntry
-	ttl       mpls.TTLModel
-	pipe      uint8
-	gso       mplsendpoint.GSOMode
-	fwd       bool
-	tcp       stack.TCPOptions
+	ilm    []mpls.ILMEntry
+	ttl    mpls.TTLModel
+	pipe   uint8
+	gso    mplsendpoint.GSOMode
+	fwd    bool
+	tcp    stack.TCPOptions
 }
 
 // convert turns cfg into stack and mpls values and validates what can be

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -172,6 +173,8 @@ sysctl net.ipv6.conf.all.forwarding=1
 // loadOne starts a node from path over channel endpoints and prints "load
 // s | peak RSS MiB | lookup ns | gVisor routes |".
 func loadOne(path string) error {
+	// As mplsnode run does while it loads (cmd/mplsnode, loadGCPercent).
+	debug.SetGCPercent(25)
 	start := time.Now()
 	cfg, err := config.ParseFile(path)
 	if err != nil {
@@ -186,6 +189,7 @@ func loadOne(path string) error {
 		return err
 	}
 	elapsed := time.Since(start)
+	debug.SetGCPercent(100)
 	pprof.StopCPUProfile()
 	if mp := os.Getenv("ROUTESCALE_MEMPROFILE"); mp != "" {
 		if f, err := os.Create(mp); err == nil {
