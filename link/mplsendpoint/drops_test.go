@@ -216,6 +216,16 @@ func TestDropCounters(t *testing.T) {
 		{"MPLS input disabled", mplsendpoint.DropMPLSInputDisabled, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(ok), ipv4Packet(false, 8)), false)
 		}, func(o *mplsendpoint.Options) { o.RejectMPLS = true }},
+		{"no route", mplsendpoint.DropNoRoute, false, func(ep *mplsendpoint.Endpoint) {
+			fib := newTestFIB(t, ep, nil, nil) // empty FIB
+			writeFIB(fib, ipv4Packet(false, 8))
+		}, nil},
+		{"no neighbor", mplsendpoint.DropNoNeighbor, false, func(ep *mplsendpoint.Endpoint) {
+			fib := newTestFIB(t, ep, []mpls.Route{{Prefix: netip.MustParsePrefix("10.0.0.0/24"),
+				NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.0.0.9"), Device: "ep"}}}},
+				func(stack.LinkResolutionResult) tcpip.Error { return &tcpip.ErrHostUnreachable{} })
+			writeFIB(fib, ipv4Packet(false, 8))
+		}, nil},
 	}
 	covered := map[mplsendpoint.DropReason]bool{}
 	for _, tc := range cases {
