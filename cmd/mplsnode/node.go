@@ -263,6 +263,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Load in the background: a million routes take seconds, and a
 	// SIGTERM meanwhile must end the process now, not after the load.
+	logger.Info("loading config", "config", *file)
 	loaded := make(chan loadResult, 1)
 	go func() { loaded <- loadNode(*file, opts) }()
 	var n *node.Node
