@@ -5,8 +5,38 @@
 // A Stack owns its links (AF_PACKET sockets on existing interfaces, TAP
 // devices, or any lower stack.LinkEndpoint carrying Ethernet frames), each
 // wrapped in an mplsendpoint.Endpoint; the addresses; the IP routes, with or
-// without a label stack; and the shared MPLS tables (FTN and ILM). Routes can
-// be added and removed while connections run.
+// without a label stack, one or several next hops; and the shared MPLS
+// tables (FIB and ILM, Tables). Routes can be added and removed while
+// connections run.
+//
+// # Routes
+//
+// The routes live in the FIB (mpls.FIB in Tables: longest-prefix match,
+// copy-on-write, any number of routes), written through Tables
+// (ReplaceRoutes, UpdateRoutes: the one API for the config, its reload,
+// the control socket and BGP) or the Stack's SetRoutes, UpdateRoutes,
+// AddRoute and RemoveRoute, which call it. Each write checks the routes
+// against the links (a next hop's link is named or found from the
+// connected subnet that holds it) and replaces the FIB in one atomic step.
+//
+// gVisor's route table never holds the FIB (it is a list: linear to
+// insert into and to search). It holds, whatever the FIB's size:
+//   - each link's connected subnets, on that link;
+//   - the FIB's routes that lie inside a connected subnet (rare: they must
+//     win over the subnet), towards the FIB NIC;
+//   - default routes, IPv4 and IPv6, towards the FIB NIC.
+//
+// The FIB NIC is an mplsendpoint.FIBEndpoint: a NIC without addresses that
+// looks each packet up in the FIB, picks the hop (per flow, for ECMP),
+// resolves the hop's MAC address through the stack's neighbour table on
+// the hop's link (ARP for an IPv4 next hop, NDP for IPv6, whatever the
+// packet: 6PE), and hands the packet to that link's endpoint, which pushes
+// Ethernet and the hop's labels and segments. Traffic the stack originates
+// and answers (accepted TCP, ICMP replies) takes that path, and so does IP
+// it forwards (the LER role). Dial binds the egress link's address first,
+// as Linux picks a source address, since the FIB NIC has none. gVisor
+// routes out of one NIC with another's source address only when both
+// forward, so IP forwarding is on for every NIC (see addFIBNIC).
 //
 // It does not parse text: the node (package node) turns a config file into a
 // Config.
@@ -470,7 +500,9 @@ func subnetOf(p netip.Prefix) tcpip.Subnet {
 // cover (the node's label switch uses its neighbour tables).
 func (s *Stack) Netstack() *gstack.Stack { return s.ns }
 
-// Tables returns the MPLS tables the links consult.
+// Tables returns the MPLS tables the links consult: the FIB and ILM,
+// and the one API that writes routes (Tables.ReplaceRoutes,
+// Tables.UpdateRoutes), checked against the stack's links.
 func (s *Stack) Tables() *mpls.Tables { return s.tables }
 
 // Endpoint returns the MPLS endpoint of the named link, or nil.

@@ -14,6 +14,12 @@
 // FTN entry's NextHop, so ARP/NDP resolves pkt.EgressRoute.RemoteLinkAddress
 // to the next hop's MAC.
 //
+// Routed egress: a stack whose routes live in a FIB (mpls.FIB; package
+// stack) sends everything beyond its connected subnets to a FIBEndpoint,
+// which picks the route's hop per flow, resolves the hop's MAC address on
+// the hop's link and hands the packet to that link's Endpoint with the
+// hop's labels (see FIBEndpoint).
+//
 // Ingress: ARP, IPv4 and IPv6 frames go up unchanged. MPLS frames are parsed
 // and their top label looked up in the ILM: local labels and explicit nulls
 // are popped and the payload delivered to the stack as IPv4/IPv6; forwarding
