@@ -27,17 +27,20 @@ const fibNICName = ":fib"
 // belongs to another only when both have IP forwarding on (Route's
 // isValidForOutgoing), and every packet the FIB NIC carries is such a
 // packet: so forwarding is on for every NIC, whatever Config.Forwarding
-// says. A node that does not forward is still a host: its links' MPLS
-// endpoints keep Options.Forwarding off, and the IP it would forward for
-// others is only what is sent to its MAC address for another host.
+// says. A node that does not forward is still a host: the FIB NIC drops
+// what the stack would forward through it (FIBOptions.Forwarding), and its
+// links' MPLS endpoints keep Options.Forwarding off; what remains is IP
+// sent to its MAC address for another host on a connected subnet, which
+// gVisor sends back out.
 func (s *Stack) addFIBNIC(id tcpip.NICID, cfg Config) error {
 	s.fib = mplsendpoint.NewFIB(mplsendpoint.FIBOptions{
 		Tables: s.tables,
 		Resolve: func(nic tcpip.NICID, addr tcpip.Address, proto tcpip.NetworkProtocolNumber, onResolve func(gstack.LinkResolutionResult)) tcpip.Error {
 			return s.ns.GetLinkAddress(nic, addr, tcpip.Address{}, proto, onResolve)
 		},
-		Seed:    uint32(new(maphash.Hash).Sum64()),
-		GSOMode: cfg.GSO,
+		Seed:       uint32(new(maphash.Hash).Sum64()),
+		GSOMode:    cfg.GSO,
+		Forwarding: cfg.Forwarding,
 	})
 	links := make(map[string]*mplsendpoint.FIBLink, len(s.links))
 	var first *mplsendpoint.Endpoint

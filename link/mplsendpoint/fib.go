@@ -35,8 +35,9 @@ var _ stack.GSOEndpoint = (*FIBEndpoint)(nil)
 type FIBEndpoint struct {
 	tables  *mpls.Tables
 	resolve Resolver
-	seed    uint32
-	gsoMode GSOMode
+	seed       uint32
+	gsoMode    GSOMode
+	forwarding bool
 
 	links atomic.Pointer[map[string]*FIBLink]
 	first atomic.Pointer[Endpoint]
@@ -75,6 +76,12 @@ type FIBOptions struct {
 	// GSOMode is the links' GSO mode, which this NIC advertises to the
 	// stack in their stead.
 	GSOMode GSOMode
+	// Forwarding says the node forwards IP. Off, packets the stack would
+	// forward (their source is not the route's local address: not the
+	// node's own) are dropped (forwarding_disabled): the stack must run
+	// with IP forwarding on for routes through this NIC to be usable at
+	// all, so this is where a host stops forwarding.
+	Forwarding bool
 }
 
 // maxQueuedPerHop bounds the packets waiting for one next hop's MAC
@@ -111,7 +118,7 @@ func NewFIB(opts FIBOptions) *FIBEndpoint {
 	if t == nil {
 		t = &mpls.Tables{}
 	}
-	f := &FIBEndpoint{tables: t, resolve: opts.Resolve, seed: opts.Seed, gsoMode: opts.GSOMode}
+	f := &FIBEndpoint{tables: t, resolve: opts.Resolve, seed: opts.Seed, gsoMode: opts.GSOMode, forwarding: opts.Forwarding}
 	empty := map[string]*FIBLink{}
 	f.links.Store(&empty)
 	hops := map[fibHopKey]*fibHop{}
@@ -257,6 +264,12 @@ func (f *FIBEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Erro
 		if !ok || dst.IsMulticast() || dst.IsLinkLocalUnicast() || dst.IsUnspecified() {
 			continue
 		}
+		if !f.forwarding && !fromRouteSource(pkt) {
+			if first := f.first.Load(); first != nil {
+				first.drop(DropForwardingDisabled, -1, nil)
+			}
+			continue
+		}
 		ent, ok := fib.Lookup(dst)
 		if !ok {
 			if first := f.first.Load(); first != nil {
@@ -278,6 +291,20 @@ func (f *FIBEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Erro
 		f.send(h, pkt, hop.Labels, ent.TTL)
 	}
 	return n, nil
+}
+
+// fromRouteSource reports whether pkt's IP source is its route's local
+// address: the node's own packet, not one it forwards.
+func fromRouteSource(pkt *stack.PacketBuffer) bool {
+	nh := pkt.NetworkHeader().Slice()
+	local := pkt.EgressRoute.LocalAddress
+	switch pkt.NetworkProtocolNumber {
+	case header.IPv4ProtocolNumber:
+		return len(nh) >= header.IPv4MinimumSize && header.IPv4(nh).SourceAddress() == local
+	case header.IPv6ProtocolNumber:
+		return len(nh) >= header.IPv6MinimumSize && header.IPv6(nh).SourceAddress() == local
+	}
+	return false
 }
 
 // flowHash hashes pkt's IP header and first transport bytes (the ports).

@@ -31,8 +31,9 @@ func newTestFIBLinks(t *testing.T, eps map[string]*mplsendpoint.Endpoint, first 
 		t.Fatal(err)
 	}
 	fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{
-		Tables: tables,
-		Seed:   1,
+		Tables:     tables,
+		Seed:       1,
+		Forwarding: true,
 		Resolve: func(_ tcpip.NICID, _ tcpip.Address, _ tcpip.NetworkProtocolNumber, onResolve func(stack.LinkResolutionResult)) tcpip.Error {
 			if resolve != nil {
 				return resolve(stack.LinkResolutionResult{})
@@ -127,7 +128,7 @@ func Test6PE(t *testing.T) {
 		NextHops: []mpls.NextHop{{Via: via, Device: "ep", Labels: []mpls.Label{300}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{Tables: tables, Resolve: func(_ tcpip.NICID, addr tcpip.Address, proto tcpip.NetworkProtocolNumber, onResolve func(stack.LinkResolutionResult)) tcpip.Error {
+	fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{Tables: tables, Forwarding: true, Resolve: func(_ tcpip.NICID, addr tcpip.Address, proto tcpip.NetworkProtocolNumber, onResolve func(stack.LinkResolutionResult)) tcpip.Error {
 		askedProto = proto
 		if addr != tcpip.AddrFrom4(via.As4()) {
 			t.Errorf("resolved %s, want the IPv4 next hop %s", addr, via)

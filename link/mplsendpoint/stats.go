@@ -68,6 +68,10 @@ const (
 	// DropNoNeighbor: the FIB's next hop on this link did not answer
 	// ARP/NDP, or too many packets were waiting for it.
 	DropNoNeighbor
+	// DropForwardingDisabled: an IP packet for another host that the
+	// stack would forward by the FIB although the node does not forward
+	// (FIBOptions.Forwarding off); counted on the first link.
+	DropForwardingDisabled
 
 	numDropReasons
 )
@@ -91,6 +95,7 @@ var dropNames = [numDropReasons]string{
 	DropMPLSInputDisabled:    "mpls_input_disabled",
 	DropNoRoute:              "no_route",
 	DropNoNeighbor:           "no_neighbor",
+	DropForwardingDisabled:   "forwarding_disabled",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -114,6 +119,7 @@ var remedies = [numDropReasons]string{
 	DropMPLSInputDisabled:    "the link refuses labelled frames (net.mpls.conf.DEV.input=0); set it to 1 if the peer is meant to send them",
 	DropNoRoute:              "add a route to the destination (route add PREFIX ...) or a default route",
 	DropNoNeighbor:           "check that the route's next hop is up and answers ARP/NDP on the egress link",
+	DropForwardingDisabled:   "a peer sends this host IP for others; enable forwarding (sysctl net.ipv4.ip_forward=1) if the node is a router",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
