@@ -223,7 +223,9 @@ func TestDropCounters(t *testing.T) {
 		{"forwarding disabled", mplsendpoint.DropForwardingDisabled, false, func(ep *mplsendpoint.Endpoint) {
 			// A host's FIB NIC (Forwarding off) gets a packet whose source
 			// is not the route's local address (the zero address here).
-			fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{Resolve: func(tcpip.NICID, tcpip.Address, tcpip.NetworkProtocolNumber, func(stack.LinkResolutionResult)) tcpip.Error { return nil }})
+			fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{Resolve: func(tcpip.NICID, tcpip.Address, tcpip.NetworkProtocolNumber, func(stack.LinkResolutionResult)) tcpip.Error {
+				return nil
+			}})
 			fib.SetLinks(map[string]*mplsendpoint.FIBLink{"ep": {Endpoint: ep, NIC: 1}}, ep)
 			writeFIB(fib, ipv4Packet(false, 8))
 		}, nil},

@@ -33,8 +33,8 @@ var _ stack.GSOEndpoint = (*FIBEndpoint)(nil)
 // (no_neighbor) or, for a destination no route covers, on the first link
 // (no_route). Create it with NewFIB, register its links with SetLinks.
 type FIBEndpoint struct {
-	tables  *mpls.Tables
-	resolve Resolver
+	tables     *mpls.Tables
+	resolve    Resolver
 	seed       uint32
 	gsoMode    GSOMode
 	forwarding bool
