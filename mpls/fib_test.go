@@ -2,6 +2,7 @@ package mpls_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
@@ -374,5 +375,52 @@ func BenchmarkFIBBuild(b *testing.B) {
 		if _, err := mpls.NewFIB(routes); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestTablesRouteWriters: writers go through the route check (which may
+// fill a hop's device) and the publish hook, a refused batch changes
+// nothing, and UpdateRoutes adds, replaces and deletes in one step
+// (planted bug: publishing before the check makes the refused batch
+// visible and fails).
+func TestTablesRouteWriters(t *testing.T) {
+	var tables mpls.Tables
+	published := 0
+	tables.SetRouteCheck(func(r *mpls.Route) error {
+		for i := range r.NextHops {
+			if r.NextHops[i].Device == "" {
+				r.NextHops[i].Device = "eth0"
+			}
+			if r.NextHops[i].Device == "bad" {
+				return errors.New("no link named bad")
+			}
+		}
+		return nil
+	})
+	tables.SetPublishHook(func(*mpls.FIB) { published++ })
+	a := netip.MustParsePrefix("10.0.0.0/8")
+	b := netip.MustParsePrefix("10.1.0.0/16")
+	if err := tables.ReplaceRoutes([]mpls.Route{{Prefix: a, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.0.1")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := tables.FIB().Lookup(netip.MustParseAddr("10.1.2.3")); !ok || e.Group.Hops[0].Device != "eth0" {
+		t.Fatalf("after ReplaceRoutes: %v %v, want 10.0.0.0/8 via eth0", e, ok)
+	}
+	err := tables.UpdateRoutes([]mpls.Route{{Prefix: b, NextHops: []mpls.NextHop{{Device: "bad"}}}}, []netip.Prefix{a})
+	var te *mpls.TableError
+	if !errors.As(err, &te) || te.Index != 0 {
+		t.Fatalf("UpdateRoutes with a bad device = %v, want a TableError for entry 0", err)
+	}
+	if tables.FIB().Len() != 1 || published != 1 {
+		t.Fatalf("a refused update changed the table: %d routes, %d publications", tables.FIB().Len(), published)
+	}
+	if err := tables.UpdateRoutes([]mpls.Route{{Prefix: b, NextHops: []mpls.NextHop{{Device: "eth1"}}}}, []netip.Prefix{a}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tables.FIB().Lookup(netip.MustParseAddr("10.2.0.1")); ok {
+		t.Error("10.0.0.0/8 still routes after its deletion")
+	}
+	if e, ok := tables.FIB().Lookup(netip.MustParseAddr("10.1.0.1")); !ok || e.Prefix != b || published != 2 {
+		t.Errorf("after UpdateRoutes: %v %v (%d publications), want 10.1.0.0/16", e, ok, published)
 	}
 }
