@@ -313,3 +313,34 @@ func stripLabelRoutes(in []config.LabelRoute) []config.LabelRoute {
 	}
 	return out
 }
+
+// TestParseMultipathAnd6PE: multipath routes keep their hops (devices
+// filled from the connected subnets, weights, labels) and 6PE routes their
+// IPv4 next hop, and both survive the canonical form.
+func TestParseMultipathAnd6PE(t *testing.T) {
+	cfg, err := config.ParseFile("testdata/multipath.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Routes) != 4 {
+		t.Fatalf("got %d routes, want 4", len(cfg.Routes))
+	}
+	r := cfg.Routes[1]
+	if len(r.NextHops) != 2 || r.MTU != 1400 || r.NextHops[0].Weight != 3 || r.NextHops[0].Dev != "virt01" ||
+		r.NextHops[1].Dev != "virt02" || config.FormatStack(r.NextHops[1].Labels) != "300/301" || r.NextHops[1].TTL != 9 {
+		t.Errorf("route 2 = %+v", r)
+	}
+	if h := r.NextHops[1]; h.Pos.String() != "testdata/multipath.conf:8:67" || h.ViaPos.Col == 0 {
+		t.Errorf("second nexthop at %s (via at %s), want testdata/multipath.conf:8:67", h.Pos, h.ViaPos)
+	}
+	if r := cfg.Routes[2]; !r.Via.Is4() || !r.Prefix.Addr().Is6() || r.Dev != "virt01" || config.FormatStack(r.Labels) != "300" {
+		t.Errorf("6PE route = %+v", r)
+	}
+	again, err := config.Parse("again.conf", strings.NewReader(cfg.Format()))
+	if err != nil {
+		t.Fatalf("canonical form: %v\n%s", err, cfg.Format())
+	}
+	if again.Format() != cfg.Format() {
+		t.Errorf("canonical form changed:\n%s\nwant\n%s", again.Format(), cfg.Format())
+	}
+}
