@@ -95,11 +95,27 @@ func (t *intervals) lookup(a u128) int32 {
 	return t.idx[i-1]
 }
 
-// span is one prefix as the range [first, last] of addresses it covers.
+// span is one prefix as the range [first, last()] of addresses it
+// covers: host is the number of host bits (32 or 128 less the prefix
+// length). A million of them are sorted while a FIB builds, so it is
+// kept small (24 bytes).
 type span struct {
-	first, last u128
-	bits        int
-	idx         int32
+	first u128
+	idx   int32
+	host  uint8
+}
+
+// last returns the prefix's last address.
+func (s span) last() u128 {
+	switch {
+	case s.host == 0:
+		return s.first
+	case s.host >= 128:
+		return u128{^uint64(0), ^uint64(0)}
+	case s.host > 64:
+		return u128{s.first.hi | ^uint64(0)>>(128-s.host), ^uint64(0)}
+	}
+	return u128{s.first.hi, s.first.lo | ^uint64(0)>>(64-s.host)}
 }
 
 func prefixSpan(p netip.Prefix, idx int) span {
@@ -107,7 +123,7 @@ func prefixSpan(p netip.Prefix, idx int) span {
 	if p.Addr().Is4() {
 		a := addr32(p.Addr()).lo
 		host := uint64(1)<<(32-bits) - 1
-		return span{first: u128{0, a &^ host}, last: u128{0, a | host}, bits: bits, idx: int32(idx)}
+		return span{first: u128{0, a &^ host}, host: uint8(32 - bits), idx: int32(idx)}
 	}
 	a := addr128(p.Addr())
 	var hostHi, hostLo uint64
@@ -119,11 +135,7 @@ func prefixSpan(p netip.Prefix, idx int) span {
 	default:
 		hostLo = ^uint64(0) >> (bits - 64)
 	}
-	return span{
-		first: u128{a.hi &^ hostHi, a.lo &^ hostLo},
-		last:  u128{a.hi | hostHi, a.lo | hostLo},
-		bits:  bits, idx: int32(idx),
-	}
+	return span{first: u128{a.hi &^ hostHi, a.lo &^ hostLo}, host: uint8(128 - bits), idx: int32(idx)}
 }
 
 func addr128(a netip.Addr) u128 {
@@ -153,10 +165,10 @@ func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
 		case b.first.less(a.first):
 			return 1
 		}
-		return a.bits - b.bits // same start: the wider prefix opens first
+		return int(b.host) - int(a.host) // same start: the wider prefix opens first
 	})
 	for i := 1; i < len(spans); i++ {
-		if a, b := spans[i-1], spans[i]; a.first == b.first && a.bits == b.bits {
+		if a, b := spans[i-1], spans[i]; a.first == b.first && a.host == b.host {
 			return intervals{}, min(a.idx, b.idx), max32(a.idx, b.idx)
 		}
 	}
@@ -186,10 +198,10 @@ func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
 	emit(u128{}, -1)
 	var open []span // enclosing prefixes, innermost last
 	for _, s := range spans {
-		for len(open) > 0 && open[len(open)-1].last.less(s.first) {
+		for len(open) > 0 && open[len(open)-1].last().less(s.first) {
 			top := open[len(open)-1]
 			open = open[:len(open)-1]
-			emit(top.last.next(), cur(open)) // top.last < s.first <= max
+			emit(top.last().next(), cur(open)) // top.last() < s.first <= max
 		}
 		emit(s.first, s.idx)
 		open = append(open, s)
@@ -197,8 +209,8 @@ func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
 	for len(open) > 0 {
 		top := open[len(open)-1]
 		open = open[:len(open)-1]
-		if top.last != max {
-			emit(top.last.next(), cur(open))
+		if top.last() != max {
+			emit(top.last().next(), cur(open))
 		}
 	}
 	return t, -1, -1

@@ -154,10 +154,11 @@ type loadResult struct {
 
 // loadGCPercent is the garbage collector's GOGC while a node loads: the
 // load builds a config and a FIB of up to millions of routes, and the
-// default (100) lets the heap grow to twice what is live; 25 keeps the
-// peak resident memory of a million-route load near what it holds, for a
-// little more CPU during the load only.
-const loadGCPercent = 25
+// default (100) lets the heap grow to twice what is live; 10 keeps the
+// peak resident memory of a million-route load near what it holds (about
+// 400 MiB instead of 800), for a few percent more CPU during the load
+// only (bench/cmd/routescale measures it).
+const loadGCPercent = 10
 
 // loadNode parses the config at path and starts its node.
 func loadNode(path string, opts node.Options) loadResult {

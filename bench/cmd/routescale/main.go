@@ -174,7 +174,7 @@ sysctl net.ipv6.conf.all.forwarding=1
 // s | peak RSS MiB | lookup ns | gVisor routes |".
 func loadOne(path string) error {
 	// As mplsnode run does while it loads (cmd/mplsnode, loadGCPercent).
-	debug.SetGCPercent(25)
+	debug.SetGCPercent(10)
 	start := time.Now()
 	cfg, err := config.ParseFile(path)
 	if err != nil {
