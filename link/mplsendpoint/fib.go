@@ -103,7 +103,15 @@ type fibHop struct {
 
 	onResolve func(stack.LinkResolutionResult)
 	mu        sync.Mutex
-	queue     []*stack.PacketBuffer
+	queue     []queuedPacket
+}
+
+// queuedPacket is a packet waiting for its hop's MAC address, with the
+// labels its route gave it (they belong to an immutable FIB).
+type queuedPacket struct {
+	pkt    *stack.PacketBuffer
+	labels []mpls.Label
+	ttl    uint8
 }
 
 type fibMTU struct {
@@ -219,8 +227,8 @@ func (*FIBEndpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 func (f *FIBEndpoint) Close() {
 	for _, h := range *f.nhs.Load() {
 		h.mu.Lock()
-		for _, p := range h.queue {
-			p.DecRef()
+		for _, q := range h.queue {
+			q.pkt.DecRef()
 		}
 		h.queue = nil
 		h.mu.Unlock()
@@ -371,7 +379,7 @@ func (f *FIBEndpoint) send(h *fibHop, pkt *stack.PacketBuffer, labels []mpls.Lab
 	case *tcpip.ErrWouldBlock:
 		h.mu.Lock()
 		if len(h.queue) < maxQueuedPerHop {
-			h.queue = append(h.queue, pkt.IncRef())
+			h.queue = append(h.queue, queuedPacket{pkt: pkt.IncRef(), labels: labels, ttl: fixedTTL})
 			h.mu.Unlock()
 			return
 		}
@@ -384,9 +392,6 @@ func (f *FIBEndpoint) send(h *fibHop, pkt *stack.PacketBuffer, labels []mpls.Lab
 // The caller keeps its reference to pkt.
 func (f *FIBEndpoint) write(h *fibHop, pkt *stack.PacketBuffer, mac tcpip.LinkAddress, labels []mpls.Label, fixedTTL uint8) {
 	ep := h.link.Endpoint
-	if len(pkt.LinkHeader().Slice()) != 0 {
-		return // unreachable: the stack pushed no link header here
-	}
 	pkt.EgressRoute.LocalLinkAddress = ep.LinkAddress()
 	pkt.EgressRoute.RemoteLinkAddress = mac
 	ep.pushHeader(pkt, labels, fixedTTL)
@@ -413,23 +418,12 @@ func (h *fibHop) resolved(r stack.LinkResolutionResult) {
 	if len(q) == 0 {
 		return
 	}
-	fib := h.fib.tables.FIB()
-	for _, pkt := range q {
+	for _, qp := range q {
 		if r.Err != nil {
 			h.link.Endpoint.drop(DropNoNeighbor, -1, nil)
-			pkt.DecRef()
-			continue
+		} else {
+			h.fib.write(h, qp.pkt, r.LinkAddress, qp.labels, qp.ttl)
 		}
-		// Route again: the labels come from the route as it is now.
-		var labels []mpls.Label
-		var ttl uint8
-		if dst, ok := netDst(pkt); ok {
-			if ent, ok := fib.Lookup(dst); ok {
-				hop := ent.Group.Select(h.fib.flowHash(pkt))
-				labels, ttl = hop.Labels, ent.TTL
-			}
-		}
-		h.fib.write(h, pkt, r.LinkAddress, labels, ttl)
-		pkt.DecRef()
+		qp.pkt.DecRef()
 	}
 }

@@ -252,3 +252,37 @@ func BenchmarkFIBEndpointWrite(b *testing.B) {
 		}
 	}
 }
+
+// TestFIBEndpointQueuesWhileResolving: packets sent before the hop's MAC
+// address is known wait, and leave with their labels once it is (planted
+// bug: writing them without the labels they were routed with fails).
+func TestFIBEndpointQueuesWhileResolving(t *testing.T) {
+	ch := channel.New(8, 1500, macA)
+	ep, _ := newTestEndpoint(t, ch, nil)
+	tables := &mpls.Tables{}
+	if err := tables.ReplaceRoutes([]mpls.Route{{Prefix: netip.MustParsePrefix("10.10.10.0/24"),
+		NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.20.21"), Device: "ep", Labels: []mpls.Label{777}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var later func(stack.LinkResolutionResult)
+	fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{Tables: tables, Forwarding: true, Resolve: func(_ tcpip.NICID, _ tcpip.Address, _ tcpip.NetworkProtocolNumber, onResolve func(stack.LinkResolutionResult)) tcpip.Error {
+		later = onResolve
+		return &tcpip.ErrWouldBlock{}
+	}})
+	fib.SetLinks(map[string]*mplsendpoint.FIBLink{"ep": {Endpoint: ep, NIC: 1}}, ep)
+	writeFIB(fib, ipv4TCP(netip.MustParseAddr("10.10.10.10"), 40000))
+	writeFIB(fib, ipv4TCP(netip.MustParseAddr("10.10.10.11"), 40001))
+	if f := frameOf(ch); f != nil {
+		t.Fatalf("a frame left before the next hop was resolved: %x", f)
+	}
+	later(stack.LinkResolutionResult{LinkAddress: macB})
+	for i := range 2 {
+		f := frameOf(ch)
+		if f == nil {
+			t.Fatalf("frame %d did not leave after resolution", i)
+		}
+		if e := mpls.DecodeEntry(f[header.EthernetMinimumSize:]); header.Ethernet(f).Type() != mplsendpoint.EthertypeMPLSUnicast || e.Label != 777 || header.Ethernet(f).DestinationAddress() != macB {
+			t.Errorf("frame %d: type %#x label %d to %s, want label 777 to %s", i, header.Ethernet(f).Type(), e.Label, header.Ethernet(f).DestinationAddress(), macB)
+		}
+	}
+}
