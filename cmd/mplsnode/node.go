@@ -171,6 +171,18 @@ func loadNode(path string, opts node.Options) loadResult {
 	return loadResult{node: n, err: err}
 }
 
+// reloadNode parses the config at path and reloads n with it, with the
+// garbage collector as tight as during the first load (the old FIB lives
+// until the new one replaces it).
+func reloadNode(n *node.Node, path string) error {
+	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+	newCfg, err := config.ParseFile(path)
+	if err != nil {
+		return err
+	}
+	return n.Reload(newCfg)
+}
+
 // loadConfig parses and checks path, printing errors to stderr.
 func loadConfig(path string) (*config.Config, error) {
 	cfg, err := config.ParseFile(path)
@@ -306,10 +318,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		case <-hup:
 			logger.Info("SIGHUP: reloading", "config", *file)
-			newCfg, err := config.ParseFile(*file)
-			if err == nil {
-				err = n.Reload(newCfg)
-			}
+			err := reloadNode(n, *file)
 			if err != nil {
 				logger.Error("reload rejected; the old tables stay", "config", *file, "err", err.Error())
 			}
