@@ -3,8 +3,9 @@
 // a quarter labelled, some multipath) it writes a config file, starts a
 // node from it in a fresh child process (config parse, checks, stack and
 // FIB build, over in-memory links: no namespaces needed) and prints the
-// load time, the child's peak RSS, the FIB lookup time and the size of
-// gVisor's own route table:
+// load time, the child's peak RSS, the FIB lookup time, the size of
+// gVisor's own route table, and the time and peak RSS of a reload of the
+// same file (SIGHUP):
 //
 //	go run ./bench/cmd/routescale [-counts 10000,100000,1000000]
 //
@@ -76,8 +77,8 @@ func main() {
 	}
 	fmt.Println("## Route scaling (config parse + checks + stack/FIB build, one process per count)")
 	fmt.Println()
-	fmt.Println("| routes | file MiB | load s | peak RSS MiB | FIB lookup ns (IPv4/IPv6) | gVisor routes |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| routes | file MiB | load s | peak RSS MiB | FIB lookup ns (IPv4/IPv6) | gVisor routes | reload s | peak RSS with reload MiB |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range strings.Split(*counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -170,8 +171,8 @@ sysctl net.ipv6.conf.all.forwarding=1
 	return st.Size(), f.Close()
 }
 
-// loadOne starts a node from path over channel endpoints and prints "load
-// s | peak RSS MiB | lookup ns | gVisor routes |".
+// loadOne starts a node from path over channel endpoints, looks up, and
+// reloads it, printing the rest of a table row.
 func loadOne(path string) error {
 	// As mplsnode run does while it loads (cmd/mplsnode, loadGCPercent).
 	debug.SetGCPercent(10)
@@ -234,7 +235,20 @@ func loadOne(path string) error {
 		return float64(time.Since(t).Nanoseconds()) / float64(rounds*len(addrs))
 	}
 	l4, l6 := per(v4), per(v6)
-	fmt.Printf("%.2f | %.0f | %.1f / %.1f | %d |\n", elapsed.Seconds(), peakRSSMiB(), l4, l6, n.Stack().GVisorRouteCount())
+	rss := peakRSSMiB()
+	// A reload of the same file (SIGHUP), as mplsnode run does it.
+	debug.SetGCPercent(10)
+	start = time.Now()
+	cfg, err = config.ParseFile(path)
+	if err == nil {
+		err = n.Reload(cfg)
+	}
+	reload := time.Since(start)
+	debug.SetGCPercent(100)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%.2f | %.0f | %.1f / %.1f | %d | %.2f | %.0f |\n", elapsed.Seconds(), rss, l4, l6, n.Stack().GVisorRouteCount(), reload.Seconds(), peakRSSMiB())
 	return nil
 }
 
