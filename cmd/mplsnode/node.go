@@ -205,6 +205,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mplsnode check: -c FILE is required")
 		return exitUsage
 	}
+	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent)) // a million routes, as run
 	if _, err := loadConfig(*file); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
