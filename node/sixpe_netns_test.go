@@ -14,7 +14,7 @@ import (
 // pushes label 300 towards the IPv4 next hop 172.16.20.21 (our LSR in
 // ns1, resolved with ARP); the LSR pops 300 and forwards the IPv6 packet
 // to the kernel; the kernel's answers come back by the LSR's 6PE route
-// with label 400, which the host pops to itself. 1 MiB arrives whole at
+// with label 400, which the host pops to itself. 16 MiB arrive whole at
 // the kernel, and tshark (not our code) sees label 300 over IPv6 between
 // ns0 and ns1. Before, check refused the route (next hop of the other
 // family).
@@ -49,7 +49,9 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 		t.Fatalf("dial %s over 6PE: %v", addr, err)
 	}
 	c.SetDeadline(time.Now().Add(time.Minute))
-	const size = 1 << 20
+	// Enough for the transfer to outlast tshark's start under load: it
+	// needs only 20 frames, but they must cross while it listens.
+	const size = 16 << 20
 	want := send(t, c, size, nil)
 	select {
 	case r := <-sums:
