@@ -40,7 +40,7 @@ sysctl net.ipv6.conf.all.forwarding=1
 -f mpls route add 300 via inet6 2001:db8:21::22 dev %[2]s
 route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 `, v10, v12))
-	capt := startCapture(t, ns1, v10, "mpls", 20)
+	capt := startCapture(t, ns1, v10, "mpls", 200)
 	addr, sums := kernelSink(t, ns2, "[2001:db8:2::1]:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -50,7 +50,8 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 	}
 	c.SetDeadline(time.Now().Add(time.Minute))
 	// Enough for the transfer to outlast tshark's start under load: it
-	// needs only 20 frames, but they must cross while it listens.
+	// needs only 200 frames, data and ACKs, but they must cross while it
+	// listens.
 	const size = 16 << 20
 	want := send(t, c, size, nil)
 	select {
