@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/bench"
+	"github.com/mplsnode/mplsnode/netperf"
 )
 
 func TestMedian(t *testing.T) {
@@ -55,11 +56,12 @@ func TestParseSelection(t *testing.T) {
 		want []string // selected row IDs, in order
 		lsr  bool
 	}{
-		{"1,5,8", []string{"1", "5", "8a", "8b"}, false},
+		{"1,5,8", []string{"1", "5", "5x", "5m", "5q", "5k", "8a", "8b"}, false},
+		{"5k", []string{"5k"}, false},
 		{"6b, 9c", []string{"6b", "9c"}, false},
 		{"9", []string{"9a", "9b", "9c", "9d", "9e", "9f"}, false},
 		{"10", nil, true},
-		{"5,10", []string{"5"}, true},
+		{"5,10", []string{"5", "5x", "5m", "5q", "5k"}, true},
 	} {
 		sel, err := bench.ParseSelection(tc.in, cfgs)
 		if err != nil {
@@ -115,7 +117,12 @@ func TestConfigsUnique(t *testing.T) {
 // sample returns configurations 2..5 with runs whose figures are known.
 func sample() ([]bench.Config, []bench.Run) {
 	sel, _ := bench.ParseSelection("2,3,4,5", bench.Configs())
-	cfgs := sel.Filter(bench.Configs())
+	var cfgs []bench.Config
+	for _, c := range sel.Filter(bench.Configs()) {
+		if c.ID == "5" || c.ID[0] != '5' { // 5's variants (5k, 5x, 5m, 5q): no runs in the sample
+			cfgs = append(cfgs, c)
+		}
+	}
 	proc := func(role string, mplsnode bool, u, s float64, rss int64) bench.ProcStats {
 		return bench.ProcStats{Role: role, Mplsnode: mplsnode, UserSeconds: u, SysSeconds: s, PeakRSSKiB: rss}
 	}
@@ -329,5 +336,18 @@ func TestWriteOutputs(t *testing.T) {
 	svg, _ := os.ReadFile(filepath.Join(dir, bench.FileSVG))
 	if !bytes.Contains(svg, []byte("5/3")) {
 		t.Error("the chart does not print the 5/3 ratio")
+	}
+}
+
+// TestCPUPerGB checks the machine CPU seconds per GB: a run that carried
+// 1600 Mbit/s for 5 s (1 GB) on 2 busy CPU seconds costs 2 s per GB.
+func TestCPUPerGB(t *testing.T) {
+	sel, _ := bench.ParseSelection("4", bench.Configs())
+	cfgs := sel.Filter(bench.Configs())
+	runs := []bench.Run{{Config: "4", Round: 1, OK: true, Throughput: 1600, Units: "Mbit/s", MachineCPUSeconds: 2,
+		Result: &netperf.Result{Elapsed: 5 * time.Second}}}
+	sums := bench.Summarize(cfgs, runs)
+	if len(sums) != 1 || math.Abs(sums[0].CPUSecondsPerGB-2) > 1e-9 {
+		t.Fatalf("got %+v, want CPUSecondsPerGB 2", sums)
 	}
 }

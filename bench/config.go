@@ -33,13 +33,17 @@ const (
 	// TopoTAP: TopoUserLSR with a Linux bridge in ns0 (br0: virt01) and
 	// ns1 (br10: virt10, br12: virt12) for mplsnode's TAP links.
 	TopoTAP
+	// TopoUserLSRPeerGRO: TopoUserLSR with GRO on ns2's virt21, so that
+	// it runs NAPI and takes frames that ns1's XDP label switch redirects
+	// into virt12 (package forward/xdp).
+	TopoUserLSRPeerGRO
 	numTopologies
 )
 
-var topoNames = [numTopologies]string{"kernel", "kernel-notso", "user-host", "user-lsr", "tap"}
+var topoNames = [numTopologies]string{"kernel", "kernel-notso", "user-host", "user-lsr", "tap", "user-lsr-peer-gro"}
 
 // letters name each kind's namespaces: mpb<pid>-<letter><0|1|2>.
-var topoLetters = [numTopologies]string{"k", "n", "h", "l", "t"}
+var topoLetters = [numTopologies]string{"k", "n", "h", "l", "t", "x"}
 
 // String returns the kind's name as results.json records it.
 func (t Topology) String() string {
@@ -163,6 +167,15 @@ sysctl -w net.ipv4.ip_forward=1
 	ns1LabelBoth = ns1Pop + "route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev virt10\n"
 )
 
+// onXDP returns conf with its afpacket links on AF_XDP instead.
+func onXDP(conf string) string { return strings.ReplaceAll(conf, " type afpacket", " type xdp") }
+
+// linkWords adds words to every "type afpacket" link line of conf: the
+// link mode dimension of configuration 5.
+func linkWords(conf, words string) string {
+	return strings.ReplaceAll(conf, " type afpacket\n", " type afpacket "+words+"\n")
+}
+
 // The netserver's addresses in ns2.
 const (
 	hostPlain = "172.16.21.22"
@@ -180,8 +193,12 @@ func Configs() []Config {
 		{ID: "3", Group: 3, Name: "stock gVisor (fdbased, AF_PACKET), plain IP, no GSO", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientGVisor, Host: hostPlain},
 		{ID: "4", Group: 4, Name: "mplsnode ns0, no labels, kernel forwards in ns1", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
 		{ID: "5", Group: 5, Name: "mplsnode ns0 -> mplsnode LSR ns1 (pop) -> kernel, 1 label", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
+		{ID: "5x", Group: 5, Name: "as 5, AF_XDP links (link type xdp) in ns0 and ns1", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: onXDP(ns0Label), NS1Conf: onXDP(ns1Pop)},
+		{ID: "5m", Group: 5, Name: "as 5, every afpacket link mode mmsg (recvmmsg/sendmmsg; 5 runs auto: packet rings)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "mode mmsg"), NS1Conf: linkWords(ns1Pop, "mode mmsg")},
+		{ID: "5q", Group: 5, Name: "as 5, every afpacket link mode ring with queues 2 (PACKET_FANOUT)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "queues 2 mode ring"), NS1Conf: linkWords(ns1Pop, "queues 2 mode ring")},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "6b", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv6", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP6, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
+		{ID: "5k", Group: 5, Name: "as 5, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21)", Test: netperf.TCPStream, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},
 		{ID: "7", Group: 7, Name: "as 5, TAP in a Linux bridge instead of AF_PACKET", Test: netperf.TCPStream, Topo: TopoTAP, Client: ClientNode, Host: hostLSP, NS0Conf: ns0TAP, NS1Conf: ns1TAP},
 		{ID: "8a", Group: 8, Name: "as 5, set gso off (endpoint: see 5)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label + "set gso off\n", NS1Conf: ns1Pop},
 		{ID: "8b", Group: 8, Name: "as 5, set gso stack (endpoint: see 5)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label + "set gso stack\n", NS1Conf: ns1Pop},

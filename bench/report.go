@@ -34,8 +34,8 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Seed topology bench: %d round(s) x %d s per run, configurations interleaved; %d CPUs, Linux %s; %s, took %.0f s.\n\n",
 		res.Rounds, res.Seconds, res.Host.CPUs, res.Host.Kernel, res.Started.Format("2006-01-02 15:04 UTC"), res.DurationSec)
-	b.WriteString("| # | configuration | test | median | min-max | unit | runs | CPU s per run, user/sys (median) | peak RSS of each mplsnode |\n")
-	b.WriteString("|---|---|---|---:|---|---|---:|---|---:|\n")
+	b.WriteString("| # | configuration | test | median | min-max | unit | runs | CPU s per run, user/sys (median) | machine CPU s per GB | peak RSS of each mplsnode |\n")
+	b.WriteString("|---|---|---|---:|---|---|---:|---|---:|---:|\n")
 	for _, s := range res.Summaries {
 		med, rng := "-", "-"
 		if s.Runs > 0 {
@@ -65,15 +65,19 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 		if len(peaks) > 0 {
 			rss = strings.Join(peaks, " / ") + " MiB"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.ID, cell(s.Name), s.Test, med, rng,
-			s.Units, runs, cell(strings.Join(cpu, ", ")), rss)
+		perGB := "-"
+		if s.CPUSecondsPerGB > 0 {
+			perGB = fmt.Sprintf("%.2f", s.CPUSecondsPerGB)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.ID, cell(s.Name), s.Test, med, rng,
+			s.Units, runs, cell(strings.Join(cpu, ", ")), perGB, rss)
 	}
 	if len(res.LSR) > 0 || res.LSRError != "" {
 		b.WriteString("\nConfiguration 10, LSR forwarding rate (bench/lsrrate: generator in ns0, forwarder in ns1, counter in ns2):\n\n")
-		b.WriteString("| # | forwarder in ns1 | frame bytes | frames/s | CPU s per Mpkt | frames counted |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|\n")
+		b.WriteString("| # | forwarder in ns1 | frame bytes | frames/s | CPU s per Mpkt | frames counted | ingress drops |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
 		for _, l := range res.LSR {
-			fmt.Fprintf(&b, "| 10 | %s | %d | %.0f | %.3f | %d |\n", l.Config, l.FrameSize, l.PPS, l.CPUSecondsPerMpkt, l.Frames)
+			fmt.Fprintf(&b, "| 10 | %s | %d | %.0f | %.3f | %d | %d |\n", l.Config, l.FrameSize, l.PPS, l.CPUSecondsPerMpkt, l.Frames, l.IngressDrops)
 		}
 		if res.LSRError != "" {
 			fmt.Fprintf(&b, "\nConfiguration 10 failed: %s\n", res.LSRError)
@@ -87,7 +91,7 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 		}
 		fmt.Fprintf(&b, "- [%s] %s\n", mark, t)
 	}
-	b.WriteString("\nCPU: user/sys seconds of each process per run (rusage); machine: the whole machine's busy CPU seconds during the client's run, kernel softirq work included. Peak RSS: VmHWM (ru_maxrss for the client) of each mplsnode process, ns0 client and ns1 LSR, the largest over the runs.\n")
+	b.WriteString("\nCPU: user/sys seconds of each process per run (rusage); machine: the whole machine's busy CPU seconds during the client's run, kernel softirq work included; per GB: those seconds over the GB (10^9 bytes) the run carried (Mbit/s rows). Ingress drops (10): frames the LSR lost at its ingress, mplsnode's lower_rx_overflow or the kernel's rx_dropped. Peak RSS: VmHWM (ru_maxrss for the client) of each mplsnode process, ns0 client and ns1 LSR, the largest over the runs.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

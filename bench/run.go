@@ -29,6 +29,9 @@ type LSRResult struct {
 	CPUSecondsPerMpkt float64 `json:"cpu_s_per_mpkt"`
 	// Frames is how many frames were counted.
 	Frames uint64 `json:"frames"`
+	// IngressDrops counts frames the forwarder lost at its ingress
+	// (mplsnode's lower_rx_overflow; the kernel's rx_dropped).
+	IngressDrops uint64 `json:"ingress_drops"`
 }
 
 // LSRRateFunc runs configuration 10 (bench/lsrrate.Run, adapted by the
@@ -361,7 +364,7 @@ func (r *runner) runOne(ctx context.Context, c *Config, round int, prof *profile
 		argv = []string{r.opt.Bin, "netperf", "--config", conf}
 	}
 	if c.Client != ClientGVisor {
-		argv = append(argv, "-H", c.Host, "-t", string(c.Test), "-l", fmt.Sprint(r.opt.Seconds), "-o", "json")
+		argv = append(argv, "-H", c.Host, "-t", string(c.Test), "-l", fmt.Sprint(r.opt.Seconds), "--json")
 		if prof != nil && prof.client != "" && c.Client == ClientNode {
 			argv = append(argv, "--cpuprofile", prof.client)
 		}

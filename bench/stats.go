@@ -59,6 +59,9 @@ type Summary struct {
 	Max    float64 `json:"max"`
 	// MachineCPUSeconds is the median busy CPU time of the machine per run.
 	MachineCPUSeconds float64 `json:"machine_cpu_s_median"`
+	// CPUSecondsPerGB is the median over the runs of the machine's busy
+	// CPU seconds per GB (10^9 bytes) carried; 0 for rows not in Mbit/s.
+	CPUSecondsPerGB float64 `json:"machine_cpu_s_per_gb_median"`
 	// Procs are the processes, in the order of the runs.
 	Procs []ProcSummary `json:"procs"`
 	// PeakRSSKiB is the largest peak RSS of any mplsnode process (0: none).
@@ -72,7 +75,7 @@ func Summarize(cfgs []Config, runs []Run) []Summary {
 	for i := range cfgs {
 		c := &cfgs[i]
 		s := Summary{ID: c.ID, Name: c.Name, Test: string(c.Test), Units: c.Units()}
-		var tput, machine []float64
+		var tput, machine, perGB []float64
 		type acc struct {
 			mplsnode  bool
 			user, sys []float64
@@ -91,6 +94,11 @@ func Summarize(cfgs []Config, runs []Run) []Summary {
 			s.Runs++
 			tput = append(tput, r.Throughput)
 			machine = append(machine, r.MachineCPUSeconds)
+			if r.Result != nil && s.Units == "Mbit/s" {
+				if gb := r.Throughput * r.Result.Elapsed.Seconds() / 8 / 1000; gb > 0 {
+					perGB = append(perGB, r.MachineCPUSeconds/gb)
+				}
+			}
 			for _, p := range r.Procs {
 				a := roles[p.Role]
 				if a == nil {
@@ -106,6 +114,7 @@ func Summarize(cfgs []Config, runs []Run) []Summary {
 		s.Median, _ = Median(tput)
 		s.Min, s.Max, _ = MinMax(tput)
 		s.MachineCPUSeconds, _ = Median(machine)
+		s.CPUSecondsPerGB, _ = Median(perGB)
 		sort.Strings(order) // ns0, ns1, ns2
 		for _, role := range order {
 			a := roles[role]
@@ -173,10 +182,21 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		ratio("5/4 (labels cost nothing)", "5", "4", 0.95),
 		ratio("5/3 (ahead of stock netstack)", "5", "3", 5),
 		ratio("5/2 (ahead of the kernel segmenting per frame)", "5", "2", 1.0),
+		ratio("7/5 (TAP near AF_PACKET)", "7", "5", 0.9),
+	}
+	// 5/2 on the best link mode of configuration 5 (5, 5m, 5q).
+	best := ""
+	for _, id := range []string{"5", "5m", "5q"} {
+		if s := byID[id]; s != nil && (best == "" || s.Median > byID[best].Median) {
+			best = id
+		}
+	}
+	if best != "" {
+		out = append(out, ratio("best of 5, 5m, 5q ("+best+")/2 (the best link mode ahead of the kernel per frame)", best, "2", 1.0))
 	}
 	// LSR: per frame size, mplsnode's swap rate over the kernel's IP
 	// forwarding rate.
-	sizes := map[int][2]float64{}
+	sizes := map[int][4]float64{}
 	var order []int
 	for _, r := range lsr {
 		v, seen := sizes[r.FrameSize]
@@ -188,10 +208,22 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 			v[0] = r.PPS
 		case "kernel-ipfwd":
 			v[1] = r.PPS
+		case "mplsnode-swap-xdp":
+			v[2] = r.PPS
+		case "mplsnode-xdp-fwd":
+			v[3] = r.PPS
 		}
 		sizes[r.FrameSize] = v
 	}
 	sort.Ints(order)
+	// Ingress drops of mplsnode's default (ring) LSR at the rate the
+	// generator offers, which the kernel forwarder also gets.
+	for _, r := range lsr {
+		if r.Config == "mplsnode-swap" {
+			out = append(out, Target{Name: fmt.Sprintf("LSR lower_rx_overflow, %d B (frames)", r.FrameSize), Op: "<=", Want: 0,
+				Value: float64(r.IngressDrops), Available: true, Met: r.IngressDrops == 0})
+		}
+	}
 	if len(order) == 0 {
 		out = append(out, Target{Name: "LSR pps / kernel IP forwarding", Op: ">=", Want: 1.0})
 	}
@@ -203,6 +235,22 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 			t.Met = t.Value >= 1.0
 		}
 		out = append(out, t)
+		if v[2] > 0 { // the AF_XDP link type: want twice the kernel
+			t := Target{Name: fmt.Sprintf("LSR pps on xdp / kernel IP forwarding, %d B", size), Op: ">=", Want: 2.0}
+			if v[1] > 0 {
+				t.Value, t.Available = v[2]/v[1], true
+				t.Met = t.Value >= 2.0
+			}
+			out = append(out, t)
+		}
+		if v[3] > 0 { // the node's XDP label switch: want three times the kernel
+			t := Target{Name: fmt.Sprintf("LSR pps in-kernel (forward xdp) / kernel IP forwarding, %d B", size), Op: ">=", Want: 3.0}
+			if v[1] > 0 {
+				t.Value, t.Available = v[3]/v[1], true
+				t.Met = t.Value >= 3.0
+			}
+			out = append(out, t)
+		}
 	}
 	rss := Target{Name: "peak RSS of each mplsnode (MiB)", Op: "<", Want: RSSLimitMiB}
 	for _, s := range sums {

@@ -131,6 +131,9 @@ func buildTopo(ctx context.Context, t *Topo) error {
 	case TopoUserHost:
 		steps = append(steps, kernelNS1...)
 	}
+	if t.Kind == TopoUserLSRPeerGRO {
+		steps = append(steps, s(ns2, "ethtool", "-K", "virt21", "gro", "on"))
+	}
 	if t.Kind == TopoTAP {
 		for _, b := range []struct{ ns, br, member string }{{ns0, "br0", "virt01"}, {ns1, "br10", "virt10"}, {ns1, "br12", "virt12"}} {
 			steps = append(steps,

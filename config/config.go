@@ -2,9 +2,13 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/mplsnode/mplsnode/gso"
 )
 
 // Limits of the language. Each carries its reason.
@@ -59,8 +63,32 @@ func (p Pos) IsValid() bool { return p.Line > 0 }
 
 // Errorf returns an *Error at p about token, for callers (the node) that
 // find semantic problems after parsing.
+// A string argument longer than MaxQuoted bytes is shortened in the
+// message (ShortToken), so that a 2 MB word gives a one-line message;
+// Token keeps the word whole.
 func (p Pos) Errorf(token, format string, args ...any) *Error {
+	for i, a := range args {
+		if s, ok := a.(string); ok && len(s) > MaxQuoted {
+			args[i] = ShortToken(s)
+		}
+	}
 	return &Error{File: p.File, Line: p.Line, Col: p.Col, Token: token, Msg: fmt.Sprintf(format, args...)}
+}
+
+// MaxQuoted is the most bytes of a token an error message quotes.
+const MaxQuoted = 60
+
+// ShortToken returns s when it is at most MaxQuoted bytes long, else its
+// first bytes (cut at a UTF-8 boundary) followed by "...(N bytes)".
+func ShortToken(s string) string {
+	if len(s) <= MaxQuoted {
+		return s
+	}
+	cut := MaxQuoted - 16
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // Config is a parsed node config file. Slices keep file order.
@@ -80,6 +108,8 @@ type Config struct {
 	Sysctl Sysctl
 	// Settings holds mplsnode's own `set` words, with defaults.
 	Settings Settings
+	// BGP holds the `bgp` lines; nil when the file has none.
+	BGP *BGP
 	// Where maps each sysctl name ("net.mpls.default_ttl") and setting
 	// ("set gso", "set tcp cc") given in the file to its line's position.
 	Where map[string]Pos
@@ -94,7 +124,13 @@ const (
 	LinkAFPacket LinkType = iota + 1
 	// LinkTAP creates (or opens) a TAP device.
 	LinkTAP
+	// LinkXDP attaches to an existing interface (a veth) with AF_XDP
+	// sockets and an XDP program that redirects its frames to them.
+	LinkXDP
 )
+
+// MaxQueues is the most queues a link may have.
+const MaxQueues = 256
 
 // String returns the config word for t.
 func (t LinkType) String() string {
@@ -103,11 +139,41 @@ func (t LinkType) String() string {
 		return "afpacket"
 	case LinkTAP:
 		return "tap"
+	case LinkXDP:
+		return "xdp"
 	}
 	return "LinkType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Link is `link add NAME type afpacket|tap [bridge BR] [mtu N]`.
+// LinkMode is how an afpacket link moves frames: `mode auto|mmsg|ring`.
+type LinkMode uint8
+
+// Link modes.
+const (
+	// LinkModeAuto (the default) uses memory-mapped packet rings where the
+	// kernel sets them up, recvmmsg/sendmmsg otherwise.
+	LinkModeAuto LinkMode = iota
+	// LinkModeMMsg uses recvmmsg/sendmmsg.
+	LinkModeMMsg
+	// LinkModeRing uses packet rings or fails.
+	LinkModeRing
+)
+
+// String returns the config word for m.
+func (m LinkMode) String() string {
+	switch m {
+	case LinkModeAuto:
+		return "auto"
+	case LinkModeMMsg:
+		return "mmsg"
+	case LinkModeRing:
+		return "ring"
+	}
+	return "LinkMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC]
+// [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -118,6 +184,22 @@ type Link struct {
 	Bridge string
 	// MTU is the link MTU; 0 means take the interface's own.
 	MTU uint32
+	// MTUPos is where the MTU value is written; zero without mtu.
+	MTUPos Pos
+	// Address, for LinkTAP, is the MAC of mplsnode's end of the TAP;
+	// nil means a random locally administered one.
+	Address net.HardwareAddr
+	// Queues is the number of queues; 0 means one. afpacket: AF_PACKET
+	// sockets in one PACKET_FANOUT group (hash: a flow stays on one), each
+	// read by its own goroutine; tap: IFF_MULTI_QUEUE files; xdp: the
+	// interface's RX queues, one AF_XDP socket each.
+	Queues int
+	// Mode is how an afpacket link moves frames. Only for LinkAFPacket.
+	Mode LinkMode
+	// QdiscBypass is `qdisc-bypass on`: frames sent skip the interface's
+	// queueing discipline (PACKET_QDISC_BYPASS), and captures on the
+	// interface no longer see them. Only for LinkAFPacket.
+	QdiscBypass bool
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -277,31 +359,48 @@ type LabelRoute struct {
 	DevPos Pos
 }
 
-// GSOMode chooses where large TCP segments are cut to the link MTU.
-type GSOMode uint8
+// GSOMode chooses where large TCP segments are cut to the link MTU: the
+// one definition in package gso, shared with link/mplsendpoint.
+type GSOMode = gso.Mode
 
-// GSO modes.
+// GSO modes (`set gso endpoint|stack|off`).
 const (
 	// GSOEndpoint (default): the MPLS link endpoint advertises GSO and
 	// segments after pushing the labels, knowing the inner protocol.
-	GSOEndpoint GSOMode = iota + 1
+	GSOEndpoint = gso.ModeEndpoint
 	// GSOStack: gVisor's own software GSO segments before the link.
-	GSOStack
+	GSOStack = gso.ModeStack
 	// GSOOff: no GSO; TCP emits MSS-sized segments.
-	GSOOff
+	GSOOff = gso.ModeOff
+)
+
+// XDPMode is `set forward xdp on|off|auto`: whether the label switch's
+// decisions also run as an XDP program in the kernel (package forward/xdp).
+type XDPMode uint8
+
+// XDP modes.
+const (
+	// XDPOff (default): every transit frame takes the userspace path.
+	XDPOff XDPMode = iota
+	// XDPOn: the program must attach to every link; the node refuses to
+	// start otherwise.
+	XDPOn
+	// XDPAuto: the program runs where it attaches; where it cannot, the
+	// node logs why once and runs without it.
+	XDPAuto
 )
 
 // String returns the config word for m.
-func (m GSOMode) String() string {
+func (m XDPMode) String() string {
 	switch m {
-	case GSOEndpoint:
-		return "endpoint"
-	case GSOStack:
-		return "stack"
-	case GSOOff:
+	case XDPOff:
 		return "off"
+	case XDPOn:
+		return "on"
+	case XDPAuto:
+		return "auto"
 	}
-	return "GSOMode(" + strconv.Itoa(int(m)) + ")"
+	return "XDPMode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // Sysctl holds the supported net.* sysctls.
@@ -333,6 +432,8 @@ type Settings struct {
 	TCPSACK bool
 	// TCPRACK is `set tcp rack on|off` (default on): RACK-TLP loss detection.
 	TCPRACK bool
+	// ForwardXDP is `set forward xdp on|off|auto` (default off).
+	ForwardXDP XDPMode
 }
 
 // defaults returns a Config with every default filled in.
@@ -374,8 +475,20 @@ func (l Link) String() string {
 	if l.Bridge != "" {
 		s += " bridge " + l.Bridge
 	}
+	if l.Address != nil {
+		s += " address " + l.Address.String()
+	}
 	if l.MTU != 0 {
 		s += " mtu " + strconv.FormatUint(uint64(l.MTU), 10)
+	}
+	if l.Queues > 1 {
+		s += " queues " + strconv.Itoa(l.Queues)
+	}
+	if l.Mode != LinkModeAuto {
+		s += " mode " + l.Mode.String()
+	}
+	if l.QdiscBypass {
+		s += " qdisc-bypass on"
 	}
 	return s
 }
@@ -449,11 +562,15 @@ func (c *Config) Format() string {
 	st := c.Settings
 	fmt.Fprintf(&b, "set gso %s\nset tcp cc %s\nset tcp sack %s\nset tcp rack %s\n",
 		st.GSO, st.TCPCongestion, onOff(st.TCPSACK), onOff(st.TCPRACK))
+	fmt.Fprintf(&b, "set forward xdp %s\n", st.ForwardXDP)
 	for _, r := range c.Routes {
 		b.WriteString(r.String() + "\n")
 	}
 	for _, r := range c.LabelRoutes {
 		b.WriteString(r.String() + "\n")
+	}
+	if c.BGP != nil {
+		c.BGP.format(&b)
 	}
 	return b.String()
 }

@@ -14,12 +14,29 @@
 // -4, -6, -M and -f inet|inet6|mpls (-family too). A config describes
 // state, so the only verb is add.
 //
-//	link add NAME type afpacket [mtu N]
-//	link add NAME type tap [bridge BRIDGE] [mtu N]
+//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
+//	link add NAME type tap [bridge BRIDGE] [address MAC] [mtu N] [queues N]
+//	link add NAME type xdp [mtu N] [queues N]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
-//	    tap creates a TAP device, optionally enslaved to a Linux bridge.
-//	    mtu is the link MTU (68..65535), default the interface's. NAME is
+//	    tap creates a TAP device (virtio-net offloads on), optionally
+//	    enslaved to a Linux bridge; xdp attaches to an existing interface
+//	    with AF_XDP sockets and an XDP program that hands every frame of
+//	    the interface to them (the kernel sees none). mtu is the link MTU
+//	    (68..65535), default the interface's. queues (1..256, default 1)
+//	    is a multi-queue TAP's number of queues, or the number of the
+//	    interface's RX queues an xdp link serves, one socket each. address
+//	    is the MAC of mplsnode's end of a TAP (default: random, locally
+//	    administered; never the TAP device's own MAC). NAME is
 //	    at most 15 bytes; "lo" is the stack's loopback and needs no link.
+//	    queues (1..64, default 1) opens that many AF_PACKET sockets in one
+//	    PACKET_FANOUT hash group (a flow stays on one), each read by its own
+//	    goroutine: give it the number of cores. mode says how frames move:
+//	    ring, memory-mapped packet rings (TPACKET_V3 receive, TPACKET_V2
+//	    transmit); mmsg, recvmmsg/sendmmsg; auto (default), ring where the
+//	    kernel sets the rings up, else mmsg. `mplsnode stats` shows what
+//	    each link runs. qdisc-bypass on (default off) sends past the
+//	    interface's queueing discipline (PACKET_QDISC_BYPASS): no tc
+//	    shaping, and captures on the interface miss the frames sent.
 //
 //	addr add ADDRESS[/LEN] dev NAME
 //	    An interface address, IPv4 or IPv6 (no /LEN: a host address).
@@ -72,8 +89,31 @@
 //	set tcp cc reno|cubic   congestion control (default cubic, as Linux)
 //	set tcp sack on|off     selective acknowledgements (default on)
 //	set tcp rack on|off     RACK-TLP loss detection (default on)
+//	set forward xdp on|off|auto
+//	    Run the label switch's swap and pop also as an XDP program on the
+//	    links (package forward/xdp): frames it carries never leave the
+//	    kernel; everything else takes the userspace path. off (default);
+//	    on: the node refuses to start where the program cannot attach;
+//	    auto: on where it attaches, else off with one log line saying why.
 //
 // Each sysctl and setting may appear once.
+//
+//	bgp as ASN router-id IPV4
+//	    Run a BGP labeled unicast speaker (RFC 8277) as AS ASN (1..4294967295).
+//	bgp neighbor ADDR remote-as ASN [family ipv4-labeled-unicast|ipv6-labeled-unicast...]
+//	        [next-hop-self] [hold-time SECONDS]
+//	    A directly connected peer (ADDR on one of the node's subnets); both
+//	    families by default. next-hop-self re-advertises to it the routes
+//	    learned from other neighbours, each with a local label swapped to
+//	    the received one. hold-time 3..65535 seconds (default 90).
+//	bgp label-range LOW HIGH
+//	    The labels BGP binds (default 16000 23999); label routes and fixed
+//	    network labels must stay outside it.
+//	bgp network PREFIX [label explicit-null|implicit-null|LABEL]
+//	    Originate PREFIX with a label from the range (popped to the node
+//	    itself), explicit null (0 or 2), implicit null (3: the neighbour
+//	    pops) or a fixed LABEL. A reload may change the network lines; other
+//	    bgp lines need a restart.
 //
 // # Labels
 //

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -129,6 +130,8 @@ type parser struct {
 	// names interns device names, so that a million routes share a few
 	// strings (and none keeps src alive).
 	names map[string]string
+	// bgpNets maps each bgp network to its line, to find duplicates
+	bgpNets map[netip.Prefix]Pos
 }
 
 type devSetting struct {
@@ -254,7 +257,7 @@ func (p *parser) parseLine(n int, line string) {
 }
 
 // statements are the words a line may start with (after an optional `ip`).
-var statements = []string{"link", "addr", "route", "sysctl", "set"}
+var statements = []string{"link", "addr", "route", "sysctl", "set", "bgp"}
 
 func (p *parser) statement() {
 	start := p.toks[0]
@@ -283,7 +286,7 @@ func (p *parser) statement() {
 		}
 	}
 	t := p.next("a statement: " + oneOf(statements))
-	if (ip || family != "") && (t.s == "sysctl" || t.s == "set") {
+	if (ip || family != "") && (t.s == "sysctl" || t.s == "set" || t.s == "bgp") {
 		p.fail(t, "%q is not an ip subcommand; write the line without \"ip\" or options", t.s)
 	}
 	if family != "" && t.s == "link" {
@@ -310,6 +313,8 @@ func (p *parser) statement() {
 		p.sysctl(p.pos(start.col))
 	case "set":
 		p.set(p.pos(start.col))
+	case "bgp":
+		p.bgp(p.pos(start.col))
 	case "netns":
 		p.fail(t, "ip netns selects a namespace; write one config file per node and drop the \"ip netns exec NAME\" prefix")
 	default:
@@ -375,7 +380,9 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass"}
+
+var linkModes = []string{"auto", "mmsg", "ring"}
 
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
@@ -385,38 +392,73 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok token
+	var bridgeTok, addrTok, afTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
 		switch t.s {
 		case "type":
-			tt := p.next("link type afpacket or tap")
+			tt := p.next("link type afpacket, tap or xdp")
 			switch tt.s {
 			case "afpacket":
 				l.Type = LinkAFPacket
 			case "tap":
 				l.Type = LinkTAP
+			case "xdp":
+				l.Type = LinkXDP
 			case "veth":
 				p.fail(tt, "mplsnode attaches to an existing veth; create the pair outside and write \"link add %s type afpacket\"", l.Name)
 			default:
-				p.fail(tt, "unknown link type %q; expected afpacket or tap%s", tt.s, suggest(tt.s, []string{"afpacket", "tap"}))
+				p.fail(tt, "unknown link type %q; expected afpacket, tap or xdp%s", tt.s, suggest(tt.s, []string{"afpacket", "tap", "xdp"}))
 			}
 		case "bridge":
 			bridgeTok = t
 			l.Bridge, _ = p.ifName("bridge name")
 		case "mtu":
-			v, _ := p.number("link mtu", MinMTU, MaxMTU)
-			l.MTU = uint32(v)
+			v, vt := p.number("link mtu", MinMTU, MaxMTU)
+			l.MTU, l.MTUPos = uint32(v), p.at(vt)
+		case "address":
+			addrTok = t
+			mt := p.next("a MAC address such as 02:00:00:00:00:01")
+			mac, err := net.ParseMAC(mt.s)
+			if err != nil || len(mac) != 6 || mac[0]&1 != 0 {
+				p.fail(mt, "bad link address %q; expected a unicast Ethernet MAC such as 02:00:00:00:00:01", mt.s)
+			}
+			l.Address = mac
+		case "queues":
+			v, _ := p.number("number of queues", 1, MaxQueues)
+			l.Queues = int(v)
+		case "qdisc-bypass":
+			afTok = t
+			l.QdiscBypass = p.onOff("qdisc-bypass")
+		case "mode":
+			afTok = t
+			mt := p.next("link mode auto, mmsg or ring")
+			switch mt.s {
+			case "auto":
+				l.Mode = LinkModeAuto
+			case "mmsg":
+				l.Mode = LinkModeMMsg
+			case "ring":
+				l.Mode = LinkModeRing
+			default:
+				p.fail(mt, "unknown link mode %q; expected auto, mmsg or ring%s", mt.s, suggest(mt.s, linkModes))
+			}
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}
 	}
 	if l.Type == 0 {
-		p.failEnd("missing \"type afpacket\" or \"type tap\" in link %s", l.Name)
+		p.failEnd("missing \"type afpacket\", \"type tap\" or \"type xdp\" in link %s", l.Name)
 	}
 	if l.Bridge != "" && l.Type != LinkTAP {
-		p.fail(bridgeTok, "bridge applies only to type tap; an afpacket link is already an interface")
+		p.fail(bridgeTok, "bridge applies only to type tap; an %s link is already an interface", l.Type)
+	}
+	if l.Address != nil && l.Type != LinkTAP {
+		p.fail(addrTok, "address applies only to type tap (the MAC of mplsnode's end of the TAP); an %s link uses its interface's", l.Type)
+	}
+	if afTok.s != "" && l.Type != LinkAFPacket {
+		p.fail(afTok, "%s applies only to type afpacket", afTok.s)
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

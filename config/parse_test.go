@@ -28,8 +28,16 @@ func TestParseStatements(t *testing.T) {
 	}{
 		{name: "link afpacket", in: "link add virt02 type afpacket", want: "link add virt02 type afpacket"},
 		{name: "link afpacket mtu", in: "ip link add virt02 type afpacket mtu 9000", want: "link add virt02 type afpacket mtu 9000"},
+		{name: "link afpacket queues mode", in: "link add virt10 type afpacket queues 2 mode ring", want: "link add virt10 type afpacket queues 2 mode ring"},
+		{name: "link afpacket mode auto", in: "link add virt10 mode auto type afpacket queues 1", want: "link add virt10 type afpacket"},
+		{name: "link afpacket mode mmsg", in: "link add virt10 type afpacket mode mmsg", want: "link add virt10 type afpacket mode mmsg"},
+		{name: "link afpacket qdisc-bypass", in: "link add virt10 type afpacket qdisc-bypass on mode ring", want: "link add virt10 type afpacket mode ring qdisc-bypass on"},
 		{name: "link tap", in: "link add tap0 type tap", want: "link add tap0 type tap"},
 		{name: "link tap bridge mtu", in: "link add tap0 mtu 1500 type tap bridge br0", want: "link add tap0 type tap bridge br0 mtu 1500"},
+		{name: "link tap queues", in: "link add tap0 type tap queues 4", want: "link add tap0 type tap queues 4"},
+		{name: "link tap address", in: "link add tap0 address 02:00:00:00:00:0A type tap bridge br0", want: "link add tap0 type tap bridge br0 address 02:00:00:00:00:0a"},
+		{name: "link xdp queues", in: "ip link add virt10 type xdp queues 2 mtu 1500", want: "link add virt10 type xdp mtu 1500 queues 2"},
+		{name: "link xdp", in: "link add virt10 type xdp", want: "link add virt10 type xdp"},
 		{name: "addr v4", in: "addr add 10.9.0.1/16 dev virt12", want: "addr add 10.9.0.1/16 dev virt12"},
 		{name: "addr v6", in: "ip -6 addr add 2001:db8:2::1/64 dev virt12", want: "addr add 2001:db8:2::1/64 dev virt12"},
 		{name: "addr host", in: "ip address add 10.10.10.10 dev lo", want: "addr add 10.10.10.10/32 dev lo"},
@@ -122,12 +130,13 @@ set gso stack
 set tcp cc cubic
 set tcp sack off
 set tcp rack off
+set forward xdp auto
 `
 	cfg := mustParse(t, "s.conf", src)
 	if want := (config.Sysctl{IPTTLPropagate: false, DefaultTTL: 64, PlatformLabels: 1000, IPv4Forward: true, IPv6Forward: true}); cfg.Sysctl != want {
 		t.Errorf("got sysctls %+v, want %+v", cfg.Sysctl, want)
 	}
-	if want := (config.Settings{GSO: config.GSOStack, TCPCongestion: "cubic", TCPSACK: false, TCPRACK: false}); cfg.Settings != want {
+	if want := (config.Settings{GSO: config.GSOStack, TCPCongestion: "cubic", TCPSACK: false, TCPRACK: false, ForwardXDP: config.XDPAuto}); cfg.Settings != want {
 		t.Errorf("got settings %+v, want %+v", cfg.Settings, want)
 	}
 	if cfg.Links[0].MPLSInput {
@@ -137,6 +146,7 @@ set tcp rack off
 		"net.mpls.default_ttl":         "s.conf:4:1",
 		"net.ipv6.conf.all.forwarding": "s.conf:7:2",
 		"set tcp rack":                 "s.conf:12:1",
+		"set forward xdp":              "s.conf:13:1",
 	} {
 		if got := cfg.Where[key].String(); got != want {
 			t.Errorf("got Where[%q] = %s, want %s", key, got, want)
@@ -283,7 +293,7 @@ func compare[T any](t *testing.T, what string, got, want T) {
 func stripLinks(in []config.Link) []config.Link {
 	out := append([]config.Link(nil), in...)
 	for i := range out {
-		out[i].Pos, out[i].NamePos = config.Pos{}, config.Pos{}
+		out[i].Pos, out[i].NamePos, out[i].MTUPos = config.Pos{}, config.Pos{}, config.Pos{}
 	}
 	return out
 }

@@ -107,7 +107,7 @@ func (p *parser) bool01(t token, name string) bool {
 	return false
 }
 
-var setWords = []string{"gso", "tcp"}
+var setWords = []string{"gso", "tcp", "forward"}
 var setTCPWords = []string{"cc", "sack", "rack"}
 
 // set parses mplsnode's own settings:
@@ -116,6 +116,7 @@ var setTCPWords = []string{"cc", "sack", "rack"}
 //	set tcp cc reno|cubic
 //	set tcp sack on|off
 //	set tcp rack on|off
+//	set forward xdp on|off|auto
 func (p *parser) set(pos Pos) {
 	t := p.word("set", setWords...)
 	switch t.s {
@@ -136,6 +137,11 @@ func (p *parser) set(pos Pos) {
 			p.cfg.Settings.TCPRACK = p.onOff(key)
 		}
 		p.where(key, pos, w)
+	case "forward":
+		w := p.word("set forward", "xdp")
+		v := p.word("set forward xdp", "on", "off", "auto")
+		p.cfg.Settings.ForwardXDP = map[string]XDPMode{"on": XDPOn, "off": XDPOff, "auto": XDPAuto}[v.s]
+		p.where("set forward xdp", pos, w)
 	}
 }
 
@@ -147,6 +153,7 @@ func (p *parser) onOff(ctx string) bool {
 // limits set by sysctls. It runs on whatever statements parsed cleanly.
 func (p *parser) validate() {
 	c := p.cfg
+	p.validateBGP()
 	links := map[string]int{}
 	var names []string
 	for i, l := range c.Links {

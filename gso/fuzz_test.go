@@ -13,7 +13,25 @@ import (
 	"github.com/mplsnode/mplsnode/gso"
 )
 
-var updateCorpus = flag.Bool("update-corpus", false, "rewrite the seed files in testdata/fuzz/FuzzSegment")
+// writeCorpus turns the test binary into the seed corpus writer: with it,
+// TestMain rewrites testdata/fuzz/FuzzSegment from seedPackets and exits
+// without running a test. `go generate ./gso` does that (the directive
+// below); there is no test that skips unless a flag is set.
+//
+//go:generate go test -run ^$ . -args -write-corpus
+var writeCorpus = flag.Bool("write-corpus", false, "rewrite the seed files in testdata/fuzz/FuzzSegment and exit (go generate)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *writeCorpus {
+		if err := writeSeedCorpus(filepath.Join("testdata", "fuzz", "FuzzSegment")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // maxFuzzOutput bounds the output a fuzz input may ask for (MSS 1 on a large
 // buffer multiplies the headers), so the fuzzer does not run out of memory.
@@ -36,22 +54,20 @@ func seedPackets() map[string]gso.Packet {
 	}
 }
 
-// TestWriteFuzzCorpus rewrites the seed corpus when run with -update-corpus.
-func TestWriteFuzzCorpus(t *testing.T) {
-	if !*updateCorpus {
-		t.Skip("run with -update-corpus to rewrite testdata/fuzz/FuzzSegment")
-	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzSegment")
+// writeSeedCorpus writes one file per seed packet into dir, in the
+// encoding go test's fuzzing reads (`go test fuzz v1`).
+func writeSeedCorpus(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for name, p := range seedPackets() {
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\nint(%d)\nbyte(%s)\nint(%d)\nint(%d)\n",
 			strconv.Quote(string(p.Buf)), p.PrefixLen, strconv.QuoteRune(rune(p.Proto)), p.L4Offset, p.MSS)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // FuzzSegment feeds arbitrary packets and parameters to Segment: accepted

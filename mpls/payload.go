@@ -45,13 +45,15 @@ const (
 //  1. the explicit null labels: 0 is IPv4, 2 is IPv6 (RFC 3032 §2.1);
 //  2. binding, the payload type the ILM entry binds to the label, if not
 //     PayloadNone (RFC 3032 §2.2: the label determines the payload);
-//  3. the IP version nibble: 4 with at least 20 bytes, IHL >= 5 and the
-//     whole IHL-sized header present, or 6 with at least 40 bytes.
+//  3. the IP version nibble.
 //
-// A binding that contradicts an explicit null label, or a payload that
-// passes no rule, is an *UnknownPayloadError: never a guess. Cases 1 and 2
-// do not look at payload (the IP layer validates the header it is given).
-// InferPayload allocates nothing unless it returns an error.
+// Whichever rule names the type, payload must then hold a whole header of
+// it: the version nibble of that type, and for IPv4 at least 20 bytes, an
+// IHL >= 5 and the whole IHL-sized header; for IPv6 at least 40 bytes. So
+// a caller may read any fixed header field of the returned type without a
+// further bounds check. A binding that contradicts an explicit null label,
+// or a payload that fails these checks, is an *UnknownPayloadError: never a
+// guess. InferPayload allocates nothing unless it returns an error.
 func InferPayload(binding Payload, bottom Label, payload []byte) (Payload, error) {
 	var null Payload
 	switch bottom {
@@ -66,32 +68,58 @@ func InferPayload(binding Payload, bottom Label, payload []byte) (Payload, error
 	case null != PayloadNone && binding != PayloadNone && binding != null:
 		return PayloadNone, &UnknownPayloadError{Label: bottom, Len: len(payload), Reason: "binding " + binding.String() + " contradicts the explicit null label"}
 	case null != PayloadNone:
-		return null, nil
+		return checkHeader(null, bottom, payload)
 	case binding != PayloadNone:
-		return binding, nil
+		return checkHeader(binding, bottom, payload)
 	}
 	if len(payload) == 0 {
 		return PayloadNone, &UnknownPayloadError{Label: bottom, Reason: "empty payload"}
 	}
-	v := payload[0] >> 4
-	switch v {
+	switch payload[0] >> 4 {
 	case 4:
+		return checkHeader(PayloadIPv4, bottom, payload)
+	case 6:
+		return checkHeader(PayloadIPv6, bottom, payload)
+	}
+	return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: 0, Version: payload[0] >> 4, Len: len(payload), Reason: "IP version nibble is neither 4 nor 6"}
+}
+
+// checkHeader returns p if payload starts with a whole header of type p,
+// else an *UnknownPayloadError saying what is missing.
+func checkHeader(p Payload, bottom Label, payload []byte) (Payload, error) {
+	fail := func(off int, reason string) (Payload, error) {
+		var v uint8
+		if len(payload) > 0 {
+			v = payload[0] >> 4
+		}
+		return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: off, Version: v, Len: len(payload), Reason: reason}
+	}
+	if len(payload) == 0 {
+		return fail(0, "empty payload, label says "+p.String())
+	}
+	v := payload[0] >> 4
+	switch p {
+	case PayloadIPv4:
+		if v != 4 {
+			return fail(0, "the label says ipv4 but the IP version nibble is "+strconv.Itoa(int(v)))
+		}
 		if len(payload) < IPv4MinHeaderLen {
-			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: len(payload), Version: v, Len: len(payload), Reason: "IPv4 header shorter than 20 bytes"}
+			return fail(len(payload), "IPv4 header shorter than 20 bytes")
 		}
 		ihl := int(payload[0] & 0x0f)
 		if ihl < ipv4MinIHL {
-			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: 0, Version: v, Len: len(payload), Reason: "IPv4 IHL " + strconv.Itoa(ihl) + " below 5"}
+			return fail(0, "IPv4 IHL "+strconv.Itoa(ihl)+" below 5")
 		}
 		if len(payload) < 4*ihl {
-			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: len(payload), Version: v, Len: len(payload), Reason: "IPv4 header shorter than its IHL of " + strconv.Itoa(4*ihl) + " bytes"}
+			return fail(len(payload), "IPv4 header shorter than its IHL of "+strconv.Itoa(4*ihl)+" bytes")
 		}
-		return PayloadIPv4, nil
-	case 6:
+	case PayloadIPv6:
+		if v != 6 {
+			return fail(0, "the label says ipv6 but the IP version nibble is "+strconv.Itoa(int(v)))
+		}
 		if len(payload) < IPv6HeaderLen {
-			return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: len(payload), Version: v, Len: len(payload), Reason: "IPv6 header shorter than 40 bytes"}
+			return fail(len(payload), "IPv6 header shorter than 40 bytes")
 		}
-		return PayloadIPv6, nil
 	}
-	return PayloadNone, &UnknownPayloadError{Label: bottom, Offset: 0, Version: v, Len: len(payload), Reason: "IP version nibble is neither 4 nor 6"}
+	return p, nil
 }

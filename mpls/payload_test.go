@@ -39,12 +39,37 @@ func TestInferPayload(t *testing.T) {
 		{name: "nibble 4", bottom: 100, payload: v4, want: mpls.PayloadIPv4},
 		{name: "nibble 4 with options", bottom: 100, payload: v4opts, want: mpls.PayloadIPv4},
 		{name: "nibble 6", bottom: 100, payload: v6, want: mpls.PayloadIPv6},
-		{name: "explicit null v4 on v6 bytes", bottom: 0, payload: v6, want: mpls.PayloadIPv4},
-		{name: "explicit null v6 on v4 bytes", bottom: 2, payload: v4, want: mpls.PayloadIPv6},
-		{name: "explicit null v4, no bytes", bottom: 0, payload: nil, want: mpls.PayloadIPv4},
 		{name: "explicit null v6 with matching binding", binding: mpls.PayloadIPv6, bottom: 2, payload: v6, want: mpls.PayloadIPv6},
-		{name: "binding v6 beats nibble 4", binding: mpls.PayloadIPv6, bottom: 100, payload: v4, want: mpls.PayloadIPv6},
-		{name: "binding v4 on garbage", binding: mpls.PayloadIPv4, bottom: 100, payload: []byte{0xff}, want: mpls.PayloadIPv4},
+		{name: "explicit null v4", bottom: 0, payload: v4, want: mpls.PayloadIPv4},
+		{name: "explicit null v6", bottom: 2, payload: v6, want: mpls.PayloadIPv6},
+		{name: "binding v6", binding: mpls.PayloadIPv6, bottom: 100, payload: v6, want: mpls.PayloadIPv6},
+		// Issue 12: the explicit null label, or a binding, names the type,
+		// but the payload must still hold a whole header of it (a 1-byte
+		// payload under label 0 crashed the LSR's ICMP path).
+		{
+			name: "explicit null v4 on 1 byte (issue 12)", bottom: 0, payload: []byte{0x45}, wantOffset: 1, wantVersion: 4,
+			wantMsg: "mpls: unknown payload under bottom label 0 (ipv4-explicit-null): IPv4 header shorter than 20 bytes (version nibble 4, 1 bytes, offset 1)",
+		},
+		{
+			name: "explicit null v6 on 1 byte (issue 12)", bottom: 2, payload: []byte{0x60}, wantOffset: 1, wantVersion: 6,
+			wantMsg: "mpls: unknown payload under bottom label 2 (ipv6-explicit-null): IPv6 header shorter than 40 bytes (version nibble 6, 1 bytes, offset 1)",
+		},
+		{
+			name: "explicit null v4, no bytes", bottom: 0, payload: nil,
+			wantMsg: "mpls: unknown payload under bottom label 0 (ipv4-explicit-null): empty payload, label says ipv4 (version nibble 0, 0 bytes, offset 0)",
+		},
+		{
+			name: "explicit null v4 on v6 bytes", bottom: 0, payload: v6, wantVersion: 6,
+			wantMsg: "mpls: unknown payload under bottom label 0 (ipv4-explicit-null): the label says ipv4 but the IP version nibble is 6 (version nibble 6, 40 bytes, offset 0)",
+		},
+		{
+			name: "binding v4 on garbage", binding: mpls.PayloadIPv4, bottom: 100, payload: []byte{0xff}, wantVersion: 15,
+			wantMsg: "mpls: unknown payload under bottom label 100: the label says ipv4 but the IP version nibble is 15 (version nibble 15, 1 bytes, offset 0)",
+		},
+		{
+			name: "binding v4 with IHL beyond data", binding: mpls.PayloadIPv4, bottom: 100, payload: append([]byte{0x4f}, v4[1:]...), wantOffset: 20, wantVersion: 4,
+			wantMsg: "mpls: unknown payload under bottom label 100: IPv4 header shorter than its IHL of 60 bytes (version nibble 4, 20 bytes, offset 20)",
+		},
 		{
 			name: "empty", bottom: 100, payload: nil,
 			wantMsg: "mpls: unknown payload under bottom label 100: empty payload (version nibble 0, 0 bytes, offset 0)",

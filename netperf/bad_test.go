@@ -90,6 +90,7 @@ func TestClientVanishes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		c.Write(req[:])
 		io.ReadFull(c, make([]byte, netperf.MessageSize))
 		c.Close()
@@ -101,6 +102,7 @@ func TestClientVanishes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		c.Write(req[:])
 		var m netperf.Message
 		io.ReadFull(c, m[:])
@@ -124,6 +126,7 @@ func TestClientVanishes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		c.Write(req[:10])
 		waitLog(t, l2, "control read failed")
 		checkStillServes(t, srvAddr)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -19,7 +20,27 @@ const (
 	TCPStream TestType = "TCP_STREAM"
 	TCPMaerts TestType = "TCP_MAERTS"
 	TCPRR     TestType = "TCP_RR"
+	// TCPCRR opens a connection per transaction (connect, request,
+	// response, close).
+	TCPCRR TestType = "TCP_CRR"
+	// TCPCC opens and closes a connection per transaction, no data; a
+	// classic (non-omni) test even in stock's omni build.
+	TCPCC     TestType = "TCP_CC"
+	UDPStream TestType = "UDP_STREAM"
+	UDPRR     TestType = "UDP_RR"
 )
+
+// Tests lists the tests Run supports, in netperf's order.
+var Tests = []TestType{TCPStream, TCPMaerts, TCPRR, TCPCRR, TCPCC, UDPStream, UDPRR}
+
+// IsRR reports whether t counts transactions (RR, CRR, CC).
+func (t TestType) IsRR() bool { return t == TCPRR || t == TCPCRR || t == TCPCC || t == UDPRR }
+
+// IsUDP reports whether t runs over UDP.
+func (t TestType) IsUDP() bool { return t == UDPStream || t == UDPRR }
+
+// isConnect reports whether t opens a connection per transaction.
+func (t TestType) isConnect() bool { return t == TCPCRR || t == TCPCC }
 
 // DialFunc opens a connection, shaped like net.Dialer.DialContext.
 type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
@@ -39,6 +60,11 @@ type Config struct {
 	// DataDial opens the data connection; nil means Dial. The CLI binds it
 	// to the test-specific -L/-P local address.
 	DataDial DialFunc
+	// ListenPacket opens the UDP tests' data socket, unconnected as stock
+	// netperf's, so that a response from another address of the server
+	// (a netserver replies from its route's source) still counts; nil
+	// means net.ListenPacket. The address is the -L/-P local address.
+	ListenPacket ListenPacketFunc
 	// Host and Port of the netserver control socket (-H, -p).
 	Host string
 	Port int
@@ -85,6 +111,24 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// Family is -4, -6 or -H host,family: the address family of the
+	// control and data connections (FamilyUnspec: the host's).
+	Family uint32
+	// RemoteCPURate is -C rate, sent to the server (stock netserver skips
+	// its calibration with it).
+	RemoteCPURate float32
+	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
+	RemoteSendOffset, RemoteRecvOffset uint32
+	// Routing is -R: 1 allowed, -1 SO_DONTROUTE on the server's data
+	// socket, 0 the test's default (allowed, except UDP_STREAM).
+	Routing int
+	// Interim is -D: print an interim result this often during the test
+	// to InterimOut (0: none).
+	Interim    time.Duration
+	InterimOut io.Writer
+	// Units is netperf's -f: 'k', 'm' (default), 'g' for 10^3, 10^6,
+	// 10^9 bits/s; 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s.
+	Units byte
 	// ControlTimeout bounds control-message reads beyond the test length;
 	// 0 means DefaultControlTimeout.
 	ControlTimeout time.Duration
@@ -93,7 +137,7 @@ type Config struct {
 // NewConfig returns a Config for test against host with netperf's defaults.
 func NewConfig(host string, test TestType) Config {
 	return Config{
-		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength,
+		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength, Units: 'm',
 		LocalSendSize: -1, RemoteSendSize: -1, LocalRecvSize: -1, RemoteRecvSize: -1,
 		LocalSendBuf: -1, LocalRecvBuf: -1, RemoteSendBuf: -1, RemoteRecvBuf: -1,
 		RequestSize: 1, ResponseSize: 1,
@@ -141,6 +185,48 @@ type Result struct {
 	RemoteCPUMethod     uint32  `json:"remote_cpu_method"`
 	RemoteNumCPUs       uint32  `json:"remote_num_cpus"`
 	RemoteCongControl   string  `json:"remote_cong_control,omitempty"`
+
+	// Send and receive calls here (UDP_STREAM: the messages sent), failed
+	// sends, messages the server received and the throughput it saw
+	// (UDP_STREAM's second result line).
+	SendCalls        uint64  `json:"send_calls,omitempty"`
+	RecvCalls        uint64  `json:"recv_calls,omitempty"`
+	SendErrors       uint64  `json:"send_errors,omitempty"`
+	RemoteRecvCalls  uint64  `json:"remote_recv_calls,omitempty"`
+	RemoteThroughput float64 `json:"remote_throughput,omitempty"`
+
+	// Latency holds the transaction times of RR tests, in microseconds.
+	Latency LatencyStats `json:"latency_us"`
+	// Final socket sizes the server reported, its receive size per call,
+	// and its send and receive calls.
+	RemoteSendBufEnd int32  `json:"remote_send_socket_size_end"`
+	RemoteRecvBufEnd int32  `json:"remote_recv_socket_size_end"`
+	RemoteRecvSize   int32  `json:"remote_recv_size"`
+	RemoteSendCalls  uint64 `json:"remote_send_calls,omitempty"`
+	// RemoteRetrans and LocalRetrans are the TCP retransmissions (-1 for
+	// UDP or when the socket cannot tell); TransportMSS is the data
+	// connection's MSS (-1 unknown); LocalCongControl its congestion
+	// control ("TCP Only" for UDP, as netperf).
+	RemoteRetrans    int32  `json:"remote_transport_retrans"`
+	LocalRetrans     int32  `json:"local_transport_retrans"`
+	TransportMSS     int32  `json:"transport_mss"`
+	LocalCongControl string `json:"local_cong_control,omitempty"`
+	// LocalCPUNum and RemoteCPUNum are the CPU counts; the peaks are the
+	// busiest CPU's utilisation.
+	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
+	LocalPeakCPU  float64 `json:"local_peak_cpu_util,omitempty"`
+	RemotePeakCPU float64 `json:"remote_peak_cpu_util,omitempty"`
+	LocalCPUUser  float64 `json:"local_cpu_user,omitempty"`
+	LocalCPUSys   float64 `json:"local_cpu_system,omitempty"`
+	RemoteCPUUser float64 `json:"remote_cpu_user,omitempty"`
+	RemoteCPUSys  float64 `json:"remote_cpu_system,omitempty"`
+	// The rest of netperf's CPU breakdown (percent).
+	LocalCPUIOWait   float64 `json:"local_cpu_iowait,omitempty"`
+	LocalCPUIRQ      float64 `json:"local_cpu_irq,omitempty"`
+	LocalCPUSoftIRQ  float64 `json:"local_cpu_swintr,omitempty"`
+	RemoteCPUIOWait  float64 `json:"remote_cpu_iowait,omitempty"`
+	RemoteCPUIRQ     float64 `json:"remote_cpu_irq,omitempty"`
+	RemoteCPUSoftIRQ float64 `json:"remote_cpu_swintr,omitempty"`
 }
 
 // Report is the outcome of Run: every iteration and their mean.
@@ -156,11 +242,20 @@ type Report struct {
 	ThroughputInterval float64 `json:"throughput_interval_pct"`
 	LocalCPUInterval   float64 `json:"local_cpu_interval_pct"`
 	RemoteCPUInterval  float64 `json:"remote_cpu_interval_pct"`
+	// BannerPrinted says the banner went out before the test (-D prints
+	// it ahead of the interim results), so WriteText leaves it out.
+	BannerPrinted bool `json:"-"`
 }
 
 func (c *Config) fill() {
 	if c.Test == "" {
 		c.Test = TCPStream
+	}
+	if unitsName(c.Units) == "" {
+		c.Units = 'm'
+	}
+	if c.Test == TCPCC {
+		c.Classic = true // stock runs TCP_CC with the classic messages
 	}
 	if c.Port == 0 {
 		c.Port = DefaultPort
@@ -202,12 +297,10 @@ func (c *Config) fill() {
 // -i) on one control connection, and returns the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.fill()
-	switch cfg.Test {
-	case TCPStream, TCPMaerts, TCPRR:
-	default:
-		return nil, fmt.Errorf("netperf: test %q not supported (TCP_STREAM, TCP_MAERTS, TCP_RR)", cfg.Test)
+	if !slices.Contains(Tests, cfg.Test) {
+		return nil, fmt.Errorf("netperf: test %q not supported (%v)", cfg.Test, Tests)
 	}
-	ctl, err := cfg.Dial(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	ctl, err := cfg.Dial(ctx, cfg.network("tcp"), net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("netperf: establish control: %w", err)
 	}
@@ -226,8 +319,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	var st confStats
+	iter := cfg
 	for i := 1; i <= cfg.MaxIterations; i++ {
-		res, err := runOne(ctx, ctl, &cfg, rep.Family)
+		res, err := runOne(ctx, ctl, &iter, rep.Family)
 		if err != nil {
 			return nil, err
 		}
@@ -247,6 +341,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		_, _ = io.Copy(io.Discard, ctl)
 	}
 	return rep, nil
+}
+
+// network is "tcp" or "udp" with the -4/-6 family suffix.
+func (c *Config) network(proto string) string {
+	switch c.Family {
+	case FamilyIPv4:
+		return proto + "4"
+	case FamilyIPv6:
+		return proto + "6"
+	}
+	return proto
 }
 
 func familyOf(a net.Addr) uint32 {
@@ -277,6 +382,30 @@ type dataPlan struct {
 	reqSize, respSize  int32
 	length             int
 	keepOpen           bool // classic RR: do not half-close before results
+	interim            *interimReporter
+}
+
+// planFor returns the local socket sizes a test starts from (the kernel's
+// defaults, as stock netperf reads them off a fresh socket, or -s) and its
+// data plan.
+func planFor(cfg *Config) (lsnd, lrcv int32, plan dataPlan) {
+	lsnd, lrcv = defaultCallSizes()
+	if cfg.Test.IsUDP() {
+		lsnd, lrcv = defaultUDPBufSizes()
+	}
+	if cfg.LocalSendBuf >= 0 {
+		lsnd = cfg.LocalSendBuf
+	}
+	if cfg.LocalRecvBuf >= 0 {
+		lrcv = cfg.LocalRecvBuf
+	}
+	plan = dataPlan{test: cfg.Test, length: cfg.Length,
+		sendSize: pickSize(cfg.LocalSendSize, lsnd), recvSize: pickSize(cfg.LocalRecvSize, lrcv),
+		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize}
+	if cfg.Test == UDPStream {
+		plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
+	}
+	return lsnd, lrcv, plan
 }
 
 // runOne runs a single test on the control connection.
@@ -284,17 +413,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	res := Result{Test: cfg.Test, Classic: cfg.Classic, NoDelay: cfg.NoDelay,
 		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
 		LocalCPUMethod: CPUMethodProcStat}
-	defSnd, defRcv, _ := kernelDefaultBufSizes()
-	lsnd, lrcv := defSnd, defRcv
-	if cfg.LocalSendBuf >= 0 {
-		lsnd = cfg.LocalSendBuf
-	}
-	if cfg.LocalRecvBuf >= 0 {
-		lrcv = cfg.LocalRecvBuf
-	}
-	plan := dataPlan{test: cfg.Test, length: cfg.Length,
-		sendSize: pickSize(cfg.LocalSendSize, lsnd), recvSize: pickSize(cfg.LocalRecvSize, lrcv),
-		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize}
+	lsnd, lrcv, plan := planFor(cfg)
 	timeout := cfg.ControlTimeout
 	if cfg.Length > 0 {
 		timeout += time.Duration(cfg.Length)*time.Second + PadTime
@@ -338,47 +457,95 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			return res, &RemoteError{s.Errno}
 		}
 		dataPort, remoteCPU = s.DataPort, s.Flags&FlagMeasureCPU != 0
+		if cfg.MaxIterations > 1 {
+			// As stock: the next iteration asks for this data port again.
+			cfg.RemoteDataPort = int(dataPort)
+		}
 		res.RemoteSendBuf, res.RemoteRecvBuf, res.RemoteSendSize = s.SendBufSize, s.RecvBufSize, s.SendSize
+		res.RemoteRecvSize = s.ReceiveSize
 	}
 
 	host := cfg.Host
 	if cfg.DataHost != "" {
 		host = cfg.DataHost
 	}
+	addr := net.JoinHostPort(host, strconv.Itoa(int(dataPort)))
 	meter := startCPU(cfg.LocalCPU)
 	start := time.Now()
-	data, err := cfg.DataDial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(dataPort))))
-	if err != nil {
-		return res, fmt.Errorf("netperf: data connect: %w", err)
-	}
-	defer data.Close()
-	if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
-		setBufSizes(data, cfg.LocalSendBuf, cfg.LocalRecvBuf)
-		if s, r, ok := bufSizes(data); ok {
-			lsnd, lrcv = s, r
-			plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
-			plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
+	plan.interim = newInterim(cfg, start)
+	var data net.Conn
+	var dr clientData
+	var err error
+	if cfg.Test.isConnect() {
+		// A connection per transaction; the sizes printed are those of a
+		// fresh socket, as stock netperf prints them.
+		dr, err = runConnectClient(ctx, cfg, addr, plan, start, timeout)
+	} else {
+		network := cfg.network("tcp")
+		if cfg.Test.IsUDP() {
+			network = cfg.network("udp")
 		}
-	}
-	if _, ok := data.(rawConner); !ok && cfg.LocalSendBuf < 0 {
-		lsnd, lrcv = 0, 0 // not a kernel socket: sizes unknown
-	}
-	if cfg.NoDelay {
-		if nd, ok := data.(noDelayer); ok {
-			_ = nd.SetNoDelay(true)
+		if cfg.Test.IsUDP() {
+			data, err = udpPeerConn(cfg, network, host, dataPort)
+		} else {
+			data, err = cfg.DataDial(ctx, network, addr)
+		}
+		if err != nil {
+			return res, fmt.Errorf("netperf: data connect: %w", err)
+		}
+		defer data.Close()
+		sock := any(data)
+		if u, ok := data.(*udpPeer); ok {
+			sock = u.PacketConn // the socket under the adapter
+		}
+		if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
+			setBufSizes(sock, cfg.LocalSendBuf, cfg.LocalRecvBuf)
+			if s, r, ok := bufSizes(sock); ok {
+				lsnd, lrcv = s, r
+				plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
+				plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
+				if cfg.Test == UDPStream {
+					plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
+				}
+			}
+		}
+		if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
+			if _, ok := sock.(bufferSizer); ok {
+				// The userspace stack's sizes; the call sizes stay stock's.
+				lsnd, lrcv, _ = bufSizes(sock)
+			} else if _, ok := sock.(rawConner); !ok {
+				lsnd, lrcv = 0, 0 // not a socket we know: sizes unknown
+			} else if cfg.Test.IsUDP() {
+				lsnd, lrcv, _ = bufSizes(sock) // a UDP socket's do not grow
+			}
+		}
+		if cfg.NoDelay {
+			if nd, ok := data.(noDelayer); ok {
+				_ = nd.SetNoDelay(true)
+			}
+		}
+		if cfg.Test.IsUDP() {
+			dr, err = runUDPClient(data, plan, start, timeout)
+		} else {
+			dr, err = runClientData(data, plan, start, timeout)
+		}
+		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
+		if !cfg.Test.IsUDP() {
+			res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
 		}
 	}
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv
 	res.LocalSendSize, res.LocalRecvSize = plan.sendSize, plan.recvSize
-	if cfg.Test == TCPRR {
+	if cfg.Test.IsRR() {
 		res.RequestSize, res.ResponseSize = plan.reqSize, plan.respSize
 	}
-	dr, err := runClientData(data, plan, start, timeout)
 	if err != nil {
 		return res, fmt.Errorf("netperf: data phase: %w", err)
 	}
 	res.Elapsed = dr.elapsed
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
+	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
+	res.Latency = dr.lat.stats()
 	localUsage, localOK := meter.stop()
 
 	if err := readMsg(ctl, &m, timeout); err != nil {
@@ -400,7 +567,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			res.RemoteBytesReceived = uint64(r.Bytes)
 		case TCPMaerts:
 			res.RemoteBytesSent = uint64(r.Bytes)
-		case TCPRR:
+		case TCPRR, TCPCC:
 			res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
 		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
@@ -413,6 +580,14 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		}
 		res.RemoteBytesReceived, res.RemoteBytesSent = r.BytesReceived, r.BytesSent
 		res.RemoteTransactions = uint64(r.TransReceived)
+		res.RemoteRecvCalls = uint64(r.RecvCalls)
+		res.RemoteSendCalls = uint64(r.SendCalls)
+		res.RemoteSendBufEnd, res.RemoteRecvBufEnd = r.SendBufSize, r.RecvBufSize
+		res.RemoteRetrans = r.TransportRetrans
+		if cfg.RemoteCPU && remoteCPU {
+			res.RemoteCPUUser, res.RemoteCPUSys, res.RemotePeakCPU = float64(r.CPUUser), float64(r.CPUSystem), float64(r.PeakCPUUtil)
+			res.RemoteCPUIOWait, res.RemoteCPUIRQ, res.RemoteCPUSoftIRQ = float64(r.CPUIOWait), float64(r.CPUIRQ), float64(r.CPUSoftIRQ)
+		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
 		res.RemoteCongControl = r.CongControl
 		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, r.NumCPUs, r.CPUMethod
@@ -421,23 +596,32 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 
 	secs := res.Elapsed.Seconds()
 	var units float64 // KB/s or transactions/s, for service demand
+	var bytes uint64
 	switch cfg.Test {
 	case TCPStream:
 		// Stock netperf takes STREAM throughput from the server's count.
-		res.Throughput = float64(res.RemoteBytesReceived+res.RemoteBytesSent) * 8 / 1e6 / secs
-		res.ThroughputUnits = "10^6bits/s"
-		units = res.Throughput * 1e6 / 8 / 1024
+		bytes = res.RemoteBytesReceived + res.RemoteBytesSent
 	case TCPMaerts:
-		res.Throughput = float64(res.BytesReceived) * 8 / 1e6 / secs
-		res.ThroughputUnits = "10^6bits/s"
-		units = res.Throughput * 1e6 / 8 / 1024
-	case TCPRR:
+		bytes = res.BytesReceived
+	case UDPStream:
+		// Line 1 is what we sent, line 2 what the server received.
+		bytes = res.BytesSent
+		res.RemoteThroughput = throughputIn(cfg.Units, float64(res.RemoteBytesReceived), secs)
+	}
+	if cfg.Test.IsRR() {
 		res.Throughput = float64(res.Transactions) / secs
 		res.ThroughputUnits = "Trans/s"
 		units = res.Throughput
+	} else {
+		res.Throughput = throughputIn(cfg.Units, float64(bytes), secs)
+		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
+		units = float64(bytes) / 1024 / secs
 	}
 	if localOK {
 		res.LocalCPU = float64(localUsage.Util)
+		res.LocalNumCPUs, res.LocalPeakCPU = localUsage.NumCPUs, float64(localUsage.PeakUtil)
+		res.LocalCPUUser, res.LocalCPUSys = float64(localUsage.User), float64(localUsage.System)
+		res.LocalCPUIOWait, res.LocalCPUIRQ, res.LocalCPUSoftIRQ = float64(localUsage.IOWait), float64(localUsage.IRQ), float64(localUsage.SoftIRQ)
 		res.LocalServiceDemand = serviceDemand(res.LocalCPU, localUsage.NumCPUs, units)
 	}
 	if cfg.RemoteCPU && remoteCPU {
@@ -466,6 +650,8 @@ func classicTest(t TestType) ClassicTest {
 		return ClassicMaerts
 	case TCPRR:
 		return ClassicRR
+	case TCPCC:
+		return ClassicCC
 	}
 	return ClassicStream
 }
@@ -475,6 +661,7 @@ func classicRequest(cfg *Config, family uint32) ClassicRequest {
 		Test: classicTest(cfg.Test), Affinity: -1,
 		SendBufSize: cfg.RemoteSendBuf, RecvBufSize: cfg.RemoteRecvBuf,
 		TestLength: int32(cfg.Length), IPFamily: int32(family), Port: int32(cfg.RemoteDataPort),
+		CPURate: cfg.RemoteCPURate,
 	}
 	if cfg.RemoteCPU {
 		r.MeasureCPU = 1
@@ -488,7 +675,7 @@ func classicRequest(cfg *Config, family uint32) ClassicRequest {
 		r.ReceiveSize, r.RecvAlign = max(cfg.RemoteRecvSize, 0), defaultAlignment
 	case ClassicMaerts:
 		r.SendSize, r.SendAlign = max(cfg.RemoteSendSize, 0), defaultAlignment
-	case ClassicRR:
+	case ClassicRR, ClassicCC:
 		r.RecvAlign, r.SendAlign = defaultAlignment, defaultAlignment
 		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
 	}
@@ -500,7 +687,8 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 		Affinity: -1, SendBufSize: cfg.RemoteSendBuf, SendSize: cfg.RemoteSendSize,
 		SendAlign: defaultAlignment, RequestSize: -1, RecvBufSize: cfg.RemoteRecvBuf,
 		ReceiveSize: cfg.RemoteRecvSize, RecvAlign: defaultAlignment, ResponseSize: -1,
-		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length),
+		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length), CPURate: cfg.RemoteCPURate,
+		SendOffset: cfg.RemoteSendOffset, RecvOffset: cfg.RemoteRecvOffset,
 		SendDirty: -1, RecvDirty: -1, RecvClean: -1,
 		DataPort: uint32(cfg.RemoteDataPort), IPFamily: family, SocketType: 1, Protocol: 6,
 		NetperfPort: uint32(cfg.LocalDataPort), SocketPrio: -1, SocketTOS: -1,
@@ -518,6 +706,14 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 		r.NetserverIP = a.Unmap()
 	}
 	// The widths are the client's own ring widths, echoed by the server.
+	// Stock sizes them from its socket's buffer as Linux reports it after
+	// -s, which doubles the request.
+	if cfg.LocalSendBuf >= 0 {
+		lsnd = 2 * cfg.LocalSendBuf
+	}
+	if cfg.LocalRecvBuf >= 0 {
+		lrcv = 2 * cfg.LocalRecvBuf
+	}
 	switch cfg.Test {
 	case TCPStream:
 		r.Direction = DirServerReceives
@@ -525,17 +721,33 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 	case TCPMaerts:
 		r.Direction = DirServerSends
 		r.RecvWidth = uint32(width(0, lrcv, plan.recvSize))
-	case TCPRR:
+	case UDPStream:
+		r.Direction = DirServerReceives
+		r.SendWidth = uint32(width(0, lsnd, plan.sendSize))
+	default: // the request/response tests
 		r.Direction = DirServerSends | DirServerReceives
 		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
 		r.SendWidth, r.RecvWidth = 1, 1
+	}
+	if cfg.Test.IsUDP() {
+		r.SocketType, r.Protocol = SocketDgram, ProtoUDP
+	}
+	if (cfg.Test == UDPStream && cfg.Routing == 0) || cfg.Routing < 0 {
+		// Stock clears ROUTING_ALLOWED for UDP_STREAM (-R 1 sets it).
+		r.Flags &^= FlagRoutingAllowed
+	}
+	if cfg.Test == TCPCRR {
+		r.Flags |= FlagConnectTest
 	}
 	return r
 }
 
 type clientData struct {
 	sent, received, trans uint64
+	sendCalls, sendErrors uint64 // send calls (UDP_STREAM: messages sent) and failed sends
+	recvCalls             uint64
 	elapsed               time.Duration
+	lat                   *latencyHist // transaction times (RR tests)
 }
 
 // closeData half-closes the data connection and drains it to the server's
@@ -579,6 +791,8 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 			}
 			n, err := c.Write(b)
 			d.sent += uint64(n)
+			d.sendCalls++
+			p.interim.add(float64(n))
 			if err != nil {
 				if timed && isTimeout(err) {
 					break
@@ -599,6 +813,10 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		for {
 			n, err := c.Read(buf)
 			d.received += uint64(n)
+			if n > 0 {
+				d.recvCalls++
+			}
+			p.interim.add(float64(n))
 			if err != nil {
 				if err == io.EOF || (timed && isTimeout(err)) {
 					break
@@ -617,19 +835,25 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		req := make([]byte, p.reqSize)
 		resp := make([]byte, p.respSize)
 		fillPattern(req)
+		d.lat = new(latencyHist)
 		for {
-			if timed && !time.Now().Before(end) {
+			t0 := time.Now()
+			if timed && !t0.Before(end) {
 				break
 			}
 			if _, err := c.Write(req); err != nil {
 				return d, err
 			}
 			d.sent += uint64(len(req))
+			d.sendCalls++
 			if _, err := io.ReadFull(c, resp); err != nil {
 				return d, err
 			}
 			d.received += uint64(len(resp))
+			d.recvCalls++
 			d.trans++
+			d.lat.add(time.Since(t0))
+			p.interim.add(1)
 			if limit > 0 && d.trans >= limit {
 				break
 			}

@@ -33,6 +33,10 @@ func TestClientReplay(t *testing.T) {
 		{"classic_tcp_stream", netperf.TCPStream, false, true, map[int]string{0: "131072"}},
 		{"classic_tcp_maerts", netperf.TCPMaerts, false, true, map[int]string{1: "16384", 2: "16384"}},
 		{"classic_tcp_rr", netperf.TCPRR, false, true, nil},
+		{"udp_stream", netperf.UDPStream, false, false, nil},
+		{"udp_rr", netperf.UDPRR, false, false, nil},
+		{"tcp_crr", netperf.TCPCRR, false, false, nil},
+		{"tcp_cc", netperf.TCPCC, false, true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.run, func(t *testing.T) {
@@ -77,6 +81,11 @@ func TestClientReplay(t *testing.T) {
 							t.Errorf("column %d: got %s, want the recorded %s", col, gf[col], w)
 						}
 					}
+				} else if tc.test == netperf.UDPStream {
+					// Line 2: the server's socket size and message count.
+					if gf[0] != wf[0] || gf[2] != wf[2] {
+						t.Errorf("line %d: got %q, want the recorded size and count of %q", i, got[i], wl[i])
+					}
 				} else if got[i] != wl[i] { // RR line 2: remote socket sizes
 					t.Errorf("line %d: got %q, want %q", i, got[i], wl[i])
 				}
@@ -110,8 +119,37 @@ func fakeNetserver(t *testing.T, ln net.Listener, replies []*netperf.Message, te
 		return
 	}
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // the client's run is shorter
 	var req netperf.Message
 	if _, err := io.ReadFull(c, req[:]); err != nil {
+		return
+	}
+	setup := *replies[0]
+	off := 52 // omni data_port
+	if classic {
+		off = map[netperf.TestType]int{netperf.TCPStream: 32, netperf.TCPMaerts: 32, netperf.TCPRR: 28, netperf.TCPCC: 28}[test]
+	}
+	if test.IsUDP() {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return
+		}
+		defer pc.Close()
+		binary.BigEndian.PutUint32(setup[off:], uint32(pc.LocalAddr().(*net.UDPAddr).Port))
+		c.Write(setup[:])
+		pc.SetDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil || n == 0 {
+				break
+			}
+			if test == netperf.UDPRR {
+				pc.WriteTo(buf[:1], from)
+			}
+		}
+		c.Write(replies[1][:])
+		io.Copy(io.Discard, c)
 		return
 	}
 	dl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -119,13 +157,29 @@ func fakeNetserver(t *testing.T, ln net.Listener, replies []*netperf.Message, te
 		return
 	}
 	defer dl.Close()
-	setup := *replies[0]
-	off := 52 // omni data_port
-	if classic {
-		off = map[netperf.TestType]int{netperf.TCPStream: 32, netperf.TCPMaerts: 32, netperf.TCPRR: 28}[test]
-	}
 	binary.BigEndian.PutUint32(setup[off:], uint32(dl.Addr().(*net.TCPAddr).Port))
 	c.Write(setup[:])
+	if test == netperf.TCPCRR || test == netperf.TCPCC {
+		// A connection per transaction until the client's 1 s test ends.
+		dl.(*net.TCPListener).SetDeadline(time.Now().Add(1500 * time.Millisecond))
+		for {
+			d, err := dl.Accept()
+			if err != nil {
+				break
+			}
+			if test == netperf.TCPCRR {
+				b := make([]byte, 1)
+				if _, err := io.ReadFull(d, b); err == nil {
+					d.Write(b)
+					io.Copy(io.Discard, d)
+				}
+			}
+			d.Close()
+		}
+		c.Write(replies[1][:])
+		io.Copy(io.Discard, c)
+		return
+	}
 	d, err := dl.Accept()
 	if err != nil {
 		return

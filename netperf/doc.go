@@ -1,16 +1,21 @@
-// Package netperf owns the netperf 2.x control protocol and its data phases
-// for TCP_STREAM, TCP_MAERTS and TCP_RR: the 656-byte control messages
-// (omni and classic), a netserver-compatible Server and a netperf-compatible
-// client (Run), and the stock netperf result tables.
+// Package netperf owns the netperf 2.x control protocol and its data phases:
+// TCP_STREAM, TCP_MAERTS, TCP_RR, TCP_CRR, UDP_STREAM and UDP_RR over the
+// omni messages (DO_OMNI) and TCP_STREAM, TCP_MAERTS, TCP_RR and TCP_CC over
+// the classic ones; a netserver-compatible Server, a netperf-compatible
+// client (Run), and stock netperf's printed output (the result tables, the
+// omni output selectors -o/-O/-k, the confidence-interval warning).
 //
 // The package is transport-agnostic: the Server takes a net.Listener for the
-// control port and a Listen function for data sockets, the client takes a
-// DialFunc, so the same code runs over kernel sockets and over mplsnode's
-// userspace stack. It must not import gVisor. Kernel-only extras (socket
-// buffer sizes, TCP_NODELAY, congestion-control name) are applied only when
-// a connection exposes syscall.Conn.
+// control port and Listen/ListenPacket functions for data sockets, the
+// client takes a DialFunc and a ListenPacketFunc, so the same code runs over
+// kernel sockets and over mplsnode's userspace stack. It must not import
+// gVisor. Socket options are applied through syscall.Conn on kernel sockets
+// and through SetReadBuffer/SetWriteBuffer/BufferSizes/SetNoDelay methods on
+// others (the userspace stack's).
 //
 // The wire format follows /work/shared/netperf/netperf-protocol.md (netperf
 // 2.7.1): fixed 656-byte messages, big-endian 32-bit words, floats as their
 // big-endian IEEE-754 bit patterns, strings raw after a per-message cutoff.
+// What the protocol write-up does not cover (UDP, connection tests, output
+// selectors) follows the second batch of captures in the same folder.
 package netperf

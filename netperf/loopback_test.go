@@ -49,6 +49,12 @@ func TestLoopback(t *testing.T) {
 		{name: "classic_stream", test: netperf.TCPStream, length: 1, classic: true},
 		{name: "classic_maerts", test: netperf.TCPMaerts, length: 1, classic: true},
 		{name: "classic_rr", test: netperf.TCPRR, length: 1, classic: true, cpu: true},
+		{name: "udp_stream", test: netperf.UDPStream, length: 1},
+		{name: "udp_stream_m", test: netperf.UDPStream, length: 1, mod: func(c *netperf.Config) { c.LocalSendSize = 1024 }},
+		{name: "udp_rr", test: netperf.UDPRR, length: 1, cpu: true},
+		{name: "udp_rr_trans", test: netperf.UDPRR, length: -500, mod: func(c *netperf.Config) { c.RequestSize, c.ResponseSize = 32, 1024 }},
+		{name: "crr", test: netperf.TCPCRR, length: -200},
+		{name: "cc", test: netperf.TCPCC, length: -200},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +85,24 @@ func TestLoopback(t *testing.T) {
 				if r.BytesReceived == 0 || r.BytesReceived > r.RemoteBytesSent {
 					t.Errorf("got client bytes_received %d, server bytes_sent %d: want 0 < received <= sent", r.BytesReceived, r.RemoteBytesSent)
 				}
-			case netperf.TCPRR:
+			case netperf.UDPStream:
+				// Datagrams may be lost, never invented.
+				if r.RemoteBytesReceived == 0 || r.RemoteBytesReceived > r.BytesSent || r.SendCalls == 0 {
+					t.Errorf("got %d bytes sent in %d messages, server received %d: want 0 < received <= sent", r.BytesSent, r.SendCalls, r.RemoteBytesReceived)
+				}
+				if r.RemoteRecvCalls*uint64(r.LocalSendSize) != r.RemoteBytesReceived {
+					t.Errorf("server got %d messages, %d bytes: not whole %d-byte messages", r.RemoteRecvCalls, r.RemoteBytesReceived, r.LocalSendSize)
+				}
+			case netperf.UDPRR:
+				// A timed UDP_RR may end with a response in flight: the
+				// server counted it, the client's timer did not wait.
+				if r.Transactions == 0 || r.RemoteTransactions < r.Transactions || r.RemoteTransactions > r.Transactions+1 {
+					t.Errorf("got client transactions %d, server %d: want server = client (+1)", r.Transactions, r.RemoteTransactions)
+				}
+				if tc.length < 0 && r.Transactions != uint64(-tc.length) {
+					t.Errorf("got %d transactions, want %d", r.Transactions, -tc.length)
+				}
+			case netperf.TCPRR, netperf.TCPCRR, netperf.TCPCC:
 				if r.Transactions == 0 || r.RemoteTransactions != r.Transactions {
 					t.Errorf("got client transactions %d, server %d: want equal and > 0", r.Transactions, r.RemoteTransactions)
 				}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -14,13 +15,13 @@ const (
 	streamHeader = "Recv   Send    Send                          \n" +
 		"Socket Socket  Message  Elapsed              \n" +
 		"Size   Size    Size     Time     Throughput  \n" +
-		"bytes  bytes   bytes    secs.    10^6bits/sec  \n\n"
+		"bytes  bytes   bytes    secs.    %s/sec  \n\n"
 	streamLine = "%6d %6d %6d    %-6.2f   %7.2f   \n"
 
 	streamCPUHeader = "Recv   Send    Send                          Utilization       Service Demand\n" +
 		"Socket Socket  Message  Elapsed              %-8s %-8s %-7s %s\n" +
 		"Size   Size    Size     Time     Throughput  local    remote   local   remote\n" +
-		"bytes  bytes   bytes    secs.    10^6bits/s  %% %c      %% %c      us/KB   us/KB\n\n"
+		"bytes  bytes   bytes    secs.    %s/s  %% %c      %% %c      us/KB   us/KB\n\n"
 	streamCPULine = "%6d %6d %6d    %-6.2f     %7.2f   %-6.2f   %-6.2f   %-6.3f  %-6.3f \n"
 
 	rrHeader = "Local /Remote\n" +
@@ -36,7 +37,28 @@ const (
 	rrCPULine = "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f  %-6.2f %-6.2f %-6.3f  %-6.3f \n"
 
 	rrRemoteLine = "%-6d %-6d\n"
+
+	udpStreamHeader = "Socket  Message  Elapsed      Messages                \n" +
+		"Size    Size     Time         Okay Errors   Throughput\n" +
+		"bytes   bytes    secs            #      #   %s/sec\n\n"
+	udpStreamLine       = "%6d  %6d   %-7.2f   %7d %6d    %7.2f\n"
+	udpStreamRemoteLine = "%6d           %-7.2f   %7d           %7.2f\n\n"
 )
+
+// testNames are the test names of netperf's banner.
+var testNames = map[TestType]string{
+	TCPStream: "TCP STREAM", TCPMaerts: "TCP MAERTS", TCPRR: "TCP REQUEST/RESPONSE",
+	TCPCRR: "TCP Connect/Request/Response", TCPCC: "TCP Connect/Close",
+	UDPStream: "UDP STREAM", UDPRR: "UDP REQUEST/RESPONSE",
+}
+
+// units is c.Units, 'm' when unset.
+func (c *Config) units() byte {
+	if unitsName(c.Units) == "" {
+		return 'm'
+	}
+	return c.Units
+}
 
 // CPUMethodLetter is the letter netperf prints after "%" in CPU headers.
 func CPUMethodLetter(method uint32) byte {
@@ -52,23 +74,30 @@ func CPUMethodLetter(method uint32) byte {
 func (r *Report) Banner() string {
 	c := r.Config
 	var b strings.Builder
-	if !c.Classic {
+	if !c.Classic && c.Test != TCPCC {
 		b.WriteString("MIGRATED ")
 	}
-	name := map[TestType]string{TCPStream: "TCP STREAM", TCPMaerts: "TCP MAERTS", TCPRR: "TCP REQUEST/RESPONSE"}[c.Test]
-	fam, local := "AF_INET", "0.0.0.0"
+	name := testNames[c.Test]
+	// Stock prints the names it was given and, in parentheses, the numeric
+	// addresses; its AF_INET remote comes out empty, its AF_INET6 wildcard
+	// is named "::0" and shown as "::".
+	fam, local, localNum := "AF_INET", "0.0.0.0", "0.0.0.0"
 	if r.Family == FamilyIPv6 {
-		fam, local = "AF_INET6", "::"
+		fam, local, localNum = "AF_INET6", "::0", "::"
 	}
 	if c.LocalDataAddr != "" {
-		local = c.LocalDataAddr
+		local, localNum = c.LocalDataAddr, numericAddr(c.LocalDataAddr)
 	}
 	remote := c.Host
 	if c.DataHost != "" {
 		remote = c.DataHost
 	}
-	fmt.Fprintf(&b, "%s TEST from %s (%s) port %d %s to %s () port %d %s",
-		name, local, local, c.LocalDataPort, fam, remote, c.RemoteDataPort, fam)
+	remoteNum := ""
+	if r.Family == FamilyIPv6 {
+		remoteNum = numericAddr(remote)
+	}
+	fmt.Fprintf(&b, "%s TEST from %s (%s) port %d %s to %s (%s) port %d %s",
+		name, local, localNum, c.LocalDataPort, fam, remote, remoteNum, c.RemoteDataPort, fam)
 	if c.MaxIterations > 1 {
 		fmt.Fprintf(&b, " : +/-%.3f%% @ %2d%% conf. ", c.ConfidenceWidth/2, c.ConfidenceLevel)
 	}
@@ -76,11 +105,35 @@ func (r *Report) Banner() string {
 		b.WriteString(" : nodelay")
 	}
 	b.WriteString(" : demo")
-	if c.Test == TCPRR {
+	if c.Test == TCPRR || c.Test == UDPRR {
 		b.WriteString(" : first burst 0")
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// numericAddr is an address literal in its canonical form (as inet_ntop
+// prints it), or s unchanged when it is a name.
+func numericAddr(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.String()
+	}
+	return s
+}
+
+// writeConfidenceWarning writes netperf's warning block when -i ran out of
+// iterations before the confidence interval was met.
+func (r *Report) writeConfidenceWarning(b *strings.Builder) {
+	if r.Config.MaxIterations <= 1 || r.ConfidenceMet {
+		return
+	}
+	b.WriteString("!!! WARNING\n" +
+		"!!! Desired confidence was not achieved within the specified iterations.\n" +
+		"!!! This implies that there was variability in the test environment that\n" +
+		"!!! must be investigated before going further.\n")
+	fmt.Fprintf(b, "!!! Confidence intervals: Throughput      : %4.3f%%\n", r.ThroughputInterval)
+	fmt.Fprintf(b, "!!!                       Local CPU util  : %4.3f%%\n", r.LocalCPUInterval)
+	fmt.Fprintf(b, "!!!                       Remote CPU util : %4.3f%%\n\n", r.RemoteCPUInterval)
 }
 
 // WriteText prints the report as stock netperf does: banner, confidence
@@ -91,16 +144,10 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 	c := r.Config
 	res := r.Result
 	if headers {
-		b.WriteString(r.Banner())
-		if c.MaxIterations > 1 && !r.ConfidenceMet {
-			b.WriteString("!!! WARNING\n" +
-				"!!! Desired confidence was not achieved within the specified iterations.\n" +
-				"!!! This implies that there was variability in the test environment that\n" +
-				"!!! must be investigated before going further.\n")
-			fmt.Fprintf(&b, "!!! Confidence intervals: Throughput      : %4.3f%%\n", r.ThroughputInterval)
-			fmt.Fprintf(&b, "!!!                       Local CPU util  : %4.3f%%\n", r.LocalCPUInterval)
-			fmt.Fprintf(&b, "!!!                       Remote CPU util : %4.3f%%\n\n", r.RemoteCPUInterval)
+		if !r.BannerPrinted {
+			b.WriteString(r.Banner())
 		}
+		r.writeConfidenceWarning(&b)
 	}
 	cpu := c.LocalCPU || c.RemoteCPU
 	lm := CPUMethodLetter(CPUMethodUnknown)
@@ -117,7 +164,7 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 		}
 		if !cpu {
 			if headers {
-				b.WriteString(streamHeader)
+				fmt.Fprintf(&b, streamHeader, unitsName(c.units()))
 			}
 			fmt.Fprintf(&b, streamLine, a, s, m, secs, res.Throughput)
 			break
@@ -127,11 +174,17 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			if c.Test == TCPMaerts {
 				dir = [4]string{"Recv", "Send", "Recv", "Send"}
 			}
-			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], lm, rm)
+			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], unitsName(c.units()), lm, rm)
 		}
 		fmt.Fprintf(&b, streamCPULine, a, s, m, secs, res.Throughput,
 			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand)
-	case TCPRR:
+	case UDPStream:
+		if headers {
+			fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
+		}
+		fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
+		fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+	default: // the request/response tests
 		if !cpu {
 			if headers {
 				b.WriteString(rrHeader)
@@ -155,4 +208,27 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// WriteTerse prints the report as netperf -v 0 does: the banner (with
+// headers), then only the throughput, or with -c/-C the service demand
+// (local if measured, else remote), as the classic tests format them
+// ("%7.2f", "%6.3f").
+func (r *Report) WriteTerse(w io.Writer, headers bool) error {
+	var b strings.Builder
+	if headers {
+		b.WriteString(r.Banner())
+		r.writeConfidenceWarning(&b)
+	}
+	c, res := r.Config, r.Result
+	switch {
+	case c.LocalCPU:
+		fmt.Fprintf(&b, "%6.3f\n", res.LocalServiceDemand)
+	case c.RemoteCPU:
+		fmt.Fprintf(&b, "%6.3f\n", res.RemoteServiceDemand)
+	default:
+		fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -31,6 +31,13 @@ func TestWriteTextGolden(t *testing.T) {
 		{"tcp_rr_trans", func(c *netperf.Config) { c.Test = netperf.TCPRR }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 32, ResponseSize: 64, Elapsed: secs(0.06), Throughput: 17520.81, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
 		{"tcp_rr_cpu", func(c *netperf.Config) { c.Test, c.LocalCPU, c.RemoteCPU = netperf.TCPRR, true, true }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 42822.78, RemoteSendBuf: 16384, RemoteRecvBuf: 131072,
 			LocalCPU: 99.75, RemoteCPU: 99.75, LocalServiceDemand: 46.587, RemoteServiceDemand: 46.587, LocalCPUMethod: 8, RemoteCPUMethod: 8}},
+		{"udp_stream", func(c *netperf.Config) { c.Test = netperf.UDPStream }, netperf.Result{LocalSendBuf: 212992, LocalSendSize: 65507, Elapsed: secs(2), SendCalls: 84872, Throughput: 22237.01,
+			RemoteRecvBuf: 212992, RemoteRecvCalls: 29094, RemoteThroughput: 7622.81}},
+		{"udp_stream_opts", func(c *netperf.Config) { c.Test = netperf.UDPStream }, netperf.Result{LocalSendBuf: 212992, LocalSendSize: 1024, Elapsed: secs(2), SendCalls: 200258, Throughput: 820.02,
+			RemoteRecvBuf: 212992, RemoteRecvCalls: 106919, RemoteThroughput: 437.82}},
+		{"udp_rr", func(c *netperf.Config) { c.Test = netperf.UDPRR }, netperf.Result{LocalSendBuf: 212992, LocalRecvBuf: 212992, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 28066.57, RemoteSendBuf: 212992, RemoteRecvBuf: 212992}},
+		{"tcp_crr", func(c *netperf.Config) { c.Test = netperf.TCPCRR }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 12864.26, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
+		{"tcp_cc", func(c *netperf.Config) { c.Test = netperf.TCPCC }, netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 18259.61, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.run, func(t *testing.T) {
@@ -62,6 +69,34 @@ func TestWriteTextGolden(t *testing.T) {
 			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
 		}
 	})
+	t.Run("tcp_stream_ci", func(t *testing.T) {
+		// -i 5,3 -I 99,5: the confidence clause in the banner, the
+		// warning block when the interval was not reached.
+		want := readOutput(t, "tcp_stream_ci")
+		cfg := netperf.NewConfig("127.0.0.1", netperf.TCPStream)
+		cfg.MaxIterations, cfg.MinIterations, cfg.ConfidenceLevel, cfg.ConfidenceWidth = 5, 3, 99, 5
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ThroughputInterval: 130.667,
+			Result: netperf.Result{RemoteRecvBuf: 131072, LocalSendBuf: 16384, LocalSendSize: 16384, Elapsed: secs(1), Throughput: 7143.74, LocalCPU: -1, RemoteCPU: -1}}
+		var got strings.Builder
+		_ = rep.WriteText(&got, true)
+		if got.String() != want {
+			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+		}
+	})
+	t.Run("udp_rr_v6", func(t *testing.T) {
+		// The IPv6 banner: stock names the wildcard "::0" and shows the
+		// remote's numeric address (empty for IPv4).
+		want := readOutput(t, "udp_rr_v6")
+		cfg := netperf.NewConfig("::1", netperf.UDPRR)
+		cfg.DataHost = "::1"
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv6, ConfidenceMet: true,
+			Result: netperf.Result{LocalSendBuf: 212992, LocalRecvBuf: 212992, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 34935.74, RemoteSendBuf: 212992, RemoteRecvBuf: 212992}}
+		var got strings.Builder
+		_ = rep.WriteText(&got, true)
+		if got.String() != want {
+			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+		}
+	})
 	t.Run("no_headers", func(t *testing.T) {
 		want := readOutput(t, "tcp_rr_explicit_v4") // printed without banner and headers
 		cfg := netperf.NewConfig("127.0.0.1", netperf.TCPRR)
@@ -72,4 +107,40 @@ func TestWriteTextGolden(t *testing.T) {
 			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
 		}
 	})
+}
+
+// TestWriteOmniGolden prints the values stock netperf printed with -O, -o
+// and -k and requires its output byte for byte: the headers of each output
+// name, the column widths of -O (the longest header line or the value plus
+// one, plus one) and the value formats.
+func TestWriteOmniGolden(t *testing.T) {
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	tests := []struct {
+		run  string
+		test netperf.TestType
+		mode netperf.OmniMode
+		sel  string
+		res  netperf.Result
+	}{
+		{"tcp_stream_O", netperf.TCPStream, netperf.OmniHuman, "THROUGHPUT,THROUGHPUT_UNITS,ELAPSED_TIME,LOCAL_SEND_SIZE,REMOTE_RECV_SIZE,PROTOCOL",
+			netperf.Result{Throughput: 10732.53, Elapsed: secs(2), LocalSendSize: 16384, RemoteRecvSize: 131072}},
+		{"tcp_rr_o", netperf.TCPRR, netperf.OmniCSV, "min_latency,mean_latency,p99_latency,max_latency,transaction_rate",
+			netperf.Result{Throughput: 35127.537, Elapsed: secs(2), Latency: netperf.LatencyStats{Min: 17, Mean: 28.33, P99: 114, Max: 8693}}},
+		{"tcp_rr_k", netperf.TCPRR, netperf.OmniKeyval, "THROUGHPUT,P50_LATENCY,P90_LATENCY,RT_LATENCY,STDDEV_LATENCY",
+			netperf.Result{Throughput: 33801.53, Elapsed: secs(2), Latency: netperf.LatencyStats{P50: 19, P90: 27, StdDev: 111.47}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.run, func(t *testing.T) {
+			want := readOutput(t, tc.run)
+			cfg := netperf.NewConfig("127.0.0.1", tc.test)
+			rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
+			var got strings.Builder
+			if err := rep.WriteOmni(&got, tc.mode, tc.sel, true); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want {
+				t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
+			}
+		})
+	}
 }

@@ -41,6 +41,10 @@ const (
 // ("tcp4" or "tcp6") and address ("host:port", host may be empty).
 type ListenFunc func(network, address string) (net.Listener, error)
 
+// ListenPacketFunc opens a UDP data socket, with net.ListenPacket's meaning
+// of network ("udp4" or "udp6") and address.
+type ListenPacketFunc func(network, address string) (net.PacketConn, error)
+
 // Server answers netperf 2.7 clients: omni (DO_OMNI) TCP_STREAM, TCP_MAERTS
 // and TCP_RR, the classic DO_TCP_STREAM/MAERTS/RR requests, PASSPHRASE,
 // DEBUG, CPU_CALIBRATE and SYSINFO. The zero value serves on kernel sockets.
@@ -48,6 +52,9 @@ type Server struct {
 	// Listen opens each test's data listener; nil means net.Listen (kernel
 	// sockets). A node passes its userspace stack's listen function.
 	Listen ListenFunc
+	// ListenPacket opens each UDP test's data socket; nil means
+	// net.ListenPacket (kernel sockets).
+	ListenPacket ListenPacketFunc
 	// Passphrase, when non-empty, must be the first message of every
 	// control connection (netserver -Z); a mismatch closes the connection.
 	Passphrase string
@@ -193,7 +200,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 				log.Warn("omni test failed, closing", "err", err)
 				return
 			}
-		case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR:
+		case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR, TypeDoTCPCC:
 			tests++
 			if err := s.runClassic(c, req.Classic, log); err != nil {
 				log.Warn("classic test failed, closing", "err", err)
@@ -285,9 +292,26 @@ func (s *Server) dataListen(fam uint32, ip netip.Addr, port uint32, sndbuf, rcvb
 	return ln, snd, rcv, nil
 }
 
+// listenerPort is the port a data listener is bound to. It reads the port
+// from the address value, not its string: a userspace-stack listener bound
+// to "any" prints its address as ":N", which netip cannot parse (stock
+// netperf then got data port 0 and its SYN was reset).
 func listenerPort(ln net.Listener) uint32 {
-	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
-		return uint32(ap.Port())
+	return addrPort(ln.Addr())
+}
+
+// addrPort returns the port of a TCP or UDP address, 0 when there is none.
+func addrPort(a net.Addr) uint32 {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return uint32(a.Port)
+	case *net.UDPAddr:
+		return uint32(a.Port)
+	}
+	if _, p, err := net.SplitHostPort(a.String()); err == nil {
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil {
+			return uint32(n)
+		}
 	}
 	return 0
 }
@@ -305,16 +329,37 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		_ = s.reply(ctl, &m)
 		return fmt.Errorf("invalid DO_OMNI: %w", err)
 	}
-	ln, lsnd, lrcv, err := s.dataListen(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+	// The data socket: a listener for TCP, a bound socket for UDP.
+	var ln net.Listener
+	var pc net.PacketConn
+	var sock any
+	var lsnd, lrcv int32
+	var err error
+	if r.IsUDP() {
+		pc, lsnd, lrcv, err = s.dataListenUDP(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+		sock = pc
+	} else {
+		ln, lsnd, lrcv, err = s.dataListen(r.IPFamily, r.NetserverIP, r.DataPort, r.SendBufSize, r.RecvBufSize)
+		sock = ln
+	}
 	if err != nil {
 		setup.Errno = errnoOf(err)
 		setup.Marshal(&m)
 		_ = s.reply(ctl, &m)
 		return fmt.Errorf("data listen: %w", err)
 	}
-	defer ln.Close()
+	dataPort := uint32(0)
+	if pc != nil {
+		defer pc.Close()
+		dataPort = addrPort(pc.LocalAddr())
+	} else {
+		defer ln.Close()
+		dataPort = listenerPort(ln)
+	}
 
 	spec := dataSpec{
+		udp:        r.IsUDP(),
+		connect:    r.Flags&FlagConnectTest != 0,
 		sends:      r.Direction&DirServerSends != 0,
 		receives:   r.Direction&DirServerReceives != 0,
 		rr:         r.IsRR(),
@@ -324,8 +369,9 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if spec.rr {
 		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
 	} else {
-		spec.recvSize = pickSize(r.ReceiveSize, lrcv)
-		spec.sendSize = pickSize(r.SendSize, lsnd)
+		csnd, crcv := callSizes(sock, r.IsUDP(), lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
+		spec.recvSize = pickSize(r.ReceiveSize, crcv)
+		spec.sendSize = pickSize(r.SendSize, csnd)
 	}
 	setup = OmniSetup{
 		RecvBufSize: lrcv,
@@ -337,7 +383,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		Flags:       r.Flags & FlagNoDelay,
 		SoRcvAvoid:  r.SoRcvAvoid,
 		SoSndAvoid:  r.SoSndAvoid,
-		DataPort:    listenerPort(ln),
+		DataPort:    dataPort,
 		SocketPrio:  r.SocketPrio,
 		SocketTOS:   r.SocketTOS,
 	}
@@ -356,9 +402,20 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if err := s.reply(ctl, &m); err != nil {
 		return fmt.Errorf("send setup response: %w", err)
 	}
-	st, err := s.runData(ln, spec, r.Flags&FlagRoutingAllowed != 0)
+	var st dataStats
+	switch {
+	case spec.udp:
+		st, err = s.runUDP(pc, spec)
+	case spec.connect:
+		st, err = s.runConnect(ln, spec)
+	default:
+		st, err = s.runData(ln, spec, r.Flags&FlagRoutingAllowed != 0)
+	}
 	if err != nil {
 		log.Info("data phase ended early", "err", err)
+	}
+	if spec.udp {
+		st.retrans = -1 // netserver's transport_retrans for a non-TCP socket
 	}
 	res := OmniResults{
 		BytesReceived:    st.bytesRecv,
@@ -382,10 +439,32 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if err := s.reply(ctl, &m); err != nil {
 		return fmt.Errorf("send results: %w", err)
 	}
-	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr,
+	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr, "udp", spec.udp, "connect", spec.connect,
 		"bytes_received", st.bytesRecv, "bytes_sent", st.bytesSent, "transactions", st.trans,
 		"elapsed", st.elapsed.Round(time.Millisecond))
 	return nil
+}
+
+// callSizes returns the buffer sizes that size a test's calls when the
+// request leaves them to the server: a kernel socket's own buffer sizes, as
+// netserver uses them; for the userspace stack, whose buffers start at
+// 1 MiB, the sizes a stock netserver on Linux would pick (16384 to send,
+// 131072 to receive), unless the request set the buffer (-S).
+func callSizes(sock any, udp bool, snd, rcv, reqSnd, reqRcv int32) (int32, int32) {
+	if _, userspace := sock.(bufferSizer); !userspace {
+		return snd, rcv
+	}
+	dsnd, drcv := defaultCallSizes()
+	if udp {
+		dsnd, drcv = defaultUDPBufSizes()
+	}
+	if reqSnd < 0 {
+		snd = dsnd
+	}
+	if reqRcv < 0 {
+		rcv = drcv
+	}
+	return snd, rcv
 }
 
 // pickSize is netserver's per-call size: the request's if > 0, else the
@@ -419,20 +498,28 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 	}
 	defer ln.Close()
 	spec := dataSpec{testLength: r.TestLength, noDelay: r.NoDelay != 0}
+	lsndCall, lrcvCall := callSizes(ln, false, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
 	switch r.Test {
 	case ClassicStream:
-		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcv)
+		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcvCall)
 		setup.MsgSize = spec.recvSize
 	case ClassicMaerts:
-		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsnd)
+		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsndCall)
 		setup.MsgSize = spec.sendSize
 	case ClassicRR:
 		spec.sends, spec.receives, spec.rr = true, true, true
 		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
 		spec.classicRR = true
+	case ClassicCC:
+		spec.sends, spec.receives, spec.rr = true, true, true
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+		spec.connect, spec.connectOnly = true, true
 	}
 	setup.RecvBufSize, setup.SendBufSize = lrcv, lsnd
 	setup.NoDelay, setup.TestLength = r.NoDelay, r.TestLength
+	if r.Test == ClassicCC {
+		setup.TestLength = 0 // stock's TCP_CC reply leaves it unset
+	}
 	setup.SoRcvAvoid, setup.SoSndAvoid = r.SoRcvAvoid, r.SoSndAvoid
 	setup.DataPort = int32(listenerPort(ln))
 	meter := startCPU(r.MeasureCPU != 0)
@@ -443,7 +530,12 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 	if err := s.reply(ctl, &m); err != nil {
 		return fmt.Errorf("send setup response: %w", err)
 	}
-	st, err := s.runData(ln, spec, false)
+	var st dataStats
+	if spec.connect {
+		st, err = s.runConnect(ln, spec)
+	} else {
+		st, err = s.runData(ln, spec, false)
+	}
 	if err != nil {
 		log.Info("data phase ended early", "err", err)
 	}
@@ -458,6 +550,10 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 		res.Bytes, res.Calls = float64(st.bytesSent), st.sendCalls
 	case ClassicRR:
 		res.Bytes, res.Calls, res.TransReceived = float64(st.bytesRecv), st.recvCalls, st.trans
+	case ClassicCC:
+		// As netserver: the bytes a transaction would have moved.
+		res.Bytes = float64(uint64(st.trans) * uint64(r.RequestSize+r.ResponseSize))
+		res.TransReceived = st.trans
 	}
 	if u, ok := meter.stop(); ok {
 		res.CPUUtil, res.CPUMethod, res.NumCPUs = u.Util, int32(CPUMethodProcStat), int32(u.NumCPUs)
@@ -478,6 +574,9 @@ type dataSpec struct {
 	testLength          int32 // >0 seconds, <0 -count, 0 until EOF
 	noDelay             bool
 	classicRR           bool // no EOF: end on count or idle after the timer
+	udp                 bool // datagrams; the client ends with an empty one
+	connect             bool // a connection per transaction (TCP_CRR, TCP_CC)
+	connectOnly         bool // TCP_CC: no data, the server closes at once
 }
 
 // dataStats is what a data phase measured.

@@ -16,10 +16,9 @@ type rawConner interface {
 	SyscallConn() (syscall.RawConn, error)
 }
 
-// setBufSizes sets SO_SNDBUF / SO_RCVBUF on a kernel socket for each value
-// >= 0 (netperf's rule: 0 is honoured as "minimum", -1 means OS default).
-// Sockets that are not kernel sockets are left alone.
-func setBufSizes(s any, snd, rcv int32) {
+// kernelSetBufSizes sets SO_SNDBUF / SO_RCVBUF on a kernel socket for each
+// value >= 0. Sockets that are not kernel sockets are left alone.
+func kernelSetBufSizes(s any, snd, rcv int32) {
 	rc, ok := s.(rawConner)
 	if !ok || (snd < 0 && rcv < 0) {
 		return
@@ -38,8 +37,8 @@ func setBufSizes(s any, snd, rcv int32) {
 	})
 }
 
-// bufSizes reads SO_SNDBUF / SO_RCVBUF of a kernel socket.
-func bufSizes(s any) (snd, rcv int32, ok bool) {
+// kernelBufSizes reads SO_SNDBUF / SO_RCVBUF of a kernel socket.
+func kernelBufSizes(s any) (snd, rcv int32, ok bool) {
 	rc, isRaw := s.(rawConner)
 	if !isRaw {
 		return 0, 0, false
@@ -117,4 +116,38 @@ func procMiddle(path string) (int32, bool) {
 	}
 	v, err := strconv.ParseInt(f[1], 10, 32)
 	return int32(v), err == nil
+}
+
+// procValue reads a single-number /proc file.
+func procValue(path string) (int32, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
+	return int32(v), err == nil
+}
+
+// transportInfo returns a kernel TCP socket's retransmissions, MSS and
+// congestion control, or -1, -1, "" for a socket that cannot tell.
+func transportInfo(s any) (retrans, mss int32, cong string) {
+	retrans, mss = -1, -1
+	rc, ok := s.(rawConner)
+	if !ok {
+		return
+	}
+	raw, err := rc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			retrans = int32(info.Total_retrans)
+		}
+		if v, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil {
+			mss = int32(v)
+		}
+		cong, _ = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	})
+	return
 }

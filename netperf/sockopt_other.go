@@ -2,8 +2,11 @@
 
 package netperf
 
-func setBufSizes(s any, snd, rcv int32)                {}
-func bufSizes(s any) (snd, rcv int32, ok bool)         { return 0, 0, false }
+func kernelSetBufSizes(s any, snd, rcv int32)          {}
+func kernelBufSizes(s any) (snd, rcv int32, ok bool)   { return 0, 0, false }
 func congestionControl(s any) string                   { return "" }
 func retransmits(s any) int32                          { return 0 }
 func kernelDefaultBufSizes() (snd, rcv int32, ok bool) { return 0, 0, false }
+func procValue(path string) (int32, bool)              { return 0, false }
+
+func transportInfo(s any) (retrans, mss int32, cong string) { return -1, -1, "" }

@@ -33,6 +33,9 @@ const (
 	TypeDoTCPRR           MsgType = 13
 	TypeTCPRRResponse     MsgType = 14
 	TypeTCPRRResults      MsgType = 15
+	TypeDoTCPCC           MsgType = 300 // classic even in omni builds
+	TypeTCPCCResponse     MsgType = 301
+	TypeTCPCCResults      MsgType = 302
 	TypeDoTCPMaerts       MsgType = 94
 	TypeTCPMaertsResponse MsgType = 95
 	TypeTCPMaertsResults  MsgType = 96
@@ -58,8 +61,18 @@ const (
 // Omni request flags (request offset 56, response offset 32).
 const (
 	FlagNoDelay        uint32 = 0x00000001
+	FlagUseSendfile    uint32 = 0x00000002
+	FlagConnectTest    uint32 = 0x00000004 // TCP_CRR: a connection per transaction
 	FlagMeasureCPU     uint32 = 0x00000008
 	FlagRoutingAllowed uint32 = 0x00000020 // also WANT_REM_CONG: same bit
+)
+
+// Omni socket types and protocols (request offsets 96 and 100).
+const (
+	SocketStream uint32 = 1
+	SocketDgram  uint32 = 2
+	ProtoTCP     uint32 = 6
+	ProtoUDP     uint32 = 17
 )
 
 // Omni direction bits, seen from the server.
@@ -293,6 +306,9 @@ func (r *OmniRequest) Unmarshal(m *Message) {
 // IsRR reports whether the request describes a request/response test.
 func (r *OmniRequest) IsRR() bool { return r.RequestSize > 0 }
 
+// IsUDP reports whether the request is for a datagram (UDP) test.
+func (r *OmniRequest) IsUDP() bool { return r.SocketType == SocketDgram }
+
 // maxMessageSize bounds every per-call size a request may ask for, so a
 // hostile request cannot make the server allocate gigabytes (netperf's own
 // default sizes are at most a socket buffer, a few MiB).
@@ -304,16 +320,20 @@ func (r *OmniRequest) Validate() error {
 	switch {
 	case r.IPFamily != FamilyIPv4 && r.IPFamily != FamilyIPv6:
 		return fmt.Errorf("ipfamily %d: want 4 or 6", r.IPFamily)
-	case r.SocketType != 1:
-		return fmt.Errorf("socket_type %d: only 1 (stream) is supported", r.SocketType)
-	case r.Protocol != 0 && r.Protocol != 6:
-		return fmt.Errorf("protocol %d: only TCP (6) is supported", r.Protocol)
+	case r.SocketType != SocketStream && r.SocketType != SocketDgram:
+		return fmt.Errorf("socket_type %d: want 1 (stream, TCP) or 2 (datagram, UDP)", r.SocketType)
+	case r.SocketType == SocketStream && r.Protocol != 0 && r.Protocol != ProtoTCP:
+		return fmt.Errorf("protocol %d on a stream socket: only TCP (6) is supported", r.Protocol)
+	case r.SocketType == SocketDgram && r.Protocol != 0 && r.Protocol != ProtoUDP:
+		return fmt.Errorf("protocol %d on a datagram socket: only UDP (17) is supported", r.Protocol)
 	case r.SendAlign == 0 || r.RecvAlign == 0:
 		return fmt.Errorf("alignment 0 (send %d, recv %d)", r.SendAlign, r.RecvAlign)
 	case r.SendAlign > maxMessageSize || r.RecvAlign > maxMessageSize:
 		return fmt.Errorf("alignment too large (send %d, recv %d)", r.SendAlign, r.RecvAlign)
-	case r.Flags&0x6 != 0: // USE_SENDFILE or CONNECT_TEST (TCP_CRR)
-		return fmt.Errorf("flags %#x: sendfile and connect tests are not supported", r.Flags)
+	case r.Flags&FlagUseSendfile != 0:
+		return fmt.Errorf("flags %#x: sendfile tests are not supported", r.Flags)
+	case r.Flags&FlagConnectTest != 0 && (r.SocketType != SocketStream || !r.IsRR()):
+		return fmt.Errorf("flags %#x: a connect test must be TCP request/response", r.Flags)
 	case r.DataPort > 0xffff:
 		return fmt.Errorf("data_port %d out of range", r.DataPort)
 	}
@@ -324,6 +344,9 @@ func (r *OmniRequest) Validate() error {
 		}
 		return checkSize("receive_size", r.ReceiveSize)
 	case DirServerSends:
+		if r.IsUDP() {
+			return errors.New("a UDP test where only the server sends is not supported")
+		}
 		if r.IsRR() {
 			return fmt.Errorf("request_size %d with direction %d", r.RequestSize, r.Direction)
 		}
@@ -510,7 +533,12 @@ const (
 	ClassicStream ClassicTest = iota + 1
 	ClassicMaerts
 	ClassicRR
+	// ClassicCC is TCP_CC (connect/close): the RR layouts, its own types.
+	ClassicCC
 )
+
+// rrLayout reports whether t's messages use the TCP_RR layouts.
+func (t ClassicTest) rrLayout() bool { return t == ClassicRR || t == ClassicCC }
 
 // ClassicRequest is a DO_TCP_STREAM (10), DO_TCP_MAERTS (94) or DO_TCP_RR
 // (13) request from a netperf built with --enable-omni=no (section 9). Each
@@ -547,6 +575,8 @@ func (t ClassicTest) types() (req, resp, results MsgType) {
 		return TypeDoTCPStream, TypeTCPStreamResponse, TypeTCPStreamResults
 	case ClassicMaerts:
 		return TypeDoTCPMaerts, TypeTCPMaertsResponse, TypeTCPMaertsResults
+	case ClassicCC:
+		return TypeDoTCPCC, TypeTCPCCResponse, TypeTCPCCResults
 	default:
 		return TypeDoTCPRR, TypeTCPRRResponse, TypeTCPRRResults
 	}
@@ -580,7 +610,7 @@ func (r *ClassicRequest) Marshal(m *Message) {
 		m.putI32(56, r.CleanCount)
 		m.putI32(60, r.Port)
 		m.putI32(64, r.IPFamily)
-	case ClassicRR:
+	case ClassicRR, ClassicCC:
 		m.putI32(8, r.RecvBufSize)
 		m.putI32(12, r.SendBufSize)
 		m.putI32(16, r.RecvAlign)
@@ -616,8 +646,11 @@ func (r *ClassicRequest) Unmarshal(m *Message) error {
 		r.NoDelay, r.MeasureCPU, r.CPURate = m.i32(28), m.i32(32), m.f32(36)
 		r.TestLength, r.SoRcvAvoid, r.SoSndAvoid = m.i32(40), m.i32(44), m.i32(48)
 		r.DirtyCount, r.CleanCount, r.Port, r.IPFamily = m.i32(52), m.i32(56), m.i32(60), m.i32(64)
-	case TypeDoTCPRR:
+	case TypeDoTCPRR, TypeDoTCPCC:
 		r.Test = ClassicRR
+		if m.Type() == TypeDoTCPCC {
+			r.Test = ClassicCC
+		}
 		r.RecvBufSize, r.SendBufSize = m.i32(8), m.i32(12)
 		r.RecvAlign, r.RecvOffset, r.SendAlign, r.SendOffset = m.i32(16), m.i32(20), m.i32(24), m.i32(28)
 		r.RequestSize, r.ResponseSize = m.i32(32), m.i32(36)
@@ -688,7 +721,7 @@ func (s *ClassicSetup) Marshal(m *Message) {
 	_, resp, _ := s.Test.types()
 	m.header(resp, s.Errno)
 	m.putI32(8, s.RecvBufSize)
-	if s.Test == ClassicRR {
+	if s.Test.rrLayout() {
 		m.putI32(12, s.NoDelay)
 		m.putI32(16, s.MeasureCPU)
 		m.putI32(20, s.TestLength)
@@ -714,7 +747,7 @@ func (s *ClassicSetup) Marshal(m *Message) {
 // not trusted).
 func (s *ClassicSetup) Unmarshal(m *Message, t ClassicTest) {
 	*s = ClassicSetup{Test: t, Errno: m.i32(4), RecvBufSize: m.i32(8)}
-	if t == ClassicRR {
+	if t.rrLayout() {
 		s.NoDelay, s.MeasureCPU, s.TestLength = m.i32(12), m.i32(16), m.i32(20)
 		s.SendBufSize, s.DataPort, s.CPURate = m.i32(24), m.i32(28)&0xffff, m.f32(32)
 		s.SoRcvAvoid, s.SoSndAvoid = m.i32(36), m.i32(40)
@@ -746,7 +779,7 @@ func (r *ClassicResults) Marshal(m *Message) {
 	*m = Message{}
 	_, _, res := r.Test.types()
 	m.header(res, r.Errno)
-	if r.Test == ClassicRR {
+	if r.Test.rrLayout() {
 		m.putU32(8, uint32(r.Bytes))
 		m.putU32(12, r.Calls)
 		m.putU32(16, r.TransReceived)
@@ -768,7 +801,7 @@ func (r *ClassicResults) Marshal(m *Message) {
 // Unmarshal decodes a classic results message of test t.
 func (r *ClassicResults) Unmarshal(m *Message, t ClassicTest) {
 	*r = ClassicResults{Test: t, Errno: m.i32(4)}
-	if t == ClassicRR {
+	if t.rrLayout() {
 		r.Bytes, r.Calls, r.TransReceived = float64(m.u32(8)), m.u32(12), m.u32(16)
 	} else {
 		r.Bytes, r.Calls = m.f64(8), m.u32(16)
@@ -803,7 +836,7 @@ func ParseRequest(b []byte) (Request, error) {
 	case TypeDoOmni:
 		req.Omni = new(OmniRequest)
 		req.Omni.Unmarshal(m)
-	case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR:
+	case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR, TypeDoTCPCC:
 		req.Classic = new(ClassicRequest)
 		if err := req.Classic.Unmarshal(m); err != nil {
 			return Request{}, err

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/stack"
 )
@@ -36,6 +37,9 @@ type Report struct {
 	// Runtime holds the node process's Go runtime figures, where a leak
 	// shows first.
 	Runtime RuntimeReport `json:"runtime"`
+	// XDP holds the XDP label switch's state and counters; nil unless
+	// `set forward xdp` runs it.
+	XDP *XDPReport `json:"xdp,omitempty"`
 }
 
 // RuntimeReport is the Go runtime's view of the process the node runs in
@@ -173,6 +177,18 @@ type LinkReport struct {
 	// Drops counts discards by reason name (mplsendpoint.DropReason's
 	// String), every reason present.
 	Drops map[string]uint64 `json:"drops"`
+	// LinkMode is how the lower link moves frames: "ring" (packet
+	// rings) or "mmsg" (recvmmsg/sendmmsg) for an afpacket link, what
+	// runs after `mode auto` chose; "" for other links.
+	LinkMode string `json:"link_mode"`
+	// Queues is the afpacket link's number of fanout queues (sockets).
+	Queues int `json:"queues"`
+	// RXBlocks counts receive ring blocks read (ring mode): one wakeup
+	// and one receive batch each.
+	RXBlocks uint64 `json:"rx_blocks"`
+	// TXRingFull counts sends that found the transmit ring full and
+	// waited for the kernel (ring mode).
+	TXRingFull uint64 `json:"tx_ring_full"`
 }
 
 // SwitchReport is the label switch counters.
@@ -195,7 +211,12 @@ type SwitchReport struct {
 	// Coalesced counts popped TCP segments merged into a GSO frame for an
 	// egress link that takes them.
 	Coalesced uint64 `json:"coalesced"`
-	// Drops counts discards by reason name (SwitchDrop's String), every
+	// IPForwarded counts transit IP packets the forwarding plane routed
+	// (plain or labelled), outside the userspace stack.
+	IPForwarded uint64 `json:"ip_forwarded"`
+	// Pushed counts transit IP packets that left labelled (LER push).
+	Pushed uint64 `json:"pushed"`
+	// Drops counts discards by reason name (forward.Drop's String), every
 	// reason present.
 	Drops map[string]uint64 `json:"drops"`
 }
@@ -251,11 +272,12 @@ func (n *Node) Report() Report {
 			lr.Drops[d.String()] = ls.Drop(d)
 		}
 		lo := lower[name]
+		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}
-		if id, ok := n.stack.NICID(name); ok {
-			if info, ok := nics[id]; ok {
+		for _, info := range nics {
+			if info.Name == name {
 				lr.StackRXBytes = info.Stats.Rx.Bytes.Value()
 				lr.StackTXBytes = info.Stats.Tx.Bytes.Value()
 			}
@@ -266,10 +288,10 @@ func (n *Node) Report() Report {
 	r.LabelSwitch = SwitchReport{
 		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
 		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
-		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced,
+		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced, IPForwarded: sw.IPForwarded, Pushed: sw.Pushed,
 		Drops: map[string]uint64{},
 	}
-	for _, d := range SwitchDrops() {
+	for _, d := range forward.Drops() {
 		r.LabelSwitch.Drops[d.String()] = sw.Drop(d)
 	}
 	r.IP = ipReport(ns.Stats())
@@ -288,6 +310,7 @@ func (n *Node) Report() Report {
 		ChecksumErrors:          t.ChecksumErrors.Value(),
 	}
 	r.Runtime = runtimeReport()
+	r.XDP = n.xdp.report()
 	return r
 }
 
@@ -304,9 +327,7 @@ const (
 )
 
 // ServeControl serves the read-only control protocol on a Unix socket at
-// path until ctx is done. The socket is created with mode 0600 (root
-// only); a stale socket file at path (one nobody answers on) is removed
-// first, a live one is an error, and the socket file is removed on return.
+// path until ctx is done: ListenControl, then ServeControlListener.
 //
 // Protocol: the client sends one line; `stats` is answered with the
 // node's Report as one JSON document (followed by a newline), anything
@@ -316,23 +337,43 @@ const (
 // ServeControl returns nil when ctx ends, or the error that stopped it
 // from listening.
 func ServeControl(ctx context.Context, n *Node, path string) error {
+	ln, err := ListenControl(path)
+	if err != nil {
+		return err
+	}
+	return ServeControlListener(ctx, n, ln)
+}
+
+// ListenControl creates the control socket at path with mode 0600 (root
+// only). A stale socket file at path (one nobody answers on) is removed
+// first; a live one is an *InUseError (errors.Is ErrInUse) naming the
+// process that listens on it. The listener removes the socket file when
+// closed.
+func ListenControl(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return fmt.Errorf("control socket %s: exists and is not a socket", path)
+			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
 		}
 		// A socket someone answers on belongs to a running node: keep it.
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			pid := socketPeerPID(c.(*net.UnixConn))
 			c.Close()
-			return fmt.Errorf("control socket %s: in use by a running node (choose another with --control-socket)", path)
+			return nil, &InUseError{What: "control socket " + path, PID: pid, Hint: "choose another with --control-socket"}
 		}
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("control socket: remove stale %s: %w", path, err)
+			return nil, fmt.Errorf("control socket: remove stale %s: %w", path, err)
 		}
 	}
 	ln, err := listenUnix0600(path)
 	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return nil, fmt.Errorf("control socket: %w", err)
 	}
+	return ln, nil
+}
+
+// ServeControlListener serves the control protocol (see ServeControl) on
+// ln, from ListenControl, until ctx is done; it closes ln.
+func ServeControlListener(ctx context.Context, n *Node, ln net.Listener) error {
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -401,6 +442,9 @@ type unlinkListener struct {
 	once sync.Once
 }
 
+// Addr returns the socket's final path (the bound one was renamed).
+func (l *unlinkListener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
+
 func (l *unlinkListener) Close() error {
 	err := l.Listener.Close()
 	l.once.Do(func() { os.Remove(l.path) })
@@ -423,7 +467,17 @@ func serveControlConn(n *Node, c net.Conn) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.Report())
 	default:
-		fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats)\n", cmd)
+		answer, ok, err := controlQuery(n, cmd)
+		switch {
+		case !ok:
+			fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats, route show, mpls route show, bgp summary, bgp neighbor, bgp routes)\n", cmd)
+		case err != nil:
+			fmt.Fprintf(c, "error: %v\n", err)
+		default:
+			enc := json.NewEncoder(c)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(answer)
+		}
 	}
 	drainControlConn(c)
 }

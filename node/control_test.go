@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -39,7 +40,14 @@ addr add 10.2.0.1/24 dev out0
 // with label 999 (no ILM entry).
 func obsNode(t testing.TB) *node.Node {
 	t.Helper()
-	cfg, err := config.Parse("obs.conf", strings.NewReader(obsConf))
+	return obsNodeWith(t, "", []uint32{100, 999})
+}
+
+// obsNodeWith is obsNode with more config lines and the labels of the
+// frames fed to it, one frame each.
+func obsNodeWith(t testing.TB, more string, labels []uint32) *node.Node {
+	t.Helper()
+	cfg, err := config.Parse("obs.conf", strings.NewReader(obsConf+more))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +64,10 @@ func obsNode(t testing.TB) *node.Node {
 		in.Drain()
 		out.Drain()
 	})
-	nic, _ := n.Stack().NICID("out0")
+	nic := nicID(t, n, "out0")
 	n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber,
 		tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), tcpip.LinkAddress("\x02\x00\x00\x00\x02\x02"))
-	for _, label := range []uint32{100, 999} {
+	for _, label := range labels {
 		f := make([]byte, 14, 64)
 		copy(f, macIn)
 		copy(f[6:], "\x02\x00\x00\x00\x01\x02")
@@ -113,6 +121,7 @@ func ask(t *testing.T, path, req string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +167,8 @@ func TestControlSocket(t *testing.T) {
 	if want := len(mplsendpoint.DropReasons()) + len(node.LowerDropReasons); len(in.Drops) != want {
 		t.Errorf("got %d drop reasons, want every one (%d)", len(in.Drops), want)
 	}
-	if len(r.LabelSwitch.Drops) != len(node.SwitchDrops()) {
-		t.Errorf("got %d switch drop reasons, want %d", len(r.LabelSwitch.Drops), len(node.SwitchDrops()))
+	if len(r.LabelSwitch.Drops) != len(forward.Drops()) {
+		t.Errorf("got %d switch drop reasons, want %d", len(r.LabelSwitch.Drops), len(forward.Drops()))
 	}
 	checks := []struct {
 		name      string

@@ -2,11 +2,16 @@ package node
 
 import (
 	"errors"
+	"slices"
 
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // Check runs the node's semantic checks on a parsed config without touching
@@ -36,6 +41,8 @@ type converted struct {
 	gso    mplsendpoint.GSOMode
 	fwd    bool
 	tcp    stack.TCPOptions
+	// bgp is the speaker's config; nil without bgp lines.
+	bgp *bgp.Config
 }
 
 // convert turns cfg into stack and mpls values and validates what can be
@@ -56,21 +63,21 @@ func convert(cfg *config.Config) (*converted, error) {
 	if !cfg.Sysctl.IPTTLPropagate {
 		c.ttl = mpls.TTLPipe
 	}
-	switch cfg.Settings.GSO {
-	case config.GSOStack:
-		c.gso = mplsendpoint.GSOStack
-	case config.GSOOff:
-		c.gso = mplsendpoint.GSOOff
-	default:
-		c.gso = mplsendpoint.GSOEndpoint
-	}
+	c.gso = cfg.Settings.GSO // one type: gso.Mode
 	for _, l := range cfg.Links {
-		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge}
+		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues, LinkAddress: tcpip.LinkAddress(l.Address)}
 		switch l.Type {
 		case config.LinkTAP:
 			sl.Kind = stack.LinkTAP
+		case config.LinkXDP:
+			sl.Kind = stack.LinkXDP
 		default:
 			sl.Kind = stack.LinkAFPacket
+			sl.QdiscBypass = l.QdiscBypass
+			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
+			// The node owns the interface (its kernel holds no address
+			// there): the kernel need not process what it receives.
+			sl.DropKernelRX = true
 		}
 		sl.RejectMPLS = !l.MPLSInput
 		c.links = append(c.links, sl)
@@ -125,6 +132,14 @@ func convert(cfg *config.Config) (*converted, error) {
 			}
 			return config.Pos{File: cfg.File, Line: 1, Col: 1}
 		}))
+	}
+	if cfg.BGP != nil {
+		bc, err := bgpConfig(cfg)
+		var list config.ErrorList
+		if errors.As(err, &list) {
+			errs = append(errs, list...)
+		}
+		c.bgp = &bc
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -181,4 +196,34 @@ func tableError(err error, pos func(i int) config.Pos) *config.Error {
 		return pos(te.Index).Errorf(te.Key, "%v", te.Err)
 	}
 	return pos(0).Errorf("", "%v", err)
+}
+
+// routes returns the config's FIB routes as fibRoute writes them, each
+// with hops and labels of its own (for a writer that keeps them: BGP's
+// tables hold the static routes to write them again with BGP's).
+func (c *converted) routes(cfg *config.Config) []mpls.Route {
+	write := c.fibRoute(cfg)
+	out := make([]mpls.Route, len(c.fibPos))
+	for i := range out {
+		var r mpls.Route
+		write(i, &r)
+		r.NextHops = slices.Clone(r.NextHops)
+		for j := range r.NextHops {
+			r.NextHops[j].Labels = slices.Clone(r.NextHops[j].Labels)
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// connectedRoutes are the forwarding plane's on-link routes: one for each
+// connected subnet (the FIB holds none; see forward.FIBRouter).
+func connectedRoutes(c *converted) []forward.Route {
+	var rs []forward.Route
+	for _, a := range c.addrs {
+		if a.Link != config.LoopbackDev {
+			rs = append(rs, forward.Route{Prefix: a.Prefix.Masked(), Device: a.Link})
+		}
+	}
+	return rs
 }

@@ -213,7 +213,7 @@ func TestMetricsReadOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

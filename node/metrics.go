@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/buildinfo"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -33,6 +36,8 @@ var linkCounters = []linkCounter{
 	{"stack_tx_bytes_total", "Bytes sent by the userspace stack on the link (network layer, label-switched frames excluded).", func(l *LinkReport) uint64 { return l.StackTXBytes }},
 	{"ftn_hits_total", "Outgoing packets that matched an FTN entry.", func(l *LinkReport) uint64 { return l.FTNHits }},
 	{"ilm_hits_total", "Incoming labels that matched an ILM entry.", func(l *LinkReport) uint64 { return l.ILMHits }},
+	{"rx_ring_blocks_total", "Receive ring blocks read (afpacket ring mode): one wakeup and one receive batch each.", func(l *LinkReport) uint64 { return l.RXBlocks }},
+	{"tx_ring_full_total", "Sends that found the transmit ring full and waited for the kernel (afpacket ring mode).", func(l *LinkReport) uint64 { return l.TXRingFull }},
 }
 
 // switchCounter is one label switch counter, exported without labels.
@@ -50,6 +55,8 @@ var switchCounters = []switchCounter{
 	{"labelswitch_icmp_sent_messages_total", "ICMP errors (time exceeded, fragmentation needed, packet too big) sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
 	{"labelswitch_fragmented_packets_total", "IPv4 packets fragmented to fit the egress link once labelled.", func(s *SwitchReport) uint64 { return s.Fragmented }},
 	{"labelswitch_coalesced_frames_total", "Popped TCP segments merged into a GSO frame for an egress link that takes them.", func(s *SwitchReport) uint64 { return s.Coalesced }},
+	{"labelswitch_ip_forwarded_packets_total", "Transit IP packets the forwarding plane routed, plain or labelled.", func(s *SwitchReport) uint64 { return s.IPForwarded }},
+	{"labelswitch_pushed_packets_total", "Transit IP packets that left labelled (LER push).", func(s *SwitchReport) uint64 { return s.Pushed }},
 }
 
 // tcpCounter is one TCP counter, exported without labels.
@@ -92,6 +99,7 @@ type collector struct {
 	n          *Node
 	link       []*prometheus.Desc
 	linkDrops  *prometheus.Desc
+	linkInfo   *prometheus.Desc
 	sw         []*prometheus.Desc
 	swDrops    *prometheus.Desc
 	tcp        []*prometheus.Desc
@@ -110,6 +118,7 @@ func NewCollector(n *Node) prometheus.Collector {
 		c.link = append(c.link, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
 	}
 	c.linkDrops = prometheus.NewDesc(name("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil)
+	c.linkInfo = prometheus.NewDesc(name("link_info"), "Always 1; the labels say how the link's lower link moves frames (mode: ring, mmsg, or none for a link that is not afpacket) and its number of fanout queues.", []string{"device", "mode", "queues"}, nil)
 	for _, m := range switchCounters {
 		c.sw = append(c.sw, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
@@ -117,7 +126,7 @@ func NewCollector(n *Node) prometheus.Collector {
 	for _, m := range tcpCounters {
 		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
-	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops), c.sw...), c.swDrops)
+	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops, c.linkInfo), c.sw...), c.swDrops)
 	for _, m := range ipCounters {
 		c.ip = append(c.ip, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
@@ -145,6 +154,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for reason, v := range l.Drops {
 			ch <- prometheus.MustNewConstMetric(c.linkDrops, prometheus.CounterValue, float64(v), l.Name, reason)
 		}
+		mode := l.LinkMode
+		if mode == "" {
+			mode = "none"
+		}
+		ch <- prometheus.MustNewConstMetric(c.linkInfo, prometheus.GaugeValue, 1, l.Name, mode, strconv.Itoa(l.Queues))
 	}
 	for j, m := range switchCounters {
 		ch <- prometheus.MustNewConstMetric(c.sw[j], prometheus.CounterValue, float64(m.get(&r.LabelSwitch)))
@@ -172,12 +186,34 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 const metricsReadTimeout = 10 * time.Second
 
 // MetricsHandler returns an http.Handler serving n's metrics in the
-// Prometheus text format (only the mplsnode_* metrics: no Go runtime
-// metrics).
+// Prometheus text format: the mplsnode_* metrics, mplsnode_build_info, and
+// the standard go_* and process_* metrics of the process.
 func MetricsHandler(n *Node) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(n))
+	reg.MustRegister(NewCollector(n), newXDPCollector(n), newBuildInfo(),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.BGP() != nil {
+		reg.MustRegister(newBGPCollector(n))
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// newBuildInfo is the gauge mplsnode_build_info, always 1, whose labels
+// say what binary runs (the values `mplsnode version` prints).
+func newBuildInfo() prometheus.Collector {
+	bi := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace,
+		Name:      "build_info",
+		Help:      "Always 1; the labels name the module version, VCS revision and Go version of the running binary.",
+		ConstLabels: prometheus.Labels{
+			"version":   bi.Version,
+			"revision":  bi.Revision,
+			"goversion": bi.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // ServeMetrics serves n's metrics at http://addr/metrics until ctx is
@@ -186,12 +222,9 @@ func MetricsHandler(n *Node) http.Handler {
 // loopback (127.0.0.1) only: counters are for the local Prometheus unless
 // an address is named (0.0.0.0:9477 for every IPv4 address).
 func ServeMetrics(ctx context.Context, n *Node, addr string) error {
-	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
-		addr = net.JoinHostPort(metricsDefaultHost, port)
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := ListenMetrics(addr)
 	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return err
 	}
 	return ServeMetricsListener(ctx, n, ln)
 }

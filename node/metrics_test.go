@@ -6,12 +6,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/internal/buildinfo"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -60,8 +65,13 @@ func scrape(t *testing.T, url string) (samples map[string]float64, types map[str
 	return samples, types
 }
 
+// TestMetrics scrapes /metrics of an LSR fed four frames: label 100
+// (swapped), 999 (no ILM entry) and 101 twice (popped to IP), so that the
+// forwarded (3), swapped (1) and popped (2) counters differ: a metric that
+// returned another's value fails (issue 18: the swapped metric returning
+// the forwarded count survived when both were 1).
 func TestMetrics(t *testing.T) {
-	n := obsNode(t)
+	n := obsNodeWith(t, "-f mpls route add 101 via inet 10.2.0.2\n", []uint32{100, 999, 101, 101})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -81,17 +91,21 @@ func TestMetrics(t *testing.T) {
 		sample string
 		want   float64
 	}{
-		{`mplsnode_rx_frames_total{device="in0"}`, 2},
-		{`mplsnode_tx_frames_total{device="out0"}`, 1},
-		{`mplsnode_ilm_hits_total{device="in0"}`, 1},
+		{`mplsnode_rx_frames_total{device="in0"}`, 4},
+		{`mplsnode_tx_frames_total{device="out0"}`, 3},
+		{`mplsnode_ilm_hits_total{device="in0"}`, 3},
 		{`mplsnode_ftn_hits_total{device="in0"}`, 0},
 		{`mplsnode_drops_total{device="in0",reason="no_ilm_entry"}`, 1},
 		{`mplsnode_drops_total{device="out0",reason="no_ilm_entry"}`, 0},
-		{`mplsnode_labelswitch_forwarded_frames_total`, 1},
+		{`mplsnode_labelswitch_forwarded_frames_total`, 3},
 		{`mplsnode_labelswitch_swapped_frames_total`, 1},
+		{`mplsnode_labelswitch_popped_ip_frames_total`, 2},
+		{`mplsnode_labelswitch_popped_labelled_frames_total`, 0},
 		{`mplsnode_labelswitch_drops_total{reason="no_neighbor"}`, 0},
 		{`mplsnode_tcp_active_opens_total`, 0},
 		{`mplsnode_tcp_established_connections`, 0},
+		// Channel links: no afpacket mode.
+		{`mplsnode_link_info{device="in0",mode="none",queues="0"}`, 1},
 	}
 	for _, tc := range tests {
 		got, ok := samples[tc.sample]
@@ -112,17 +126,21 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range node.SwitchDrops() {
+	for _, r := range forward.Drops() {
 		k := `mplsnode_labelswitch_drops_total{reason="` + r.String() + `"}`
 		if _, ok := samples[k]; !ok {
 			t.Errorf("got no sample %s", k)
 		}
 	}
-	// Naming rules: every family is mplsnode_*, counters end in _total, and
-	// the only labels are device and reason.
+	// Naming rules: every family is mplsnode_* (or the standard go_* and
+	// process_* of the process), counters end in _total, and the only
+	// labels are device and reason (mplsnode_build_info's say what runs).
 	labelRE := regexp.MustCompile(`([a-z_]+)="`)
 	for k := range samples {
 		name, labels, _ := strings.Cut(k, "{")
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || name == "mplsnode_build_info" {
+			continue
+		}
 		if !strings.HasPrefix(name, "mplsnode_") {
 			t.Errorf("got metric %s, want the mplsnode_ prefix only", name)
 		}
@@ -130,7 +148,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("got counter %s, want a _total suffix", name)
 		}
 		for _, m := range labelRE.FindAllStringSubmatch(labels, -1) {
-			if m[1] != "device" && m[1] != "reason" {
+			if m[1] != "device" && m[1] != "reason" && (name != "mplsnode_link_info" || m[1] != "mode" && m[1] != "queues") {
 				t.Errorf("got label %q on %s, want device or reason only", m[1], name)
 			}
 		}
@@ -159,17 +177,52 @@ func TestMetrics(t *testing.T) {
 		documented[m[1]] = true
 	}
 	for name := range types {
+		if !strings.HasPrefix(name, "mplsnode_") {
+			continue // go_* and process_*: the client library's, documented there
+		}
 		if !documented[name] {
 			t.Errorf("metric %s is served but not in docs/METRICS.md", name)
 		}
 	}
 	for name := range documented {
+		if strings.HasPrefix(name, "mplsnode_bgp_") {
+			continue // served by nodes with bgp lines: TestBGPMetrics
+		}
 		if _, ok := types[name]; !ok {
 			t.Errorf("docs/METRICS.md lists %s, which is not served", name)
 		}
 	}
+	// The standard collectors and the build: one gauge with value 1 whose
+	// labels are what `mplsnode version` prints (internal/buildinfo).
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_open_fds", "process_resident_memory_bytes"} {
+		if _, ok := types[name]; !ok {
+			t.Errorf("got no %s: the Go and process collectors are missing", name)
+		}
+	}
+	bi := buildinfo.Read()
+	k := `mplsnode_build_info{goversion="` + bi.GoVersion + `",revision="` + bi.Revision + `",version="` + bi.Version + `"}`
+	if samples[k] != 1 || types["mplsnode_build_info"] != "gauge" {
+		t.Errorf("got %s = %v (type %q), want a gauge of 1", k, samples[k], types["mplsnode_build_info"])
+	}
 	if got := types["mplsnode_drops_total"]; got != "counter" {
 		t.Errorf("got TYPE mplsnode_drops_total %q, want counter", got)
+	}
+}
+
+// TestMetricsPromlint runs the Prometheus client library's linter
+// (promlint, the rules of `promtool check metrics`) over a scrape: the
+// mplsnode_* families, mplsnode_build_info and the standard Go and process
+// collectors. Planted bug: a counter without _total, or build_info as a
+// counter, is reported.
+func TestMetricsPromlint(t *testing.T) {
+	rec := httptest.NewRecorder()
+	node.MetricsHandler(obsNode(t)).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	problems, err := promlint.New(rec.Body).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 }
 

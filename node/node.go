@@ -1,7 +1,7 @@
 // Package node assembles a running mplsnode from a parsed config: the links
 // (AF_PACKET or TAP), the userspace stack with its addresses and routes, the
-// MPLS tables (FTN and ILM) and the label switch that forwards labelled
-// frames from link to link. It also owns reload: routes and label routes
+// MPLS tables (FTN and ILM) and the forwarding plane (package forward)
+// that forwards labelled frames from link to link. It also owns reload: routes and label routes
 // are swapped while connections run.
 //
 // A node plays every role its config asks for: host (TCP endpoints in the
@@ -17,22 +17,26 @@
 //	err = n.Reload(newCfg) // on SIGHUP
 //
 // Protocol logic lives below: package mpls (tables, TTL rules),
-// link/mplsendpoint (push, pop, GSO), stack (the netstack); the node wires
-// them and holds the label switch (LabelSwitch).
+// link/mplsendpoint (push, pop, GSO), stack (the netstack), forward (the
+// label switch); the node wires them.
 package node
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
+	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -60,23 +64,31 @@ type Options struct {
 type Node struct {
 	log   *slog.Logger
 	stack *stack.Stack
-	ls    *LabelSwitch
+	ls    *forward.Switch
+	xdp   *xdpPlane // nil unless set forward xdp runs the program
+	// bgp is the BGP speaker and bgpTab the tables it writes through;
+	// both nil without bgp lines.
+	bgp    *bgp.Speaker
+	bgpTab *bgpTables
 
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
 	closed bool
+	claims linkClaims // released by Close
 }
 
 // Stats is a snapshot of the node's counters.
 type Stats struct {
 	// Switch holds the label switch counters.
-	Switch SwitchStats
+	Switch forward.Stats
 	// Links holds each link endpoint's counters, keyed by link name.
 	Links map[string]mplsendpoint.Stats
 }
 
 // New builds and starts the node that cfg describes: links are opened and
-// frames flow when New returns. Semantic errors are a config.ErrorList
+// frames flow when New returns. An interface another node of this network
+// namespace holds is an *InUseError (errors.Is ErrInUse) naming its pid,
+// returned before any link is opened. Semantic errors are a config.ErrorList
 // positioned at the offending line; runtime errors (an interface that does
 // not exist) name the link. On error nothing is left open.
 func New(cfg *config.Config, opts Options) (*Node, error) {
@@ -86,6 +98,13 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	}
 	c, err := convert(cfg)
 	if err != nil {
+		return nil, err
+	}
+	replaced := make(map[string]bool, len(opts.Endpoints))
+	for name := range opts.Endpoints {
+		replaced[name] = true
+	}
+	if err := CheckInterfaces(cfg, replaced); err != nil {
 		return nil, err
 	}
 	if opts.Capture != nil {
@@ -99,32 +118,81 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 			c.links[i].Endpoint = ep
 		}
 	}
-	ls := NewLabelSwitch(c.ttl, logger)
+	var own []string // the interfaces this node opens
+	for _, l := range c.links {
+		if l.Kind != stack.LinkEndpoint {
+			own = append(own, l.Name)
+		}
+	}
+	claims, err := claimLinks(own)
+	if err != nil {
+		return nil, err
+	}
+	ls := forward.New(c.ttl, logger)
+	// The node forwards IP (net.ipv4.ip_forward, or more than one link)
+	// through the forwarding plane; otherwise transit is dropped by the
+	// stack, as a host does.
+	var ipForwarder mplsendpoint.IPForwarder
+	if c.fwd {
+		ipForwarder = ls
+	}
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
 		ILM:       c.ilm,
 		Forwarder: ls,
-		TTLModel:  c.ttl,
-		PipeTTL:   c.pipe,
-		GSO:       c.gso,
-		// Forward IP between links: the LER role and plain transit (the
+		// Transit IP is routed by the forwarding plane, never by gVisor.
+		IPForwarder: ipForwarder,
+		TTLModel:    c.ttl,
+		PipeTTL:     c.pipe,
+		GSO:         c.gso,
+		// The links finish partial checksums and split large TCP packets
+		// for what they forward (the LER role and plain transit: the
 		// seed's return path needs no kernel routing).
 		Forwarding: c.fwd,
 		TCP:        c.tcp,
 		Logger:     logger,
 	})
 	if err != nil {
+		claims.Close()
 		return nil, err
 	}
 	// The routes go to the stack's tables, the one API that writes routes
-	// (reload and, later, BGP write there too).
+	// (reload and BGP write there too).
 	if err := s.Tables().ReplaceRoutesFunc(len(c.fibPos), c.fibRoute(cfg)); err != nil {
 		s.Close()
+		claims.Close()
 		return nil, config.ErrorList{c.fibError(cfg, err)}
 	}
-	ls.Attach(s)
-	n := &Node{log: logger, stack: s, ls: ls, cfg: withoutRoutes(cfg)}
+	ls.Attach(s.Netstack())
+	// Transit IP follows the FIB the stack's own traffic follows, the
+	// same snapshot at every instant, whoever writes it.
+	var pipeTTL uint8
+	if c.ttl == mpls.TTLPipe {
+		pipeTTL = c.pipe // 0: mpls.DefaultPipeTTL
+	}
+	ls.SetRouter(forward.NewFIBRouter(forward.FIBRouterOptions{
+		Tables: s.Tables(), Connected: connectedRoutes(c),
+		Seed: uint32(new(maphash.Hash).Sum64()), PipeTTL: pipeTTL,
+	}))
+	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
+	if err != nil {
+		s.Close()
+		claims.Close()
+		return nil, err
+	}
+	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: withoutRoutes(cfg), claims: claims}
+	if c.bgp != nil {
+		n.bgpTab = newBGPTables(s, cfg, c)
+		sp, err := bgp.New(*c.bgp, n.bgpTab, s, logger)
+		if err != nil {
+			x.close()
+			s.Close()
+			claims.Close()
+			return nil, err
+		}
+		n.bgp = sp
+	}
 	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.fibPos),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
@@ -133,6 +201,17 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 // ErrUnknownLink is returned by New when Options name a link the config
 // does not declare.
 var ErrUnknownLink = errors.New("no link named")
+
+// CheckCaptureLinks reports a name in names that is not a link of cfg
+// (ErrUnknownLink, listing the links), as New does for
+// Options.CaptureLinks, without building anything.
+func CheckCaptureLinks(cfg *config.Config, names []string) error {
+	links := make([]stack.Link, len(cfg.Links))
+	for i, l := range cfg.Links {
+		links[i].Name = l.Name
+	}
+	return setCapture(links, nil, names)
+}
 
 // setCapture sets w as the capture of the links named (all when names is
 // empty); a name that is not a link is an error that lists the links.
@@ -161,8 +240,8 @@ func setCapture(links []stack.Link, w *pcap.Writer, names []string) error {
 // the node's addresses).
 func (n *Node) Stack() *stack.Stack { return n.stack }
 
-// LabelSwitch returns the node's label switch.
-func (n *Node) LabelSwitch() *LabelSwitch { return n.ls }
+// LabelSwitch returns the node's label switch (the forwarding plane).
+func (n *Node) LabelSwitch() *forward.Switch { return n.ls }
 
 // Stats returns a snapshot of the node's counters.
 func (n *Node) Stats() Stats {
@@ -212,6 +291,23 @@ func (n *Node) Reload(newCfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	oldFIB := n.stack.Tables().FIB()
+	if n.bgpTab != nil {
+		if err := n.bgpTab.setStatic(c.routes(newCfg), c.ilm); err != nil {
+			return config.ErrorList{c.fibError(newCfg, err)}
+		}
+		logChanges(n.log, oldFIB, n.stack.Tables().FIB(), n.cfg, newCfg)
+		n.cfg = withoutRoutes(newCfg)
+		if n.xdp != nil {
+			n.xdp.sync()
+		}
+		n.bgp.Reresolve()
+		if err := n.bgp.SetNetworks(c.bgp.Networks); err != nil {
+			return err
+		}
+		n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibPos), "label_routes", len(c.ilm))
+		return nil
+	}
 	if err := n.stack.SetILM(c.ilm); err != nil {
 		return err
 	}
@@ -222,7 +318,11 @@ func (n *Node) Reload(newCfg *config.Config) error {
 		_ = n.stack.SetILM(old.ilm)
 		return config.ErrorList{c.fibError(newCfg, err)}
 	}
+	logChanges(n.log, oldFIB, n.stack.Tables().FIB(), n.cfg, newCfg)
 	n.cfg = withoutRoutes(newCfg)
+	if n.xdp != nil {
+		n.xdp.sync()
+	}
 	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibPos), "label_routes", len(c.ilm))
 	return nil
 }
@@ -243,7 +343,7 @@ func restartNeeded(old, newCfg *config.Config) error {
 		if !p.IsValid() {
 			p = config.Pos{File: newCfg.File, Line: 1, Col: 1}
 		}
-		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes and label routes only)", what)}
+		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes, label routes and bgp networks only)", what)}
 	}
 	sameLink := func(a, b config.Link) bool {
 		return a.Name == b.Name && a.Type == b.Type && a.Bridge == b.Bridge && a.MTU == b.MTU && a.MPLSInput == b.MPLSInput
@@ -271,6 +371,13 @@ func restartNeeded(old, newCfg *config.Config) error {
 	if old.Settings != newCfg.Settings {
 		return restart(firstWhere(newCfg, "set"), "", "a setting")
 	}
+	if (old.BGP == nil) != (newCfg.BGP == nil) || old.BGP != nil && bgpText(old.BGP) != bgpText(newCfg.BGP) {
+		var p config.Pos
+		if newCfg.BGP != nil {
+			p = newCfg.BGP.Pos
+		}
+		return restart(p, "bgp", "the bgp configuration")
+	}
 	return nil
 }
 
@@ -296,8 +403,15 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
-	err := n.stack.Close()
-	n.ls.flush()
+	if n.bgp != nil {
+		if err := n.bgp.Close(); err != nil {
+			n.log.Warn("bgp: removing its routes at close", "err", err)
+		}
+	}
+	xerr := n.xdp.close()
+	err := errors.Join(n.stack.Close(), xerr)
+	n.ls.Flush()
+	n.claims.Close()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err
 }

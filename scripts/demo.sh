@@ -10,7 +10,8 @@
 #        kernel sockets
 #
 # It runs a TCP_STREAM without labels (to 172.16.21.22) and with label 100
-# (to 10.10.10.10), prints both netperf result lines and their ratio, then
+# (to 10.10.10.10), a UDP_RR over the LSP, prints the netperf result lines
+# and the TCP_STREAM ratio, then
 # where the frames went (the LSR's counters). Namespaces are named uniquely
 # and removed on every exit, Ctrl-C included.
 set -euo pipefail
@@ -95,6 +96,9 @@ run_netperf() { # label host
 failed=0
 run_netperf plain 172.16.21.22 || failed=1
 run_netperf mpls 10.10.10.10 || failed=1
+step "UDP_RR with label 100: ns0 -> 10.10.10.10 for ${SECONDS_PER_TEST}s (request/response datagrams over the LSP)"
+nsx "$NS0" "$BIN" netperf --config "$ROOT/examples/seed/ns0.conf" -H 10.10.10.10 \
+	-l "$SECONDS_PER_TEST" -t UDP_RR || failed=1
 
 # The throughput is the fifth column of the result line (the last line
 # whose first field is a number).

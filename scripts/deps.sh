@@ -16,6 +16,15 @@ have_cmd ip || need+=(iproute2)
 have_cmd ethtool || need+=(ethtool)
 have_cmd tshark || need+=(tshark)
 /usr/bin/python3 -c 'import scapy' >/dev/null 2>&1 || need+=(python3-scapy)
+# setpriv runs the non-root node test (TestSeedNonRoot); systemd-analyze
+# verifies dist/systemd's unit; zsh loads the zsh completion script.
+have_cmd setpriv || need+=(util-linux)
+have_cmd systemd-analyze || need+=(systemd)
+have_cmd zsh || need+=(zsh)
+# gobgpd (with its gobgp CLI) is the BGP peer the bgp tests speak to.
+have_cmd gobgpd || need+=(gobgpd)
+# FRR's bgpd is the second, independent BGP peer (TestBGPFRR).
+[[ -x /usr/lib/frr/bgpd ]] || need+=(frr)
 
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then

@@ -38,7 +38,9 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 
 // DialTCP opens a TCP connection to addr through the userspace stack.
 // Errors are *net.OpError wrapping the errno a kernel socket would give
-// (errors.Is(err, syscall.ECONNREFUSED) works).
+// (errors.Is(err, syscall.ECONNREFUSED) works), or net.ErrClosed once the
+// Stack is closed. The conn's errors follow package net too: a deadline is
+// os.ErrDeadlineExceeded, use after Close net.ErrClosed.
 func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
 	return s.DialTCPFrom(ctx, netip.AddrPort{}, addr)
 }
@@ -48,7 +50,13 @@ func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, err
 // port only).
 func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (net.Conn, error) {
 	opErr := func(op string, err error) error {
+		if s.isClosed() {
+			err = net.ErrClosed
+		}
 		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+	}
+	if s.isClosed() {
+		return nil, opErr("dial", net.ErrClosed)
 	}
 	var wq waiter.Queue
 	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, protoOf(addr.Addr()), &wq)
@@ -86,7 +94,7 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 		ep.Close()
 		return nil, opErr("dial", errnoOf(terr))
 	}
-	return gonet.NewTCPConn(&wq, ep), nil
+	return newTCPConn(&wq, ep), nil
 }
 
 // ListenTCP listens for TCP connections on addr (an unspecified address
@@ -99,13 +107,23 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 	}
 	var wq waiter.Queue
 	opErr := func(op string, err error) error {
+		if s.isClosed() {
+			err = net.ErrClosed
+		}
 		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+	}
+	if s.isClosed() {
+		return nil, opErr("listen", net.ErrClosed)
 	}
 	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, proto, &wq)
 	if terr != nil {
 		return nil, opErr("listen", errnoOf(terr))
 	}
 	s.applySocketOptions(ep)
+	// SO_REUSEADDR, as package net sets on kernel listeners: a port whose
+	// earlier connections sit in TIME_WAIT can be listened on again
+	// (netperf -i asks for the previous test's data port).
+	ep.SocketOptions().SetReuseAddress(true)
 	if terr := ep.Bind(fullAddr(addr)); terr != nil {
 		ep.Close()
 		return nil, opErr("bind", errnoOf(terr))
@@ -114,7 +132,7 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		ep.Close()
 		return nil, opErr("listen", errnoOf(terr))
 	}
-	return gonet.NewTCPListener(s.ns, &wq, ep), nil
+	return newTCPListener(gonet.NewTCPListener(s.ns, &wq, ep), &wq, ep), nil
 }
 
 // Listen is ListenTCP in package net's shape: network "tcp", "tcp4" or
@@ -135,33 +153,17 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 // DialUDP returns a connected UDP socket to raddr, bound to laddr when it is
 // valid.
 func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
-	var lp, rp *tcpip.FullAddress
 	if !laddr.IsValid() || laddr.Addr().IsUnspecified() {
 		if src := s.sourceFor(raddr.Addr()); src.IsValid() {
 			laddr = netip.AddrPortFrom(src, laddr.Port())
 		}
 	}
-	if laddr.IsValid() {
-		a := fullAddr(laddr)
-		lp = &a
-	}
-	a := fullAddr(raddr)
-	rp = &a
-	c, err := gonet.DialUDP(s.ns, lp, rp, protoOf(raddr.Addr()))
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
-	}
-	return c, nil
+	return s.udpConn(laddr, &raddr)
 }
 
 // ListenUDP opens an unconnected UDP socket bound to laddr.
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (net.PacketConn, error) {
-	a := fullAddr(laddr)
-	c, err := gonet.DialUDP(s.ns, &a, nil, protoOf(laddr.Addr()))
-	if err != nil {
-		return nil, &net.OpError{Op: "listen", Net: "udp", Addr: net.UDPAddrFromAddrPort(laddr), Err: err}
-	}
-	return c, nil
+	return s.udpConn(laddr, nil)
 }
 
 // parseAddrPort parses "ip:port" or ":port" for network, checking the

@@ -55,27 +55,29 @@ func kernelListen(t *testing.T, ns *netns.NS, addr string) net.Listener {
 // peer is the other end of the connection.
 func exchange(t *testing.T, c, peer net.Conn, n int64) {
 	t.Helper()
+	// Every read and write ends by this deadline: a stalled exchange fails
+	// with the bytes each side saw instead of hanging.
+	deadline := time.Now().Add(120 * time.Second)
+	for _, conn := range []net.Conn{c, peer} {
+		conn.SetDeadline(deadline)
+	}
 	var wg sync.WaitGroup
 	check := func(name string, from, to net.Conn) {
 		defer wg.Done()
 		sent, got := sha256.New(), sha256.New()
 		done := make(chan error, 1)
+		var read int64
 		go func() {
-			_, err := io.CopyN(got, to, n)
+			var err error
+			read, err = io.CopyN(got, to, n)
 			done <- err
 		}()
-		if _, err := io.CopyN(io.MultiWriter(from, sent), rand.Reader, n); err != nil {
-			t.Errorf("%s: write: %v", name, err)
+		if w, err := io.CopyN(io.MultiWriter(from, sent), rand.Reader, n); err != nil {
+			t.Errorf("%s: write after %d of %d bytes: %v", name, w, n, err)
 			return
 		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: read: %v", name, err)
-				return
-			}
-		case <-time.After(120 * time.Second):
-			t.Errorf("%s: timed out", name)
+		if err := <-done; err != nil {
+			t.Errorf("%s: read after %d of %d bytes: %v", name, read, n, err)
 			return
 		}
 		if a, b := sent.Sum(nil), got.Sum(nil); string(a) != string(b) {
@@ -189,16 +191,19 @@ func TestLabelledPathDecodedByTshark(t *testing.T) {
 		t.Fatalf("tshark: %v", err)
 	}
 	t.Cleanup(func() { cap.Process.Kill(); cap.Wait() })
-	// Wait for "Capturing on" so no frame is missed.
+	// Wait for "Capturing on" so no frame is missed; a tshark silent for
+	// 20 s is killed, which ends the read.
 	buf := make([]byte, 4096)
 	var seen strings.Builder
+	startTimeout := time.AfterFunc(20*time.Second, func() { cap.Process.Kill() })
 	for !strings.Contains(seen.String(), "Capturing on") {
 		n, err := stderr.Read(buf)
 		if err != nil {
-			t.Fatalf("tshark did not start: %v: %s", err, seen.String())
+			t.Fatalf("tshark did not start within 20 s: %v: %s", err, seen.String())
 		}
 		seen.Write(buf[:n])
 	}
+	startTimeout.Stop()
 	go io.Copy(io.Discard, stderr)
 
 	ln, err := sb.ListenTCP(netip.MustParseAddrPort("10.10.10.10:5001"))
@@ -215,6 +220,7 @@ func TestLabelledPathDecodedByTshark(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Minute))
 		h := sha256.New()
 		io.Copy(h, c)
 		sum <- h.Sum(nil)
@@ -226,7 +232,10 @@ func TestLabelledPathDecodedByTshark(t *testing.T) {
 		t.Fatalf("DialContext over the LSP = %v", err)
 	}
 	h := sha256.New()
-	io.CopyN(io.MultiWriter(c, h), rand.Reader, n)
+	c.SetDeadline(time.Now().Add(time.Minute))
+	if w, err := io.CopyN(io.MultiWriter(c, h), rand.Reader, n); err != nil {
+		t.Fatalf("write after %d of %d bytes over the LSP: %v", w, n, err)
+	}
 	c.Close()
 	if got := <-sum; string(got) != string(h.Sum(nil)) {
 		t.Fatalf("SHA-256 over the LSP: got %x, want %x", got, h.Sum(nil))

@@ -38,6 +38,13 @@
 // routes out of one NIC with another's source address only when both
 // forward, so IP forwarding is on for every NIC (see addFIBNIC).
 //
+// Errors follow package net: a *net.OpError wrapping the errno a kernel
+// socket would give (errors.Is(err, syscall.ECONNREFUSED)),
+// os.ErrDeadlineExceeded for a deadline (Timeout() true), and
+// net.ErrClosed for a conn or listener used after Close and for Dial or
+// Listen on a closed Stack. The conns pass golang.org/x/net/nettest's
+// TestConn.
+//
 // It does not parse text: the node (package node) turns a config file into a
 // Config.
 package stack
@@ -62,6 +69,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
+	"github.com/mplsnode/mplsnode/link/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -76,6 +84,9 @@ const (
 	LinkTAP
 	// LinkEndpoint uses Link.Endpoint as given (tests, custom links).
 	LinkEndpoint
+	// LinkXDP attaches to an existing interface (typically a veth) with
+	// AF_XDP sockets and an XDP program that hands them every frame.
+	LinkXDP
 )
 
 // String returns the kind's config word.
@@ -87,6 +98,8 @@ func (k LinkKind) String() string {
 		return "tap"
 	case LinkEndpoint:
 		return "endpoint"
+	case LinkXDP:
+		return "xdp"
 	}
 	return fmt.Sprintf("LinkKind(%d)", int(k))
 }
@@ -103,16 +116,32 @@ type Link struct {
 	Endpoint gstack.LinkEndpoint
 	// Bridge, for LinkTAP, is a Linux bridge the TAP is added to.
 	Bridge string
+	// LinkAddress, for LinkTAP, is the MAC of the stack's end of the TAP;
+	// empty means a random locally administered one.
+	LinkAddress tcpip.LinkAddress
 	// MTU overrides the link MTU (the largest L2 payload); 0 keeps the
 	// interface's.
 	MTU uint32
+	// Queues is the number of queues; 0 or 1 means one. LinkTAP: queues
+	// of a multi-queue TAP (IFF_MULTI_QUEUE); LinkXDP: the interface's RX
+	// queues served, one AF_XDP socket each; LinkAFPacket: sockets in one
+	// PACKET_FANOUT hash group, each read by its own goroutine.
+	Queues int
 	// QdiscBypass, for LinkAFPacket, sends frames past the kernel's qdisc
 	// (PACKET_QDISC_BYPASS): faster, but tc shaping on the interface no
 	// longer applies to our frames.
 	QdiscBypass bool
+	// Mode, for LinkAFPacket, is how frames move: packet rings, or
+	// recvmmsg/sendmmsg (afpacket.Mode; the zero value is auto).
+	Mode afpacket.Mode
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
+	// DropKernelRX, for LinkAFPacket, keeps the namespace's kernel from
+	// processing the frames the interface receives, when the stack owns
+	// the interface (the kernel holds no address on it and would only
+	// route and drop each IP frame): afpacket.Options.DropKernelRX.
+	DropKernelRX bool
 	// Capture, if set, records every frame the link sends or receives, as
 	// on the wire, to a pcap file (link/pcap). Several links may share one
 	// Writer; the stack does not close it.
@@ -173,6 +202,11 @@ type Config struct {
 	// Forwarder receives labelled frames whose ILM entry forwards them
 	// (the node's label switch). Nil drops them as no_ilm_entry.
 	Forwarder mplsendpoint.Forwarder
+	// IPForwarder, if set, forwards transit IP packets outside gVisor
+	// (package forward): every link offers it the unicast IP packets it
+	// receives, and gVisor's own IP forwarding stays off even with
+	// Forwarding, so that gVisor sees only the node's own traffic.
+	IPForwarder mplsendpoint.IPForwarder
 	// TTLModel is uniform (the default) or pipe (RFC 3443).
 	TTLModel mpls.TTLModel
 	// PipeTTL is the TTL of pushed labels in the pipe model (0 means 255).
@@ -291,7 +325,7 @@ func New(cfg Config) (s *Stack, err error) {
 			return s, err
 		}
 	}
-	if cfg.Forwarding {
+	if cfg.Forwarding && cfg.IPForwarder == nil {
 		for _, p := range []tcpip.NetworkProtocolNumber{ipv4.ProtocolNumber, ipv6.ProtocolNumber} {
 			if terr := s.ns.SetForwardingDefaultAndAllNICs(p, true); terr != nil {
 				return s, fmt.Errorf("enable IP forwarding: %s", terr)
@@ -319,7 +353,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	case LinkAFPacket:
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
-		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true})
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
@@ -327,9 +362,17 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			ep.SetMTU(l.MTU)
 		}
 		lower = ep
+		if why := ep.FallbackReason(); why != "" {
+			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
+		} else if ep.Mode() == afpacket.ModeRing {
+			// The virtio-net socket has no ring: a 64 KiB GSO frame does
+			// not fit a slot sized for the MTU.
+			s.logger.Debug("packet rings; coalesced GSO frames go out with sendmmsg", "link", l.Name, "queues", ep.Queues())
+		}
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped}
+			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull}
 		}
 	case LinkTAP:
 		ep, err := openTAP(l)
@@ -339,7 +382,17 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXTruncated: st.RXTruncated, RXErrors: st.RXErrors}
+			return LowerStats{RXOverflow: st.RXOverflow, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
+		}
+	case LinkXDP:
+		ep, err := xdp.New(xdp.Options{Interface: l.Name, Queues: l.Queues, MTU: l.MTU})
+		if err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {
@@ -350,7 +403,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		return fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
 	}
 	if l.Capture != nil {
-		lower = pcap.New(lower, l.Capture)
+		lower = pcap.NewNamed(lower, l.Capture, l.Name)
 	}
 	ep, err := mplsendpoint.New(lower, mplsendpoint.Options{
 		Tables:         s.tables,
@@ -359,6 +412,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		CopyTCFromDSCP: cfg.CopyTCFromDSCP,
 		GSOMode:        cfg.GSO,
 		Forwarder:      cfg.Forwarder,
+		IPForwarder:    cfg.IPForwarder,
 		Logger:         s.logger.With("link", l.Name),
 		Forwarding:     cfg.Forwarding,
 		RejectMPLS:     l.RejectMPLS,
@@ -497,7 +551,10 @@ func subnetOf(p netip.Prefix) tcpip.Subnet {
 }
 
 // Netstack returns the underlying gVisor stack, for what this API does not
-// cover (the node's label switch uses its neighbour tables).
+// cover: its statistics, static neighbours, raw endpoints. Embedders need
+// that escape hatch; a forwarding plane (package forward) attaches to it
+// too, for its neighbour tables and routes. Each link is a NIC named after
+// the link, whose link endpoint is the link's *mplsendpoint.Endpoint.
 func (s *Stack) Netstack() *gstack.Stack { return s.ns }
 
 // Tables returns the MPLS tables the links consult: the FIB and ILM,
@@ -505,7 +562,8 @@ func (s *Stack) Netstack() *gstack.Stack { return s.ns }
 // Tables.UpdateRoutes), checked against the stack's links.
 func (s *Stack) Tables() *mpls.Tables { return s.tables }
 
-// Endpoint returns the MPLS endpoint of the named link, or nil.
+// Endpoint returns the MPLS endpoint of the named link, or nil: embedders
+// read its counters (Stats) and tables from it.
 func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
 	if l, ok := s.byName[name]; ok {
 		return l.endpoint
@@ -513,16 +571,8 @@ func (s *Stack) Endpoint(name string) *mplsendpoint.Endpoint {
 	return nil
 }
 
-// NICID returns the netstack NIC of the named link.
-func (s *Stack) NICID(name string) (tcpip.NICID, bool) {
-	l, ok := s.byName[name]
-	if !ok {
-		return 0, false
-	}
-	return l.nic, true
-}
-
-// LinkNames returns the links' names in the order they were configured.
+// LinkNames returns the links' names in the order they were configured,
+// to walk their endpoints (Endpoint) for counters.
 func (s *Stack) LinkNames() []string {
 	names := make([]string, len(s.links))
 	for i, l := range s.links {
@@ -558,6 +608,13 @@ func (s *Stack) Close() error {
 	return nil
 }
 
+// isClosed reports whether Close was called.
+func (s *Stack) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // applySocketOptions sets per-socket options that follow from TCPOptions.
 func (s *Stack) applySocketOptions(ep tcpip.Endpoint) {
 	if s.tcp.NoDelay {
@@ -590,6 +647,17 @@ type LowerStats struct {
 	// TXQueueFull counts frames the device queue refused (ENOBUFS), lost
 	// like on a wire.
 	TXQueueFull uint64
+	// Mode is how the lower link moves frames: "ring" or "mmsg" for
+	// AF_PACKET (what runs, after auto chose), "" for others.
+	Mode string
+	// Queues is the number of AF_PACKET sockets (fanout queues); 0 for
+	// others.
+	Queues int
+	// RXBlocks counts receive ring blocks read (ring mode): one wakeup,
+	// one receive batch each.
+	RXBlocks uint64
+	// TXRingFull counts sends that found the transmit ring full and waited.
+	TXRingFull uint64
 }
 
 // Stats is a snapshot of the stack's counters.
@@ -613,3 +681,10 @@ func (s *Stack) Stats() Stats {
 	}
 	return st
 }
+
+// The lower links' optional contracts with the MPLS endpoint, checked here
+// where both packages meet.
+var (
+	_ mplsendpoint.TXRing      = (*afpacket.Endpoint)(nil)
+	_ afpacket.BatchDispatcher = (*mplsendpoint.Endpoint)(nil)
+)

@@ -85,6 +85,7 @@ func transfer(t *testing.T, a, b *stack.Stack, n int) {
 			return
 		}
 		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
 		h := sha256.New()
 		io.Copy(h, c)
 		var sum [32]byte
@@ -98,8 +99,9 @@ func transfer(t *testing.T, a, b *stack.Stack, n int) {
 		t.Fatalf("DialContext = %v", err)
 	}
 	h := sha256.New()
-	if _, err := io.CopyN(io.MultiWriter(c, h), rand.Reader, int64(n)); err != nil {
-		t.Fatalf("write: %v", err)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if w, err := io.CopyN(io.MultiWriter(c, h), rand.Reader, int64(n)); err != nil {
+		t.Fatalf("write after %d of %d bytes: %v", w, n, err)
 	}
 	c.Close()
 	var want [32]byte
@@ -290,6 +292,7 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 		go func() {
 			c, err := ln.Accept()
 			if err == nil {
+				c.SetDeadline(time.Now().Add(10 * time.Second))
 				io.Copy(io.Discard, c)
 			}
 		}()
@@ -297,6 +300,7 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		c.Write(bytes.Repeat([]byte("x"), 1<<16))
 		c.Close()
 		ln.Close()

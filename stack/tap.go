@@ -13,7 +13,7 @@ import (
 // is set, adds it to that Linux bridge, so labelled frames leave by the
 // bridge's other ports (the kernel bridges any ethertype).
 func openTAP(l Link) (*tap.Endpoint, error) {
-	ep, err := tap.New(tap.Options{Name: l.Name, MTU: l.MTU})
+	ep, err := tap.New(tap.Options{Name: l.Name, MTU: l.MTU, Queues: l.Queues, LinkAddress: l.LinkAddress})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,23 @@
 //   - mplsnode-swap: `mplsnode run` in the LSR namespace swaps label 100
 //     for 200 (`-f mpls route add 100 as to 200 via inet 10.77.2.2`). The
 //     frames are label 100 (S=1, TTL 64) over IPv4/UDP to 10.77.3.9. The
-//     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP.
+//     kernel in the sink holds 10.77.2.2 so it answers mplsnode's ARP. Its
+//     links run the default mode (auto: packet rings).
+//   - mplsnode-swap-mmsg, mplsnode-swap-ring-q2: the same with the LSR's
+//     links in `mode mmsg` (recvmmsg/sendmmsg) and in `mode ring queues 2`
+//     (two PACKET_FANOUT queues per link; frames of one label all hash to
+//     one queue).
+//   - mplsnode-swap-xdp: the same with the LSR's links on AF_XDP (link
+//     type xdp: an XDP program hands every frame of the veth to mplsnode).
+//   - mplsnode-swap-tap: the same with the LSR's links on TAPs, each in a
+//     Linux bridge with its veth; the TAP ends take the veths' MACs (the
+//     veths get others), so the generator's frames reach mplsnode.
+//   - mplsnode-xdp-fwd: mplsnode-swap with `set forward xdp on`: the
+//     node's XDP label switch (package forward/xdp) swaps the label inside
+//     the kernel and redirects the frame to the egress veth; GRO is turned
+//     on on the sink's veth so that it runs NAPI and takes redirected
+//     frames. Its CPU figure is the mplsnode process's time plus the
+//     machine's softirq time, where the program runs.
 //   - kernel-ipfwd: no mplsnode; the kernel in the LSR namespace holds the
 //     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
 //     sink. The frames are the same IPv4/UDP packets without the label,
@@ -71,9 +87,54 @@ const (
 	// ConfigMPLSNode is mplsnode swapping label 100 for 200 in the LSR
 	// namespace.
 	ConfigMPLSNode = "mplsnode-swap"
+	// ConfigMPLSNodeMMsg is ConfigMPLSNode with the LSR's links in mode
+	// mmsg (recvmmsg/sendmmsg instead of packet rings).
+	ConfigMPLSNodeMMsg = "mplsnode-swap-mmsg"
+	// ConfigMPLSNodeQueues2 is ConfigMPLSNode with the LSR's links in mode
+	// ring with two fanout queues each.
+	ConfigMPLSNodeQueues2 = "mplsnode-swap-ring-q2"
 	// ConfigKernel is the Linux kernel IP-forwarding in the LSR namespace.
 	ConfigKernel = "kernel-ipfwd"
+	// ConfigMPLSNodeXDP is ConfigMPLSNode with the LSR's links on AF_XDP
+	// (link type xdp).
+	ConfigMPLSNodeXDP = "mplsnode-swap-xdp"
+	// ConfigMPLSNodeTAP is ConfigMPLSNode with the LSR's links on TAPs, each
+	// in a Linux bridge with its veth (link type tap).
+	ConfigMPLSNodeTAP = "mplsnode-swap-tap"
+	// ConfigMPLSNodeInKernel is ConfigMPLSNode with the node's XDP label
+	// switch (set forward xdp on): the swap happens in the LSR
+	// namespace's kernel, redirected veth to veth.
+	ConfigMPLSNodeInKernel = "mplsnode-xdp-fwd"
 )
+
+// nodeSetup is how one mplsnode configuration runs the LSR.
+type nodeSetup struct {
+	// linkType is the LSR's link type: afpacket, xdp or tap (TAPs in the
+	// bridges of bridgeForTAPs, with the veths' former MACs).
+	linkType string
+	// words go on both link lines (" mode mmsg").
+	words string
+	// inKernel turns on the node's XDP label switch.
+	inKernel bool
+}
+
+// nodeSetups gives each mplsnode configuration's setup: the link type
+// and afpacket link mode dimensions (ConfigMPLSNode runs the default,
+// afpacket in mode auto, which is ring where the kernel has packet rings),
+// and the in-kernel label switch (on AF_PACKET links: the program takes
+// the frames it switches, the socket gets the rest).
+var nodeSetups = map[string]nodeSetup{
+	ConfigMPLSNode:         {linkType: "afpacket"},
+	ConfigMPLSNodeMMsg:     {linkType: "afpacket", words: " mode mmsg"},
+	ConfigMPLSNodeQueues2:  {linkType: "afpacket", words: " mode ring queues 2"},
+	ConfigMPLSNodeXDP:      {linkType: "xdp"},
+	ConfigMPLSNodeTAP:      {linkType: "tap"},
+	ConfigMPLSNodeInKernel: {linkType: "afpacket", inKernel: true},
+}
+
+// configs are the configurations Run measures, in order.
+var configs = []string{ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP,
+	ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel, ConfigKernel}
 
 // Defaults for zero Options fields.
 const (
@@ -106,8 +167,10 @@ type Options struct {
 
 // Result is one measurement: one configuration at one frame size.
 type Result struct {
-	// Config is ConfigMPLSNode ("mplsnode-swap") or ConfigKernel
-	// ("kernel-ipfwd").
+	// Config is ConfigMPLSNode ("mplsnode-swap"), ConfigMPLSNodeXDP
+	// ("mplsnode-swap-xdp"), ConfigMPLSNodeTAP ("mplsnode-swap-tap"),
+	// ConfigMPLSNodeInKernel ("mplsnode-xdp-fwd") or
+	// ConfigKernel ("kernel-ipfwd").
 	Config string
 	// FrameSize is the Ethernet frame size without FCS.
 	FrameSize int
@@ -122,6 +185,10 @@ type Result struct {
 	Frames uint64
 	// Sent counts frames the generator sent (the kernel accepted).
 	Sent uint64
+	// IngressDrops counts the frames the forwarder lost at its ingress:
+	// mplsnode's lower_rx_overflow (its receive ring or socket queue was
+	// full), the kernel's rx_dropped of the LSR's ingress interface.
+	IngressDrops uint64
 }
 
 // Addresses and labels of the topology.
@@ -170,7 +237,8 @@ type hooks struct {
 	sinkRX func(config string, size int, rx uint64)
 }
 
-// Run measures each configuration (mplsnode-swap, then kernel-ipfwd) at
+// Run measures each configuration (configs: the mplsnode ones, then
+// kernel-ipfwd) at
 // each of opts.FrameSizes and returns one Result per pair, in that order.
 // On error it returns the results measured so far and the error. Run needs
 // root; everything it creates is removed before it returns.
@@ -183,7 +251,7 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 		return nil, err
 	}
 	var results []Result
-	for _, cfg := range []string{ConfigMPLSNode, ConfigKernel} {
+	for _, cfg := range configs {
 		rs, err := runConfig(ctx, &opts, cfg, h)
 		results = append(results, rs...)
 		if err != nil {
@@ -241,6 +309,10 @@ type forwarder interface {
 	// describe returns the forwarder's own counters since the last mark,
 	// for a progress line.
 	describe() string
+	// ingressDrops returns the frames lost at the forwarder's ingress
+	// since the last mark (see Result.IngressDrops); dev is the LSR
+	// ingress interface's rx_dropped over the same time.
+	ingressDrops(dev uint64) uint64
 	// stop ends the forwarder.
 	stop() error
 }
@@ -260,9 +332,15 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	var filter = ipv4UDPFilter(dstIP)
 	var wantLabel uint32
 	switch cfg {
-	case ConfigMPLSNode:
+	case ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel:
+		setup := nodeSetups[cfg]
+		if setup.linkType == "tap" {
+			if err := t.bridgeForTAPs(); err != nil {
+				return nil, err
+			}
+		}
 		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
-		fw, err = startMPLSNode(ctx, opts.Bin, t)
+		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel
@@ -427,7 +505,8 @@ wait:
 		h.sinkRX(cfg, size, dev1.sink.rxPackets-dev0.sink.rxPackets)
 	}
 
-	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent}
+	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent,
+		IngressDrops: fw.ingressDrops(dev1.in.rxDropped - dev0.in.rxDropped)}
 	secs := gr.st.elapsed.Seconds()
 	if secs > 0 {
 		r.PPS = float64(frames) / secs

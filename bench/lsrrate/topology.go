@@ -21,6 +21,8 @@ import (
 type topology struct {
 	gen, lsr, sink                 *namespace
 	genDev, lsrIn, lsrOut, sinkDev string
+	// TAPs and bridges of mplsnode-swap-tap (bridgeForTAPs), else empty.
+	tapIn, tapOut, brIn, brOut string
 }
 
 // macString formats a MAC address for ip(8).
@@ -161,6 +163,9 @@ func (kernelForwarder) describe() string { return "kernel (CPU figure: /proc/sta
 // stop implements forwarder: the namespace goes with the topology.
 func (kernelForwarder) stop() error { return nil }
 
+// ingressDrops implements forwarder: the ingress interface's rx_dropped.
+func (kernelForwarder) ingressDrops(dev uint64) uint64 { return dev }
+
 // Limits for the mplsnode process.
 const (
 	// startTimeout bounds mplsnode's start (links opened, control socket
@@ -175,42 +180,89 @@ const (
 
 // mplsnodeForwarder is an `mplsnode run` process in the LSR namespace.
 type mplsnodeForwarder struct {
-	cmd    *exec.Cmd
-	dir    string // config and control socket
-	sock   string
-	log    *tailBuffer
-	exited chan struct{}
-	err    error       // Wait's result, once exited is closed
-	base   *nodeReport // counters at the last mark
+	inKernel bool // the node runs its XDP label switch
+	cmd      *exec.Cmd
+	dir      string // config and control socket
+	sock     string
+	log      *tailBuffer
+	exited   chan struct{}
+	err      error       // Wait's result, once exited is closed
+	base     *nodeReport // counters at the last mark
 }
 
-// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink.
-func lsrConfig(t *topology) string {
-	return fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
-link add %s type afpacket
-link add %s type afpacket
+// lsrConfig is the LSR's config: swap inLabel for outLabel towards the sink,
+// set up as setup says.
+func lsrConfig(t *topology, setup nodeSetup) string {
+	in, out := t.lsrIn, t.lsrOut
+	inLink, outLink := in+" type "+setup.linkType+setup.words, out+" type "+setup.linkType+setup.words
+	if setup.linkType == "tap" {
+		in, out = t.tapIn, t.tapOut
+		inLink = fmt.Sprintf("%s type tap bridge %s address %s", in, t.brIn, macString(inMAC))
+		outLink = fmt.Sprintf("%s type tap bridge %s address %s", out, t.brOut, macString(outMAC))
+	}
+	extra := ""
+	if setup.inKernel {
+		extra = "set forward xdp on\n"
+	}
+	return extra + fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
+link add %s
+link add %s
 addr add %s dev %s
 addr add %s dev %s
 -f mpls route add %d as to %d via inet %s dev %s
-`, inLabel, outLabel, t.lsrIn, t.lsrOut, lsrInAddr, t.lsrIn, lsrOutAddr, t.lsrOut,
-		inLabel, outLabel, sinkIP, t.lsrOut)
+`, inLabel, outLabel, inLink, outLink, lsrInAddr, in, lsrOutAddr, out,
+		inLabel, outLabel, sinkIP, out)
+}
+
+// bridgeForTAPs makes the LSR's veths bridge ports for mplsnode's TAPs:
+// a bridge each, and other MACs for the veths, so that the generator's
+// frames (to inMAC) and the sink's (to outMAC) are forwarded to the TAPs
+// that take those MACs instead of being kept by the bridges.
+func (t *topology) bridgeForTAPs() error {
+	t.tapIn, t.tapOut = uniqueName("ti"), uniqueName("to")
+	t.brIn, t.brOut = uniqueName("bi"), uniqueName("bo")
+	for _, b := range []struct {
+		br, dev string
+		mac     [6]byte
+	}{{t.brIn, t.lsrIn, inMAC}, {t.brOut, t.lsrOut, outMAC}} {
+		other := b.mac
+		other[5] ^= 0x80
+		for _, args := range [][]string{
+			{"link", "add", b.br, "type", "bridge"},
+			{"link", "set", b.dev, "address", macString(other)},
+			{"link", "set", b.dev, "master", b.br},
+			{"link", "set", b.br, "up"},
+		} {
+			if _, err := t.lsr.ip(args...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startMPLSNode writes lsr.conf and starts `mplsnode run` in the LSR
 // namespace, and returns once its control socket answers.
-func startMPLSNode(ctx context.Context, bin string, t *topology) (fw forwarder, err error) {
+// With setup.inKernel the node runs its XDP label switch, and the sink's
+// veth gets GRO so that it takes redirected frames.
+func startMPLSNode(ctx context.Context, bin string, t *topology, setup nodeSetup) (fw forwarder, err error) {
+	if setup.inKernel {
+		if out, err := t.sink.exec("ethtool", "-K", t.sinkDev, "gro", "on"); err != nil {
+			return nil, fmt.Errorf("ethtool -K %s gro on: %v: %s", t.sinkDev, err, out)
+		}
+	}
 	dir, err := os.MkdirTemp("", "lsrrate-")
 	if err != nil {
 		return nil, err
 	}
-	m := &mplsnodeForwarder{dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
+	m := &mplsnodeForwarder{inKernel: setup.inKernel, dir: dir, sock: filepath.Join(dir, "ctl.sock"), log: &tailBuffer{max: maxLog}, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, m.stop())
 		}
 	}()
 	conf := filepath.Join(dir, "lsr.conf")
-	if err := os.WriteFile(conf, []byte(lsrConfig(t)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(lsrConfig(t, setup)), 0o600); err != nil {
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.
@@ -253,6 +305,10 @@ type nodeReport struct {
 		Queued    uint64            `json:"queued"`
 		Drops     map[string]uint64 `json:"drops"`
 	} `json:"label_switch"`
+	XDP *struct {
+		Swapped uint64            `json:"swapped"`
+		Passed  map[string]uint64 `json:"passed"`
+	} `json:"xdp"`
 }
 
 // linkReport is one link's part of nodeReport.
@@ -284,14 +340,20 @@ func (m *mplsnodeForwarder) report() (*nodeReport, error) {
 	return &r, nil
 }
 
-// cpu implements forwarder: mplsnode's user+sys time.
+// cpu implements forwarder: mplsnode's user+sys time, plus the
+// machine's softirq time where its XDP label switch runs.
 func (m *mplsnodeForwarder) cpu() (time.Duration, error) {
 	select {
 	case <-m.exited:
 		return 0, fmt.Errorf("mplsnode exited (%v): %s", m.err, m.log.String())
 	default:
 	}
-	return processCPU(m.cmd.Process.Pid)
+	d, err := processCPU(m.cmd.Process.Pid)
+	if err != nil || !m.inKernel {
+		return d, err
+	}
+	si, err := softirqTime()
+	return d + si, err
 }
 
 // mark implements forwarder: describe counts from here.
@@ -299,6 +361,20 @@ func (m *mplsnodeForwarder) mark() {
 	if r, err := m.report(); err == nil {
 		m.base = r
 	}
+}
+
+// ingressDrops implements forwarder: lower_rx_overflow of every link
+// since the last mark.
+func (m *mplsnodeForwarder) ingressDrops(uint64) uint64 {
+	r, err := m.report()
+	if err != nil || m.base == nil || len(m.base.Links) != len(r.Links) {
+		return 0
+	}
+	var n uint64
+	for i, l := range r.Links {
+		n += l.Drops["lower_rx_overflow"] - m.base.Links[i].Drops["lower_rx_overflow"]
+	}
+	return n
 }
 
 // describe implements forwarder: the node's frame counters since the
@@ -323,6 +399,15 @@ func (m *mplsnodeForwarder) describe() string {
 	sw, o := r.LabelSwitch, base.LabelSwitch
 	fmt.Fprintf(&b, "; switch swapped %d forwarded %d queued %d", sw.Swapped-o.Swapped, sw.Forwarded-o.Forwarded, sw.Queued-o.Queued)
 	writeDrops(&b, sw.Drops, o.Drops)
+	if x := r.XDP; x != nil {
+		var ob uint64
+		var op map[string]uint64
+		if base.XDP != nil {
+			ob, op = base.XDP.Swapped, base.XDP.Passed
+		}
+		fmt.Fprintf(&b, "; xdp swapped %d", x.Swapped-ob)
+		writeDrops(&b, x.Passed, op)
+	}
 	return b.String()
 }
 

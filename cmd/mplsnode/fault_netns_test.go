@@ -31,6 +31,7 @@ type impairment struct {
 	ma, mb string // the middle namespace's ends: towards ns0, towards ns1
 	tc     bool
 	relay  *netem.Relay
+	qdisc  bool // tc: a netem qdisc is installed on ma and mb
 }
 
 // link01 is a seedOptions.link01 that puts a middle namespace between ns0
@@ -73,11 +74,14 @@ func (im *impairment) set(spec string) {
 	if im.tc {
 		for _, dev := range []string{im.ma, im.mb} {
 			if spec == "" {
-				im.mid.Exec("tc", "qdisc", "del", "dev", dev, "root")
+				if im.qdisc {
+					im.mid.MustExec("tc", "qdisc", "del", "dev", dev, "root")
+				}
 				continue
 			}
 			im.mid.MustExec(append([]string{"tc", "qdisc", "replace", "dev", dev, "root", "netem"}, strings.Fields(spec)...)...)
 		}
+		im.qdisc = spec != ""
 		return
 	}
 	if im.relay != nil {
@@ -102,10 +106,51 @@ func (im *impairment) stats() string {
 	return b.String()
 }
 
+// effect is what an impairment must have done during a transfer: each true
+// field a relay counter (or, for retransmits, ns0's TCP counter) that must
+// have moved; with the relay, each false counter must not have (so "none"
+// checks that the relay itself impairs nothing).
+type effect struct {
+	lost, duplicated, reordered, delayed, retransmits bool
+}
+
+// check returns what contradicts e in the relay's counters st (nil for tc,
+// whose qdisc counts no such thing) and ns0's retransmits.
+func (e effect) check(st *netem.Stats, retransmits uint64) []string {
+	var bad []string
+	if e.retransmits && retransmits == 0 {
+		bad = append(bad, "ns0 TCP retransmitted nothing")
+	}
+	if st == nil {
+		return bad
+	}
+	for _, c := range []struct {
+		name string
+		want bool
+		n    uint64
+	}{
+		{"lost", e.lost, st.Lost}, {"duplicated", e.duplicated, st.Duplicated},
+		{"reordered", e.reordered, st.Reordered}, {"delayed", e.delayed, st.Delayed},
+	} {
+		if c.want != (c.n > 0) {
+			bad = append(bad, fmt.Sprintf("relay %s %d, want %s", c.name, c.n, map[bool]string{true: "> 0", false: "0"}[c.want]))
+		}
+	}
+	return bad
+}
+
 // TestFaultNetem sends data through the LSR under each impairment of
 // issue 7, applied to both directions of the link between ns0 and the
 // LSR: loss, reordering, duplication, delay with jitter (64 MiB each, less
-// for the slowest). Each arrives intact; the throughput is logged.
+// for the slowest). Each arrives intact, and the impairment took effect:
+// the relay counted the drops, duplicates, reorderings or delays its spec
+// asks for and no others, and loss made ns0's TCP retransmit (with tc's
+// netem, whose qdisc counts none of these, the retransmits and the qdisc
+// in place). The throughput is logged.
+//
+// Checked by planting the bugs: a relay that ignores Params.Loss fails
+// both loss cases (relay lost 0, and no retransmits); set starting the
+// relay with Params{} (the spec dropped) fails every case but "none".
 func TestFaultNetem(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	var im impairment
@@ -113,16 +158,17 @@ func TestFaultNetem(t *testing.T) {
 	for _, c := range []struct {
 		spec string
 		size int64
+		want effect
 	}{
-		{"", faultSize}, // the relay's own cost
-		{"loss 1%", faultSize},
+		{"", faultSize, effect{}}, // the relay's own cost
+		{"loss 1%", faultSize, effect{lost: true, retransmits: true}},
 		// The slow cases carry less so that all of them stay within about
 		// two minutes: our TCP (gVisor's) measured about 3 Mbit/s under
 		// these two, where 64 MiB would take three minutes each.
-		{"loss 5%", 8 << 20},
-		{"delay 5ms reorder 25% 50%", 16 << 20},
-		{"duplicate 1%", faultSize},
-		{"delay 20ms 5ms", 8 << 20},
+		{"loss 5%", 8 << 20, effect{lost: true, retransmits: true}},
+		{"delay 5ms reorder 25% 50%", 16 << 20, effect{reordered: true, delayed: true}},
+		{"duplicate 1%", faultSize, effect{duplicated: true}},
+		{"delay 20ms 5ms", 8 << 20, effect{delayed: true}},
 	} {
 		name := c.spec
 		if name == "" {
@@ -136,6 +182,16 @@ func TestFaultNetem(t *testing.T) {
 			t.Logf("netem %q: %d MiB intact in %v: %.1f Mbit/s; ns0 TCP retransmits %d, timeouts %d; %s",
 				name, c.size>>20, el.Round(time.Millisecond), mbits(c.size, el),
 				tcp1.Retransmits-tcp0.Retransmits, tcp1.Timeouts-tcp0.Timeouts, im.stats())
+			var st *netem.Stats
+			if !im.tc {
+				s := im.relay.Stats()
+				st = &s
+			} else if c.spec != "" && strings.Count(im.stats(), "qdisc netem") != 2 {
+				t.Errorf("netem %q: tc shows no netem qdisc on both ports: %s", name, im.stats())
+			}
+			for _, bad := range c.want.check(st, tcp1.Retransmits-tcp0.Retransmits) {
+				t.Errorf("netem %q did not take effect: %s (%s)", name, bad, im.stats())
+			}
 		})
 	}
 	im.set("")

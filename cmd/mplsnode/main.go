@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"syscall"
 )
@@ -64,6 +65,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(ctx, nil, stdout, stderr)
+	}
+	// `mplsnode -f mpls route show`, as ip(8) writes it.
+	if len(args) >= 3 && args[0] == "-f" && args[1] == "mpls" && args[2] == "route" {
+		args = append([]string{"route"}, append(slices.Clone(args[3:]), "--mpls")...)
 	}
 	c, ok := commands[args[0]]
 	if !ok {

@@ -7,41 +7,56 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mplsnode/mplsnode/netperf"
 	"github.com/mplsnode/mplsnode/node"
 )
 
 func init() {
-	register(command{name: "netperf", summary: "netperf-compatible client (TCP_STREAM, TCP_MAERTS, TCP_RR)", run: runNetperf})
+	register(command{name: "netperf", summary: "netperf-compatible client (TCP_STREAM/MAERTS/RR/CRR/CC, UDP_STREAM/RR)", run: runNetperf})
 	register(command{name: "netserver", summary: "netserver-compatible server", run: runNetserver})
 }
 
-const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST [-p PORT] [-l SECONDS|-COUNT]
-         [-t TCP_STREAM|TCP_MAERTS|TCP_RR] [-c] [-C] [-L LOCAL] [-P 0|1] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]]
-         [-Z PASSPHRASE] [-o json] [--classic] [--cpuprofile FILE]
+const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST[,FAMILY] [-p PORT[,LPORT]] [-4|-6]
+         [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
+         [-v LEVEL] [-D [SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
+         [--json] [--classic] [--cpuprofile FILE]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
-             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]]]
+             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]] [-R 0|1] [-o|-O|-k [OUTPUT,...]]]
 
 A netperf 2.x client that speaks the stock control protocol, so it measures
 against stock netserver as well as "mplsnode netserver". With --config the
 client runs on the userspace stack of the node that node.conf describes (its
 links, addresses and label routes: TCP to a labelled route leaves as MPLS);
-without it (or with --kernel) it uses the kernel's sockets. The result lines
-have stock netperf's layout; -o json prints one JSON object instead.
-Global options come before "--", test-specific ones after it, as in netperf:
+without it (or with --kernel) it uses the kernel's sockets. Stock netperf's
+letters keep their meanings and its output layouts; our additions are long
+options (--json prints one JSON object instead of netperf's tables; the
+node's frame counters go to stderr). Global options come before "--",
+test-specific ones after it, as in netperf:
 
-  -H HOST     netserver's address (control connection)    -p PORT  its port (12865)
-  -t TEST     TCP_STREAM (we send), TCP_MAERTS (we receive), TCP_RR (transactions)
-  -l N        run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
-  -c, -C      report local / remote CPU utilisation
-  -L LOCAL    local address of the control connection     -P 0|1   banner off/on
-  -i, -I      confidence-interval iterations and level     -Z PASS  netserver passphrase
+  -H HOST[,FAM]  netserver's address (control connection); FAM 4 or 6
+  -p PORT[,LP]   its port (12865) and our control connection's local port
+  -4, -6         IPv4 or IPv6 only     -f UNITS  k/m/g: 10^3/6/9 bits/s, K/M/G: 2^10/20/30 bytes/s
+  -t TEST        TCP_STREAM (we send), TCP_MAERTS (we receive), TCP_RR (transactions),
+                 TCP_CRR (a connection per transaction), TCP_CC (connect/close only),
+                 UDP_STREAM (we send datagrams), UDP_RR (datagram transactions)
+  -l N           run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
+  -c, -C [RATE]  report local / remote CPU utilisation
+  -L LOCAL       local address of the control connection   -P 0|1   banner off/on
+  -v 0|1         0: only the result (throughput or service demand)
+  -D [SECONDS]   interim results every SECONDS (1) while the test runs
+  -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
+  -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
   -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
   -- -r R,S   request and response size -- -D     TCP_NODELAY
   -- -H, -L, -P   data connection's remote host, local address, local,remote ports
+  -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
+                 THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...)
   --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
 
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
@@ -49,30 +64,45 @@ Example (ns0 of the seed topology: 10 s of TCP over label 100):
 `
 
 const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v]
+         [--cpuprofile FILE]
 
 A netperf 2.x netserver: serves stock netperf and "mplsnode netperf" clients
-(TCP_STREAM, TCP_MAERTS, TCP_RR, omni and classic requests) until SIGINT or
-SIGTERM. With --config it listens on the userspace stack of the node that
-node.conf describes; without it (or with --kernel) on kernel sockets.
+(TCP_STREAM, TCP_MAERTS, TCP_RR, TCP_CRR, TCP_CC, UDP_STREAM, UDP_RR; omni and
+classic requests) until SIGINT or SIGTERM. With --config it listens on the
+userspace stack of the node that node.conf describes (and prints the node's
+frame and TCP counters on stderr when it stops); without it (or with
+--kernel) on kernel sockets.
 
   -p PORT   control port (12865)          -L ADDR  listen address (all)
   -4, -6    IPv4 or IPv6 only             -Z PASS  require this passphrase
   -D        stay in the foreground (it always does; accepted for netserver's sake)
   -v        debug logs
+  --cpuprofile FILE   write a CPU profile of the server (and node) until it stops
 
 Example (ns2 of the seed topology, the kernel as TCP peer):
   mplsnode netserver --kernel -p 12865
 `
 
+// argKind says whether an option takes a value.
+type argKind int
+
+const (
+	noArg       argKind = iota
+	needsArg            // "-x value" or "-xvalue"
+	optionalArg         // the next argument unless it starts with '-'
+	optionalNum         // the next argument if it starts with a digit
+)
+
 // optSpec tells the parser which options take a value.
-type optSpec map[string]bool // option -> takes a value
+type optSpec map[string]argKind
 
 // opt is one parsed option.
 type opt struct{ name, value string }
 
 // parseOpts parses netperf-style options: "-x", "-x value", "-xvalue",
-// "--long", "--long value", "--long=value". Parsing stops at "--", whose
-// remaining arguments are returned as rest.
+// "--long", "--long value", "--long=value", and netperf's optional values
+// (-o [list], -c [rate]). Parsing stops at "--", whose remaining
+// arguments are returned as rest.
 func parseOpts(args []string, spec optSpec) (opts []opt, rest []string, err error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -90,23 +120,28 @@ func parseOpts(args []string, spec optSpec) (opts []opt, rest []string, err erro
 		} else if len(a) > 2 {
 			name, val, hasVal = a[:2], a[2:], true
 		}
-		takes, known := spec[name]
+		kind, known := spec[name]
 		if !known {
 			return nil, nil, fmt.Errorf("unknown option %s", name)
 		}
-		if !takes {
-			if hasVal {
-				return nil, nil, fmt.Errorf("option %s takes no value", name)
-			}
-			opts = append(opts, opt{name: name})
-			continue
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
 		}
-		if !hasVal {
+		switch {
+		case kind == noArg && hasVal:
+			return nil, nil, fmt.Errorf("option %s takes no value", name)
+		case hasVal || kind == noArg:
+		case kind == needsArg:
 			if i+1 >= len(args) {
 				return nil, nil, fmt.Errorf("option %s needs a value", name)
 			}
 			i++
-			val = args[i]
+			val = next
+		case kind == optionalArg && next != "" && next[0] != '-',
+			kind == optionalNum && next != "" && next[0] >= '0' && next[0] <= '9':
+			i++
+			val = next
 		}
 		opts = append(opts, opt{name, val})
 	}
@@ -142,19 +177,41 @@ type netperfArgs struct {
 	headers    bool
 	json       bool
 	localAddr  string // global -L: control connection source
+	localPort  int    // -p ,localport: control connection source port
 	cpuProfile string // --cpuprofile FILE
+	verbosity  int    // -v
+	// omniMode is the test-specific -o, -O or -k (0: the classic table),
+	// omniSelection its list of output names.
+	omniMode      netperf.OmniMode
+	omniSelection string
 }
 
-var globalSpec = optSpec{"-H": true, "-p": true, "-l": true, "-t": true, "-c": false, "-C": false,
-	"-L": true, "-P": true, "-i": true, "-I": true, "-Z": true, "-o": true, "-h": false,
-	"--help": false, "--kernel": false, "--config": true, "--classic": false, "--cpuprofile": true}
+// parseFamily reads the family of -H host,family: 4, 6, inet or inet6.
+func parseFamily(s string) (uint32, error) {
+	switch strings.ToLower(s) {
+	case "4", "inet", "af_inet":
+		return netperf.FamilyIPv4, nil
+	case "6", "inet6", "af_inet6":
+		return netperf.FamilyIPv6, nil
+	case "0", "unspec", "af_unspec":
+		return netperf.FamilyUnspec, nil
+	}
+	return 0, fmt.Errorf("family %q: want 4 or 6", s)
+}
 
-var testSpec = optSpec{"-m": true, "-M": true, "-s": true, "-S": true, "-r": true, "-D": false,
-	"-H": true, "-L": true, "-P": true, "-h": false}
+var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": needsArg,
+	"-c": optionalNum, "-C": optionalNum, "-L": needsArg, "-P": needsArg, "-i": needsArg, "-I": needsArg,
+	"-Z": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
+	"-D": optionalNum, "-h": noArg, "--help": noArg, "--kernel": noArg, "--config": needsArg,
+	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg}
+
+var testSpec = optSpec{"-m": needsArg, "-M": needsArg, "-s": needsArg, "-S": needsArg, "-r": needsArg,
+	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-h": noArg,
+	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg}
 
 // parseNetperfArgs turns a netperf command line into a Config.
 func parseNetperfArgs(args []string) (*netperfArgs, error) {
-	a := &netperfArgs{cfg: netperf.NewConfig("localhost", netperf.TCPStream), headers: true}
+	a := &netperfArgs{cfg: netperf.NewConfig("localhost", netperf.TCPStream), headers: true, verbosity: 1}
 	c := &a.cfg
 	global, rest, err := parseOpts(args, globalSpec)
 	if err != nil {
@@ -166,9 +223,39 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-h", "--help":
 			return nil, errHelp
 		case "-H":
-			c.Host = o.value
+			// -H host[,family]
+			var fam string
+			c.Host, fam, _ = strings.Cut(o.value, ",")
+			if fam != "" {
+				c.Family, err = parseFamily(fam)
+			}
 		case "-p":
-			c.Port, _, err = pair(o.value, false, netperf.DefaultPort, 0)
+			// -p port[,localport]: the control connection's ports.
+			c.Port, a.localPort, err = pair(o.value, false, netperf.DefaultPort, 0)
+		case "-4":
+			c.Family = netperf.FamilyIPv4
+		case "-6":
+			c.Family = netperf.FamilyIPv6
+		case "-f":
+			if len(o.value) != 1 || !strings.Contains("kmgKMG", o.value) {
+				err = fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s)", o.value)
+			} else {
+				c.Units = o.value[0]
+			}
+		case "-v":
+			a.verbosity, err = strconv.Atoi(o.value)
+		case "-D":
+			// -D [interval]: interim results every interval seconds.
+			iv := 1.0
+			if o.value != "" {
+				iv, err = strconv.ParseFloat(o.value, 64)
+			}
+			if err == nil && iv <= 0 {
+				err = errors.New("want an interval > 0 seconds")
+			}
+			c.Interim = time.Duration(iv * float64(time.Second))
+		case "--json":
+			a.json = true
 		case "-l":
 			c.Length, err = strconv.Atoi(o.value)
 			if err == nil && c.Length == 0 {
@@ -176,15 +263,23 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-t":
 			c.Test = netperf.TestType(strings.ToUpper(o.value))
-			switch c.Test {
-			case netperf.TCPStream, netperf.TCPMaerts, netperf.TCPRR:
-			default:
-				err = fmt.Errorf("-t %s: supported tests are TCP_STREAM, TCP_MAERTS, TCP_RR", o.value)
+			if !slices.Contains(netperf.Tests, c.Test) {
+				err = fmt.Errorf("-t %s: supported tests are %v", o.value, netperf.Tests)
 			}
 		case "-c":
+			// -c [rate]: stock skips its calibration with a rate; we never
+			// calibrate (/proc/stat needs none), so the rate is accepted.
 			c.LocalCPU = true
+			if o.value != "" {
+				_, err = strconv.ParseFloat(o.value, 32)
+			}
 		case "-C":
 			c.RemoteCPU = true
+			if o.value != "" {
+				var r float64
+				r, err = strconv.ParseFloat(o.value, 32)
+				c.RemoteCPURate = float32(r)
+			}
 		case "-L":
 			a.localAddr, _, _ = strings.Cut(o.value, ",")
 		case "-P":
@@ -203,11 +298,15 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-Z":
 			c.Passphrase = o.value
-		case "-o":
-			if o.value != "json" {
-				err = fmt.Errorf("-o %s: only json is supported", o.value)
+		case "-o", "-O":
+			// Stock's global -o/-O: local/remote buffer offsets. Go's
+			// buffers have no alignment to offset, so only the remote
+			// ones are passed on.
+			var snd, rcv int
+			snd, rcv, err = pair(o.value, true, 0, 0)
+			if err == nil && o.name == "-O" {
+				c.RemoteSendOffset, c.RemoteRecvOffset = uint32(snd), uint32(rcv)
 			}
-			a.json = true
 		case "--kernel":
 			a.kernel = true
 		case "--config":
@@ -260,6 +359,21 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			c.LocalDataAddr, _, _ = strings.Cut(o.value, ",")
 		case "-P":
 			c.LocalDataPort, c.RemoteDataPort, err = pair(o.value, false, 0, 0)
+		case "-o", "-O", "-k":
+			a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
+			a.omniSelection = o.value
+			for _, n := range strings.FieldsFunc(o.value, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
+				if !netperf.KnownOmniOutput(n) {
+					err = fmt.Errorf("unknown output name %q", n)
+					break
+				}
+			}
+		case "-R":
+			// -R 0|1: routing allowed (SO_DONTROUTE off) on the server's
+			// data socket.
+			var r int
+			r, err = strconv.Atoi(o.value)
+			c.Routing = map[bool]int{true: 1, false: -1}[r != 0]
 		}
 		if err != nil {
 			return nil, fmt.Errorf("-- %s: %w", o.name, err)
@@ -276,17 +390,24 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 var errHelp = errors.New("help requested")
 
 // kernelDialer returns a dialer on kernel sockets bound to local (host or
-// host:port; empty means any).
+// host:port; empty means any), for TCP and UDP.
 func kernelDialer(local string, port int) (netperf.DialFunc, error) {
-	var d net.Dialer
-	if local != "" || port != 0 {
-		ip := net.ParseIP(local)
-		if local != "" && ip == nil {
-			return nil, fmt.Errorf("local address %q is not an IP address", local)
-		}
-		d.LocalAddr = &net.TCPAddr{IP: ip, Port: port}
+	if local == "" && port == 0 {
+		var d net.Dialer
+		return d.DialContext, nil
 	}
-	return d.DialContext, nil
+	ip := net.ParseIP(local)
+	if local != "" && ip == nil {
+		return nil, fmt.Errorf("local address %q is not an IP address", local)
+	}
+	tcp := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip, Port: port}}
+	udp := net.Dialer{LocalAddr: &net.UDPAddr{IP: ip, Port: port}}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		if strings.HasPrefix(network, "udp") {
+			return udp.DialContext(ctx, network, address)
+		}
+		return tcp.DialContext(ctx, network, address)
+	}, nil
 }
 
 func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -312,7 +433,8 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 		defer n.Close()
-		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, 0); err == nil {
+		a.cfg.ListenPacket = n.Stack().ListenPacket
+		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = nodeDialer(n, a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
 		}
 		if err != nil {
@@ -320,7 +442,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 	} else {
-		if a.cfg.Dial, err = kernelDialer(a.localAddr, 0); err == nil {
+		if a.cfg.Dial, err = kernelDialer(a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = kernelDialer(a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
 		}
 		if err != nil {
@@ -328,17 +450,36 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 	}
+	a.cfg.InterimOut = stdout
+	interimBanner := a.cfg.Interim > 0 && a.headers && !a.json
+	if interimBanner {
+		// As stock: the banner, then the interim results as they come.
+		fam := a.cfg.Family
+		if ip, err := netip.ParseAddr(a.cfg.Host); fam == 0 && err == nil && !ip.Unmap().Is4() {
+			fam = netperf.FamilyIPv6
+		}
+		fmt.Fprint(stdout, (&netperf.Report{Config: a.cfg, Family: fam}).Banner())
+	}
 	rep, err := netperf.Run(ctx, a.cfg)
-	if n != nil && !a.json {
-		defer printNodeDrops(stdout, n)
+	if rep != nil {
+		rep.BannerPrinted = interimBanner
+	}
+	if n != nil {
+		// On stderr: stdout carries exactly what stock netperf prints.
+		defer printNodeDrops(stderr, n)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
 		return exitFailure
 	}
-	if a.json {
+	switch {
+	case a.json:
 		err = rep.WriteJSON(stdout)
-	} else {
+	case a.omniMode != 0:
+		err = rep.WriteOmni(stdout, a.omniMode, a.omniSelection, a.headers)
+	case a.verbosity <= 0:
+		err = rep.WriteTerse(stdout, a.headers)
+	default:
 		err = rep.WriteText(stdout, a.headers)
 	}
 	if err != nil {
@@ -348,8 +489,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-var netserverSpec = optSpec{"-p": true, "-L": true, "-Z": true, "-D": false, "-v": false, "-h": false, "--help": false,
-	"-4": false, "-6": false, "--kernel": false, "--config": true}
+var netserverSpec = optSpec{"-p": needsArg, "-L": needsArg, "-Z": needsArg, "-D": noArg, "-v": noArg,
+	"-h": noArg, "--help": noArg, "-4": noArg, "-6": noArg, "--kernel": noArg, "--config": needsArg,
+	"--cpuprofile": needsArg}
 
 func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, rest, err := parseOpts(args, netserverSpec)
@@ -363,7 +505,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	port, host, network := netperf.DefaultPort, "", "tcp"
 	var srv netperf.Server
 	level := slog.LevelInfo
-	var configFile string
+	var configFile, cpuProfile string
 	kernel := false
 	for _, o := range opts {
 		switch o.name {
@@ -389,8 +531,16 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			kernel = true
 		case "--config":
 			configFile = o.value
+		case "--cpuprofile":
+			cpuProfile = o.value
 		}
 	}
+	stopProfile, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
+		return exitUsage
+	}
+	defer stopProfile()
 	if kernel && configFile != "" {
 		fmt.Fprintln(stderr, "mplsnode netserver: --kernel and --config are exclusive")
 		return exitUsage
@@ -404,8 +554,11 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return exitUsage
 		}
 		defer n.Close()
+		// At exit, where the node's frames went and what TCP recovered.
+		defer printNodeDrops(stderr, n)
 		listen = n.Stack().Listen
 		srv.Listen = n.Stack().Listen
+		srv.ListenPacket = n.Stack().ListenPacket
 	}
 	ln, err := listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/netperf"
@@ -49,6 +50,9 @@ func nodeDialer(n *node.Node, local string, port int) (netperf.DialFunc, error) 
 		to, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		if strings.HasPrefix(network, "udp") {
+			return n.Stack().DialUDP(from, to)
 		}
 		return n.Stack().DialTCPFrom(ctx, from, to)
 	}, nil

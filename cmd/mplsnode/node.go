@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -24,7 +25,8 @@ func init() {
 }
 
 const runUsage = `usage: mplsnode run -c FILE [--log-format text|json] [--log-level debug|info|warn|error]
-                    [--control-socket PATH] [--metrics-addr ADDR] [--pcap FILE[,DEV...]]
+                    [--control-socket PATH] [--metrics-addr ADDR]
+                    [--pcap FILE[,DEV...] [-s SNAPLEN] [-C SIZE [-W COUNT]]]
 
 Runs the node that FILE describes until SIGINT or SIGTERM. SIGHUP reloads
 FILE: routes and label routes are replaced without dropping connections; a
@@ -34,7 +36,7 @@ file with errors, or one that changes links, addresses, sysctls or settings
 Example (the LSR of the seed topology, ns1):
 
 	# ns1.conf
-	link add virt10 type afpacket
+	link add virt10 type afpacket queues 2
 	link add virt12 type afpacket
 	addr add 172.16.20.21/24 dev virt10
 	addr add 172.16.21.21/24 dev virt12
@@ -43,13 +45,26 @@ Example (the LSR of the seed topology, ns1):
 	ip netns exec ns1 mplsnode run -c ns1.conf --log-format json
 
 The kernel must hold no IP address on the interfaces the node owns.
+An afpacket link takes [queues N] (sockets in one PACKET_FANOUT group, one
+goroutine each: the number of cores) and [mode auto|mmsg|ring] (packet
+rings, recvmmsg/sendmmsg, or rings where the kernel has them: the default);
+"mplsnode stats" shows the mode each link runs.
 Counters: "mplsnode stats" reads them over the control socket (read-only,
 mode 0600; "" turns it off); --metrics-addr 127.0.0.1:9477 serves them to
 Prometheus at /metrics (names in docs/METRICS.md).
---pcap ns1.pcap,virt10 records every frame on the wire of virt10 (of every
-link without DEV), sent and received, labels and all, as an Ethernet pcap
-with nanosecond timestamps: tshark -r ns1.pcap, or --pcap - | tshark -r -.
-Exit codes: 0 stopped by a signal, 1 runtime failure, 2 usage or config error.
+--pcap ns1.pcapng,virt10 records every frame on the wire of virt10 (of
+every link without DEV), sent and received, labels and all, as pcapng: one
+interface a link (name, MTU), each frame with its link and direction,
+nanosecond timestamps. Read it with tshark -r ns1.pcapng (-T fields -e
+frame.interface_name; one link: -Y 'frame.interface_name == "virt10"'), or
+live: --pcap - | tshark -r -; a reader that exits stops the capture
+(logged), not the node. -s SNAPLEN cuts frames;
+-C SIZE and -W COUNT rotate files as tcpdump does.
+A second node on the same control socket or metrics address refuses to
+start (exit 1, naming the first one's pid) before it opens any link.
+Exit codes: 0 stopped by a signal, 1 runtime failure (another node holds
+the control socket or metrics address, an interface is missing), 2 usage or
+config error.
 
 Options:
 `
@@ -57,8 +72,10 @@ Options:
 const checkUsage = `usage: mplsnode check -c FILE
 
 Parses FILE and runs the node's semantic checks (label tables, supported
-features) without opening any interface. Prints "FILE: ok", or every error
-as FILE:LINE:COL: message.
+features) without opening any interface; where a link's interface exists
+here, a link mtu larger than the interface's is an error. Prints "FILE: ok"
+("FILE: ok (no links, no routes)" for a file that declares nothing), or
+every error as FILE:LINE:COL: message.
 
 Example:
 
@@ -108,20 +125,37 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int,
 	return 0, false
 }
 
-// openCapture creates the pcap file path ("-": w) and writes its header.
-// The file is 0600: it holds the traffic itself.
-func openCapture(path string, w io.Writer) (*pcap.Writer, error) {
-	if path == "-" {
-		return pcap.NewWriter(w, 0)
+// captureFlags are run's capture options beyond --pcap.
+type captureFlags struct {
+	snapLen   int
+	fileSize  float64 // -C, millions of bytes
+	fileCount int     // -W
+}
+
+// openCapture creates the pcapng capture path ("-": w, the process's
+// stdout) and writes its header; the file is 0600 (it holds the traffic
+// itself). A write error (a full disk, a reader that closed the pipe)
+// stops the capture with a log line; the node keeps running.
+func openCapture(path string, w io.Writer, cf captureFlags, logger *slog.Logger) (*pcap.Writer, error) {
+	o := pcap.Options{
+		NG:        true,
+		SnapLen:   cf.snapLen,
+		FileSize:  int64(cf.fileSize * 1e6),
+		FileCount: cf.fileCount,
+		OnError: func(err error) {
+			logger.Error("capture stopped; the node keeps running", "file", path, "err", err)
+		},
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if path == "-" {
+		// A reader that exits (tshark -c 6) closes the pipe: without this
+		// the Go runtime kills the process on the write to fd 1 (SIGPIPE);
+		// ignored, the write fails with EPIPE and only the capture stops.
+		signal.Ignore(syscall.SIGPIPE)
+		return pcap.NewWriterOptions(w, o)
+	}
+	pw, err := pcap.Create(path, o)
 	if err != nil {
 		return nil, fmt.Errorf("--pcap: %w", err)
-	}
-	pw, err := pcap.NewWriter(f, 0)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--pcap %s: %w", path, err)
 	}
 	return pw, nil
 }
@@ -131,10 +165,29 @@ func openCapture(path string, w io.Writer) (*pcap.Writer, error) {
 func closeCapture(w *pcap.Writer, path string, logger *slog.Logger) {
 	err := w.Close()
 	if err != nil || w.Dropped() > 0 {
-		logger.Error("capture incomplete", "file", path, "frames", w.Frames(), "not_recorded", w.Dropped(), "err", err)
+		logger.Error("capture incomplete", "file", path, "frames", w.Frames(), "files", w.Files(), "not_recorded", w.Dropped(), "err", err)
 		return
 	}
-	logger.Info("capture closed", "file", path, "frames", w.Frames())
+	logger.Info("capture closed", "file", path, "frames", w.Frames(), "files", w.Files())
+}
+
+// checkCaptureFlags returns what is wrong with -s, -C and -W, or "".
+func checkCaptureFlags(pcapFile string, cf captureFlags) string {
+	switch {
+	case cf.snapLen < 0:
+		return fmt.Sprintf("-s %d: want 0 (the default, 262144) or more", cf.snapLen)
+	case cf.fileSize < 0 || cf.fileCount < 0:
+		return "-C and -W take positive numbers"
+	case pcapFile == "" && (cf.snapLen != 0 || cf.fileSize != 0 || cf.fileCount != 0):
+		return "-s, -C and -W need --pcap"
+	case pcapFile == "-" && cf.fileSize != 0:
+		return "-C rotates files: it needs --pcap FILE, not -"
+	case cf.fileCount != 0 && cf.fileSize == 0:
+		return "-W needs -C SIZE"
+	case cf.fileSize != 0 && cf.fileSize*1e6 < 1:
+		return fmt.Sprintf("-C %g: at least one byte", cf.fileSize)
+	}
+	return ""
 }
 
 // pcapLinksOrAll names the captured links for the log.
@@ -145,11 +198,26 @@ func pcapLinksOrAll(links []string) string {
 	return strings.Join(links, ",")
 }
 
-// loadResult is what loadNode gives back.
-type loadResult struct {
-	node  *node.Node
-	err   error
-	usage bool // err is the config file's (exit 2), not the network's
+// whileLoading runs load in the background and returns what it returns,
+// with loaded true (a million routes take seconds, and a SIGTERM
+// meanwhile must end the process now, not after the load); when ctx ends first it returns at once with loaded
+// false, and the load dies with the process.
+func whileLoading[T any](ctx context.Context, load func() (T, error)) (v T, loaded bool, err error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := load()
+		done <- result{v, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return v, false, nil
+	case r := <-done:
+		return r.v, true, r.err
+	}
 }
 
 // loadGCPercent is the garbage collector's GOGC while a node loads: the
@@ -159,17 +227,6 @@ type loadResult struct {
 // 400 MiB instead of 800), for a few percent more CPU during the load
 // only (bench/cmd/routescale measures it).
 const loadGCPercent = 10
-
-// loadNode parses the config at path and starts its node.
-func loadNode(path string, opts node.Options) loadResult {
-	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
-	cfg, err := config.ParseFile(path)
-	if err != nil {
-		return loadResult{err: err, usage: true}
-	}
-	n, err := node.New(cfg, opts)
-	return loadResult{node: n, err: err}
-}
 
 // reloadNode parses the config at path and reloads n with it, with the
 // garbage collector as tight as during the first load (the old FIB lives
@@ -206,9 +263,19 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent)) // a million routes, as run
-	if _, err := loadConfig(*file); err != nil {
+	cfg, err := loadConfig(*file)
+	if err == nil {
+		err = node.CheckInterfaces(cfg, nil)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
+	}
+	if len(cfg.Links) == 0 && len(cfg.Routes) == 0 && len(cfg.LabelRoutes) == 0 {
+		// Not an error (a node may learn everything later), but rarely
+		// what was meant: an empty file, or one all comments.
+		fmt.Fprintf(stdout, "%s: ok (no links, no routes)\n", *file)
+		return exitOK
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", *file)
 	return exitOK
@@ -238,7 +305,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477; :9477 listens on loopback only")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
-	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcap, Ethernet, ns timestamps; - is stdout)")
+	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcapng, one interface a link; - is stdout)")
+	var cf captureFlags
+	fs.IntVar(&cf.snapLen, "s", 0, "with --pcap: record at most `SNAPLEN` bytes of a frame (0: 262144)")
+	fs.Float64Var(&cf.fileSize, "C", 0, "with --pcap FILE: start a new file when the current one is past `SIZE` million bytes (tcpdump -C): FILE, FILE1, FILE2, ...")
+	fs.IntVar(&cf.fileCount, "W", 0, "with -C: keep at most `COUNT` files, FILE0 .. FILE<COUNT-1>, reused in turn (tcpdump -W)")
 	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
 	}
@@ -249,6 +320,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pcapFile, pcapLinks, _ := strings.Cut(*pcapSpec, ",")
 	if *pcapSpec != "" && pcapFile == "" {
 		fmt.Fprintf(stderr, "mplsnode run: --pcap %q: want FILE[,DEV...]\n", *pcapSpec)
+		return exitUsage
+	}
+	if msg := checkCaptureFlags(pcapFile, cf); msg != "" {
+		fmt.Fprintln(stderr, "mplsnode run:", msg)
 		return exitUsage
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
@@ -262,49 +337,84 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mplsnode run:", err)
 		return exitUsage
 	}
+	// Load in the background: a million routes take seconds, and a
+	// SIGTERM meanwhile must end the process now, not after the load.
+	logger.Info("loading config", "config", *file)
+	cfg, loaded, err := whileLoading(ctx, func() (*config.Config, error) {
+		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+		return loadConfig(*file)
+	})
+	if !loaded {
+		logger.Info("stopped while loading the config", "config", *file)
+		return exitOK // the loader dies with the process
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	var captureLinks []string
+	if pcapLinks != "" {
+		captureLinks = strings.Split(pcapLinks, ",")
+		if err := node.CheckCaptureLinks(cfg, captureLinks); err != nil {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
+			return exitUsage
+		}
+	}
+	// Claim the control socket and the metrics address, and check that no
+	// other node holds the links, before anything else (the capture file,
+	// the links): a second node on the same config stops here, exit 1,
+	// naming the first.
+	ctlLn, metricsLn, err := claimObservability(*ctlSock, *metricsAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
+		return exitFailure
+	}
+	closeListeners := func() {
+		for _, ln := range []net.Listener{ctlLn, metricsLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+	if err := node.CheckLinksFree(cfg); err != nil {
+		closeListeners()
+		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
+		return exitFailure
+	}
 	opts := node.Options{Logger: logger}
 	if pcapFile != "" {
-		w, err := openCapture(pcapFile, stdout)
+		w, err := openCapture(pcapFile, stdout, cf, logger)
 		if err != nil {
+			closeListeners()
 			fmt.Fprintln(stderr, "mplsnode run:", err)
 			return exitUsage
 		}
 		defer closeCapture(w, pcapFile, logger)
-		opts.Capture = w
-		if pcapLinks != "" {
-			opts.CaptureLinks = strings.Split(pcapLinks, ",")
-		}
+		opts.Capture, opts.CaptureLinks = w, captureLinks
 	}
-	// Load in the background: a million routes take seconds, and a
-	// SIGTERM meanwhile must end the process now, not after the load.
-	logger.Info("loading config", "config", *file)
-	loaded := make(chan loadResult, 1)
-	go func() { loaded <- loadNode(*file, opts) }()
-	var n *node.Node
-	select {
-	case <-ctx.Done():
+	n, loaded, err := whileLoading(ctx, func() (*node.Node, error) {
+		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+		return node.New(cfg, opts)
+	})
+	if !loaded {
+		closeListeners()
 		logger.Info("stopped while loading the config", "config", *file)
 		return exitOK // the loader dies with the process
-	case r := <-loaded:
-		if r.err != nil {
-			var el config.ErrorList
-			switch {
-			case r.usage || errors.As(r.err, &el):
-				fmt.Fprintln(stderr, r.err) // positioned: file:line:col
-				return exitUsage
-			case errors.Is(r.err, node.ErrUnknownLink):
-				fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, r.err)
-				return exitUsage
-			}
-			logger.Error("node failed to start", "err", r.err)
-			return exitFailure
+	}
+	if err != nil {
+		closeListeners()
+		var el config.ErrorList
+		if errors.As(err, &el) || errors.Is(err, node.ErrUnknownLink) {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
+			return exitUsage
 		}
-		n = r.node
+		logger.Error("node failed to start", "err", err)
+		return exitFailure
 	}
 	if opts.Capture != nil {
 		logger.Info("capturing frames", "file", pcapFile, "links", pcapLinksOrAll(opts.CaptureLinks))
 	}
-	stopServers := startObservability(ctx, n, *ctlSock, *metricsAddr, logger)
+	stopServers := startObservability(ctx, n, ctlLn, metricsLn, logger)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -22,6 +22,13 @@ func TestCheck(t *testing.T) {
 	seed1 := filepath.Join("..", "..", "config", "testdata", "seed-ns1.conf")
 	bad := write("bad.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\nroute add 10.9.0.0/16 encap mpls 3 via 10.0.0.2\n")
 	lo := write("lo.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\naddr add 10.10.10.0/24 dev lo\n")
+	empty := write("empty.conf", "")
+	comments := write("comments.conf", "# nothing yet\n\n")
+	// A 2 MB word: the error quotes its first bytes and its length only
+	// (before: the whole word, 2 MB of stderr).
+	long := write("long.conf", "link add virt01 type afpacket mtu "+strings.Repeat("9", 2<<20)+"\n")
+	bgpConf := filepath.Join("..", "..", "config", "testdata", "bgp.conf")
+	farPeer := write("far.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\nbgp as 65001 router-id 10.0.0.1\nbgp neighbor 10.9.0.2 remote-as 65002\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -29,10 +36,15 @@ func TestCheck(t *testing.T) {
 		wantOut  string // substring of stdout
 		wantErr  string // substring of stderr
 	}{
+		{"empty file", []string{"-c", empty}, 0, empty + ": ok (no links, no routes)\n", ""},
+		{"comments only", []string{"-c", comments}, 0, comments + ": ok (no links, no routes)\n", ""},
+		{"2 MB token", []string{"-c", long}, 2, "", long + `:1:35: bad link mtu "` + strings.Repeat("9", 44) + `...(2097152 bytes)"`},
 		{"seed ns0", []string{"-c", seed0}, 0, seed0 + ": ok", ""},
 		{"seed ns1", []string{"-c", seed1}, 0, seed1 + ": ok", ""},
 		{"parse error", []string{"-c", bad}, 2, "", bad + ":3:"},
 		{"semantic error", []string{"-c", lo}, 2, "", lo + ":3:10: an address on lo must be a host address: 10.10.10.0/32"},
+		{"bgp", []string{"-c", bgpConf}, 0, bgpConf + ": ok", ""},
+		{"bgp neighbor not connected", []string{"-c", farPeer}, 2, "", farPeer + ":4:14: bgp neighbor 10.9.0.2 is on none of the node's subnets"},
 		{"missing file", []string{"-c", filepath.Join(dir, "nope.conf")}, 2, "", "nope.conf"},
 		{"no -c", nil, 2, "", "-c FILE is required"},
 		{"extra arg", []string{"-c", seed0, "x"}, 2, "", `unexpected argument "x"`},
@@ -50,7 +62,10 @@ func TestCheck(t *testing.T) {
 				t.Errorf("got stdout %q, want it to contain %q", out.String(), tc.wantOut)
 			}
 			if !strings.Contains(errb.String(), tc.wantErr) {
-				t.Errorf("got stderr %q, want it to contain %q", errb.String(), tc.wantErr)
+				t.Errorf("got stderr %.300q, want it to contain %q", errb.String(), tc.wantErr)
+			}
+			if tc.wantCode != 0 && strings.HasPrefix(tc.wantErr, dir) && errb.Len() > 300 {
+				t.Errorf("stderr is %d bytes long; an error quotes at most ~60 bytes of a token", errb.Len())
 			}
 		})
 	}
@@ -68,7 +83,10 @@ func TestRunUsage(t *testing.T) {
 		{"bad log level", []string{"-c", "x.conf", "--log-level", "loud"}, 2, `--log-level "loud"`},
 		{"missing file", []string{"-c", "/nonexistent/x.conf"}, 2, "/nonexistent/x.conf"},
 		{"pcap without file", []string{"-c", "x.conf", "--pcap", ",virt10"}, 2, `--pcap ",virt10": want FILE[,DEV...]`},
-		{"pcap unwritable", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "/nonexistent/dir/x.pcap"}, 2, "--pcap: open /nonexistent/dir/x.pcap"},
+		{"-C to stdout", []string{"-c", "x.conf", "--pcap", "-", "-C", "1"}, 2, "-C rotates files: it needs --pcap FILE, not -"},
+		{"-W without -C", []string{"-c", "x.conf", "--pcap", "x.pcapng", "-W", "3"}, 2, "-W needs -C SIZE"},
+		{"-s without --pcap", []string{"-c", "x.conf", "-s", "96"}, 2, "-s, -C and -W need --pcap"},
+		{"pcap unwritable", []string{"-c", "../../examples/seed/ns1.conf", "--control-socket", "", "--pcap", "/nonexistent/dir/x.pcap"}, 2, "--pcap: open /nonexistent/dir/x.pcap"},
 		// The link check runs before any interface is opened: no root needed.
 		{"pcap unknown link", []string{"-c", "../../examples/seed/ns1.conf", "--pcap", "-,virt10,eth9"},
 			2, `ns1.conf: capture: no link named "eth9" in the config (links: virt10, virt12)`},

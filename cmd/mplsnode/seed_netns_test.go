@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -83,6 +84,11 @@ type lsrProc struct {
 	ns   *netns.NS
 	conf string // config file
 	sock string // control socket
+	// extra holds more arguments for mplsnode run.
+	extra []string
+	// wrap runs before the binary inside the namespace (setpriv ... to
+	// drop root).
+	wrap []string
 	logs lockedBuffer
 
 	mu   sync.Mutex
@@ -95,10 +101,15 @@ const startedMsg = `"msg":"node started"`
 // startLSR writes conf to a file and starts `mplsnode run` on it in ns; it
 // returns once the node logged that it started. The process is killed when
 // the test ends if it still runs.
-func startLSR(t *testing.T, bin string, ns *netns.NS, conf string) *lsrProc {
+func startLSR(t *testing.T, bin string, ns *netns.NS, conf string, wrap ...string) *lsrProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &lsrProc{t: t, bin: bin, ns: ns, conf: filepath.Join(dir, "ns1.conf"), sock: filepath.Join(dir, "ns1.sock")}
+	p := &lsrProc{t: t, bin: bin, ns: ns, conf: filepath.Join(dir, "ns1.conf"), sock: filepath.Join(dir, "ns1.sock"), wrap: wrap}
+	if len(wrap) > 0 {
+		// Another user runs the binary: it must reach the config and
+		// create its control socket in dir.
+		openToAll(t, dir, 0o777)
+	}
 	p.writeConf(conf)
 	t.Cleanup(func() {
 		if c := p.process(); c != nil && c.ProcessState == nil {
@@ -129,8 +140,9 @@ func (p *lsrProc) start() {
 // tryStart is start for other goroutines than the test's: it returns
 // the error instead of failing the test.
 func (p *lsrProc) tryStart() error {
-	cmd := exec.Command("ip", "netns", "exec", p.ns.Name(), p.bin, "run", "-c", p.conf,
-		"--control-socket", p.sock, "--log-format", "json")
+	args := append([]string{"netns", "exec", p.ns.Name()}, p.wrap...)
+	args = append(args, p.bin, "run", "-c", p.conf, "--control-socket", p.sock, "--log-format", "json")
+	cmd := exec.Command("ip", append(args, p.extra...)...)
 	cmd.Stderr = &p.logs
 	if err := cmd.Start(); err != nil {
 		return err
@@ -230,6 +242,13 @@ type seedOptions struct {
 	link01 func(t *testing.T, ns0, ns1 *netns.NS) (string, string)
 	// conf0 is appended to ns0's config (settings, say).
 	conf0 string
+	// conf1 is appended to the LSR's config.
+	conf1 string
+	// beforeLSR runs after the namespaces and links exist, before the LSR
+	// starts (to set the kernel's side of a link, say).
+	beforeLSR func(s *seedProc)
+	// wrap runs before the LSR's binary (see lsrProc.wrap).
+	wrap []string
 }
 
 // lsrConf is the seed LSR's config: label 100 popped towards ns2, IP
@@ -266,8 +285,11 @@ func newSeedProc(t *testing.T, bin, prefix string, o seedOptions) *seedProc {
 	s.ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
 	s.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
 
-	s.conf1 = lsrConf(s.v10, s.v12)
-	s.lsr = startLSR(t, bin, s.ns1, s.conf1)
+	s.conf1 = lsrConf(s.v10, s.v12) + o.conf1
+	if o.beforeLSR != nil {
+		o.beforeLSR(s)
+	}
+	s.lsr = startLSR(t, bin, s.ns1, s.conf1, o.wrap...)
 
 	cfg0, err := config.Parse("ns0.conf", strings.NewReader(fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
@@ -318,7 +340,7 @@ func (s *seedProc) transfer(t *testing.T, size int64, limit time.Duration, at fu
 	defer watchdog.Stop()
 	sum, err := sendData(c, size, uint64(start.UnixNano()), at)
 	if err != nil {
-		t.Fatalf("send: %v (limit %v)\nns0 %+v\nLSR log:\n%s", err, limit, s.n0.Report().TCP, s.lsr.logs.String())
+		t.Fatalf("send: %v (limit %v); the sink read %d bytes\nns0 %+v\nLSR log:\n%s", err, limit, s.sink.received(c.LocalAddr().String()), s.n0.Report().TCP, s.lsr.logs.String())
 	}
 	if err := s.sink.check(c.LocalAddr().String(), size, sum, limit); err != nil {
 		t.Fatal(err)
@@ -372,6 +394,9 @@ type sink struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	results map[string]sinkResult
+	// reading counts the bytes read so far on each open connection, so
+	// that a stalled transfer fails saying how far it got.
+	reading map[string]*atomic.Int64
 }
 
 func newSink(t *testing.T, ns *netns.NS, addr string) *sink {
@@ -380,7 +405,7 @@ func newSink(t *testing.T, ns *netns.NS, addr string) *sink {
 	if err := ns.Run(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
-	s := &sink{addr: ln.Addr().String(), results: map[string]sinkResult{}}
+	s := &sink{addr: ln.Addr().String(), results: map[string]sinkResult{}, reading: map[string]*atomic.Int64{}}
 	s.cond = sync.NewCond(&s.mu)
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
@@ -396,13 +421,19 @@ func newSink(t *testing.T, ns *netns.NS, addr string) *sink {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
+				from := c.RemoteAddr().String()
+				var read atomic.Int64
+				s.mu.Lock()
+				s.reading[from] = &read
+				s.mu.Unlock()
 				h := sha256.New()
-				n, err := io.Copy(h, c)
+				n, err := io.Copy(h, readCounter{c, &read})
 				var r sinkResult
 				copy(r.sum[:], h.Sum(nil))
 				r.n, r.err = n, err
 				s.mu.Lock()
-				s.results[c.RemoteAddr().String()] = r
+				delete(s.reading, from)
+				s.results[from] = r
 				s.cond.Broadcast()
 				s.mu.Unlock()
 			}()
@@ -421,6 +452,30 @@ func (s *sink) check(from string, size int64, sum [32]byte, timeout time.Duratio
 	return nil
 }
 
+// readCounter counts the bytes read through it.
+type readCounter struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+// Read implements io.Reader.
+func (c readCounter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// received returns the bytes read so far on the open connection from
+// `from` (0 if none is open).
+func (s *sink) received(from string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if read, ok := s.reading[from]; ok {
+		return read.Load()
+	}
+	return 0
+}
+
 // result waits up to timeout for the end of the connection from `from`.
 func (s *sink) result(from string, timeout time.Duration) sinkResult {
 	timer := time.AfterFunc(timeout, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
@@ -434,7 +489,12 @@ func (s *sink) result(from string, timeout time.Duration) sinkResult {
 			return r
 		}
 		if time.Now().After(deadline) {
-			return sinkResult{err: fmt.Errorf("no end of stream from %s within %v", from, timeout)}
+			r := sinkResult{err: fmt.Errorf("no end of stream from %s within %v (connection never accepted)", from, timeout)}
+			if read, ok := s.reading[from]; ok {
+				r.n = read.Load()
+				r.err = fmt.Errorf("no end of stream from %s within %v", from, timeout)
+			}
+			return r
 		}
 		s.cond.Wait()
 	}

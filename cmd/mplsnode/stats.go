@@ -26,9 +26,12 @@ func init() {
 const statsUsage = `usage: mplsnode stats [--socket PATH] [--json | --drops]
 
 Asks a running node (mplsnode run) for its counters over its control
-socket and prints them: per link rx/tx frames, drops by reason (every
-reason, zero ones included), ILM/FTN hits; the label switch counters; the
-userspace stack's IP and TCP counters. The control socket is read-only and
+socket and prints them: per link the mode its lower link runs (link_mode
+ring: memory-mapped packet rings, mmsg: recvmmsg/sendmmsg, what "mode auto"
+chose; - for a TAP) and its fanout queues, rx/tx frames, drops by reason
+(every reason, zero ones included), ILM/FTN hits; the label switch counters;
+the userspace stack's IP and TCP counters, each labelled with its name in
+the --json document (docs/METRICS.md). The control socket is read-only and
 root-only (mode 0600). --drops prints only the drop counters that are not
 zero, one "where reason count" a line, or "no drops", for scripts that
 must see nothing was lost.
@@ -142,17 +145,25 @@ func fetchStats(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// printReport writes r as aligned tables.
+// printReport writes r as aligned tables. Every counter is labelled with
+// its name in the JSON document (stats --json) and each section with the
+// JSON object it comes from, so the two forms use the same names.
 func printReport(w io.Writer, r *node.Report) {
+	fmt.Fprintln(w, "links")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "link\trx frames\ttx frames\trx to stack\trx to switch\ttx packets\tgso packets\tstack rx bytes\tstack tx bytes\tILM hits\tFTN hits\t")
+	fmt.Fprintln(tw, "name\tlink_mode\tqueues\trx_frames\ttx_frames\trx_delivered\trx_forwarded\ttx_packets\tgso_packets\tstack_rx_bytes\tstack_tx_bytes\tilm_hits\tftn_hits\trx_blocks\ttx_ring_full\t")
 	for _, l := range r.Links {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, l.RXFrames, l.TXFrames,
-			l.RXDelivered, l.RXForwarded, l.TXPackets, l.GSOPackets, l.StackRXBytes, l.StackTXBytes, l.ILMHits, l.FTNHits)
+		mode := l.LinkMode
+		if mode == "" {
+			mode = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, mode, l.Queues, l.RXFrames, l.TXFrames,
+			l.RXDelivered, l.RXForwarded, l.TXPackets, l.GSOPackets, l.StackRXBytes, l.StackTXBytes, l.ILMHits, l.FTNHits,
+			l.RXBlocks, l.TXRingFull)
 	}
 	tw.Flush()
 
-	fmt.Fprintln(w, "\ndrops by reason (per link)")
+	fmt.Fprintln(w, "\nlinks drops by reason")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "reason\t")
 	for _, l := range r.Links {
@@ -175,27 +186,26 @@ func printReport(w io.Writer, r *node.Report) {
 	tw.Flush()
 
 	s := r.LabelSwitch
-	printSection(w, "label switch", []namedCount{{"forwarded", s.Forwarded}, {"swapped", s.Swapped},
-		{"popped to IP", s.PoppedIP}, {"popped, still labelled", s.PoppedLabelled}, {"queued for ARP/NDP", s.Queued},
-		{"ICMP sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced (GRO)", s.Coalesced}},
+	printSection(w, "label_switch (the userspace forwarding plane)", []namedCount{{"forwarded", s.Forwarded}, {"swapped", s.Swapped},
+		{"popped_ip", s.PoppedIP}, {"popped_labelled", s.PoppedLabelled}, {"queued", s.Queued},
+		{"icmp_sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced", s.Coalesced},
+		{"ip_forwarded", s.IPForwarded}, {"pushed", s.Pushed}},
 		s.Drops, sortedKeys(s.Drops))
 	ip := r.IP
-	printSection(w, "IP (userspace stack)", []namedCount{{"packets received", ip.PacketsReceived},
-		{"delivered", ip.PacketsDelivered}, {"sent", ip.PacketsSent}, {"ICMP errors sent", ip.ICMPErrorsSent}},
+	printSection(w, "ip (the userspace stack)", []namedCount{{"packets_received", ip.PacketsReceived},
+		{"packets_delivered", ip.PacketsDelivered}, {"packets_sent", ip.PacketsSent}, {"icmp_errors_sent", ip.ICMPErrorsSent}},
 		ip.Drops, node.IPDropReasons)
 	t := r.TCP
-	printSection(w, "TCP", []namedCount{{"active opens", t.ActiveOpens}, {"passive opens", t.PassiveOpens},
-		{"established now", t.CurrentEstablished}, {"failed attempts", t.FailedAttempts},
-		{"established resets", t.EstablishedResets}, {"segments sent", t.SegmentsSent},
-		{"segments received", t.SegmentsReceived}, {"invalid segments", t.InvalidSegmentsReceived},
-		{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"checksum errors", t.ChecksumErrors}},
+	printSection(w, "tcp", []namedCount{{"active_opens", t.ActiveOpens}, {"passive_opens", t.PassiveOpens},
+		{"current_established", t.CurrentEstablished}, {"failed_attempts", t.FailedAttempts},
+		{"established_resets", t.EstablishedResets}, {"segments_sent", t.SegmentsSent},
+		{"segments_received", t.SegmentsReceived}, {"invalid_segments_received", t.InvalidSegmentsReceived},
+		{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"checksum_errors", t.ChecksumErrors}},
 		nil, nil)
+	printXDP(w, r.XDP)
 
-	fmt.Fprintln(w, "\nRuntime")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  goroutines\t%d\n", r.Runtime.Goroutines)
-	fmt.Fprintf(tw, "  heap objects bytes\t%d\n", r.Runtime.HeapObjectsBytes)
-	tw.Flush()
+	printSection(w, "runtime", []namedCount{{"goroutines", uint64(r.Runtime.Goroutines)},
+		{"heap_objects_bytes", r.Runtime.HeapObjectsBytes}}, nil, nil)
 }
 
 // namedCount is one line of a printed section.
@@ -204,16 +214,20 @@ type namedCount struct {
 	count uint64
 }
 
-// printSection writes a titled block of counters, then the drops of order
-// (in that order) as "drop REASON" lines.
+// printSection writes a titled block of counters, then, when order is not
+// empty, a "drops" block with the drops of order (in that order), one
+// "REASON COUNT" a line.
 func printSection(w io.Writer, title string, counts []namedCount, drops map[string]uint64, order []string) {
 	fmt.Fprintf(w, "\n%s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range counts {
 		fmt.Fprintf(tw, "  %s\t%d\n", c.name, c.count)
 	}
+	if len(order) > 0 {
+		fmt.Fprintln(tw, "  drops")
+	}
 	for _, k := range order {
-		fmt.Fprintf(tw, "  drop %s\t%d\n", k, drops[k])
+		fmt.Fprintf(tw, "    %s\t%d\n", k, drops[k])
 	}
 	tw.Flush()
 }
@@ -228,28 +242,53 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// startObservability starts the control socket (unless ctlSock is empty)
-// and the metrics server (unless metricsAddr is empty) for n; their
-// failures are logged, the node keeps running. The returned function
-// stops both and waits for them.
-func startObservability(ctx context.Context, n *node.Node, ctlSock, metricsAddr string, logger *slog.Logger) (stop func()) {
+// claimObservability listens on the control socket and the metrics
+// address (either "" for off) before the node opens any link: a second
+// node on the same socket or port fails here (node.ErrInUse, naming the
+// first one's pid) instead of forwarding next to it. On error nothing is
+// left listening.
+func claimObservability(ctlSock, metricsAddr string) (ctl, metrics net.Listener, err error) {
+	if ctlSock != "" {
+		if ctl, err = node.ListenControl(ctlSock); err != nil {
+			if !errors.Is(err, node.ErrInUse) {
+				err = fmt.Errorf("%w (choose another with --control-socket PATH, or turn it off with --control-socket \"\")", err)
+			}
+			return nil, nil, err
+		}
+	}
+	if metricsAddr != "" {
+		if metrics, err = node.ListenMetrics(metricsAddr); err != nil {
+			if ctl != nil {
+				ctl.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	return ctl, metrics, nil
+}
+
+// startObservability serves the control socket and the metrics on the
+// listeners claimObservability returned (nil ones are off) until stop is
+// called.
+func startObservability(ctx context.Context, n *node.Node, ctl, metrics net.Listener, logger *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	serve := func(what, where string, f func(context.Context) error) {
+	serve := func(what string, ln net.Listener, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			where := ln.Addr().String()
 			logger.Info(what+" listening", "addr", where)
 			if err := f(ctx); err != nil {
 				logger.Error(what+" stopped", "addr", where, "err", err)
 			}
 		}()
 	}
-	if ctlSock != "" {
-		serve("control socket", ctlSock, func(ctx context.Context) error { return node.ServeControl(ctx, n, ctlSock) })
+	if ctl != nil {
+		serve("control socket", ctl, func(ctx context.Context) error { return node.ServeControlListener(ctx, n, ctl) })
 	}
-	if metricsAddr != "" {
-		serve("metrics", metricsAddr, func(ctx context.Context) error { return node.ServeMetrics(ctx, n, metricsAddr) })
+	if metrics != nil {
+		serve("metrics", metrics, func(ctx context.Context) error { return node.ServeMetricsListener(ctx, n, metrics) })
 	}
 	return func() {
 		cancel()

@@ -107,7 +107,7 @@ func TestStats(t *testing.T) {
 		wantErr  string   // substring of stderr
 	}{
 		{"table", []string{"--socket", path}, 0,
-			[]string{"link", "a0", "b0", "drops by reason", "no_ilm_entry", "ttl_expired", "label switch", "drop no_neighbor", "TCP", "retransmits", "checksum errors"}, ""},
+			[]string{"links", "a0", "b0", "drops by reason", "no_ilm_entry", "ttl_expired", "label_switch", "no_neighbor", "tcp", "retransmits", "checksum_errors"}, ""},
 		{"json", []string{"--socket", path, "--json"}, 0, []string{`"links"`, `"label_switch"`, `"tcp"`}, ""},
 		{"missing socket", []string{"--socket", missing}, 1, nil, "is `mplsnode run` running? (choose the socket with --socket PATH)"},
 		{"help", []string{"-h"}, 0, []string{"mplsnode stats --socket", "--json"}, ""},
@@ -156,6 +156,71 @@ func TestStatsTableZeros(t *testing.T) {
 	}
 	if len(r.Links) != 2 || r.Links[0].Name != "a0" || r.Links[1].Name != "b0" {
 		t.Errorf("got links %+v, want a0, b0", r.Links)
+	}
+}
+
+// TestStatsTextUsesJSONNames checks that the text form of `mplsnode stats`
+// names every counter and section by its name in `stats --json`: each key
+// of the JSON document (of a live node's report, with an XDP section
+// added so that its keys are there too) is a word of the text. Checked by
+// planting the bug: with "popped_ip" printed as "popped to IP" (the old
+// label) the test fails naming popped_ip.
+func TestStatsTextUsesJSONNames(t *testing.T) {
+	path := statsNode(t)
+	body, err := fetchStats(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r node.Report
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.XDP = &node.XDPReport{Links: []string{"a0", "b0"}, EgressOK: []string{"b0"}, Skipped: map[string]string{"c0": "no native XDP"},
+		Entries: 1, VerifiedInstructions: 2, Swapped: 3, PoppedLabelled: 4, PoppedIP: 5, Passed: map[string]uint64{"no_ilm_entry": 6}}
+	full, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(full, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printReport(&out, &r)
+	// The text's sections: a line that starts with a top-level key of the
+	// document opens that key's section.
+	sections := map[string]string{}
+	cur := ""
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(line, " ") {
+			if _, ok := doc[f[0]]; ok {
+				cur = f[0]
+			}
+		}
+		sections[cur] += line + "\n"
+	}
+	for section, v := range doc {
+		keys := map[string]bool{section: true}
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for k, e := range v {
+					keys[k] = true
+					walk(e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			}
+		}
+		walk(v)
+		for k := range keys {
+			if !regexp.MustCompile(`(?m)(^|\s)` + regexp.QuoteMeta(k) + `(\s|$)`).MatchString(sections[section]) {
+				t.Errorf("JSON key %s.%s is not a word of the text's %q section:\n%s", section, k, section, sections[section])
+			}
+		}
 	}
 }
 
@@ -223,6 +288,7 @@ func TestRunObservability(t *testing.T) {
 				return err
 			}
 			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
 			fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
 			b, err := io.ReadAll(c)
 			metrics = string(b)

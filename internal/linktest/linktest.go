@@ -229,3 +229,19 @@ func BenchStream(b *testing.B, s *stack.Stack, ln net.Listener, dst netip.AddrPo
 	}
 	b.StopTimer()
 }
+
+// Dial opens a TCP connection from the gVisor stack s (NIC NICID) to dst,
+// within IOGuard; the connection is closed in t.Cleanup.
+func Dial(t testing.TB, s *stack.Stack, dst netip.AddrPort) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), IOGuard)
+	defer cancel()
+	c, err := gonet.DialContextTCP(ctx, s, tcpip.FullAddress{
+		NIC: NICID, Addr: tcpip.AddrFrom4(dst.Addr().As4()), Port: dst.Port(),
+	}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatalf("gVisor dial %v: %v", dst, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

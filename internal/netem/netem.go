@@ -164,6 +164,9 @@ type Stats struct {
 	Duplicated uint64
 	// Reordered counts frames sent at once past delayed ones.
 	Reordered uint64
+	// Delayed counts frames held for a delay (Params.Delay, with jitter)
+	// before they were sent.
+	Delayed uint64
 	// Overlimit counts frames dropped because Params.Limit frames waited.
 	Overlimit uint64
 	// SendErrors counts writes that failed (a frame above the MTU, a full
@@ -173,8 +176,8 @@ type Stats struct {
 
 // String formats the counters on one line, for test logs.
 func (s Stats) String() string {
-	return fmt.Sprintf("received %d sent %d lost %d duplicated %d reordered %d overlimit %d send_errors %d",
-		s.Received, s.Sent, s.Lost, s.Duplicated, s.Reordered, s.Overlimit, s.SendErrors)
+	return fmt.Sprintf("received %d sent %d lost %d duplicated %d reordered %d delayed %d overlimit %d send_errors %d",
+		s.Received, s.Sent, s.Lost, s.Duplicated, s.Reordered, s.Delayed, s.Overlimit, s.SendErrors)
 }
 
 // Relay impairs frames between two interfaces. Create it with Start.
@@ -255,6 +258,7 @@ func (r *Relay) Stats() Stats {
 		s.Lost += d.lost.Load()
 		s.Duplicated += d.duplicated.Load()
 		s.Reordered += d.reordered.Load()
+		s.Delayed += d.delayed.Load()
 		s.Overlimit += d.overlimit.Load()
 		s.SendErrors += d.sendErrors.Load()
 	}
@@ -293,7 +297,7 @@ type direction struct {
 	seq  uint64
 	wake chan struct{}
 
-	received, sent, lost, duplicated, reordered, overlimit, sendErrors atomic.Uint64
+	received, sent, lost, duplicated, reordered, delayed, overlimit, sendErrors atomic.Uint64
 }
 
 // maxFrame fits a veth peer's 64 KiB GSO packet with its Ethernet header.
@@ -325,7 +329,11 @@ func (d *direction) read() {
 				d.write(frame)
 				continue
 			}
-			d.enqueue(frame, d.delay())
+			dl := d.delay()
+			if dl > 0 {
+				d.delayed.Add(1)
+			}
+			d.enqueue(frame, dl)
 		}
 	}
 }

@@ -164,10 +164,14 @@ func TestRelay(t *testing.T) {
 		}
 	})
 	t.Run("delay keeps order", func(t *testing.T) {
-		_, tx, rx := relayPair(t, "delay 10ms")
+		r, tx, rx := relayPair(t, "delay 10ms")
+		before := r.Stats()
 		got := exchange(t, tx, rx, n)
 		if len(got) != n {
 			t.Fatalf("received %d, want %d", len(got), n)
+		}
+		if delayed := r.Stats().Delayed - before.Delayed; delayed < n {
+			t.Errorf("relay delayed %d frames, want at least the %d datagrams", delayed, n)
 		}
 		for i := 1; i < len(got); i++ {
 			if got[i] != got[i-1]+1 {

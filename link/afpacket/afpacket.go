@@ -4,9 +4,22 @@
 // Ethernet frames on one Linux interface (typically a veth) through AF_PACKET
 // raw sockets.
 //
-// It owns the socket work only: binding, batched receive (recvmmsg into
-// preallocated buffers), batched send (sendmmsg over a WritePackets batch),
-// PACKET_FANOUT queues and counters. It knows nothing of MPLS or of any
+// It owns the socket work only: binding, memory-mapped packet rings or
+// batched system calls, PACKET_FANOUT queues and counters (Options.Mode):
+//
+//   - ring mode (ModeRing; ModeAuto where the kernel sets rings up): a
+//     TPACKET_V2 receive ring read frame by frame, a batch being the frames
+//     ready (or a TPACKET_V3 block ring, Options.RXRing), and a TPACKET_V2
+//     transmit ring on a second, send-only socket, filled in order and
+//     kicked with one send() per WritePackets batch. Frames are copied once
+//     between a slot and a packet buffer; the TXRing methods (TXBegin,
+//     TXSlot, TXCommit, TXEnd) let link/mplsendpoint write segments straight
+//     into the slots.
+//   - mmsg mode (ModeMMsg, or ModeAuto's fallback, FallbackReason): recvmmsg
+//     into preallocated buffers, sendmmsg over a WritePackets batch.
+//
+// Either way each queue (Options.Queues, one socket of a PACKET_FANOUT hash
+// group) has its own receive goroutine and its own transmit lock. It knows nothing of MPLS or of any
 // network protocol: it is a "lower link" as docs/CONTRACTS.md defines it.
 // Frames go up with DeliverNetworkPacket(0, pkt), the Ethernet header
 // unconsumed in pkt.Data(); wrap the endpoint (for example with gVisor's
@@ -15,8 +28,9 @@
 // Checksums: on a veth the peer kernel hands over frames whose TCP/UDP
 // checksum was never computed (CHECKSUM_PARTIAL). The kernel reports this in
 // PACKET_AUXDATA as TP_STATUS_CSUMNOTREADY (or TP_STATUS_CSUM_VALID when it
-// verified it); such frames are delivered with pkt.RXChecksumValidated set so
-// the stack does not drop them. Frames sent must carry full checksums.
+// verified it), and in a ring frame's tp_status; such frames are delivered
+// with pkt.RXChecksumValidated set so the stack does not drop them. Frames
+// sent must carry full checksums.
 //
 // Large frames: a veth passes the peer's TSO/GSO packets through unsegmented,
 // so a received "frame" can be up to 64 KiB even with a 1500-byte link MTU.
@@ -83,8 +97,9 @@ type Options struct {
 	Interface string
 
 	// Queues is the number of sockets, each with its own receive goroutine,
-	// joined in one PACKET_FANOUT group (hash mode, so a flow stays on one
-	// queue). 0 or 1 means a single socket without fanout.
+	// joined in one PACKET_FANOUT group that picks a queue by our flow hash
+	// (FlowHash, a classic BPF program), so a flow stays on one queue. 0 or
+	// 1 means a single socket without fanout.
 	Queues int
 
 	// QdiscBypass sets PACKET_QDISC_BYPASS: sent frames skip the interface's
@@ -92,8 +107,9 @@ type Options struct {
 	// the qdisc).
 	QdiscBypass bool
 
-	// RecvBatch is the number of frames read per recvmmsg call. 0 means
-	// DefaultRecvBatch.
+	// RecvBatch is the number of frames read per recvmmsg call, and the
+	// most frames of a frame ring's receive batch. 0 means DefaultRecvBatch
+	// (mmsg) or DefaultRingBatch (ring).
 	RecvBatch int
 
 	// MaxFrameSize is the size of each receive buffer; longer frames are
@@ -129,13 +145,54 @@ type Options struct {
 	// itself (link/mplsendpoint) leaves this off.
 	RXChecksumOffload bool
 
+	// Mode chooses how frames move: ModeAuto (the default) uses
+	// memory-mapped rings where they can be set up, else recvmmsg and
+	// sendmmsg; ModeRing insists on rings; ModeMMsg never uses them.
+	Mode Mode
+
+	// RXRing chooses the receive ring in ring mode: RXRingFrame (the
+	// default) or RXRingBlock.
+	RXRing RXRing
+
+	// RXRingFrames is the number of slots of an RXRingFrame ring, each
+	// sized for the link MTU. 0 means DefaultRXRingFrames.
+	RXRingFrames int
+
+	// RingBlockSize is the size of a TPACKET_V3 receive block (a multiple
+	// of the page size); frames longer than a block can hold are dropped
+	// and counted in Stats.RXTruncated. 0 means DefaultRingBlockSize.
+	RingBlockSize int
+
+	// RingBlocks is the number of receive blocks per queue. 0 means
+	// DefaultRingBlocks.
+	RingBlocks int
+
+	// RingBlockTimeout is the receive block timeout in milliseconds. 0
+	// means DefaultRingBlockTimeout.
+	RingBlockTimeout int
+
+	// TXRingFrames is the number of transmit slots per queue, each sized
+	// for the link MTU. 0 means DefaultTXRingFrames.
+	TXRingFrames int
+
 	// GSOFrames opens a second, send-only socket with PACKET_VNET_HDR.
 	// WritePackets sends a batch that holds a TCP GSO packet (one whose
 	// GSOOptions say GSOTCPv4 or GSOTCPv6, with a partial checksum) through
 	// it, each frame behind a virtio-net header, so the packet leaves as one
 	// frame larger than the MTU and crosses a veth whole: the peer's kernel
 	// takes it as one GSO skb, as from a local sender. GSOFrames reports it.
+	// That socket uses sendmmsg in every Mode: a 64 KiB GSO frame does not
+	// fit a transmit ring slot sized for the MTU.
 	GSOFrames bool
+
+	// DropKernelRX keeps the namespace's kernel from processing the frames
+	// the interface receives (kernelrx.go): set it on an interface the
+	// node owns, where the kernel holds no address and would only route
+	// and drop each IP frame. This endpoint still receives every frame.
+	// It needs CAP_BPF (or CAP_SYS_ADMIN) and a kernel with TCX (6.6);
+	// without them the endpoint works as if it were off
+	// (KernelRXDropped reports which).
+	DropKernelRX bool
 }
 
 // Stats are the endpoint's counters, summed over its queues.
@@ -165,6 +222,12 @@ type Stats struct {
 	// TXErrors counts frames a send failed on with any other error; the
 	// error was returned from WritePackets.
 	TXErrors uint64
+	// RXBlocks counts receive ring blocks read (ring mode): each is one
+	// wakeup and one receive batch.
+	RXBlocks uint64
+	// TXRingFull counts the times a send found every transmit ring slot
+	// in use and waited for the kernel (ring mode).
+	TXRingFull uint64
 }
 
 // Addr is the net.Addr of a packet socket bound to an interface; it appears
@@ -210,8 +273,12 @@ type Endpoint struct {
 	ifname  string
 	ifindex int
 	queues  []*queue
-	gsoq    *queue // Options.GSOFrames: the send-only virtio-net socket
-	rxCsum  bool   // Options.RXChecksumOffload
+	gsoq    *queue   // Options.GSOFrames: the send-only virtio-net socket
+	tcxDrop *os.File // Options.DropKernelRX: the BPF link, nil if off or failed
+	rxCsum  bool     // Options.RXChecksumOffload
+	mode    Mode     // ModeRing or ModeMMsg: what the queues run
+	// fallback says why ModeAuto runs ModeMMsg ("" if it did not have to).
+	fallback string
 
 	mtu atomic.Uint32
 
@@ -246,12 +313,47 @@ func New(opts Options) (*Endpoint, error) {
 			opts.Queues, opts.RecvBatch, opts.MaxFrameSize)
 	}
 	nq := max(opts.Queues, 1)
+	switch opts.Mode {
+	case ModeAuto, ModeMMsg, ModeRing:
+	default:
+		return nil, fmt.Errorf("afpacket: unknown Mode %d", opts.Mode)
+	}
+	if opts.RingBlockSize < 0 || opts.RingBlocks < 0 || opts.RingBlockTimeout < 0 || opts.TXRingFrames < 0 || opts.RXRingFrames < 0 || opts.RXRing > RXRingBlock {
+		return nil, fmt.Errorf("afpacket: negative ring option")
+	}
+	if opts.Mode == ModeMMsg {
+		return open(opts, nq, false)
+	}
+	e, err := open(opts, nq, true)
+	var re *ringError
+	if opts.Mode == ModeAuto && errors.As(err, &re) {
+		// The kernel would not set up the rings: recvmmsg/sendmmsg.
+		e, err = open(opts, nq, false)
+		if e != nil {
+			e.fallback = re.Error()
+		}
+	}
+	return e, err
+}
+
+// ringError marks a failure to set up a ring, after which ModeAuto falls
+// back to recvmmsg/sendmmsg.
+type ringError struct{ err error }
+
+func (e *ringError) Error() string { return e.err.Error() }
+func (e *ringError) Unwrap() error { return e.err }
+
+// open opens the endpoint's sockets, with rings or without.
+func open(opts Options, nq int, ring bool) (*Endpoint, error) {
 	batch := cmpDefault(opts.RecvBatch, DefaultRecvBatch)
 	frameSize := cmpDefault(opts.MaxFrameSize, DefaultMaxFrameSize)
 
-	e := &Endpoint{ifname: opts.Interface, rxCsum: opts.RXChecksumOffload}
+	e := &Endpoint{ifname: opts.Interface, rxCsum: opts.RXChecksumOffload, mode: ModeMMsg}
+	if ring {
+		e.mode = ModeRing
+	}
 	if opts.GSOFrames {
-		q, _, err := openQueue(&opts, e, 0, 0)
+		q, _, err := openQueue(&opts, e, 0, 0, false)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +361,7 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	var fanoutArg int
 	for i := 0; i < nq; i++ {
-		q, info, err := openQueue(&opts, e, batch, frameSize)
+		q, info, err := openQueue(&opts, e, batch, frameSize, ring)
 		if err != nil {
 			e.closeFiles()
 			return nil, err
@@ -284,8 +386,15 @@ func New(opts Options) (*Endpoint, error) {
 			}
 		}
 	}
+	if opts.DropKernelRX {
+		e.tcxDrop, _ = dropKernelRX(e.ifindex) // best effort: KernelRXDropped says
+	}
 	return e, nil
 }
+
+// KernelRXDropped reports whether the namespace's kernel is kept from
+// processing the interface's received frames (Options.DropKernelRX).
+func (e *Endpoint) KernelRXDropped() bool { return e.tcxDrop != nil }
 
 func cmpDefault(v, def int) int {
 	if v == 0 {
@@ -325,9 +434,23 @@ type queue struct {
 	// header (fixed length, so the iovecs' pointers stay valid).
 	vnetHdrs [][virtioNetHdrLen]byte
 
+	// Ring mode: the receive ring on fd; the transmit ring on its own
+	// send-only socket txFD (txFile, txRC), under txMu.
+	rx       *rxRing      // RXRingBlock
+	rx2      *rxFrameRing // RXRingFrame
+	rxBatch  int          // frames per receive batch with rx2
+	maxFrame int          // longest frame delivered (Options.MaxFrameSize)
+	tx       *txRing
+	txFD     int
+	txFile   *os.File
+	txRC     syscall.RawConn
+	txWait   bool
+	kickFn   func(fd uintptr) bool
+
 	// Counters; the ring-drop counter is accumulated from PACKET_STATISTICS.
 	rxPackets, rxBytes, rxCsum, rxTrunc, rxNoDisp, rxBad, rxErrors atomic.Uint64
 	txPackets, txBytes, txDrops, txErrors, kernelDrops             atomic.Uint64
+	rxBlocks, txRingFull                                           atomic.Uint64
 	statsMu                                                        sync.Mutex
 }
 
@@ -340,8 +463,11 @@ type mmsghdr struct {
 
 // openQueue opens one socket on opts.Interface. batch 0 makes the send-only
 // socket of Options.GSOFrames: PACKET_VNET_HDR, bound to no protocol (it
-// receives nothing), no receive buffers.
-func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceInfo, error) {
+// receives nothing), no receive buffers. With ring, the socket receives
+// through a TPACKET_V3 ring and the queue sends through a TPACKET_V2 ring
+// on a second socket; a ring that cannot be set up fails with a
+// *ringError.
+func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*queue, ifaceInfo, error) {
 	vnet := batch == 0
 	name := opts.Interface
 	// Protocol 0: the socket receives nothing until bind names the
@@ -412,11 +538,53 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 		}
 		proto = 0
 	}
+	var rx *rxRing
+	var rx2 *rxFrameRing
+	mtu := int(info.mtu)
+	if opts.MTU != 0 {
+		mtu = int(opts.MTU)
+	}
+	unmapRX := func() {
+		if rx != nil {
+			rx.unmap()
+		}
+		if rx2 != nil {
+			rx2.unmap()
+		}
+	}
+	if ring && !vnet {
+		var call string
+		var errno syscall.Errno
+		if opts.RXRing == RXRingBlock {
+			rx, call, errno = setupRXRing(fd, cmpDefault(opts.RingBlockSize, DefaultRingBlockSize),
+				cmpDefault(opts.RingBlocks, DefaultRingBlocks), cmpDefault(opts.RingBlockTimeout, DefaultRingBlockTimeout))
+		} else {
+			rx2, call, errno = setupRXFrameRing(fd, mtu+header.EthernetMinimumSize+vlanRoom,
+				cmpDefault(opts.RXRingFrames, DefaultRXRingFrames), frameSize)
+		}
+		if errno != 0 {
+			unix.Close(fd)
+			return nil, ifaceInfo{}, &ringError{opError(name, call, errno)}
+		}
+	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: info.index}); err != nil {
+		unmapRX()
 		return fail("bind", err.(syscall.Errno))
 	}
 
-	q := &queue{ep: e, fd: fd}
+	q := &queue{ep: e, fd: fd, rx: rx, rx2: rx2, rxBatch: batch, maxFrame: frameSize}
+	if rx2 != nil && opts.RecvBatch == 0 {
+		q.rxBatch = DefaultRingBatch
+	}
+	if ring && !vnet {
+		// A slot holds the largest frame the MTU allows, with one
+		// 802.1Q tag; longer frames go out with sendmmsg on fd.
+		if err := q.openTX(opts, info.index, mtu+header.EthernetMinimumSize+vlanRoom); err != nil {
+			unmapRX()
+			unix.Close(fd)
+			return nil, ifaceInfo{}, err
+		}
+	}
 	// The socket is non-blocking, so os.NewFile registers it with the Go
 	// poller: receive goroutines park instead of holding threads, and Close
 	// wakes them.
@@ -427,7 +595,7 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 	}
 	if vnet {
 		q.vnetHdrs = make([][virtioNetHdrLen]byte, maxSendBatch)
-	} else {
+	} else if !ring {
 		q.initRX(batch, frameSize)
 	}
 	q.txMsgs = make([]mmsghdr, 0, 64)
@@ -435,8 +603,56 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 	q.txFirst = make([]int, 0, 64)
 	q.txLens = make([]int, 0, 64)
 	q.recvFn = q.recv
+	if rx != nil {
+		q.recvFn = q.ringRecv
+	}
+	if rx2 != nil {
+		q.recvFn = q.frameRingRecv
+	}
 	q.sendFn = q.send
 	return q, info, nil
+}
+
+// openTX opens the queue's send-only socket with its transmit ring.
+func (q *queue) openTX(opts *Options, ifindex, maxFrame int) error {
+	name := opts.Interface
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return &ringError{opError(name, "socket", err.(syscall.Errno))}
+	}
+	fail := func(call string, errno syscall.Errno) error {
+		unix.Close(fd)
+		return &ringError{opError(name, call, errno)}
+	}
+	if opts.QdiscBypass {
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+			return fail("setsockopt PACKET_QDISC_BYPASS", err.(syscall.Errno))
+		}
+	}
+	// Frames in flight count against the send buffer: room for the ring.
+	frames := cmpDefault(opts.TXRingFrames, DefaultTXRingFrames)
+	sndbuf := max(opts.SendBufferSize, frames*(maxFrame+1024))
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndbuf) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf)
+	}
+	r, call, errno := setupTXRing(fd, maxFrame, frames)
+	if errno != 0 {
+		return fail(call, errno)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: 0, Ifindex: ifindex}); err != nil {
+		unix.Munmap(r.mem)
+		return fail("bind", err.(syscall.Errno))
+	}
+	q.tx, q.txFD = r, fd
+	q.txFile = os.NewFile(uintptr(fd), "packet-tx:"+name)
+	if q.txRC, err = q.txFile.SyscallConn(); err != nil {
+		q.txFile.Close()
+		unix.Munmap(r.mem)
+		q.tx = nil
+		return &ringError{&net.OpError{Op: "open", Net: "packet", Addr: Addr{name}, Err: err}}
+	}
+	q.kickFn = q.kickOnce
+	return nil
 }
 
 // joinFanout adds q to the endpoint's fanout group. arg is 0 for the first
@@ -445,7 +661,10 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int) (*queue, ifaceI
 func (q *queue) joinFanout(arg int) (int, error) {
 	name := q.ep.ifname
 	if arg == 0 {
-		req := (unix.PACKET_FANOUT_HASH | unix.PACKET_FANOUT_FLAG_UNIQUEID) << 16
+		// PACKET_FANOUT_FLAG_IGNORE_OUTGOING: the group's hook replaces
+		// each socket's, whose PACKET_IGNORE_OUTGOING it would lose, so
+		// the sockets would read back every frame the queues send.
+		req := (unix.PACKET_FANOUT_CBPF | unix.PACKET_FANOUT_FLAG_UNIQUEID | unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16
 		if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, req); err != nil {
 			return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
 		}
@@ -453,8 +672,17 @@ func (q *queue) joinFanout(arg int) (int, error) {
 		if err != nil {
 			return 0, opError(name, "getsockopt PACKET_FANOUT", err.(syscall.Errno))
 		}
-		// Join the others with the kernel's id, in plain hash mode.
-		return got&0xffff | unix.PACKET_FANOUT_HASH<<16, nil
+		// The group's flow hash (fanout.go).
+		prog, err := flowHashProgram()
+		if err != nil {
+			return 0, &net.OpError{Op: "open", Net: "packet", Addr: Addr{name}, Err: err}
+		}
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		if err := unix.SetsockoptSockFprog(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT_DATA, &fprog); err != nil {
+			return 0, opError(name, "setsockopt PACKET_FANOUT_DATA", err.(syscall.Errno))
+		}
+		// The others join with the kernel's id.
+		return got&0xffff | (unix.PACKET_FANOUT_CBPF|unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING)<<16, nil
 	}
 	if err := unix.SetsockoptInt(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
 		return 0, opError(name, "setsockopt PACKET_FANOUT", err.(syscall.Errno))
@@ -625,6 +853,9 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	}
 	q.txMu.Lock()
 	defer q.txMu.Unlock()
+	if q.tx != nil {
+		return q.writeRing(s)
+	}
 	sent := 0
 	for sent < len(s) {
 		chunk := s[sent:]
@@ -758,6 +989,8 @@ func (e *Endpoint) Stats() Stats {
 		s.TXBytes += q.txBytes.Load()
 		s.TXDropped += q.txDrops.Load()
 		s.TXErrors += q.txErrors.Load()
+		s.RXBlocks += q.rxBlocks.Load()
+		s.TXRingFull += q.txRingFull.Load()
 	}
 	if q := e.gsoq; q != nil {
 		s.TXPackets += q.txPackets.Load()
@@ -824,7 +1057,13 @@ func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 	e.started = true
 	for _, q := range e.queues {
 		e.wg.Add(1)
-		go q.rxLoop()
+		if q.rx != nil {
+			go q.rxRingLoop()
+		} else if q.rx2 != nil {
+			go q.rxFrameRingLoop()
+		} else {
+			go q.rxLoop()
+		}
 	}
 }
 
@@ -881,10 +1120,58 @@ func (e *Endpoint) Close() {
 func (e *Endpoint) closeFiles() {
 	for _, q := range e.queues {
 		q.file.Close()
+		if q.tx != nil {
+			// Closing the file first wakes a writer waiting for a slot;
+			// the ring is unmapped once no writer holds txMu.
+			q.txFile.Close()
+			q.txMu.Lock()
+			q.tx.closed = true
+			unix.Munmap(q.tx.mem)
+			q.txMu.Unlock()
+		}
 	}
 	if e.gsoq != nil {
 		e.gsoq.file.Close()
 	}
+	if e.tcxDrop != nil {
+		e.tcxDrop.Close()
+	}
+	e.mu.RLock()
+	started := e.started
+	e.mu.RUnlock()
+	if !started {
+		// No receive goroutine owns the receive rings: unmap them here.
+		for _, q := range e.queues {
+			if q.rx != nil {
+				q.rx.unmap()
+			}
+			if q.rx2 != nil {
+				q.rx2.unmap()
+			}
+		}
+	}
+}
+
+// Mode returns what the endpoint's queues run: ModeRing or ModeMMsg (never
+// ModeAuto).
+func (e *Endpoint) Mode() Mode { return e.mode }
+
+// FallbackReason says why Options.Mode ModeAuto runs ModeMMsg: the error
+// that setting up a ring gave. It is empty when the rings run or ModeMMsg
+// was asked for.
+func (e *Endpoint) FallbackReason() string { return e.fallback }
+
+// Queues returns the number of queues (sockets in the fanout group).
+func (e *Endpoint) Queues() int { return len(e.queues) }
+
+// QueueRXPackets returns the frames each queue delivered upward, in queue
+// order (FlowHash % Queues picks the queue).
+func (e *Endpoint) QueueRXPackets() []uint64 {
+	out := make([]uint64, len(e.queues))
+	for i, q := range e.queues {
+		out[i] = q.rxPackets.Load()
+	}
+	return out
 }
 
 // GSOFrames reports whether WritePackets sends TCP GSO packets as single

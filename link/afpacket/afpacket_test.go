@@ -52,7 +52,10 @@ func TestTCPBothWaysOverVeth(t *testing.T) {
 		opts afpacket.Options
 	}{
 		{"default", afpacket.Options{RXChecksumOffload: true}},
+		{"mmsg", afpacket.Options{Mode: afpacket.ModeMMsg, RXChecksumOffload: true}},
+		{"ring", afpacket.Options{Mode: afpacket.ModeRing, RXChecksumOffload: true}},
 		{"fanout2-qdiscbypass", afpacket.Options{Queues: 2, QdiscBypass: true, RXChecksumOffload: true}},
+		{"ring-fanout2", afpacket.Options{Mode: afpacket.ModeRing, Queues: 2, RXChecksumOffload: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := newTopo(t)
@@ -63,6 +66,12 @@ func TestTCPBothWaysOverVeth(t *testing.T) {
 			}
 			if got, want := ep.MTU(), uint32(1500); got != want {
 				t.Errorf("got MTU() = %d, want %d", got, want)
+			}
+			// auto runs rings on this kernel (it has them), or says why not.
+			if want := tc.opts.Mode; want != afpacket.ModeAuto && ep.Mode() != want {
+				t.Errorf("got Mode() = %v, want %v", ep.Mode(), want)
+			} else if want == afpacket.ModeAuto && ep.Mode() != afpacket.ModeRing {
+				t.Errorf("auto runs %v: %s", ep.Mode(), ep.FallbackReason())
 			}
 			if got := len(ep.LinkAddress()); got != 6 {
 				t.Errorf("got LinkAddress() of %d bytes, want 6", got)
@@ -80,10 +89,18 @@ func TestTCPBothWaysOverVeth(t *testing.T) {
 			if st.RXBytes < 64<<20 || st.TXBytes < 64<<20 {
 				t.Errorf("got RXBytes = %d, TXBytes = %d, want >= %d each", st.RXBytes, st.TXBytes, 64<<20)
 			}
+			// Twice the bytes would mean our own frames read back (fanout
+			// lost PACKET_IGNORE_OUTGOING before FLAG_IGNORE_OUTGOING).
+			if st.RXBytes > 3*(64<<20)/2 {
+				t.Errorf("got RXBytes = %d for 64 MiB each way: our own frames read back", st.RXBytes)
+			}
 			if st.TXErrors != 0 || st.RXTruncated != 0 || st.RXErrors != 0 {
 				t.Errorf("got TXErrors = %d, RXTruncated = %d, RXErrors = %d, want 0", st.TXErrors, st.RXTruncated, st.RXErrors)
 			}
-			t.Logf("stats: %+v", st)
+			if ep.Mode() == afpacket.ModeRing && st.RXBlocks == 0 {
+				t.Errorf("ring mode read no receive block: %+v", st)
+			}
+			t.Logf("mode %v, stats: %+v", ep.Mode(), st)
 		})
 	}
 }

@@ -20,6 +20,8 @@ type txScratch struct {
 	segs [][]byte
 	pkts []*stack.PacketBuffer // one GSO packet's segments
 	out  stack.PacketBufferList
+	// batch is the open transmit batch on a TXRing lower link.
+	batch slotBatch
 }
 
 // appendWriter is an io.Writer appending to b (gathering a packet's data
@@ -102,11 +104,9 @@ func (e *Endpoint) pushHeader(pkt *stack.PacketBuffer, labels []mpls.Label, fixe
 	if e.copyTC {
 		tc = mpls.TCFromDSCP(tos)
 	}
-	off := header.EthernetMinimumSize
-	for i, l := range labels {
-		mpls.Entry{Label: l, TC: tc, S: i == n-1, TTL: lttl}.Encode(b[off:])
-		off += mpls.EntryLen
-	}
+	// Every label was checked when its table was built (NewFTN, NewFIB:
+	// no implicit null, 20 bits), so EncodeLabels cannot fail here.
+	_, _ = mpls.EncodeLabels(b[header.EthernetMinimumSize:], labels, tc, lttl)
 }
 
 // netDst returns the destination address of pkt's IP header.
@@ -166,10 +166,16 @@ func ipTTLTOS(pkt *stack.PacketBuffer) (ttl, tos uint8) {
 // link header (AddHeader). TCP GSO packets (GSOEndpoint mode) are segmented
 // after the label push; other packets go as they are, unless the frame
 // exceeds the link MTU (mtu_exceeded, with an ICMP error to the sender).
-// All resulting frames go to the lower link in one WritePackets call.
+// All resulting frames go to the lower link in one WritePackets call, or,
+// on a lower link with a transmit ring (TXRing), straight into its slots.
 func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	s := e.getTX()
 	defer e.putTX(s)
+	if e.ring != nil {
+		if n, err, ok := e.writeSlots(e.ring, pkts.AsSlice(), s); ok {
+			return n, err
+		}
+	}
 	linkMTU := int(e.lower.MTU())
 	written := 0
 	for _, pkt := range pkts.AsSlice() {
@@ -226,8 +232,10 @@ func upperError(err tcpip.Error) tcpip.Error {
 }
 
 // writeGSO handles one host-GSO TCP packet: a packet that fits in one
-// segment only gets its partial checksum finished in place; a larger one is
-// segmented with package gso and its segments queued in s.out.
+// segment only gets its partial checksum finished in place; a larger one
+// without labels goes whole to a lower link that takes GSO frames
+// (LowerGSOFrames); any other is segmented with package gso and its
+// segments queued in s.out.
 //
 // Copies: the packet is gathered once into a contiguous scratch buffer
 // (package gso needs one), and gso writes the segments straight into pooled
@@ -267,6 +275,15 @@ func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) 
 	if mss <= 0 {
 		e.mtuExceeded(pkt, linkMTU)
 		return errGSO
+	}
+	if pkt.Data().Size() > mss && prefixLen == header.EthernetMinimumSize && e.LowerGSOFrames() {
+		// An unlabelled packet and a lower link that sends GSO frames
+		// (docs/CONTRACTS.md): it leaves whole, for the kernel to segment
+		// at the MSS that fits the link.
+		pkt.GSOOptions.MSS = uint16(mss)
+		s.out.PushBack(pkt.IncRef())
+		e.ctr.gsoFrames.Add(1)
+		return nil
 	}
 	if pkt.Data().Size() <= mss {
 		// One segment: finish the partial checksum (the field holds the

@@ -20,10 +20,12 @@
 // the hop's link and hands the packet to that link's Endpoint with the
 // hop's labels (see FIBEndpoint).
 //
-// Ingress: ARP, IPv4 and IPv6 frames go up unchanged. MPLS frames are parsed
-// and their top label looked up in the ILM: local labels and explicit nulls
-// are popped and the payload delivered to the stack as IPv4/IPv6; forwarding
-// entries go to Options.Forwarder, the node's label switch.
+// Ingress: ARP, IPv4 and IPv6 frames go up unchanged, except that unicast
+// IP is first offered to Options.IPForwarder (the forwarding plane), which
+// takes transit packets. MPLS frames are parsed and their top label looked
+// up in the ILM: local labels and explicit nulls are popped and the payload
+// delivered to the stack as IPv4/IPv6 (or offered to the IPForwarder);
+// forwarding entries go to Options.Forwarder, the node's label switch.
 //
 // MTU: MTU() reports the link MTU minus the label overhead of the deepest
 // label stack in the current FTN, so gVisor fragments non-TCP traffic and
@@ -41,6 +43,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/gso"
+	"github.com/mplsnode/mplsnode/internal/drops"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -63,35 +67,23 @@ const (
 	EthertypeMPLSMulticast tcpip.NetworkProtocolNumber = 0x8848
 )
 
-// GSOMode selects who segments TCP.
-type GSOMode uint8
+// GSOMode selects who segments TCP: the one definition in package gso,
+// shared with the config language.
+type GSOMode = gso.Mode
 
 // GSO modes.
 const (
 	// GSOEndpoint (the default): the endpoint advertises host GSO, TCP hands
 	// over packets of up to 64 KiB with a partial checksum, and the endpoint
 	// segments them after the label push (package gso).
-	GSOEndpoint GSOMode = iota
+	GSOEndpoint = gso.ModeEndpoint
 	// GSOStack: the endpoint advertises gVisor GSO; gVisor's TCP splits
 	// its batches into MSS-sized packets itself and the endpoint pushes
 	// labels on each.
-	GSOStack
+	GSOStack = gso.ModeStack
 	// GSOOff: no GSO; TCP sends MSS-sized packets one by one.
-	GSOOff
+	GSOOff = gso.ModeOff
 )
-
-// String returns "endpoint", "stack" or "off".
-func (m GSOMode) String() string {
-	switch m {
-	case GSOEndpoint:
-		return "endpoint"
-	case GSOStack:
-		return "stack"
-	case GSOOff:
-		return "off"
-	}
-	return fmt.Sprintf("GSOMode(%d)", uint8(m))
-}
 
 // gsoMaxSize is the largest GSO packet TCP may hand over in GSOEndpoint
 // mode: 64 KiB, the IPv4 total length limit, as Linux's TSO.
@@ -125,6 +117,32 @@ type ForwardRequest struct {
 	// Batched says the lower link ends every receive batch with EndBatch,
 	// which the endpoint passes on to a BatchForwarder: the forwarder may
 	// hold the frames it builds and write them together then.
+	Batched bool
+}
+
+// IPForwarder is the forwarding plane's entry for IP packets: the endpoint
+// offers it every unicast IP packet it receives (plain, or popped from a
+// local label) before the stack sees it, and the forwarder takes those that
+// are not for this node (transit) and forwards them itself, so that
+// transit never enters gVisor's IP forwarding.
+type IPForwarder interface {
+	// ForwardIP reports whether it took the packet; false hands it to the
+	// stack (it is for this node, or not forwardable). req and its packet
+	// are valid only during the call; the packet is owned by the caller.
+	ForwardIP(in *Endpoint, req *IPForwardRequest) bool
+}
+
+// IPForwardRequest describes a received IP packet offered to an
+// IPForwarder.
+type IPForwardRequest struct {
+	// Packet holds the IP packet in Packet.Data() (link header consumed).
+	// Its checksums were verified, or finished when the lower link left
+	// them partial (Options.Forwarding), and it is no larger than MTU()
+	// (larger TCP packets are split first).
+	Packet *stack.PacketBuffer
+	// Proto is IPv4 or IPv6.
+	Proto tcpip.NetworkProtocolNumber
+	// Batched: as ForwardRequest.Batched.
 	Batched bool
 }
 
@@ -167,6 +185,12 @@ type Options struct {
 	// Forwarder receives labelled frames with a forwarding ILM entry; nil
 	// means such frames are dropped (no_forwarder).
 	Forwarder Forwarder
+	// IPForwarder, if set, is offered every unicast IP packet received
+	// before the stack sees it, and forwards transit packets itself
+	// (package forward); nil leaves them to the stack. Set Forwarding too,
+	// so that partial checksums are finished and large TCP packets split
+	// before it sees them.
+	IPForwarder IPForwarder
 	// LinkAddress, if set, overrides the lower link's MAC address.
 	LinkAddress tcpip.LinkAddress
 	// Forwarding says the stack above forwards IP, so received packets
@@ -202,6 +226,7 @@ type Endpoint struct {
 	nested.Endpoint
 
 	lower      stack.LinkEndpoint
+	ring       TXRing // lower, if it has a transmit ring; else nil
 	tables     *mpls.Tables
 	ttlModel   mpls.TTLModel
 	pipeTTL    uint8
@@ -210,6 +235,7 @@ type Endpoint struct {
 	maxLabels  int
 	log        *slog.Logger
 	fwd        Forwarder
+	ipFwd      IPForwarder                                           // Options.IPForwarder
 	forwarding bool                                                  // Options.Forwarding
 	rejectMPLS bool                                                  // Options.RejectMPLS
 	localAddr  func(tcpip.NetworkProtocolNumber, tcpip.Address) bool // Options.LocalAddress
@@ -289,10 +315,13 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		maxLabels:  maxLabels,
 		log:        lg,
 		fwd:        opts.Forwarder,
+		ipFwd:      opts.IPForwarder,
 		linkAddr:   opts.LinkAddress,
 		forwarding: opts.Forwarding,
 		rejectMPLS: opts.RejectMPLS,
 	}
+	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
+	e.ring, _ = lower.(TXRing)
 	e.Endpoint.Init(lower, e)
 	return e, nil
 }

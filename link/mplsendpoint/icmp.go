@@ -1,24 +1,18 @@
 package mplsendpoint
 
 import (
-	"encoding/binary"
+	"net/netip"
 
+	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // ICMP error sizes.
 const (
-	// icmpTTL is the TTL/hop limit of the ICMP errors the endpoint
-	// synthesizes (they only travel up into the local stack).
-	icmpTTL = 64
-	// icmpv4QuoteLen is how much of the offending datagram an ICMPv4 error
-	// quotes beyond its IP header: 64 bits (RFC 792).
-	icmpv4QuoteLen = 8
 	// icmpv6MaxLen bounds an ICMPv6 error to the IPv6 minimum MTU (RFC 4443
 	// §2.4 (c)).
 	icmpv6MaxLen = header.IPv6MinimumMTU
@@ -68,10 +62,10 @@ func packetBytesFrom(pkt *stack.PacketBuffer) []byte {
 // BuildPacketTooBig returns the ICMP error, as a whole IP packet, that tells
 // the source of the IP packet orig that it must fit in mtu bytes:
 // ICMPv4 type 3 code 4 (RFC 792, RFC 1191) for IPv4, ICMPv6 type 2 (RFC 4443
-// §3.2) for IPv6. The error appears to come from orig's destination, as the
-// endpoint answers on behalf of the path. It returns nil for anything else
-// (including an IPv4 fragment other than the first, which never gets an
-// error).
+// §3.2) for IPv6, built by internal/icmp (the node's one ICMP builder). The
+// error appears to come from orig's destination, as the endpoint answers on
+// behalf of the path. It returns nil for anything else (including an IPv4
+// fragment other than the first, which never gets an error).
 func BuildPacketTooBig(proto tcpip.NetworkProtocolNumber, orig []byte, mtu uint32) (tcpip.NetworkProtocolNumber, []byte) {
 	switch proto {
 	case header.IPv4ProtocolNumber:
@@ -83,55 +77,37 @@ func BuildPacketTooBig(proto tcpip.NetworkProtocolNumber, orig []byte, mtu uint3
 		if hl < header.IPv4MinimumSize || hl > len(orig) || ip.FragmentOffset() != 0 {
 			return 0, nil
 		}
-		quote := orig[:min(len(orig), hl+icmpv4QuoteLen)]
-		total := header.IPv4MinimumSize + header.ICMPv4MinimumSize + len(quote)
+		src, dst := ip.DestinationAddress(), ip.SourceAddress()
+		msg := icmp.FragmentationNeeded(false, orig, nil, mtu, netip.AddrFrom4(src.As4()), netip.AddrFrom4(dst.As4()))
+		total := header.IPv4MinimumSize + len(msg)
 		b := make([]byte, total)
 		out := header.IPv4(b)
 		out.Encode(&header.IPv4Fields{
 			TotalLength: uint16(total),
-			TTL:         icmpTTL,
+			TTL:         icmp.ErrorTTL,
 			Protocol:    uint8(header.ICMPv4ProtocolNumber),
-			SrcAddr:     ip.DestinationAddress(),
-			DstAddr:     ip.SourceAddress(),
+			SrcAddr:     src,
+			DstAddr:     dst,
 		})
 		out.SetChecksum(^out.CalculateChecksum())
-		icmp := header.ICMPv4(b[header.IPv4MinimumSize:])
-		icmp.SetType(header.ICMPv4DstUnreachable)
-		icmp.SetCode(header.ICMPv4FragmentationNeeded)
-		// RFC 1191 §4: the low 16 bits of the "unused" word carry the
-		// next-hop MTU.
-		binary.BigEndian.PutUint16(icmp[6:], uint16(min(mtu, 0xffff)))
-		copy(icmp[header.ICMPv4MinimumSize:], quote)
-		icmp.SetChecksum(0)
-		icmp.SetChecksum(^checksum.Checksum(icmp, 0))
+		copy(b[header.IPv4MinimumSize:], msg)
 		return header.IPv4ProtocolNumber, b
 	case header.IPv6ProtocolNumber:
 		if len(orig) < header.IPv6MinimumSize {
 			return 0, nil
 		}
 		ip := header.IPv6(orig)
-		quote := orig[:min(len(orig), icmpv6MaxLen-header.IPv6MinimumSize-header.ICMPv6PacketTooBigMinimumSize)]
-		plen := header.ICMPv6PacketTooBigMinimumSize + len(quote)
-		b := make([]byte, header.IPv6MinimumSize+plen)
-		out := header.IPv6(b)
 		src, dst := ip.DestinationAddress(), ip.SourceAddress()
-		out.Encode(&header.IPv6Fields{
-			PayloadLength:     uint16(plen),
+		msg := icmp.FragmentationNeeded(true, orig, nil, mtu, netip.AddrFrom16(src.As16()), netip.AddrFrom16(dst.As16()))
+		b := make([]byte, header.IPv6MinimumSize+len(msg))
+		header.IPv6(b).Encode(&header.IPv6Fields{
+			PayloadLength:     uint16(len(msg)),
 			TransportProtocol: header.ICMPv6ProtocolNumber,
-			HopLimit:          icmpTTL,
+			HopLimit:          icmp.ErrorTTL,
 			SrcAddr:           src,
 			DstAddr:           dst,
 		})
-		icmp := header.ICMPv6(b[header.IPv6MinimumSize:])
-		icmp.SetType(header.ICMPv6PacketTooBig)
-		icmp.SetCode(header.ICMPv6UnusedCode)
-		icmp.SetMTU(mtu)
-		copy(icmp[header.ICMPv6PacketTooBigMinimumSize:], quote)
-		icmp.SetChecksum(header.ICMPv6Checksum(header.ICMPv6ChecksumParams{
-			Header: icmp,
-			Src:    src,
-			Dst:    dst,
-		}))
+		copy(b[header.IPv6MinimumSize:], msg)
 		return header.IPv6ProtocolNumber, b
 	}
 	return 0, nil

@@ -15,6 +15,7 @@ import (
 type rxScratch struct {
 	labels []mpls.Entry
 	req    ForwardRequest
+	ipReq  IPForwardRequest
 }
 
 func (e *Endpoint) getRX() *rxScratch {
@@ -26,6 +27,7 @@ func (e *Endpoint) getRX() *rxScratch {
 
 func (e *Endpoint) putRX(s *rxScratch) {
 	s.req = ForwardRequest{}
+	s.ipReq = IPForwardRequest{}
 	e.rxPool.Put(s)
 }
 
@@ -37,6 +39,8 @@ func (e *Endpoint) EndBatch() {
 		e.batched.Store(true)
 	}
 	if bf, ok := e.fwd.(BatchForwarder); ok {
+		bf.EndBatch(e)
+	} else if bf, ok := e.ipFwd.(BatchForwarder); ok {
 		bf.EndBatch(e)
 	}
 }
@@ -99,11 +103,27 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 	// their partial checksums finished when the packet may be forwarded
 	// on; every other frame is verified here.
 	if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
+		// Transit first: a router checks the IP header, not the transport
+		// checksum (RFC 1812 §5.2.2, §5.3.1). An unflagged packet with a
+		// well-formed header that the IP forwarder takes leaves with its
+		// transport checksum as it came (the forwarder verifies it only
+		// where it would rewrite it: GRO).
+		if !pkt.RXChecksumValidated && e.ipFwd != nil && pkt.PktType == tcpip.PacketHost &&
+			pkt.Data().Size() <= int(e.MTU()) && ipHeaderOK(proto, pkt) && e.offerIP(proto, pkt) {
+			return
+		}
 		ok := true
 		switch {
 		case !pkt.RXChecksumValidated:
 			ok = verifyRXChecksum(proto, pkt)
 		case e.forwarding:
+			// A flagged TCP packet larger than MTU() (a veth peer's GSO
+			// frame) is split with checksums computed per segment
+			// (package gso ignores the partial one): finishing it first
+			// would be a wasted pass over the data.
+			if pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
+				return
+			}
 			ok = finishRXChecksum(proto, pkt)
 		}
 		if !ok {
@@ -111,14 +131,79 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
-	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
-		e.expireTTL1(pkt)
-	}
 	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
 		return
 	}
+	e.up(proto, pkt)
+}
+
+// up hands a checked IP packet (link header consumed) to the IP forwarder
+// if it takes it (transit), else to the stack.
+func (e *Endpoint) up(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
+	if e.ipFwd != nil && pkt.PktType == tcpip.PacketHost &&
+		(proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber) {
+		// The checksums were verified (or finished) by deliver.
+		pkt.RXChecksumValidated = true
+		if e.offerIP(proto, pkt) {
+			return
+		}
+	}
+	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
+		e.expireTTL1(pkt)
+	}
 	e.ctr.rxDelivered.Add(1)
 	e.Endpoint.DeliverNetworkPacket(proto, pkt)
+}
+
+// offerIP offers the IP packet pkt (link header consumed) to the IP
+// forwarder and reports whether it took it.
+func (e *Endpoint) offerIP(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
+	rx := e.getRX() // pooled: the request escapes through the interface call
+	rx.ipReq = IPForwardRequest{Packet: pkt, Proto: proto, Batched: e.batched.Load()}
+	took := e.ipFwd.ForwardIP(e, &rx.ipReq)
+	e.putRX(rx)
+	if took {
+		e.ctr.rxForwarded.Add(1)
+	}
+	return took
+}
+
+// ipHeaderOK reports whether pkt (link header consumed) starts with a
+// well-formed IP header of proto that its data holds: version, IHL, total
+// length and IPv4 header checksum; IPv6 version and payload length. Data
+// beyond the IP length (Ethernet padding) is cut off.
+func ipHeaderOK(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
+	size := pkt.Data().Size()
+	var tot int
+	switch proto {
+	case header.IPv4ProtocolNumber:
+		b, ok := pkt.Data().PullUp(min(size, header.IPv4MaximumHeaderSize))
+		if !ok || len(b) < header.IPv4MinimumSize {
+			return false
+		}
+		ip := header.IPv4(b)
+		hl := int(ip.HeaderLength())
+		tot = int(ip.TotalLength())
+		if b[0]>>4 != header.IPv4Version || hl < header.IPv4MinimumSize || hl > len(b) || tot < hl || tot > size ||
+			checksum.Checksum(b[:hl], 0) != 0xffff {
+			return false
+		}
+	case header.IPv6ProtocolNumber:
+		b, ok := pkt.Data().PullUp(min(size, header.IPv6MinimumSize))
+		if !ok || len(b) < header.IPv6MinimumSize || b[0]>>4 != header.IPv6Version {
+			return false
+		}
+		tot = header.IPv6MinimumSize + int(header.IPv6(b).PayloadLength())
+		if tot > size {
+			return false
+		}
+	default:
+		return false
+	}
+	if size > tot {
+		pkt.Data().CapLength(tot)
+	}
+	return true
 }
 
 // expireTTL1 sets the TTL of an IPv4 packet (header checked) to 0 if it is

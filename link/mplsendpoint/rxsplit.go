@@ -78,8 +78,8 @@ func (e *Endpoint) deliverSplit(proto tcpip.NetworkProtocolNumber, pkt *stack.Pa
 		np := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(seg)})
 		// gso.Segment wrote full checksums.
 		np.RXChecksumValidated = true
-		e.ctr.rxDelivered.Add(1)
-		e.Endpoint.DeliverNetworkPacket(proto, np)
+		np.PktType = pkt.PktType
+		e.up(proto, np)
 		np.DecRef()
 	}
 	return true

@@ -1,11 +1,9 @@
 package mplsendpoint
 
 import (
-	"context"
-	"log/slog"
 	"sync/atomic"
 
-	"github.com/mplsnode/mplsnode/internal/lograte"
+	"github.com/mplsnode/mplsnode/internal/drops"
 )
 
 // DropReason names why the endpoint discarded a frame or packet. Each reason
@@ -145,7 +143,8 @@ type Stats struct {
 	RXFrames uint64
 	// RXDelivered counts packets delivered up to the stack.
 	RXDelivered uint64
-	// RXForwarded counts labelled frames handed to Options.Forwarder.
+	// RXForwarded counts labelled frames handed to Options.Forwarder and
+	// transit IP packets Options.IPForwarder took.
 	RXForwarded uint64
 	// TXPackets counts packets the stack handed to WritePackets.
 	TXPackets uint64
@@ -154,6 +153,9 @@ type Stats struct {
 	TXFrames uint64
 	// GSOPackets counts GSO packets segmented by the endpoint.
 	GSOPackets uint64
+	// GSOFrames counts unlabelled GSO packets passed whole to a lower link
+	// that sends GSO frames (the kernel segments them).
+	GSOFrames uint64
 	// RXSplit counts received TCP packets larger than the link MTU that
 	// were segmented before delivery (Options.Forwarding).
 	RXSplit uint64
@@ -177,12 +179,12 @@ func (s *Stats) Drop(r DropReason) uint64 {
 type counters struct {
 	rxFrames, rxDelivered, rxForwarded atomic.Uint64
 	txPackets, txFrames, gsoPackets    atomic.Uint64
+	gsoFrames                          atomic.Uint64
 	rxSplit                            atomic.Uint64
 	ftnHits, ilmHits                   atomic.Uint64
-	drops                              [numDropReasons]atomic.Uint64
-	// warn lets at most one warning a second through per reason, so a
-	// flood of bad frames cannot flood the log.
-	warn [numDropReasons]lograte.Limiter
+	// drops counts discards by reason, with at most one warning a second
+	// per reason, so a flood of bad frames cannot flood the log.
+	drops *drops.Counters[DropReason]
 }
 
 // Stats returns a snapshot of the counters.
@@ -195,13 +197,12 @@ func (e *Endpoint) Stats() Stats {
 		TXPackets:   c.txPackets.Load(),
 		TXFrames:    c.txFrames.Load(),
 		GSOPackets:  c.gsoPackets.Load(),
+		GSOFrames:   c.gsoFrames.Load(),
 		RXSplit:     c.rxSplit.Load(),
 		FTNHits:     c.ftnHits.Load(),
 		ILMHits:     c.ilmHits.Load(),
 	}
-	for i := range s.Drops {
-		s.Drops[i] = c.drops[i].Load()
-	}
+	c.drops.Snapshot(s.Drops[:])
 	return s
 }
 
@@ -213,25 +214,5 @@ func (e *Endpoint) drop(r DropReason, label int64, cause error) {
 }
 
 func (e *Endpoint) dropN(r DropReason, n uint64, label int64, cause error) {
-	c := &e.ctr
-	c.drops[r].Add(n)
-	if e.log == nil {
-		return
-	}
-	suppressed, ok := c.warn[r].Allow(n)
-	if !ok {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.String("reason", r.String()),
-		slog.String("remedy", remedies[r]),
-		slog.Uint64("suppressed", suppressed),
-	}
-	if label >= 0 {
-		attrs = append(attrs, slog.Int64("label", label))
-	}
-	if cause != nil {
-		attrs = append(attrs, slog.String("cause", cause.Error()))
-	}
-	e.log.LogAttrs(context.Background(), slog.LevelWarn, "mplsendpoint: drop", attrs...)
+	e.ctr.drops.Add(r, n, label, cause)
 }

@@ -22,8 +22,20 @@ import (
 // nextPort gives each transfer its own port (no TIME_WAIT clash).
 var nextPort atomic.Uint32
 
+// transferTimeout bounds one transfer: dial, every write and read, and the
+// receiver's end. A transfer that stalls (a bug that drops traffic: a wrong
+// S bit, an MTU off by one) fails when it expires, naming how far it got,
+// instead of blocking until the package timeout. Checked by planting the
+// bugs with this set to 5 s: a wrong S bit (no label bottom) fails "dial
+// 10.0.0.2: context deadline exceeded" with B's drop counter, a link that
+// loses every full-size frame fails "write: ... i/o timeout; sent 1048576 of
+// 4194304 bytes, received 0".
+const transferTimeout = 2 * time.Minute
+
 // transfer sends n deterministic bytes from A to B over TCP and returns the
-// SHA-256 of what was sent and of what arrived.
+// SHA-256 of what was sent and of what arrived. Every step has a deadline
+// (transferTimeout); on failure the test stops with the bytes sent and
+// received and both endpoints' counters.
 func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 	tb.Helper()
 	dst, proto := addrB4, ipv4.ProtocolNumber
@@ -36,9 +48,18 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 		tb.Fatal(err)
 	}
 	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
 	type result struct {
 		sum [32]byte
 		err error
+	}
+	var received, written atomic.Int64
+	failf := func(format string, args ...any) {
+		tb.Helper()
+		tb.Fatalf("%s; sent %d of %d bytes, received %d; A: %s; B: %s", fmt.Sprintf(format, args...),
+			written.Load(), n, received.Load(), statsLine(p.a.ep.Stats()), statsLine(p.b.ep.Stats()))
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -48,36 +69,63 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 			return
 		}
 		defer c.Close()
+		c.SetReadDeadline(deadline)
 		h := sha256.New()
-		_, err = io.Copy(h, c)
+		_, err = io.Copy(countingWriter{h, &received}, c)
 		var r result
 		copy(r.sum[:], h.Sum(nil))
 		r.err = err
 		done <- r
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	c, err := gonet.DialContextTCP(ctx, p.a.st, full, proto)
 	if err != nil {
-		tb.Fatal(err)
+		failf("dial %v: %v", full.Addr, err)
 	}
+	c.SetWriteDeadline(deadline)
 	h := sha256.New()
 	src := io.TeeReader(io.LimitReader(newPRNGReader(uint64(n)), n), h)
-	if _, err := io.Copy(struct{ io.Writer }{c}, src); err != nil {
-		tb.Fatal(err)
+	if _, err := io.Copy(countingWriter{c, &written}, src); err != nil {
+		c.Close()
+		failf("write: %v", err)
 	}
 	c.Close()
 	copy(sent[:], h.Sum(nil))
 	select {
 	case r := <-done:
 		if r.err != nil {
-			tb.Fatal(r.err)
+			failf("receive: %v", r.err)
 		}
 		got = r.sum
 	case <-ctx.Done():
-		tb.Fatal("transfer timed out")
+		failf("transfer timed out after %v", transferTimeout)
 	}
 	return sent, got
+}
+
+// statsLine formats an endpoint's counters for a failure message: the
+// traffic counters and the non-zero drops by reason.
+func statsLine(s mplsendpoint.Stats) string {
+	var drops []string
+	for _, r := range mplsendpoint.DropReasons() {
+		if d := s.Drop(r); d != 0 {
+			drops = append(drops, fmt.Sprintf("%s=%d", r, d))
+		}
+	}
+	return fmt.Sprintf("rx_frames %d rx_delivered %d tx_packets %d tx_frames %d gso %d ftn_hits %d ilm_hits %d drops %v",
+		s.RXFrames, s.RXDelivered, s.TXPackets, s.TXFrames, s.GSOPackets, s.FTNHits, s.ILMHits, drops)
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+// Write implements io.Writer.
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // prngReader yields a deterministic byte stream.

@@ -15,7 +15,8 @@ import (
 // delivers hold the whole frame.
 type Endpoint struct {
 	nested.Endpoint
-	w *Writer
+	w  *Writer
+	id uint32 // the link's interface in w
 	// up is the dispatcher above, for EndBatch (nested.Endpoint keeps its
 	// own copy private).
 	up atomic.Pointer[stack.NetworkDispatcher]
@@ -27,9 +28,19 @@ var (
 	_ stack.GSOEndpoint       = (*Endpoint)(nil)
 )
 
-// New returns an endpoint that records lower's frames to w.
+// New returns an endpoint that records lower's frames to w (on interface
+// 0 of a pcapng Writer; see NewNamed).
 func New(lower stack.LinkEndpoint, w *Writer) *Endpoint {
 	e := &Endpoint{w: w}
+	e.Endpoint.Init(lower, e)
+	return e
+}
+
+// NewNamed returns an endpoint that records lower's frames to w as the
+// link name: a pcapng Writer gets an interface for it (name, lower's MTU)
+// and each frame's direction.
+func NewNamed(lower stack.LinkEndpoint, w *Writer, name string) *Endpoint {
+	e := &Endpoint{w: w, id: w.AddInterface(name, lower.MTU())}
 	e.Endpoint.Init(lower, e)
 	return e
 }
@@ -42,17 +53,31 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		ts := e.w.now()
 		e.w.mu.Lock()
 		for _, pkt := range pkts.AsSlice()[:n] {
-			e.w.writeLocked(ts, pkt.AsSlices())
+			e.w.writeLocked(e.id, DirOutbound, ts, pkt.AsSlices())
 		}
 		e.w.mu.Unlock()
 	}
 	return n, err
 }
 
+// GSOFramer is a lower link that may send TCP GSO packets as single frames
+// (link/afpacket; the same contract as link/mplsendpoint.GSOFramer, which
+// this endpoint implements by asking its lower link).
+type GSOFramer interface {
+	GSOFrames() bool
+}
+
+// BatchDispatcher is a dispatcher above that wants to know where a receive
+// batch ends (the same contract as link/afpacket.BatchDispatcher, which
+// this endpoint implements by passing EndBatch up).
+type BatchDispatcher interface {
+	EndBatch()
+}
+
 // GSOFrames passes on the lower link's answer (see link/afpacket's
 // Options.GSOFrames); such frames are recorded as the one frame they are.
 func (e *Endpoint) GSOFrames() bool {
-	g, ok := e.Child().(interface{ GSOFrames() bool })
+	g, ok := e.Child().(GSOFramer)
 	return ok && g.GSOFrames()
 }
 
@@ -70,7 +95,7 @@ func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
 // link/afpacket.BatchDispatcher).
 func (e *Endpoint) EndBatch() {
 	if d := e.up.Load(); d != nil {
-		if be, ok := (*d).(interface{ EndBatch() }); ok {
+		if be, ok := (*d).(BatchDispatcher); ok {
 			be.EndBatch()
 		}
 	}
@@ -79,6 +104,6 @@ func (e *Endpoint) EndBatch() {
 // DeliverNetworkPacket implements stack.NetworkDispatcher: it records the
 // received frame and passes it up.
 func (e *Endpoint) DeliverNetworkPacket(protocol tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
-	e.w.WriteFrame(e.w.now(), pkt.AsSlices())
+	e.w.WriteFrameOn(e.id, DirInbound, e.w.now(), pkt.AsSlices())
 	e.Endpoint.DeliverNetworkPacket(protocol, pkt)
 }

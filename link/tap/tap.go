@@ -1,19 +1,43 @@
 //go:build linux
 
 // Package tap is a gVisor link endpoint that sends and receives whole
-// Ethernet frames through a Linux TAP device, created or attached with
-// github.com/songgao/water (IFF_TAP, IFF_NO_PI: no packet-information header).
+// Ethernet frames through a Linux TAP device (IFF_TAP, IFF_NO_PI: no
+// packet-information header), created or attached to through /dev/net/tun.
 //
-// It owns the TAP file descriptor, brings the device up, and moves frames:
-// one goroutine reads frames into a preallocated buffer and delivers them
-// with DeliverNetworkPacket(0, pkt) (Ethernet header unconsumed), and
+// It owns the TAP file descriptors, brings the device up, and moves frames:
+// one goroutine per queue reads frames and delivers them with
+// DeliverNetworkPacket(0, pkt) (Ethernet header unconsumed), and
 // WritePackets writes each packet as one frame with writev. It knows nothing
 // of MPLS or of any network protocol: it is a "lower link" as
 // docs/CONTRACTS.md defines it.
 //
-// The kernel hands a TAP without IFF_VNET_HDR only complete frames with full
-// checksums (it segments and checksums before the TAP), so frames arrive with
-// pkt.RXChecksumValidated false and the stack verifies them.
+// Offloads (the default; Options.NoOffloads turns them off): the device is
+// opened with IFF_VNET_HDR, so every frame, both ways, carries a virtio-net
+// header (internal/virtionet), and TUNSETOFFLOAD (TUN_F_CSUM, TUN_F_TSO4,
+// TUN_F_TSO6) lets the kernel hand us frames with partial checksums and TCP
+// GSO frames up to 64 KiB, as a veth does to a packet socket:
+//   - a received frame flagged VIRTIO_NET_HDR_F_NEEDS_CSUM (partial
+//     checksum) or F_DATA_VALID is delivered with pkt.RXChecksumValidated
+//     set, as link/afpacket does for TP_STATUS_CSUMNOTREADY/CSUM_VALID; a
+//     received GSO frame is delivered whole, as link/afpacket delivers a
+//     veth peer's (link/mplsendpoint segments it when it forwards);
+//   - GSOFrames reports true: a TCP GSO packet (pkt.GSOOptions TCPv4/TCPv6
+//     with a partial checksum, a plain Ethernet header) leaves as one frame
+//     whose header tells the kernel to segment it and finish the checksum;
+//     other frames leave behind a zero header (full checksums, no GSO).
+//
+// Without offloads the kernel segments and checksums before the TAP, and
+// frames arrive with pkt.RXChecksumValidated false.
+//
+// Receive batches: each queue reads frames until the device has none left
+// (or RecvBatch frames), then calls EndBatch on a dispatcher that has it
+// (link/mplsendpoint), so the node's label switch can coalesce and write the
+// batch's forwarded frames together.
+//
+// Queues: Options.Queues > 1 opens the device with IFF_MULTI_QUEUE, one file
+// per queue; the kernel spreads flows over the queues by hash, each queue
+// has its own receive goroutine, and WritePackets picks a queue by the
+// packet's hash.
 //
 // Link address: the endpoint is the far end of the TAP "wire", so it must
 // not use the TAP device's own MAC (a bridge holding the TAP delivers frames
@@ -25,25 +49,46 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
-	"github.com/songgao/water"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/mplsnode/mplsnode/internal/virtionet"
 )
 
-// DefaultReadBufferSize bounds a received frame. A TAP without IFF_VNET_HDR
-// gets frames of at most MTU + Ethernet header (+ VLAN tags); 64 KiB covers
-// any MTU a TAP can have.
-const DefaultReadBufferSize = 1 << 16
+// DefaultReadBufferSize bounds a received frame: a TCP GSO frame of up to
+// 64 KiB of IP packet, its Ethernet header, a VLAN tag and the virtio-net
+// header, with room to spare. Without offloads frames are at most MTU +
+// Ethernet header (+ VLAN tags).
+const DefaultReadBufferSize = 1<<16 + 256
+
+// DefaultRecvBatch is the most frames a queue delivers before it calls
+// EndBatch.
+const DefaultRecvBatch = 64
+
+// readsPerWake is the number of frames one wake-up of a queue's goroutine
+// reads (one read each) before it delivers them.
+const readsPerWake = 16
+
+// MaxQueues bounds Options.Queues (the kernel's MAX_TAP_QUEUES is 256).
+const MaxQueues = 256
+
+// tunOffloads are the offloads TUNSETOFFLOAD enables: the kernel may hand
+// us partial checksums and TCP GSO frames (not ECN-marked GSO, not UDP GSO:
+// those it segments itself first).
+const tunOffloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
 
 // Options configures New.
 type Options struct {
@@ -62,24 +107,57 @@ type Options struct {
 	// address). Empty means a random locally administered unicast MAC.
 	LinkAddress tcpip.LinkAddress
 
-	// ReadBufferSize bounds received frames; longer ones are truncated by
-	// the kernel and dropped (Stats.RXTruncated). 0 means
+	// ReadBufferSize bounds received frames (virtio-net header included);
+	// longer ones are dropped (Stats.RXTruncated). 0 means
 	// DefaultReadBufferSize.
 	ReadBufferSize int
+
+	// RecvBatch is the most frames a queue delivers between two EndBatch
+	// calls. 0 means DefaultRecvBatch.
+	RecvBatch int
+
+	// Queues is the number of queues (IFF_MULTI_QUEUE when more than one),
+	// each with its own file and receive goroutine. 0 or 1 means one queue
+	// on a single-queue device.
+	Queues int
+
+	// NoOffloads opens the device without IFF_VNET_HDR: no virtio-net
+	// header, the kernel segments and checksums every frame before the TAP,
+	// and GSOFrames reports false.
+	NoOffloads bool
 }
 
-// Stats are the endpoint's counters.
+// Stats are the endpoint's counters, summed over its queues.
 type Stats struct {
-	// RXPackets and RXBytes count frames delivered upward.
+	// RXPackets and RXBytes count frames delivered upward (virtio-net
+	// headers not counted).
 	RXPackets, RXBytes uint64
+	// RXChecksumValidated counts delivered frames flagged NEEDS_CSUM
+	// (partial checksum) or DATA_VALID.
+	RXChecksumValidated uint64
+	// RXGSOFrames counts delivered frames the kernel handed over as GSO
+	// frames (longer than one segment).
+	RXGSOFrames uint64
+	// RXOverflow counts frames the kernel dropped because the device's
+	// queue towards us was full: the node did not read fast enough (the
+	// device's tx_dropped, read from /sys/class/net/NAME/statistics, opened
+	// at New; 0 where /sys did not show the device's network namespace).
+	RXOverflow uint64
 	// RXTruncated counts frames that filled the read buffer, dropped.
 	RXTruncated uint64
+	// RXShort counts reads too short to hold a virtio-net header and an
+	// Ethernet header, dropped.
+	RXShort uint64
 	// RXNotAttached counts frames read while no dispatcher was attached.
 	RXNotAttached uint64
 	// RXErrors counts failed reads.
 	RXErrors uint64
-	// TXPackets and TXBytes count frames written.
+	// TXPackets and TXBytes count frames written (virtio-net headers not
+	// counted).
 	TXPackets, TXBytes uint64
+	// TXGSOFrames counts frames written as GSO frames for the kernel to
+	// segment.
+	TXGSOFrames uint64
 	// TXErrors counts frames whose write failed; the error was returned from
 	// WritePackets.
 	TXErrors uint64
@@ -114,6 +192,8 @@ func opError(name string, err error) error {
 		err = &hintError{err, "no /dev/net/tun: load the tun module"}
 	case errors.Is(err, unix.EBUSY):
 		err = &hintError{err, fmt.Sprintf("%q exists and is not a free TAP", name)}
+	case errors.Is(err, unix.EINVAL) && name != "":
+		err = &hintError{err, fmt.Sprintf("%q may exist with other flags (single- or multi-queue, or not a TAP)", name)}
 	}
 	return &net.OpError{Op: "open", Net: "tap", Addr: Addr{name}, Err: err}
 }
@@ -121,10 +201,11 @@ func opError(name string, err error) error {
 // Endpoint is a stack.LinkEndpoint over a TAP device. Create it with New; it
 // is safe for concurrent use.
 type Endpoint struct {
-	name string
-	file *os.File
-	rc   syscall.RawConn
-	mtu  atomic.Uint32
+	name      string
+	txDropped *os.File // /sys/class/net/NAME/statistics/tx_dropped, or nil
+	queues    []*queue
+	vnet      bool // IFF_VNET_HDR: a virtio-net header before every frame
+	mtu       atomic.Uint32
 
 	mu         sync.RWMutex
 	dispatcher stack.NetworkDispatcher
@@ -132,23 +213,40 @@ type Endpoint struct {
 	started    bool
 	onClose    func()
 
-	// Receive state, touched only by the receive goroutine.
-	rxBuf  []byte
-	rxN    int
-	rxErr  unix.Errno
-	readFn func(fd uintptr) bool
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
 
-	// Send state, under txMu.
+// queue is one file of the device with its receive and send state.
+type queue struct {
+	ep   *Endpoint
+	file *os.File
+	rc   syscall.RawConn
+
+	// Receive state, touched only by the queue's goroutine: one read
+	// callback fills up to len(rxBufs) buffers.
+	rxBufs    [][]byte
+	rxLens    []int
+	rxN       int        // buffers filled by the last callback
+	rxErr     unix.Errno // the error that ended the last callback, if any
+	rxPending int        // frames delivered since the last EndBatch
+	rxDrained bool       // the last callback found the device empty
+	rxBatch   int
+	readFn    func(fd uintptr) bool
+
+	// Send state, under txMu: a batch's iovecs, each frame's first iovec
+	// and virtio-net header; txDone frames of txCount written so far.
 	txMu    sync.Mutex
 	txIovs  []unix.Iovec
+	txFirst []int
+	txVnet  [][virtionet.HdrLen]byte
+	txCount int
+	txDone  int
 	txErr   unix.Errno
 	writeFn func(fd uintptr) bool
 
-	rxPackets, rxBytes, rxTrunc, rxNoDisp, rxErrors atomic.Uint64
-	txPackets, txBytes, txErrors                    atomic.Uint64
-
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	rxPackets, rxBytes, rxCsum, rxGSO, rxTrunc, rxShort, rxNoDisp, rxErrors atomic.Uint64
+	txPackets, txBytes, txGSO, txErrors                                     atomic.Uint64
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
@@ -159,41 +257,75 @@ var _ stack.LinkEndpoint = (*Endpoint)(nil)
 // Errors are *net.OpError values wrapping the underlying error, so
 // errors.Is(err, syscall.EPERM) works when CAP_NET_ADMIN is missing.
 func New(opts Options) (*Endpoint, error) {
-	if opts.ReadBufferSize < 0 {
-		return nil, fmt.Errorf("tap: negative ReadBufferSize %d", opts.ReadBufferSize)
+	if opts.ReadBufferSize < 0 || opts.RecvBatch < 0 || opts.Queues < 0 || opts.Queues > MaxQueues {
+		return nil, fmt.Errorf("tap: ReadBufferSize (%d) and RecvBatch (%d) must not be negative, Queues (%d) must be 0..%d",
+			opts.ReadBufferSize, opts.RecvBatch, opts.Queues, MaxQueues)
 	}
 	if len(opts.Name) >= unix.IFNAMSIZ {
 		return nil, opError(opts.Name, unix.EINVAL)
 	}
-	ifce, err := water.New(water.Config{
-		DeviceType: water.TAP,
-		PlatformSpecificParams: water.PlatformSpecificParams{
-			Name:    opts.Name,
-			Persist: opts.Persist,
-		},
-	})
-	if err != nil {
-		return nil, opError(opts.Name, err)
+	nq := max(opts.Queues, 1)
+	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
+	if !opts.NoOffloads {
+		flags |= unix.IFF_VNET_HDR
 	}
-	f, ok := ifce.ReadWriteCloser.(*os.File)
-	if !ok {
-		ifce.Close()
-		return nil, opError(opts.Name, fmt.Errorf("water returned %T, want *os.File", ifce.ReadWriteCloser))
+	if nq > 1 {
+		flags |= unix.IFF_MULTI_QUEUE
 	}
-	e := &Endpoint{name: ifce.Name(), file: f}
-	if e.rc, err = f.SyscallConn(); err != nil {
-		f.Close()
-		return nil, opError(e.name, err)
+	rbs := opts.ReadBufferSize
+	if rbs == 0 {
+		rbs = DefaultReadBufferSize
+	}
+	batch := opts.RecvBatch
+	if batch == 0 {
+		batch = DefaultRecvBatch
+	}
+	e := &Endpoint{name: opts.Name, vnet: !opts.NoOffloads}
+	for i := 0; i < nq; i++ {
+		f, name, err := openTUN(e.name, flags)
+		if err != nil {
+			e.closeFiles()
+			return nil, opError(e.name, err)
+		}
+		e.name = name // the kernel's choice when opts.Name was empty
+		q := &queue{ep: e, file: f, rxBatch: batch, rxLens: make([]int, readsPerWake)}
+		for range readsPerWake {
+			q.rxBufs = append(q.rxBufs, make([]byte, rbs))
+		}
+		q.readFn = q.read
+		q.writeFn = q.writev
+		e.queues = append(e.queues, q)
+		if q.rc, err = f.SyscallConn(); err != nil {
+			e.closeFiles()
+			return nil, opError(e.name, err)
+		}
+		if i > 0 {
+			continue
+		}
+		if e.vnet {
+			if err := ioctlInt(f, unix.TUNSETOFFLOAD, tunOffloads, "ioctl TUNSETOFFLOAD"); err != nil {
+				e.closeFiles()
+				return nil, opError(e.name, err)
+			}
+		}
+		if opts.Persist {
+			if err := ioctlInt(f, unix.TUNSETPERSIST, 1, "ioctl TUNSETPERSIST"); err != nil {
+				e.closeFiles()
+				return nil, opError(e.name, err)
+			}
+		}
 	}
 	mtu, err := bringUp(e.name)
 	if err != nil {
-		f.Close()
+		e.closeFiles()
 		return nil, opError(e.name, err)
 	}
 	if opts.MTU != 0 {
 		mtu = opts.MTU
 	}
 	e.mtu.Store(mtu)
+	// The file stays bound to the device, whichever namespace later reads it.
+	e.txDropped, _ = os.Open("/sys/class/net/" + e.name + "/statistics/tx_dropped")
 	e.addr = opts.LinkAddress
 	if e.addr == "" {
 		var mac [6]byte
@@ -201,15 +333,47 @@ func New(opts Options) (*Endpoint, error) {
 		mac[0] = mac[0]&^1 | 2 // unicast, locally administered
 		e.addr = tcpip.LinkAddress(mac[:])
 	}
-	rbs := opts.ReadBufferSize
-	if rbs == 0 {
-		rbs = DefaultReadBufferSize
-	}
-	e.rxBuf = make([]byte, rbs)
-	e.txIovs = make([]unix.Iovec, 0, 16)
-	e.readFn = e.read
-	e.writeFn = e.writev
 	return e, nil
+}
+
+// openTUN opens /dev/net/tun non-blocking and attaches it (TUNSETIFF) to
+// the TAP name with flags; it returns the file and the device's name.
+func openTUN(name string, flags uint16) (*os.File, string, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, name, os.NewSyscallError("open /dev/net/tun", err)
+	}
+	req, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, name, err
+	}
+	req.SetUint16(flags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, req); err != nil {
+		unix.Close(fd)
+		return nil, name, os.NewSyscallError("ioctl TUNSETIFF", err)
+	}
+	// The fd is non-blocking, so os.NewFile registers it with the Go
+	// poller: the receive goroutine parks instead of holding a thread, and
+	// Close wakes it.
+	return os.NewFile(uintptr(fd), "/dev/net/tun"), req.Name(), nil
+}
+
+// ioctlInt issues an ioctl whose argument is a plain integer on f.
+func ioctlInt(f *os.File, req uint, v int, call string) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var errno error
+	if err := rc.Control(func(fd uintptr) {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, uintptr(req), uintptr(v)); e != 0 {
+			errno = os.NewSyscallError(call, e)
+		}
+	}); err != nil {
+		return err
+	}
+	return errno
 }
 
 // ifreq is struct ifreq: name, then a 24-byte union of which we use the
@@ -247,77 +411,172 @@ func bringUp(name string) (uint32, error) {
 	return uint32(*(*int32)(unsafe.Pointer(&r.union[0]))), nil
 }
 
-// read is the RawConn.Read callback: one frame.
-func (e *Endpoint) read(fd uintptr) bool {
-	for {
-		n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&e.rxBuf[0])), uintptr(len(e.rxBuf)))
+// read is the RawConn.Read callback: up to len(rxBufs) frames, one read
+// each. It waits (false) only when the device is empty and nothing is
+// pending; when frames were delivered since the last EndBatch it returns
+// with rxDrained set instead, so that the loop ends the batch first.
+func (q *queue) read(fd uintptr) bool {
+	for q.rxN < len(q.rxBufs) {
+		b := q.rxBufs[q.rxN]
+		n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		switch errno {
+		case 0:
+			q.rxLens[q.rxN] = int(n)
+			q.rxN++
+			continue
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if q.rxN > 0 || q.rxPending > 0 {
+				q.rxDrained = true
+				return true
+			}
 			return false
 		}
-		e.rxN, e.rxErr = int(n), errno
+		q.rxErr = errno
 		return true
 	}
+	return true
 }
 
 // rxLoop reads frames until the device is closed.
-func (e *Endpoint) rxLoop() {
+func (q *queue) rxLoop() {
+	e := q.ep
 	defer e.wg.Done()
 	for {
-		if err := e.rc.Read(e.readFn); err != nil {
+		q.rxN, q.rxErr, q.rxDrained = 0, 0, false
+		err := q.rc.Read(q.readFn)
+		q.deliver()
+		if err != nil {
+			q.endBatch()
 			return // closed
 		}
-		switch {
-		case e.rxErr != 0:
-			e.rxErrors.Add(1)
-			continue
-		case e.rxN >= len(e.rxBuf):
-			e.rxTrunc.Add(1)
-			continue
-		case e.rxN == 0:
-			continue
+		if q.rxErr != 0 {
+			q.rxErrors.Add(1)
 		}
-		e.mu.RLock()
-		d := e.dispatcher
-		e.mu.RUnlock()
-		if d == nil {
-			e.rxNoDisp.Add(1)
-			continue
+		if q.rxDrained || q.rxPending >= q.rxBatch {
+			q.endBatch()
 		}
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(e.rxBuf[:e.rxN])})
-		d.DeliverNetworkPacket(0, pkt)
-		pkt.DecRef()
-		e.rxPackets.Add(1)
-		e.rxBytes.Add(uint64(e.rxN))
 	}
 }
 
-// writev is the RawConn.Write callback: one frame from txIovs.
-func (e *Endpoint) writev(fd uintptr) bool {
-	for {
-		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&e.txIovs[0])), uintptr(len(e.txIovs)))
-		switch errno {
-		case unix.EINTR:
+// deliver hands the rxN frames read to the dispatcher.
+func (q *queue) deliver() {
+	e := q.ep
+	hdrLen := 0
+	if e.vnet {
+		hdrLen = virtionet.HdrLen
+	}
+	e.mu.RLock()
+	d := e.dispatcher
+	e.mu.RUnlock()
+	for i := 0; i < q.rxN; i++ {
+		buf, n := q.rxBufs[i], q.rxLens[i]
+		switch {
+		case n >= len(buf):
+			q.rxTrunc.Add(1)
 			continue
+		case n == 0:
+			continue
+		case n < hdrLen+header.EthernetMinimumSize:
+			q.rxShort.Add(1)
+			continue
+		case d == nil:
+			q.rxNoDisp.Add(1)
+			continue
+		}
+		frame := buf[hdrLen:n]
+		validated := false
+		if e.vnet {
+			h := virtionet.Decode(buf)
+			validated = h.Flags&(virtionet.FlagNeedsCsum|virtionet.FlagDataValid) != 0
+			if h.GSOType&^virtionet.GSOECN != virtionet.GSONone {
+				q.rxGSO.Add(1)
+			}
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+		pkt.RXChecksumValidated = validated
+		d.DeliverNetworkPacket(0, pkt)
+		pkt.DecRef()
+		q.rxPackets.Add(1)
+		q.rxBytes.Add(uint64(len(frame)))
+		if validated {
+			q.rxCsum.Add(1)
+		}
+		q.rxPending++
+	}
+}
+
+// endBatch tells the dispatcher, if it wants to know, that the frames
+// delivered since the last call are a batch.
+func (q *queue) endBatch() {
+	if q.rxPending == 0 {
+		return
+	}
+	q.rxPending = 0
+	q.ep.mu.RLock()
+	d := q.ep.dispatcher
+	q.ep.mu.RUnlock()
+	if be, ok := d.(interface{ EndBatch() }); ok {
+		be.EndBatch()
+	}
+}
+
+// writev is the RawConn.Write callback: one writev per frame of the batch,
+// from txDone on, until all are written, one fails, or the device says
+// EAGAIN (false: wait until it is writable).
+func (q *queue) writev(fd uintptr) bool {
+	for q.txDone < q.txCount {
+		first := q.txFirst[q.txDone]
+		end := len(q.txIovs)
+		if q.txDone+1 < q.txCount {
+			end = q.txFirst[q.txDone+1]
+		}
+		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.txIovs[first])), uintptr(end-first))
+		switch errno {
+		case 0:
+			q.txDone++
+		case unix.EINTR:
 		case unix.EAGAIN:
 			return false
+		default:
+			q.txErr = errno
+			return true
 		}
-		e.txErr = errno
-		return true
 	}
+	return true
 }
 
 // WritePackets implements stack.LinkWriter.WritePackets: each packet is
-// written as one frame with one writev.
+// written as one frame with one writev, on the queue the first packet's
+// hash selects. With offloads a TCP GSO packet leaves as one GSO frame
+// (see the package doc).
 func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
-	e.txMu.Lock()
-	defer e.txMu.Unlock()
-	sent := 0
-	for _, pkt := range pkts.AsSlice() {
-		e.txIovs = e.txIovs[:0]
-		size := 0
+	s := pkts.AsSlice()
+	if len(s) == 0 {
+		return 0, nil
+	}
+	q := e.queues[s[0].Hash%uint32(len(e.queues))]
+	q.txMu.Lock()
+	defer q.txMu.Unlock()
+	if e.vnet && len(q.txVnet) < len(s) {
+		q.txVnet = make([][virtionet.HdrLen]byte, len(s))
+	}
+	q.txIovs, q.txFirst = q.txIovs[:0], q.txFirst[:0]
+	var bytes, gso uint64
+	for i, pkt := range s {
+		q.txFirst = append(q.txFirst, len(q.txIovs))
+		if e.vnet {
+			h := virtionet.ForPacket(pkt)
+			if h.GSOType != virtionet.GSONone {
+				gso++
+			}
+			h.Encode(q.txVnet[i][:])
+			var iov unix.Iovec
+			iov.Base = &q.txVnet[i][0]
+			iov.SetLen(virtionet.HdrLen)
+			q.txIovs = append(q.txIovs, iov)
+		}
 		vl, off := pkt.AsViewList()
 		for v := vl.Front(); v != nil; v = v.Next() {
 			b := v.AsSlice()
@@ -330,43 +589,62 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			var iov unix.Iovec
 			iov.Base = &b[0]
 			iov.SetLen(len(b))
-			e.txIovs = append(e.txIovs, iov)
-			size += len(b)
+			q.txIovs = append(q.txIovs, iov)
+			bytes += uint64(len(b))
 		}
-		if size == 0 {
-			sent++
-			continue
-		}
-		e.txErr = 0
-		err := e.rc.Write(e.writeFn)
-		clear(e.txIovs)
-		if err != nil {
-			return sent, &tcpip.ErrClosedForSend{}
-		}
-		if e.txErr != 0 {
-			e.txErrors.Add(1)
-			return sent, tcpip.TranslateErrno(e.txErr)
-		}
-		sent++
-		e.txPackets.Add(1)
-		e.txBytes.Add(uint64(size))
 	}
-	return sent, nil
+	q.txCount, q.txDone, q.txErr = len(s), 0, 0
+	err := q.rc.Write(q.writeFn)
+	// Views referenced by the iovecs stay alive through pkts until here.
+	clear(q.txIovs)
+	done := q.txDone
+	q.txPackets.Add(uint64(done))
+	if done == len(s) {
+		q.txBytes.Add(bytes)
+		q.txGSO.Add(gso)
+	}
+	if err != nil {
+		return done, &tcpip.ErrClosedForSend{}
+	}
+	if q.txErr != 0 {
+		q.txErrors.Add(1)
+		return done, tcpip.TranslateErrno(q.txErr)
+	}
+	return done, nil
 }
 
-// Stats returns the endpoint's counters.
+// Stats returns the endpoint's counters, summed over its queues.
 func (e *Endpoint) Stats() Stats {
-	return Stats{
-		RXPackets:     e.rxPackets.Load(),
-		RXBytes:       e.rxBytes.Load(),
-		RXTruncated:   e.rxTrunc.Load(),
-		RXNotAttached: e.rxNoDisp.Load(),
-		RXErrors:      e.rxErrors.Load(),
-		TXPackets:     e.txPackets.Load(),
-		TXBytes:       e.txBytes.Load(),
-		TXErrors:      e.txErrors.Load(),
+	var s Stats
+	if f := e.txDropped; f != nil {
+		var b [24]byte
+		if n, err := f.ReadAt(b[:], 0); n > 0 && (err == nil || errors.Is(err, io.EOF)) {
+			s.RXOverflow, _ = strconv.ParseUint(strings.TrimSpace(string(b[:n])), 10, 64)
+		}
 	}
+	for _, q := range e.queues {
+		s.RXPackets += q.rxPackets.Load()
+		s.RXBytes += q.rxBytes.Load()
+		s.RXChecksumValidated += q.rxCsum.Load()
+		s.RXGSOFrames += q.rxGSO.Load()
+		s.RXTruncated += q.rxTrunc.Load()
+		s.RXShort += q.rxShort.Load()
+		s.RXNotAttached += q.rxNoDisp.Load()
+		s.RXErrors += q.rxErrors.Load()
+		s.TXPackets += q.txPackets.Load()
+		s.TXBytes += q.txBytes.Load()
+		s.TXGSOFrames += q.txGSO.Load()
+		s.TXErrors += q.txErrors.Load()
+	}
+	return s
 }
+
+// GSOFrames reports whether WritePackets sends TCP GSO packets as single
+// frames for the kernel to segment (offloads on; see docs/CONTRACTS.md).
+func (e *Endpoint) GSOFrames() bool { return e.vnet }
+
+// Queues returns the number of queues.
+func (e *Endpoint) Queues() int { return len(e.queues) }
 
 // Name returns the TAP device's name.
 func (e *Endpoint) Name() string { return e.name }
@@ -401,7 +679,7 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
 // Attach implements stack.LinkEndpoint.Attach. The first non-nil dispatcher
-// starts the receive goroutine; it runs until Close. With a nil dispatcher
+// starts one receive goroutine per queue; they run until Close. With a nil dispatcher
 // frames are counted in Stats.RXNotAttached and dropped.
 func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 	e.mu.Lock()
@@ -411,8 +689,10 @@ func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
 		return
 	}
 	e.started = true
-	e.wg.Add(1)
-	go e.rxLoop()
+	for _, q := range e.queues {
+		e.wg.Add(1)
+		go q.rxLoop()
+	}
 }
 
 // IsAttached implements stack.LinkEndpoint.IsAttached.
@@ -423,7 +703,7 @@ func (e *Endpoint) IsAttached() bool {
 }
 
 // Wait implements stack.LinkEndpoint.Wait: it returns once the receive
-// goroutine has stopped (after Close).
+// goroutines have stopped (after Close).
 func (e *Endpoint) Wait() { e.wg.Wait() }
 
 // ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
@@ -442,14 +722,14 @@ func (e *Endpoint) SetOnCloseAction(f func()) {
 	e.onClose = f
 }
 
-// Close implements stack.LinkEndpoint.Close: it closes the TAP file (the
-// device goes unless Options.Persist), stopping the receive goroutine, and
+// Close implements stack.LinkEndpoint.Close: it closes the TAP files (the
+// device goes unless Options.Persist), stopping the receive goroutines, and
 // runs the on-close action. Safe to call more than once.
 func (e *Endpoint) Close() {
 	first := false
 	e.closeOnce.Do(func() {
 		first = true
-		e.file.Close()
+		e.closeFiles()
 	})
 	if !first {
 		return
@@ -462,5 +742,14 @@ func (e *Endpoint) Close() {
 	e.mu.RUnlock()
 	if f != nil {
 		f()
+	}
+}
+
+func (e *Endpoint) closeFiles() {
+	for _, q := range e.queues {
+		q.file.Close()
+	}
+	if e.txDropped != nil {
+		e.txDropped.Close()
 	}
 }

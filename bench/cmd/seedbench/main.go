@@ -36,11 +36,13 @@ on every exit, Ctrl-C included) and measures, interleaved over rounds:
    3  stock gVisor (fdbased on AF_PACKET), plain IP, no GSO
    4  mplsnode in ns0, no labels, the kernel forwards in ns1
    5  mplsnode ns0 (push 100) -> mplsnode LSR ns1 (pop) -> kernel ns2   <- the headline
+      (afpacket links in mode auto: packet rings; 5m: mode mmsg; 5q: ring, queues 2)
    6  6a: 3 labels (ns1 pops all three), IPv4; 6b: the same with IPv6 inside
    7  as 5 over TAP devices in Linux bridges instead of AF_PACKET
    8  8a: as 5 with set gso off; 8b: set gso stack (endpoint, the default, is 5)
    9  TCP_MAERTS (9a, 9b, 9c) and TCP_RR (9d, 9e, 9f) for 1, 2 and 5
-  10  LSR forwarding rate (bench/lsrrate): mplsnode swapping vs kernel IP forwarding
+  10  LSR forwarding rate (bench/lsrrate): mplsnode swapping (rings, mmsg,
+      rings with queues 2) vs kernel IP forwarding
 
 Every run uses the project's netperf: "mplsnode netperf" on kernel sockets or
 on a node's stack (--config) in ns0, "mplsnode netserver --kernel" in ns2.
@@ -149,7 +151,7 @@ func lsrRate(ctx context.Context, bin string, seconds float64, sizes []int, prog
 	out := make([]bench.LSRResult, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, bench.LSRResult{Config: r.Config, FrameSize: r.FrameSize, PPS: r.PPS,
-			CPUSecondsPerMpkt: r.CPUSecondsPerMpkt, Frames: r.Frames})
+			CPUSecondsPerMpkt: r.CPUSecondsPerMpkt, Frames: r.Frames, IngressDrops: r.IngressDrops})
 	}
 	return out, err
 }

@@ -137,8 +137,8 @@ func printTable(w io.Writer, results []lsrrate.Result) {
 	}
 	tw.Flush()
 	for _, r := range results {
-		if r.Config == lsrrate.ConfigMPLSNode && kernel[r.FrameSize] > 0 {
-			fmt.Fprintf(w, "%d B: mplsnode-swap / kernel-ipfwd pps = %.2f\n", r.FrameSize, r.PPS/kernel[r.FrameSize])
+		if r.Config != lsrrate.ConfigKernel && kernel[r.FrameSize] > 0 {
+			fmt.Fprintf(w, "%d B: %s / kernel-ipfwd pps = %.2f\n", r.FrameSize, r.Config, r.PPS/kernel[r.FrameSize])
 		}
 	}
 }

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/node"
+)
+
+// scapyPython is the Debian python3 that has python3-scapy.
+const scapyPython = "/usr/bin/python3"
+
+// issue12Class is one class of testdata/issue12.py and what the live LSR
+// must count for each frame of it.
+type issue12Class struct {
+	class string
+	count int
+	// switchDrops: label switch drop counters that move by count each;
+	// every other drop counter of the switch and of the ingress link
+	// stays.
+	switchDrops []string
+	// popped: frames forwarded (popped to IP towards ns2), each.
+	popped bool
+	// kernelCsum: ns2's kernel counter ("Tcp InCsumErrors" or "IpExt
+	// InCsumErrors") that must move by count: the frames reached it with
+	// the wrong checksum they were sent with.
+	kernelCsum [2]string
+}
+
+// TestIssue12HostileFrames sends issue 12's frames, crafted by python3-scapy
+// (testdata/issue12.py), from ns0's kernel side of the veth to the seed LSR
+// running as an `mplsnode run` process, class by class. After each class
+// the process must be alive with no panic logged, and its counters
+// (`mplsnode stats --json`) must have moved exactly as listed: the 23-byte
+// truncated explicit-null frames count ttl_expired and icmp_failed (they
+// crashed it before); label 3 and reserved labels under the popped label
+// are dropped by name, never forwarded still labelled to ns2's kernel,
+// which takes only IP; TTL-expired packets from the ingress subnet's
+// broadcast address or the LSR's own address draw no ICMP (icmp_bad_source,
+// icmp_sent unchanged); full-size contiguous ACK segments with a wrong TCP
+// or IPv4 header checksum are forwarded but not coalesced, and ns2's kernel
+// counts every one as a checksum error (coalesced into one GSO packet they
+// reached it with a fresh checksum and counted nothing). Checked by
+// planting each fix's removal in node's label switch: the truncated
+// classes kill the process; the reserved classes move forwarded instead;
+// the broadcast and own-source classes move icmp_sent; with GRO taking bad
+// segments, ns2 counts fewer checksum errors than segments sent.
+//
+// The same runs with the LSR's XDP label switch on (set forward xdp on,
+// GRO on ns2's veth so that it takes redirected frames; issue 14): the
+// program passes every hostile frame up to the userspace path, which
+// counts it exactly as without XDP, and pops the bad-checksum segments in
+// the kernel with their checksums still wrong (ns2 counts each).
+func TestIssue12HostileFrames(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
+		t.Skipf("needs python3-scapy (Debian package; scripts/deps.sh installs it) to craft frames: %v", err)
+	}
+	bin := buildBinary(t)
+	t.Run("userspace", func(t *testing.T) { issue12HostileFrames(t, bin, false) })
+	t.Run("xdp", func(t *testing.T) { issue12HostileFrames(t, bin, true) })
+}
+
+// xdpPopped returns the frames the LSR's XDP program popped to IP (0
+// without XDP).
+func xdpPopped(r node.Report) uint64 {
+	if r.XDP == nil {
+		return 0
+	}
+	return r.XDP.PoppedIP
+}
+
+func issue12HostileFrames(t *testing.T, bin string, xdp bool) {
+	o := seedOptions{}
+	if xdp {
+		o.conf1 = "set forward xdp on\n"
+		o.beforeLSR = func(s *seedProc) { s.ns2.MustExec("ethtool", "-K", s.v21, "gro", "on") }
+	}
+	s := newSeedProc(t, bin, "i12", o)
+	if xdp {
+		waitFor(t, &s.lsr.logs, "XDP label switch on")
+	}
+	lsrMAC := strings.TrimSpace(s.ns1.MustExec("cat", "/sys/class/net/"+s.v10+"/address"))
+	srcMAC := strings.TrimSpace(s.ns0.MustExec("cat", "/sys/class/net/"+s.v01+"/address"))
+	// Teach the LSR the next hop's MAC first (one transfer), so no class
+	// waits for ARP.
+	s.transfer(t, 1<<20, time.Minute, nil)
+
+	classes := []issue12Class{
+		{class: "null_v4_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
+		{class: "null_v6_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
+		{class: "implicit_null_under", count: 7, switchDrops: []string{"implicit_null_label"}},
+		{class: "gal_under", count: 7, switchDrops: []string{"reserved_label"}},
+		{class: "reserved_under", count: 11, switchDrops: []string{"reserved_label"}},
+		{class: "bcast_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+		{class: "own_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+		{class: "bad_tcp_csum", count: 40, popped: true, kernelCsum: [2]string{"Tcp", "InCsumErrors"}},
+		{class: "bad_ip_csum", count: 40, popped: true, kernelCsum: [2]string{"IpExt", "InCsumErrors"}},
+	}
+	for _, c := range classes {
+		before := s.lsr.mustReport()
+		var kBefore uint64
+		if c.kernelCsum[0] != "" {
+			kBefore = kernelCounter(t, s.ns2, c.kernelCsum)
+		}
+		// The LSR is stopped while the frames are sent, so that they wait
+		// in its socket and arrive in one receive batch, as a burst from a
+		// fast sender does: GRO merges only within a batch.
+		s.lsr.signal(syscall.SIGSTOP)
+		out, err := exec.Command("ip", "netns", "exec", s.ns0.Name(), scapyPython, "testdata/issue12.py",
+			"--iface", s.v01, "--dst", lsrMAC, "--src", srcMAC, c.class, strconv.Itoa(c.count)).CombinedOutput()
+		s.lsr.signal(syscall.SIGCONT)
+		if err != nil {
+			t.Fatalf("issue12.py %s: %v: %s", c.class, err, out)
+		}
+		var sent struct{ Sent, Len int }
+		if json.Unmarshal(out, &sent) != nil || sent.Sent != c.count {
+			t.Fatalf("issue12.py %s answered %q", c.class, out)
+		}
+		if c.class == "null_v4_trunc" && sent.Len != 23 {
+			t.Fatalf("the issue's frame is %d bytes, want 23", sent.Len)
+		}
+		want := map[string]uint64{}
+		for _, d := range c.switchDrops {
+			want[d] = uint64(c.count)
+		}
+		// Wait until the switch has seen every frame (the ingress link
+		// hands each to it), then let the counters settle a moment.
+		var after node.Report
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var err error
+			if after, err = s.lsr.report(); err != nil {
+				l := s.lsr.logs.String()
+				t.Fatalf("%s: the LSR does not answer (%v); the end of its log:\n%s", c.class, err, l[max(0, len(l)-3000):])
+			}
+			// Frames the XDP program popped never reach the userspace
+			// switch.
+			handled := func(r node.Report) uint64 { return inLink(r, s.v10).RXForwarded + xdpPopped(r) }
+			if handled(after)-handled(before) >= uint64(c.count) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the LSR handled %d of %d frames in 10 s", c.class, handled(after)-handled(before), c.count)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		after = s.lsr.mustReport()
+		for k, v := range after.LabelSwitch.Drops {
+			if got := v - before.LabelSwitch.Drops[k]; got != want[k] {
+				t.Errorf("%s: switch drop %s moved by %d, want %d", c.class, k, got, want[k])
+			}
+		}
+		for k, v := range inLink(after, s.v10).Drops {
+			if got := v - inLink(before, s.v10).Drops[k]; got != 0 {
+				t.Errorf("%s: link %s drop %s moved by %d, want 0", c.class, s.v10, k, got)
+			}
+		}
+		fwd := after.LabelSwitch.PoppedIP - before.LabelSwitch.PoppedIP
+		inKernel := xdpPopped(after) - xdpPopped(before)
+		if c.popped && xdp {
+			// The program pops these itself (their labels and TTLs are
+			// fine; it never reads TCP), so they leave the kernel with
+			// the checksums they came with.
+			if fwd != 0 || inKernel != uint64(c.count) {
+				t.Errorf("%s: popped %d in userspace and %d by XDP, want 0 and %d", c.class, fwd, inKernel, c.count)
+			}
+			fwd = inKernel
+		} else if inKernel != 0 {
+			t.Errorf("%s: the XDP program popped %d frames, want 0 (it passes these up)", c.class, inKernel)
+		}
+		if icmp := after.LabelSwitch.ICMPSent - before.LabelSwitch.ICMPSent; icmp != 0 {
+			t.Errorf("%s: %d ICMP errors sent, want 0", c.class, icmp)
+		}
+		if c.popped {
+			if fwd != uint64(c.count) {
+				t.Errorf("%s: %d popped to IP, want %d", c.class, fwd, c.count)
+			}
+			if co := after.LabelSwitch.Coalesced - before.LabelSwitch.Coalesced; co != 0 {
+				t.Errorf("%s: %d segments coalesced, want 0 (their checksums are wrong)", c.class, co)
+			}
+			var got uint64
+			for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				got = kernelCounter(t, s.ns2, c.kernelCsum) - kBefore
+				if got >= uint64(c.count) || time.Now().After(end) {
+					break
+				}
+			}
+			if got != uint64(c.count) {
+				t.Errorf("%s: ns2's kernel counted %d %s %s, want %d: the rest arrived with valid checksums", c.class, got, c.kernelCsum[0], c.kernelCsum[1], c.count)
+			}
+		} else if fwd != 0 || after.LabelSwitch.Forwarded != before.LabelSwitch.Forwarded {
+			t.Errorf("%s: %d frames forwarded, want 0", c.class, after.LabelSwitch.Forwarded-before.LabelSwitch.Forwarded)
+		}
+	}
+	// Still a working LSR.
+	s.transfer(t, 4<<20, time.Minute, nil)
+	checkNoPanic(t, s)
+}
+
+// inLink returns the report of link name.
+func inLink(r node.Report, name string) node.LinkReport {
+	for _, l := range r.Links {
+		if l.Name == name {
+			return l
+		}
+	}
+	return node.LinkReport{}
+}
+
+// kernelCounter reads one counter of ns's kernel from /proc/net/snmp or
+// /proc/net/netstat (a header line "Group: names..." and a value line
+// "Group: values...").
+func kernelCounter(t *testing.T, ns *netns.NS, which [2]string) uint64 {
+	t.Helper()
+	text := ns.MustExec("cat", "/proc/net/snmp", "/proc/net/netstat")
+	lines := strings.Split(text, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != which[0]+":" || len(values) != len(names) || values[0] != names[0] {
+			continue
+		}
+		for j, n := range names {
+			if n == which[1] {
+				v, err := strconv.ParseUint(values[j], 10, 64)
+				if err != nil {
+					t.Fatalf("%s %s: %v", which[0], which[1], err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %s %s in ns %s's /proc/net/snmp or netstat", which[0], which[1], ns.Name())
+	return 0
+}

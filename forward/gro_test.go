@@ -1,0 +1,261 @@
+package forward_test
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/mplsnode/mplsnode/mplstest"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// gsoLink is a batchLink whose lower link takes TCP GSO frames, like
+// link/afpacket with GSOFrames.
+type gsoLink struct {
+	*batchLink
+	pkts []*gstack.PacketBuffer
+}
+
+func (*gsoLink) GSOFrames() bool { return true }
+
+// WritePackets keeps a reference to each packet written, for its
+// GSOOptions, and passes it on.
+func (l *gsoLink) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error) {
+	for _, p := range pkts.AsSlice() {
+		p.IncRef()
+		l.pkts = append(l.pkts, p)
+	}
+	return l.batchLink.WritePackets(pkts)
+}
+
+func (l *gsoLink) release() {
+	for _, p := range l.pkts {
+		p.DecRef()
+	}
+	l.pkts = nil
+}
+
+// groLSR starts the node of conf with in0 on a link that ends its receive
+// batches and out0 on one that takes GSO frames, next hop resolved to
+// macNext on out0; it is closed when the test ends.
+func groLSR(t testing.TB, spec lsrSpec, nextHop netip.Addr) (plane, *batchLink, *gsoLink) {
+	t.Helper()
+	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
+	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
+	n := startPlane(t, spec, in, out)
+	t.Cleanup(func() {
+		out.release()
+		in.Drain()
+		out.Drain()
+	})
+	n.neighbor(t, "out0", nextHop, macNext)
+	return n, in, out
+}
+
+// seg is a TCP segment 10.1.0.2:1000 -> 10.9.9.9:2000 (DF, ACK) with
+// payload bytes from data at offset off, sequence number 1000+off.
+func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
+	return mplstest.IPv4TCP(mplstest.TCP{
+		Src: netip.MustParseAddrPort("10.1.0.2:1000"), Dst: netip.MustParseAddrPort("10.9.9.9:2000"),
+		Seq: uint32(1000 + off), Ack: 77, Flags: header.TCPFlagAck | flags, DF: true,
+		Options: []byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}, // NOP NOP timestamps
+		Payload: data[off : off+n],
+	})
+}
+
+// TestLabelSwitchCoalesces pops a receive batch of TCP segments of one flow
+// (label 102) towards a link that takes GSO frames: they leave as one GSO
+// packet whose payload is theirs in order, with the headers of the whole
+// (length, PSH of the last, partial checksum) and the first segment's size
+// as MSS. A segment after the PSH, though in sequence, is not merged.
+func TestLabelSwitchCoalesces(t *testing.T) {
+	n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
+	// The first batch teaches the endpoint that in0 ends its batches.
+	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
+	in.endBatch(t)
+	out.Drain()
+	out.release()
+
+	const mss, count = 1400, 20
+	data := make([]byte, mss*count+300)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for i := range count {
+		inject(in.Endpoint, labelled([]uint32{102}, 64, seg(data, i*mss, mss, 0)))
+	}
+	// The tail: shorter, with PSH: it joins and ends the packet.
+	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(data, count*mss, 300, header.TCPFlagPsh)))
+	// Nothing joins after PSH, even in sequence.
+	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(append(data, make([]byte, 100)...), count*mss+300, 100, 0)))
+	in.endBatch(t)
+
+	if len(out.pkts) != 2 {
+		t.Fatalf("%d packets written, want 2 (the coalesced one and the one after PSH); switch %+v", len(out.pkts), n.sw.Stats())
+	}
+	g := out.pkts[0]
+	var frame []byte
+	for _, v := range g.AsSlices() {
+		frame = append(frame, v...)
+	}
+	ip := header.IPv4(frame[header.EthernetMinimumSize:])
+	tcp := header.TCP(ip.Payload())
+	if g.GSOOptions.Type != gstack.GSOTCPv4 || g.GSOOptions.MSS != mss || !g.GSOOptions.NeedsCsum || g.GSOOptions.CsumOffset != 16 {
+		t.Errorf("GSO options %+v, want TCPv4, MSS %d, partial checksum at 16", g.GSOOptions, mss)
+	}
+	if int(ip.TotalLength()) != len(frame)-header.EthernetMinimumSize || !ip.IsChecksumValid() {
+		t.Errorf("IP total length %d for %d bytes, checksum valid %v", ip.TotalLength(), len(frame)-header.EthernetMinimumSize, ip.IsChecksumValid())
+	}
+	if got, want := tcp.Payload(), data[:count*mss+300]; !bytes.Equal(got, want) {
+		t.Errorf("coalesced payload: %d bytes, equal %v; want the %d bytes of the segments in order", len(got), bytes.Equal(got, want), len(want))
+	}
+	if tcp.SequenceNumber() != 1000 || tcp.Flags() != header.TCPFlagAck|header.TCPFlagPsh || tcp.AckNumber() != 77 {
+		t.Errorf("TCP seq %d flags %v ack %d; want 1000, ACK|PSH, 77", tcp.SequenceNumber(), tcp.Flags(), tcp.AckNumber())
+	}
+	want := header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), uint16(len(ip.Payload())))
+	if tcp.Checksum() != want {
+		t.Errorf("TCP checksum %#x, want the pseudo-header sum %#x (partial)", tcp.Checksum(), want)
+	}
+	if p := out.pkts[1]; p.GSOOptions.Type != gstack.GSONone {
+		t.Errorf("the segment after PSH left as GSO %+v; want a plain frame", p.GSOOptions)
+	}
+	st := n.sw.Stats()
+	if st.Forwarded != 1+count+2 || st.Coalesced != count || st.PoppedIP != 1+count+2 {
+		t.Errorf("forwarded %d coalesced %d popped %d; want %d, %d, %d", st.Forwarded, st.Coalesced, st.PoppedIP, 1+count+2, count, 1+count+2)
+	}
+}
+
+// TestLabelSwitchCoalescesIPv6 is TestLabelSwitchCoalesces for IPv6 popped
+// from label 104: one GSO TCPv6 packet with the segments' payload in order.
+func TestLabelSwitchCoalescesIPv6(t *testing.T) {
+	n, in, out := groLSR(t, lsrV6, netip.MustParseAddr("2001:db8:2::2"))
+	seg6 := func(data []byte, off, size int) []byte {
+		return mplstest.IPv6TCP(mplstest.TCP{
+			Src: netip.MustParseAddrPort("[2001:db8:1::2]:1000"), Dst: netip.MustParseAddrPort("[2001:db8:9::9]:2000"),
+			Seq: uint32(5000 + off), Ack: 9, Flags: header.TCPFlagAck, Payload: data[off : off+size]})
+	}
+	inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(make([]byte, 10), 0, 10)))
+	in.endBatch(t)
+	out.Drain()
+	out.release()
+
+	const mss, count = 1200, 10
+	data := make([]byte, mss*count)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	for i := range count {
+		inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(data, i*mss, mss)))
+	}
+	in.endBatch(t)
+	if len(out.pkts) != 1 {
+		t.Fatalf("%d packets written, want 1; switch %+v", len(out.pkts), n.sw.Stats())
+	}
+	g := out.pkts[0]
+	var frame []byte
+	for _, v := range g.AsSlices() {
+		frame = append(frame, v...)
+	}
+	ip := header.IPv6(frame[header.EthernetMinimumSize:])
+	tcp := header.TCP(ip.Payload())
+	if g.GSOOptions.Type != gstack.GSOTCPv6 || g.GSOOptions.MSS != mss || g.GSOOptions.L3HdrLen != header.IPv6MinimumSize {
+		t.Errorf("GSO options %+v, want TCPv6, MSS %d, L3 40", g.GSOOptions, mss)
+	}
+	if int(ip.PayloadLength()) != len(frame)-header.EthernetMinimumSize-header.IPv6MinimumSize || ip.HopLimit() != 63 {
+		t.Errorf("payload length %d for %d bytes, hop limit %d (want 63)", ip.PayloadLength(), len(frame)-54, ip.HopLimit())
+	}
+	if !bytes.Equal(tcp.Payload(), data) || tcp.SequenceNumber() != 5000 {
+		t.Errorf("coalesced payload equal %v (%d bytes), seq %d; want the %d bytes from 5000", bytes.Equal(tcp.Payload(), data), len(tcp.Payload()), tcp.SequenceNumber(), len(data))
+	}
+	want := header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), ip.PayloadLength())
+	if tcp.Checksum() != want {
+		t.Errorf("TCP checksum %#x, want the pseudo-header sum %#x", tcp.Checksum(), want)
+	}
+	if st := n.sw.Stats(); st.Coalesced != count-1 || st.Forwarded != count+1 {
+		t.Errorf("coalesced %d forwarded %d; want %d, %d", st.Coalesced, st.Forwarded, count-1, count+1)
+	}
+}
+
+// TestLabelSwitchGROKeepsBadChecksums is issue 12's laundering case:
+// contiguous full-size ACK segments of one flow, popped towards a link that
+// takes GSO frames, whose TCP checksum (or IPv4 header checksum) is wrong.
+// Coalesced, they would leave as one GSO packet with a fresh partial
+// checksum that the receiving kernel completes, delivering corrupt data as
+// valid. They must not be coalesced, and each must leave with its wrong
+// checksum as it came. A bad segment between good ones breaks the packet:
+// neither the one before nor the one after joins across it. Checked by
+// planting: with emit's groOK forced true, the TCP and IP cases leave as
+// one GSO packet and this test fails.
+func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
+	const mss, count = 1400, 6
+	data := make([]byte, mss*count)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	badTCP := func(b []byte) { b[header.IPv4MinimumSize+16] ^= 0x5a }
+	badIP := func(b []byte) { b[10] ^= 0x5a }
+	for _, tc := range []struct {
+		name    string
+		corrupt func(i int, b []byte)
+		want    int // packets written
+	}{
+		{"wrong TCP checksum", func(_ int, b []byte) { badTCP(b) }, count},
+		{"wrong IPv4 header checksum", func(_ int, b []byte) { badIP(b) }, count},
+		{"one wrong TCP checksum in the middle", func(i int, b []byte) {
+			if i == 2 {
+				badTCP(b)
+			}
+		}, 3}, // [0 1] [2] [3 4 5]
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
+			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
+			in.endBatch(t)
+			out.Drain()
+			out.release()
+
+			sent := make([][]byte, count)
+			for i := range count {
+				b := seg(data, i*mss, mss, 0)
+				tc.corrupt(i, b)
+				sent[i] = b
+				inject(in.Endpoint, labelled([]uint32{102}, 64, b))
+			}
+			in.endBatch(t)
+			if len(out.pkts) != tc.want {
+				t.Fatalf("%d packets written, want %d; switch %+v", len(out.pkts), tc.want, n.sw.Stats())
+			}
+			if tc.want != count {
+				return
+			}
+			for i, p := range out.pkts {
+				var frame []byte
+				for _, v := range p.AsSlices() {
+					frame = append(frame, v...)
+				}
+				ip := header.IPv4(frame[header.EthernetMinimumSize:])
+				if p.GSOOptions.Type != gstack.GSONone {
+					t.Errorf("segment %d left as GSO %+v", i, p.GSOOptions)
+				}
+				// The pop decrements the TTL (uniform) and updates the
+				// header checksum incrementally: a wrong one stays wrong
+				// by the same amount; the TCP checksum is untouched.
+				if got, want := header.TCP(ip.Payload()).Checksum(), header.TCP(sent[i][header.IPv4MinimumSize:]).Checksum(); got != want {
+					t.Errorf("segment %d TCP checksum %#x, want %#x as sent", i, got, want)
+				}
+				if ipChecksum(ip[:header.IPv4MinimumSize]) == 0xffff && tc.name == "wrong IPv4 header checksum" {
+					t.Errorf("segment %d IPv4 header checksum verifies: laundered", i)
+				}
+				if !bytes.Equal(ip.Payload()[header.TCPMinimumSize+12:], data[i*mss:(i+1)*mss]) {
+					t.Errorf("segment %d payload changed", i)
+				}
+			}
+			if st := n.sw.Stats(); st.Coalesced != 0 {
+				t.Errorf("coalesced %d, want 0", st.Coalesced)
+			}
+		})
+	}
+}

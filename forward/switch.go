@@ -1,0 +1,949 @@
+package forward
+
+import (
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mplsnode/mplsnode/internal/drops"
+	"github.com/mplsnode/mplsnode/internal/icmp"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// Label switch limits.
+const (
+	// maxQueuedPerNextHop bounds the frames held per next hop while its MAC
+	// address is being resolved: enough for a TCP initial window plus
+	// slack; beyond it frames are dropped as queue_full, as Linux bounds its
+	// neighbour queue (unres_qlen_bytes).
+	maxQueuedPerNextHop = 64
+	// maxHeldPerLink bounds the frames held for one egress link within a
+	// receive batch before they are written anyway: one sendmmsg's worth.
+	maxHeldPerLink = 64
+	// maxNextHops bounds the next hops the switch keeps state for (each
+	// with its queue): transit to on-link destinations makes one per
+	// destination host, which a scan of a large subnet must not grow
+	// without bound. Beyond it frames are dropped as no_neighbor.
+	maxNextHops = 4096
+	// ipPeek is how much of the payload under the labels must be contiguous
+	// to read its IP header: the largest IPv4 header (60 bytes), which
+	// covers the 40-byte IPv6 header too.
+	ipPeek = header.IPv4MaximumHeaderSize
+)
+
+// Drop names why the label switch discarded a frame.
+type Drop uint8
+
+// Label switch drop reasons; String is the counter name.
+const (
+	// DropNotReady: a frame arrived before the node finished starting.
+	DropNotReady Drop = iota
+	// DropTTLExpired: the label TTL reached 0 at this hop (an ICMP time
+	// exceeded was sent back unless rate-limited).
+	DropTTLExpired
+	// DropNoEgressLink: the ILM entry names a link the node does not have.
+	DropNoEgressLink
+	// DropNoNeighbor: the next hop's MAC address could not be resolved.
+	DropNoNeighbor
+	// DropQueueFull: too many frames were waiting for the next hop's MAC.
+	DropQueueFull
+	// DropMTUExceeded: the outgoing frame is larger than the egress link
+	// MTU (a swap that pushes labels) and its packet may not be fragmented
+	// (IPv4 with DF, IPv6): the sender gets an ICMP fragmentation needed or
+	// Packet Too Big with the path MTU, unless rate-limited.
+	DropMTUExceeded
+	// DropUnknownPayload: a popped payload is neither bound nor IP.
+	DropUnknownPayload
+	// DropWriteError: the egress link refused the frame.
+	DropWriteError
+	// DropICMPRateLimited: an ICMP error was suppressed by the rate limit
+	// (the frame itself is counted as ttl_expired or mtu_exceeded).
+	DropICMPRateLimited
+	// DropICMPFailed: an ICMP error could not be sent (no
+	// route back, no source address, not an IP payload).
+	DropICMPFailed
+	// DropImplicitNull: the received label stack holds label 3
+	// (implicit null), which is signalled, never sent (RFC 3032 §2.1).
+	DropImplicitNull
+	// DropReservedLabel: popping the top label would expose a reserved
+	// label (1, 4-15: router alert, GAL, OAM alert, an entropy label
+	// indicator at the bottom, ...) that the node does not process; it is
+	// never forwarded on.
+	DropReservedLabel
+	// DropICMPBadSource: an ICMP error was not sent because the
+	// offending packet's source is not one host (unspecified, loopback,
+	// multicast, broadcast, a connected subnet's broadcast, class E) or is
+	// the node's own address (RFC 1812 §4.3.2.7, RFC 4443 §2.4). The frame
+	// itself is counted as ttl_expired or mtu_exceeded.
+	DropICMPBadSource
+	// DropNoRoute: a transit IP packet for a destination no route covers.
+	DropNoRoute
+	// DropMartianSource: a transit IP packet whose source names no single
+	// host (unspecified, loopback, multicast, broadcast, class E), is
+	// link-local, or is one of the node's own addresses: never forwarded
+	// (RFC 1812 §5.3.7, RFC 4291 §2.5.6).
+	DropMartianSource
+	// DropBadChecksum: a packet that needed its IPv4 header rewritten
+	// (fragmented to fit the egress link) has a header checksum that does
+	// not verify: a router checks it before rewriting the header (RFC 1812
+	// §5.2.2), so that a corrupt header never leaves with a valid one.
+	DropBadChecksum
+
+	numDrops
+)
+
+var dropNames = [numDrops]string{
+	DropNotReady:        "not_ready",
+	DropTTLExpired:      "ttl_expired",
+	DropNoEgressLink:    "no_egress_link",
+	DropNoNeighbor:      "no_neighbor",
+	DropQueueFull:       "queue_full",
+	DropMTUExceeded:     "mtu_exceeded",
+	DropUnknownPayload:  "unknown_payload",
+	DropWriteError:      "write_error",
+	DropICMPRateLimited: "icmp_rate_limited",
+	DropICMPFailed:      "icmp_failed",
+	DropImplicitNull:    "implicit_null_label",
+	DropReservedLabel:   "reserved_label",
+	DropICMPBadSource:   "icmp_bad_source",
+	DropBadChecksum:     "bad_checksum",
+	DropNoRoute:         "no_route",
+	DropMartianSource:   "martian_source",
+}
+
+var remedies = [numDrops]string{
+	DropNotReady:        "none: transient while the node starts",
+	DropTTLExpired:      "look for a forwarding loop or a too-small TTL at the ingress LER",
+	DropNoEgressLink:    "name an existing link in the label route (dev NAME)",
+	DropNoNeighbor:      "check that the next hop is up and answers ARP/NDP on the egress link",
+	DropQueueFull:       "the next hop answers ARP/NDP too slowly; check it",
+	DropMTUExceeded:     "none if the sender does path MTU discovery (it was told the MTU); else raise the egress link MTU or push fewer labels",
+	DropUnknownPayload:  "the payload under the popped label is not IP; bind the label or fix the sender",
+	DropWriteError:      "check the egress link (interface down, buffer full)",
+	DropICMPRateLimited: "none: ICMP errors are rate-limited on purpose",
+	DropICMPFailed:      "give the ingress link an address and a route back to the sender",
+	DropImplicitNull:    "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
+	DropReservedLabel:   "the label under the popped one is reserved (router alert, GAL, OAM, ...) and not processed here; fix the upstream label stack",
+	DropICMPBadSource:   "none: ICMP errors are never sent to broadcast, multicast, loopback, unspecified or own source addresses",
+	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
+	DropNoRoute:         "add a route to the destination (route add PREFIX via ADDR)",
+	DropMartianSource:   "a sender uses a source address no one may use, or spoofs the node's own; find it",
+}
+
+// String returns the counter name, e.g. "no_neighbor".
+func (r Drop) String() string {
+	if r < numDrops {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// Drops returns every label switch drop reason, in counter order.
+func Drops() []Drop {
+	rs := make([]Drop, numDrops)
+	for i := range rs {
+		rs[i] = Drop(i)
+	}
+	return rs
+}
+
+// Stats is a snapshot of the label switch counters.
+type Stats struct {
+	// Forwarded counts frames written to an egress link.
+	Forwarded uint64
+	// Swapped counts frames whose top label was swapped (with or without
+	// pushing more).
+	Swapped uint64
+	// PoppedIP counts frames popped to IP and forwarded.
+	PoppedIP uint64
+	// PoppedLabelled counts frames popped and forwarded still labelled.
+	PoppedLabelled uint64
+	// Queued counts frames that waited for a next hop's MAC address.
+	Queued uint64
+	// ICMPSent counts ICMP errors sent: time exceeded, fragmentation
+	// needed and Packet Too Big.
+	ICMPSent uint64
+	// Fragmented counts IPv4 packets (without DF) fragmented because they
+	// did not fit the egress link once labelled.
+	Fragmented uint64
+	// Coalesced counts popped TCP segments merged into the GSO packet of the
+	// segment before them (gro.go); Forwarded counts them too.
+	Coalesced uint64
+	// IPForwarded counts transit IP packets routed (ip.go), plain or
+	// labelled.
+	IPForwarded uint64
+	// Pushed counts transit IP packets that left labelled (the LER push).
+	Pushed uint64
+	// Drops counts discards by reason, indexed by Drop.
+	Drops [numDrops]uint64
+}
+
+// Drop returns the counter for reason r.
+func (s *Stats) Drop(r Drop) uint64 {
+	if r < numDrops {
+		return s.Drops[r]
+	}
+	return 0
+}
+
+// Switch is the node's transit data path: it implements
+// mplsendpoint.Forwarder and forwards labelled frames from link to link
+// without entering the TCP/IP stack (swap, swap and push, pop and forward
+// as IP or still labelled), with the next hop's MAC from the stack's
+// neighbour table. Create it with New, give it to
+// stack.Config.Forwarder, then Attach the stack.
+type Switch struct {
+	ttlModel mpls.TTLModel
+	log      *slog.Logger
+
+	st     atomic.Pointer[attached]
+	router atomic.Pointer[Router] // transit IP routes (ip.go)
+
+	nhMu sync.Mutex                              // serialises next hop creation
+	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
+	txs  atomic.Pointer[[]*heldTx]               // one per egress link; copy-on-write under nhMu
+
+	listPool sync.Pool // *gstack.PacketBufferList
+
+	ctr struct {
+		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
+		ipForwarded, pushed                                                                   atomic.Uint64
+		// drops counts discards by reason, one warning a second per reason.
+		drops *drops.Counters[Drop]
+	}
+}
+
+var _ mplsendpoint.BatchForwarder = (*Switch)(nil)
+
+// attached is what the switch needs from the running stack.
+// attached is the gVisor stack the switch forwards for: its NICs whose
+// link endpoints are MPLS endpoints, by name and by endpoint.
+type attached struct {
+	ns     *gstack.Stack
+	byName map[string]attachedLink
+	nics   map[*mplsendpoint.Endpoint]tcpip.NICID
+	// local holds the node's addresses and its IPv4 subnets' broadcast
+	// addresses: IP packets to them are the stack's, never transit.
+	local map[tcpip.Address]struct{}
+}
+
+// attachedLink is one of the stack's links.
+type attachedLink struct {
+	ep  *mplsendpoint.Endpoint
+	nic tcpip.NICID
+}
+
+type nextHopKey struct {
+	dev  string
+	addr netip.Addr
+}
+
+// nextHop is one (egress link, next hop address) pair with its resolution
+// state and its queue of frames waiting for the MAC address.
+type nextHop struct {
+	ls    *Switch
+	ep    *mplsendpoint.Endpoint
+	nic   tcpip.NICID
+	addr  tcpip.Address
+	proto tcpip.NetworkProtocolNumber
+
+	mac       atomic.Pointer[tcpip.LinkAddress]
+	onResolve func(gstack.LinkResolutionResult)
+
+	mu      sync.Mutex
+	queue   []*gstack.PacketBuffer
+	nQueued atomic.Int32
+
+	tx *heldTx // the egress link's frames held for the end of the batch
+}
+
+// heldTx holds the frames built for one egress link during a receive batch,
+// written together (one sendmmsg) at the batch's end.
+type heldTx struct {
+	ep   *mplsendpoint.Endpoint
+	gro  bool // ep's lower link takes TCP GSO frames: coalesce (gro.go)
+	mu   sync.Mutex
+	list gstack.PacketBufferList
+	segs []int        // received frames in each held packet (more than 1 once coalesced)
+	flow groFlow      // the held packet later segments may join
+	n    atomic.Int32 // list.Len(), read without mu
+}
+
+// hold adds out, resolved for nh, to the egress link's held list; a full
+// list is written at once. Later segments may join out (GRO) only if
+// groOK: its checksums verified. It consumes out's reference.
+func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
+	tx := nh.tx
+	tx.mu.Lock()
+	tx.list.PushBack(out)
+	tx.segs = append(tx.segs, 1)
+	switch {
+	case tx.gro && groOK:
+		tx.flow.start(nh, out)
+	case tx.gro:
+		tx.flow.pkt = nil // nothing may join a packet whose checksums fail
+	}
+	if tx.n.Add(1) >= maxHeldPerLink {
+		ls.writeHeld(tx)
+	}
+	tx.mu.Unlock()
+}
+
+// coalesce merges payload, a popped IP packet for eg.nh whose checksums
+// verified (groOK), into the packet held for the egress link when it
+// continues that packet's TCP flow (gro.go), and reports whether it did
+// (then it owns payload).
+func (ls *Switch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) bool {
+	tx := eg.nh.tx
+	if !groOK || !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
+		return false
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if !tx.flow.coalesce(eg.nh, eg.typ == header.IPv6ProtocolNumber, payload) {
+		return false
+	}
+	tx.segs[len(tx.segs)-1]++
+	ls.ctr.coalesced.Add(1)
+	return true
+}
+
+// writeHeld writes tx's frames and releases them. Callers hold tx.mu.
+func (ls *Switch) writeHeld(tx *heldTx) {
+	held := tx.list.Len()
+	if held == 0 {
+		return
+	}
+	n, _ := tx.ep.WriteRawFrames(tx.list)
+	tx.list.Reset() // releases the frames
+	tx.n.Store(0)
+	tx.flow.pkt = nil
+	var sent, lost uint64
+	for i, k := range tx.segs {
+		if i < n {
+			sent += uint64(k)
+		} else {
+			lost += uint64(k)
+		}
+	}
+	tx.segs = tx.segs[:0]
+	ls.ctr.forwarded.Add(sent)
+	if lost != 0 {
+		ls.drop(DropWriteError, lost, 0)
+	}
+}
+
+// EndBatch implements mplsendpoint.BatchForwarder: the ingress link has
+// delivered a receive batch, so the frames held for every egress link are
+// written, one batch per link.
+func (ls *Switch) EndBatch(*mplsendpoint.Endpoint) {
+	for _, tx := range *ls.txs.Load() {
+		if tx.n.Load() == 0 {
+			continue
+		}
+		tx.mu.Lock()
+		ls.writeHeld(tx)
+		tx.mu.Unlock()
+	}
+}
+
+// New returns a label switch applying the TTL model on pop.
+// logger receives rate-limited drop warnings (nil: slog.Default()).
+func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ls := &Switch{ttlModel: model, log: logger}
+	ls.ctr.drops = drops.New[Drop]("label switch: drop", dropNames[:], remedies[:], logger)
+	empty := map[nextHopKey]*nextHop{}
+	ls.nhs.Store(&empty)
+	ls.txs.Store(&[]*heldTx{})
+	ls.listPool.New = func() any { return new(gstack.PacketBufferList) }
+	return ls
+}
+
+// Attach gives the switch the running gVisor stack whose links it forwards
+// between: every NIC whose link endpoint is an *mplsendpoint.Endpoint, by
+// its NIC name (the device an ILM entry names). The stack's neighbour
+// table resolves next hops and its routes carry the ICMP errors the switch
+// sends. Frames arriving before Attach are dropped as not_ready.
+func (ls *Switch) Attach(ns *gstack.Stack) {
+	st := &attached{ns: ns, byName: map[string]attachedLink{}, nics: map[*mplsendpoint.Endpoint]tcpip.NICID{},
+		local: map[tcpip.Address]struct{}{}}
+	for _, addrs := range ns.AllAddresses() {
+		for _, pa := range addrs {
+			st.local[pa.AddressWithPrefix.Address] = struct{}{}
+			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				sn := pa.AddressWithPrefix.Subnet()
+				st.local[sn.Broadcast()] = struct{}{}
+			}
+		}
+	}
+	for id, info := range ns.NICInfo() {
+		if info.Name == "" {
+			continue
+		}
+		ep, ok := ns.GetLinkEndpointByName(info.Name).(*mplsendpoint.Endpoint)
+		if !ok {
+			continue // the loopback, or a link that is not an MPLS endpoint
+		}
+		st.byName[info.Name] = attachedLink{ep: ep, nic: id}
+		st.nics[ep] = id
+	}
+	ls.st.Store(st)
+}
+
+// Stats returns a snapshot of the counters.
+func (ls *Switch) Stats() Stats {
+	c := &ls.ctr
+	s := Stats{
+		Forwarded:      c.forwarded.Load(),
+		Swapped:        c.swapped.Load(),
+		PoppedIP:       c.poppedIP.Load(),
+		PoppedLabelled: c.poppedLabelled.Load(),
+		Queued:         c.queued.Load(),
+		ICMPSent:       c.icmpSent.Load(),
+		Fragmented:     c.fragmented.Load(),
+		Coalesced:      c.coalesced.Load(),
+		IPForwarded:    c.ipForwarded.Load(),
+		Pushed:         c.pushed.Load(),
+	}
+	c.drops.Snapshot(s.Drops[:])
+	return s
+}
+
+// drop counts n discards for r and logs at most one warning a second per
+// reason.
+func (ls *Switch) drop(r Drop, n uint64, label mpls.Label) {
+	ls.ctr.drops.Add(r, n, int64(label), nil)
+}
+
+// Forward implements mplsendpoint.Forwarder: it swaps or pops the matched
+// label, decrements the TTL (RFC 3032 §2.4.1), and writes the new frame to
+// the ILM entry's next hop. An expiring TTL yields an ICMP time exceeded
+// with the received label stack (RFC 4950).
+func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
+	ent := req.Entry
+	top := req.Labels[req.Top]
+	st := ls.st.Load()
+	if st == nil {
+		ls.drop(DropNotReady, 1, top.Label)
+		return
+	}
+	// The TTL that arrived: in the uniform model every label above the
+	// matched one counted the same hops, so the outermost one is the
+	// packet's TTL; in the pipe model the matched label's own TTL.
+	inTTL := top.TTL
+	if ls.ttlModel == mpls.TTLUniform {
+		inTTL = req.Labels[0].TTL
+	}
+	outTTL, err := mpls.ForwardTTL(inTTL)
+	if err != nil {
+		ls.drop(DropTTLExpired, 1, top.Label)
+		ls.sendICMPError(st, in, req, icmpTimeExceeded, 0)
+		return
+	}
+	for _, e := range req.Labels {
+		if e.Label == mpls.LabelImplicitNull {
+			ls.drop(DropImplicitNull, 1, top.Label)
+			return
+		}
+	}
+	rest := req.Labels[req.Top+1:]
+	if ent.Action != mpls.ILMSwap {
+		var ok bool
+		if rest, ok = exposedLabels(rest); !ok {
+			ls.drop(DropReservedLabel, 1, top.Label)
+			return
+		}
+	}
+	nh := ls.nextHop(st, ent.Device, ent.NextHop)
+	if nh == nil {
+		ls.drop(DropNoEgressLink, 1, top.Label)
+		return
+	}
+	nOut := len(rest)
+	if ent.Action == mpls.ILMSwap {
+		nOut += len(ent.OutLabels)
+	}
+	data := req.Packet.Data()
+	payloadOff := len(req.Frame)
+	payloadLen := data.Size() - payloadOff
+	typ := mplsendpoint.EthertypeMPLSUnicast
+	if nOut == 0 {
+		// Pop to IP: find the payload type, apply the TTL model.
+		b, ok := data.PullUp(min(data.Size(), payloadOff+ipPeek))
+		if !ok {
+			ls.drop(DropUnknownPayload, 1, top.Label)
+			return
+		}
+		ip := b[payloadOff:]
+		p, err := mpls.InferPayload(ent.Payload, top.Label, ip)
+		if err == nil {
+			err = mpls.PopTTL(ls.ttlModel, outTTL, p, ip)
+		}
+		if err != nil {
+			ls.drop(DropUnknownPayload, 1, top.Label)
+			return
+		}
+		typ = header.IPv4ProtocolNumber
+		if p == mpls.PayloadIPv6 {
+			typ = header.IPv6ProtocolNumber
+		}
+	}
+	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
+	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: ent.Action == mpls.ILMSwap, out: ent.OutLabels,
+		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched,
+		csumValid: req.Packet.RXChecksumValidated}
+	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
+		ls.tooBig(st, in, req, &eg, top.Label)
+		return
+	}
+	buf := data.ToBuffer()
+	buf.TrimFront(int64(payloadOff))
+	ls.countAction(&eg)
+	ls.emit(st, &eg, buf, top.Label)
+}
+
+// exposedLabels returns the labels a pop leaves on the frame, rest, once
+// reserved labels the pop exposes are dealt with: an entropy label
+// indicator and its entropy label are popped too (RFC 6790 §4.3: whoever
+// pops the label above the ELI pops the ELI and EL); explicit nulls stay
+// (the next hop pops them); any other reserved label (router alert, GAL,
+// OAM alert, 4-15) or an ELI at the bottom of the stack makes ok false: the
+// frame must not leave with it on top.
+func exposedLabels(rest []mpls.Entry) (out []mpls.Entry, ok bool) {
+	for len(rest) > 0 {
+		switch l := rest[0].Label; {
+		case l == mpls.LabelIPv4ExplicitNull || l == mpls.LabelIPv6ExplicitNull || !l.IsReserved():
+			return rest, true
+		case l == mpls.LabelEntropyIndicator && !rest[0].S && len(rest) >= 2:
+			rest = rest[2:]
+		default:
+			return nil, false
+		}
+	}
+	return rest, true
+}
+
+// egress is where and how the label switch sends one received frame: the
+// next hop, the new link header's ethertype and length, and the labels
+// that go in it.
+type egress struct {
+	nh     *nextHop
+	typ    tcpip.NetworkProtocolNumber
+	hdrLen int
+	swap   bool         // the top label is swapped for out
+	out    []mpls.Label // the labels a swap pushes, outermost first
+	rest   []mpls.Entry // the received labels below the top one
+	tc     uint8
+	ttl    uint8
+	hash   uint32
+	// batched: the ingress link ends its receive batches with EndBatch,
+	// so the frame may be held and written with the batch.
+	batched bool
+	// csumValid: the receive path validated the frame's checksums (the
+	// kernel's TP_STATUS_CSUM_VALID, or a partial checksum it will finish).
+	csumValid bool
+	// ip: a transit IP packet (ip.go), pushed labels in out if swap.
+	ip bool
+}
+
+// countAction counts what the switch did to one received frame.
+func (ls *Switch) countAction(eg *egress) {
+	switch {
+	case eg.ip:
+		ls.ctr.ipForwarded.Add(1)
+		if eg.swap {
+			ls.ctr.pushed.Add(1)
+		}
+	case eg.swap:
+		ls.ctr.swapped.Add(1)
+	case len(eg.rest) > 0:
+		ls.ctr.poppedLabelled.Add(1)
+	default:
+		ls.ctr.poppedIP.Add(1)
+	}
+}
+
+// emit puts eg's link header and labels in front of payload and transmits
+// the frame to eg's next hop. It takes ownership of payload.
+func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mpls.Label) {
+	// GRO rewrites the headers and leaves the TCP checksum for the peer's
+	// kernel to complete, which would make a corrupt segment valid: only
+	// segments whose checksums verify (or that the receive path validated)
+	// may coalesce; the others leave as they came.
+	groOK := false
+	if eg.batched && eg.nh.tx.gro {
+		groOK = eg.csumValid || checksumsValid(eg.typ, &payload)
+	}
+	if ls.coalesce(eg, &payload, groOK) {
+		return
+	}
+	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: eg.hdrLen, Payload: payload})
+	out.NetworkProtocolNumber = eg.typ
+	out.Hash = eg.hash
+	h := out.LinkHeader().Push(eg.hdrLen)
+	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.ep.LinkAddress(), Type: eg.typ})
+	off := header.EthernetMinimumSize
+	if eg.swap {
+		// NewILM rejected every label EncodeLabels refuses (implicit
+		// null, over 20 bits), so it cannot fail here.
+		n, _ := mpls.EncodeLabels(h[off:], eg.out, eg.tc, eg.ttl)
+		off += n
+		if len(eg.rest) > 0 && n > 0 { // the received labels below stay the bottom
+			last := mpls.DecodeEntry(h[off-mpls.EntryLen:])
+			last.S = false
+			last.Encode(h[off-mpls.EntryLen:])
+		}
+	}
+	for i, e := range eg.rest {
+		if i == 0 && !eg.swap && ls.ttlModel == mpls.TTLUniform {
+			// Popping to a label: uniform copies the TTL down.
+			e.TTL = eg.ttl
+		}
+		e.Encode(h[off:])
+		off += mpls.EntryLen
+	}
+	ls.transmit(st, eg.nh, out, label, eg.batched, groOK)
+}
+
+// tooBig handles a frame whose payload does not fit the egress link once
+// labelled (RFC 3032 §3): an IPv4 packet without DF is fragmented to the
+// path's IP MTU and each fragment labelled alike; any other packet is
+// dropped (mtu_exceeded) and its sender gets an ICMP fragmentation needed
+// or Packet Too Big naming that MTU, so that path MTU discovery converges.
+func (ls *Switch) tooBig(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
+	ipMTU := int(eg.nh.ep.LinkMTU()) - (eg.hdrLen - header.EthernetMinimumSize)
+	data := req.Packet.Data()
+	payloadOff := len(req.Frame)
+	b, ok := data.PullUp(data.Size())
+	if ok && ipMTU >= header.IPv4MinimumMTU {
+		ip := b[payloadOff:]
+		bottom := req.Labels[len(req.Labels)-1].Label
+		if p, err := mpls.InferPayload(mpls.PayloadNone, bottom, ip); err == nil && p == mpls.PayloadIPv4 &&
+			header.IPv4(ip).Flags()&header.IPv4FlagDontFragment == 0 {
+			if !header.IPv4(ip).IsChecksumValid() {
+				// Each fragment gets a new header checksum: a corrupt
+				// header must not leave with valid ones.
+				ls.drop(DropBadChecksum, 1, label)
+				return
+			}
+			if frags, ok := fragmentIPv4(ip, ipMTU); ok {
+				ls.countAction(eg)
+				ls.ctr.fragmented.Add(1)
+				for _, f := range frags {
+					ls.emit(st, eg, buffer.MakeWithData(f), label)
+				}
+				return
+			}
+		}
+	}
+	ls.drop(DropMTUExceeded, 1, label)
+	if ipMTU > 0 {
+		ls.sendICMPError(st, in, req, icmpTooBig, uint32(ipMTU))
+	}
+}
+
+// nextHop returns the next hop state for (dev, addr), creating it on first
+// use; nil if dev is not one of the stack's links.
+func (ls *Switch) nextHop(st *attached, dev string, addr netip.Addr) *nextHop {
+	key := nextHopKey{dev: dev, addr: addr}
+	if nh, ok := (*ls.nhs.Load())[key]; ok {
+		return nh
+	}
+	ls.nhMu.Lock()
+	defer ls.nhMu.Unlock()
+	old := *ls.nhs.Load()
+	if nh, ok := old[key]; ok {
+		return nh
+	}
+	if len(old) >= maxNextHops {
+		return nil
+	}
+	l, ok := st.byName[dev]
+	if !ok || !addr.IsValid() {
+		return nil
+	}
+	ep, nic := l.ep, l.nic
+	nh := &nextHop{ls: ls, ep: ep, nic: nic, addr: tcpip.AddrFromSlice(addr.AsSlice()), proto: header.IPv4ProtocolNumber}
+	if addr.Is6() {
+		nh.proto = header.IPv6ProtocolNumber
+	}
+	nh.onResolve = nh.resolved
+	nh.tx = ls.heldFor(ep)
+	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
+	m := make(map[nextHopKey]*nextHop, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = nh
+	ls.nhs.Store(&m)
+	return nh
+}
+
+// heldFor returns the held-frames list of egress link ep, creating it on
+// first use. Callers hold nhMu.
+func (ls *Switch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
+	old := *ls.txs.Load()
+	for _, tx := range old {
+		if tx.ep == ep {
+			return tx
+		}
+	}
+	tx := &heldTx{ep: ep, gro: ep.LowerGSOFrames()}
+	txs := append(append(make([]*heldTx, 0, len(old)+1), old...), tx)
+	ls.txs.Store(&txs)
+	return tx
+}
+
+// transmit resolves nh's MAC address through the stack's neighbour table
+// (cached: the answer comes synchronously) and writes out, or queues it
+// while resolution runs. It consumes out's reference.
+func (ls *Switch) transmit(st *attached, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
+	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
+	switch terr.(type) {
+	case nil:
+		mac := nh.mac.Load()
+		if mac == nil { // unreachable: a nil error means onResolve ran
+			ls.drop(DropNoNeighbor, 1, label)
+			out.DecRef()
+			return
+		}
+		copy(out.LinkHeader().Slice(), *mac)
+		if batched {
+			ls.hold(nh, out, groOK)
+			return
+		}
+		ls.write(nh, out, label)
+	case *tcpip.ErrWouldBlock:
+		nh.mu.Lock()
+		if len(nh.queue) >= maxQueuedPerNextHop {
+			nh.mu.Unlock()
+			ls.drop(DropQueueFull, 1, label)
+			out.DecRef()
+			return
+		}
+		nh.queue = append(nh.queue, out)
+		nh.nQueued.Add(1)
+		nh.mu.Unlock()
+		ls.ctr.queued.Add(1)
+	default:
+		ls.drop(DropNoNeighbor, 1, label)
+		out.DecRef()
+	}
+}
+
+// write sends one frame on nh's link and releases it.
+func (ls *Switch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+	l := ls.listPool.Get().(*gstack.PacketBufferList)
+	l.PushBack(out)
+	n, _ := nh.ep.WriteRawFrames(*l)
+	l.Reset() // releases out
+	ls.listPool.Put(l)
+	if n == 1 {
+		ls.ctr.forwarded.Add(1)
+	} else {
+		ls.drop(DropWriteError, 1, label)
+	}
+}
+
+// resolved is the neighbour table's callback: it records the MAC address
+// and flushes (or, on failure, drops) the frames waiting for it.
+func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
+	if r.Err == nil {
+		if cur := nh.mac.Load(); cur == nil || *cur != r.LinkAddress {
+			mac := r.LinkAddress
+			nh.mac.Store(&mac)
+		}
+	}
+	if nh.nQueued.Load() == 0 {
+		return
+	}
+	nh.mu.Lock()
+	q := nh.queue
+	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
+	nh.nQueued.Store(0)
+	nh.mu.Unlock()
+	for _, pkt := range q {
+		if r.Err != nil {
+			nh.ls.drop(DropNoNeighbor, 1, 0)
+			pkt.DecRef()
+			continue
+		}
+		copy(pkt.LinkHeader().Slice(), r.LinkAddress)
+		nh.ls.write(nh, pkt, 0)
+	}
+}
+
+// Flush drops every queued and held frame: call it when the stack has
+// closed its links.
+func (ls *Switch) Flush() {
+	for _, tx := range *ls.txs.Load() {
+		tx.mu.Lock()
+		tx.list.Reset()
+		tx.n.Store(0)
+		tx.flow.pkt = nil
+		tx.segs = tx.segs[:0]
+		tx.mu.Unlock()
+	}
+	for _, nh := range *ls.nhs.Load() {
+		nh.mu.Lock()
+		for _, pkt := range nh.queue {
+			pkt.DecRef()
+		}
+		nh.queue = nh.queue[:0]
+		nh.nQueued.Store(0)
+		nh.mu.Unlock()
+	}
+}
+
+// icmpKind is the ICMP error the label switch sends back.
+type icmpKind int
+
+const (
+	// icmpTimeExceeded: the label TTL expired (RFC 3032 §2.4.1).
+	icmpTimeExceeded icmpKind = iota
+	// icmpTooBig: the packet does not fit the egress path (RFC 3032 §3).
+	icmpTooBig
+	// icmpNoRoute: no route to a transit packet's destination (RFC 1812
+	// §5.2.7.1, RFC 4443 §3.1).
+	icmpNoRoute
+)
+
+// sendICMPError sends an ICMP error of kind for the labelled frame in req
+// back to its IP source, sourced from the ingress link's address, with the
+// received label stack as an RFC 4950 extension; mtu is the path MTU that
+// icmpTooBig reports. The IP packet is routed by the stack (and labelled
+// if the route back is). ICMP errors and non-first fragments get none
+// (RFC 1812 §4.3.2.7), and all are rate-limited.
+func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
+	data := req.Packet.Data()
+	payloadOff := len(req.Frame)
+	want := icmp.OrigLen
+	if kind == icmpTooBig {
+		want = header.IPv6MinimumMTU // Packet Too Big carries up to 1232 bytes
+	}
+	b, ok := data.PullUp(min(data.Size(), payloadOff+want))
+	if !ok || len(b) < payloadOff+1 {
+		ls.drop(DropICMPFailed, 1, req.Labels[req.Top].Label)
+		return
+	}
+	bottom := req.Labels[len(req.Labels)-1].Label
+	p, err := mpls.InferPayload(mpls.PayloadNone, bottom, b[payloadOff:])
+	if err != nil {
+		ls.drop(DropICMPFailed, 1, bottom)
+		return
+	}
+	ls.icmpError(st, in, p == mpls.PayloadIPv6, b[payloadOff:], req.Frame[header.EthernetMinimumSize:], kind, mtu, bottom)
+}
+
+// icmpError sends an ICMP error of kind for orig, the start of an IP
+// packet (v6: IPv6; a whole fixed header) received on in, back to its
+// source, sourced from in's address, with labels (the received label
+// stack, nil for none) as an RFC 4950 extension; mtu is what icmpTooBig
+// reports. The IP packet is routed by the stack (and labelled if the route
+// back is). ICMP errors, non-first fragments and sources that name no
+// single host or this node get none (RFC 1812 §4.3.2.7), and all are
+// rate-limited by the stack's node-wide bucket. label names the frame in
+// drop warnings.
+func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, orig, labels []byte, kind icmpKind, mtu uint32, label mpls.Label) {
+	p := mpls.PayloadIPv4
+	if v6 {
+		p = mpls.PayloadIPv6
+	}
+	bottom := label
+	if icmp.IsError(p == mpls.PayloadIPv6, orig) {
+		return
+	}
+	if !ls.icmpSourceOK(st, p == mpls.PayloadIPv6, orig) {
+		ls.drop(DropICMPBadSource, 1, bottom)
+		return
+	}
+	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
+		ls.drop(DropICMPRateLimited, 1, bottom)
+		return
+	}
+	var origSrc tcpip.Address
+	proto := header.IPv4ProtocolNumber
+	tproto := header.ICMPv4ProtocolNumber
+	if p == mpls.PayloadIPv6 {
+		proto, tproto = header.IPv6ProtocolNumber, header.ICMPv6ProtocolNumber
+		origSrc = header.IPv6(orig).SourceAddress()
+	} else {
+		origSrc = header.IPv4(orig).SourceAddress()
+	}
+	var local tcpip.Address
+	if nic, ok := st.nics[in]; ok {
+		if a, terr := st.ns.GetMainNICAddress(nic, proto); terr == nil {
+			local = a.Address
+		}
+	}
+	r, terr := st.ns.FindRoute(0, local, origSrc, proto, false)
+	if terr != nil {
+		r, terr = st.ns.FindRoute(0, tcpip.Address{}, origSrc, proto, false)
+	}
+	if terr != nil {
+		ls.drop(DropICMPFailed, 1, bottom)
+		return
+	}
+	defer r.Release()
+	localAddr := r.LocalAddress()
+	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
+	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
+	var msg []byte
+	switch kind {
+	case icmpTooBig:
+		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
+	case icmpNoRoute:
+		msg = icmp.NoRoute(p == mpls.PayloadIPv6, orig, src, dst)
+	default:
+		msg = icmp.TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+	}
+	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
+	defer pkt.DecRef()
+	copy(pkt.TransportHeader().Push(len(msg)), msg)
+	pkt.TransportProtocolNumber = tproto
+	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmp.ErrorTTL}, pkt); terr != nil {
+		ls.drop(DropICMPFailed, 1, bottom)
+		return
+	}
+	ls.ctr.icmpSent.Add(1)
+}
+
+// icmpSourceOK reports whether the source of the IP packet ip (a whole
+// fixed header, checked by InferPayload) may get an ICMP error: it names
+// one host (icmp.SourceNamesOneHost) that is not this node, nor the
+// broadcast address of a subnet the node is on (RFC 1812 §4.3.2.7, RFC
+// 4443 §2.4 (e)).
+func (ls *Switch) icmpSourceOK(st *attached, v6 bool, ip []byte) bool {
+	var src tcpip.Address
+	if v6 {
+		src = header.IPv6(ip).SourceAddress()
+	} else {
+		src = header.IPv4(ip).SourceAddress()
+	}
+	a, _ := netip.AddrFromSlice(src.AsSlice())
+	if !icmp.SourceNamesOneHost(a) {
+		return false
+	}
+	for _, addrs := range st.ns.AllAddresses() {
+		for _, pa := range addrs {
+			if pa.AddressWithPrefix.Address == src {
+				return false
+			}
+			if !v6 && pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				if sn := pa.AddressWithPrefix.Subnet(); sn.Broadcast() == src {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// lsr.c: mplsnode's label switch as an XDP program (package forward/xdp).
+//
+// For a labelled frame addressed to the ingress link whose top label has an
+// ILM entry that the program may carry (swap to at most MAX_OUT labels, or
+// pop and forward) towards a resolved neighbour on a healthy egress link, it
+// rewrites the frame exactly as the userspace label switch would (RFC 3032
+// TTL rule, RFC 3443 TTL models, Ethernet rewrite) and redirects it to the
+// egress link. Everything else is passed up (XDP_PASS) untouched to the
+// userspace path, and the reason is counted in `counters`.
+//
+// Regenerate lsr_bpfel.o and lsr_bpfel.go with `make bpf` (go generate
+// ./forward/xdp; needs clang). Both are committed so builds need no
+// compiler.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_OUT 4
+
+// ILM actions (mirror forward/xdp's Go constants).
+#define ACTION_SWAP 1
+#define ACTION_POP_FORWARD 2
+
+// Payload bindings (mirror mpls.Payload).
+#define PAYLOAD_NONE 0
+#define PAYLOAD_IPV4 1
+#define PAYLOAD_IPV6 2
+
+// Entry flags.
+#define FLAG_RESOLVED 1  // dst holds the next hop's MAC address
+#define FLAG_EGRESS_OK 2 // the egress link takes redirected frames
+
+// TTL models (mirror mpls.TTLModel).
+#define TTL_UNIFORM 0
+#define TTL_PIPE 1
+
+// Counter indexes (mirror forward/xdp's Reason constants and names).
+enum reason {
+	R_SWAPPED = 0,         // redirected after a swap
+	R_POPPED_LABELLED,     // redirected after a pop, still labelled
+	R_POPPED_IP,           // redirected after a pop to IP
+	R_PASS_NOT_MPLS,       // not unicast MPLS over Ethernet: the stack's
+	R_PASS_NOT_FOR_US,     // MPLS to another MAC (userspace: not_for_us)
+	R_PASS_TRUNCATED,      // label stack or IP header cut short
+	R_PASS_RESERVED_LABEL, // reserved label on top or under a popped one
+	R_PASS_NO_ILM_ENTRY,   // unknown label, or one the program does not carry
+	R_PASS_TTL_EXPIRED,    // TTL 0 or 1: userspace sends ICMP (RFC 4950)
+	R_PASS_NO_NEIGHBOR,    // next hop MAC not resolved yet
+	R_PASS_EGRESS_DOWN,    // egress link not taking redirects
+	R_PASS_MTU_EXCEEDED,   // frame over the egress MTU: userspace fragments or sends ICMP
+	R_PASS_UNKNOWN_PAYLOAD, // popped payload is not IP
+	R_PASS_ADJUST_FAILED,  // the kernel refused to move the frame head
+	R_DROP_INTERNAL,       // a bound the verifier needs failed after a rewrite (never seen)
+	R_MAX,
+};
+
+struct ilm_value {
+	__u8 action;
+	__u8 n_out;
+	__u8 payload;
+	__u8 flags;
+	__u32 ifindex; // egress link
+	__u32 mtu;     // egress link MTU
+	__u8 dst[6];   // next hop MAC
+	__u8 src[6];   // egress link MAC
+	__u32 out[MAX_OUT];
+};
+
+struct ingress_value {
+	__u8 mac[6];
+	__u16 pad;
+};
+
+struct settings {
+	__u32 ttl_model;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct ilm_value);
+} ilm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct ingress_value);
+} ingress SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} egress SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct settings);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, R_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline int count(__u32 r, int action)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &r);
+	if (c)
+		*c += 1;
+	return action;
+}
+
+static __always_inline int mac_equal(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
+	       a[5] == b[5];
+}
+
+static __always_inline void write_eth(__u8 *p, const struct ilm_value *v, __u16 proto)
+{
+	__builtin_memcpy(p, v->dst, 6);
+	__builtin_memcpy(p + 6, v->src, 6);
+	*(__u16 *)(p + 12) = bpf_htons(proto);
+}
+
+static __always_inline __u32 encode_label(__u32 label, __u32 tc, int s, __u32 ttl)
+{
+	return bpf_htonl((label & 0xfffff) << 12 | (tc & 7) << 9 | (s ? 1 : 0) << 8 | (ttl & 0xff));
+}
+
+// csum_replace16 updates the Internet checksum *sum for one 16-bit word
+// changing from old to new (RFC 1624 eqn. 3), in network byte order.
+static __always_inline void csum_replace16(__u16 *sum, __u16 old, __u16 new)
+{
+	__u32 s = (__u16)~bpf_ntohs(*sum) + (__u32)(__u16)~bpf_ntohs(old) + (__u32)bpf_ntohs(new);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	*sum = bpf_htons((__u16)~s);
+}
+
+SEC("xdp")
+int mplsnode_lsr(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u8 *eth = data;
+
+	if (data + ETH_HLEN + 4 > end)
+		return count(R_PASS_NOT_MPLS, XDP_PASS);
+	if (*(__u16 *)(eth + 12) != bpf_htons(ETH_P_MPLS_UC))
+		return count(R_PASS_NOT_MPLS, XDP_PASS);
+
+	__u32 in_if = ctx->ingress_ifindex;
+	struct ingress_value *in = bpf_map_lookup_elem(&ingress, &in_if);
+	if (!in || !mac_equal(eth, in->mac))
+		return count(R_PASS_NOT_FOR_US, XDP_PASS);
+
+	__u32 top = bpf_ntohl(*(__u32 *)(eth + ETH_HLEN));
+	__u32 label = top >> 12;
+	__u32 tc = (top >> 9) & 7;
+	int bottom = (top >> 8) & 1;
+	__u32 ttl = top & 0xff;
+	if (label < 16)
+		return count(R_PASS_RESERVED_LABEL, XDP_PASS);
+
+	struct ilm_value *v = bpf_map_lookup_elem(&ilm, &label);
+	if (!v)
+		return count(R_PASS_NO_ILM_ENTRY, XDP_PASS);
+	if (ttl <= 1)
+		return count(R_PASS_TTL_EXPIRED, XDP_PASS);
+	__u32 out_ttl = ttl - 1;
+	if (!(v->flags & FLAG_RESOLVED))
+		return count(R_PASS_NO_NEIGHBOR, XDP_PASS);
+	if (!(v->flags & FLAG_EGRESS_OK))
+		return count(R_PASS_EGRESS_DOWN, XDP_PASS);
+
+	__u32 l2len = (__u32)(end - data) - ETH_HLEN; // labels + payload
+	__u32 model = TTL_UNIFORM;
+	__u32 zero = 0;
+	struct settings *set = bpf_map_lookup_elem(&config, &zero);
+	if (set)
+		model = set->ttl_model;
+
+	if (v->action == ACTION_SWAP) {
+		__u32 n = v->n_out;
+		if (n < 1 || n > MAX_OUT)
+			return count(R_PASS_NO_ILM_ENTRY, XDP_PASS);
+		if (l2len + (n - 1) * 4 > v->mtu)
+			return count(R_PASS_MTU_EXCEEDED, XDP_PASS);
+		// Grow the head by the labels pushed beyond the swapped one;
+		// the Ethernet header and the top label are rewritten whole.
+		if (n > 1 && bpf_xdp_adjust_head(ctx, -(int)((n - 1) * 4)))
+			return count(R_PASS_ADJUST_FAILED, XDP_PASS);
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+		__u32 *lbl = data + ETH_HLEN;
+		for (int i = 0; i < MAX_OUT; i++) {
+			if (i >= n)
+				break;
+			// Cannot fail: the frame held ETH_HLEN + 4 bytes and grew
+			// by (n - 1) * 4; the verifier needs the bound.
+			if ((void *)(lbl + i + 1) > end)
+				return count(R_DROP_INTERNAL, XDP_DROP);
+			lbl[i] = encode_label(v->out[i], tc, bottom && i == n - 1, out_ttl);
+		}
+		if (data + ETH_HLEN > end)
+			return count(R_DROP_INTERNAL, XDP_DROP);
+		write_eth(data, v, ETH_P_MPLS_UC);
+		count(R_SWAPPED, 0);
+		return bpf_redirect_map(&egress, v->ifindex, 0);
+	}
+
+	if (v->action != ACTION_POP_FORWARD)
+		return count(R_PASS_NO_ILM_ENTRY, XDP_PASS);
+	if (l2len - 4 > v->mtu)
+		return count(R_PASS_MTU_EXCEEDED, XDP_PASS);
+
+	// Judge what is under the popped label before touching the frame, so
+	// that everything passed up is passed up as it came.
+	__u8 *under = eth + ETH_HLEN + 4;
+	__u16 proto = ETH_P_MPLS_UC;
+	if (!bottom) {
+		if ((void *)(under + 4) > end)
+			return count(R_PASS_TRUNCATED, XDP_PASS);
+		if ((bpf_ntohl(*(__u32 *)under) >> 12) < 16)
+			return count(R_PASS_RESERVED_LABEL, XDP_PASS);
+	} else {
+		// Pop to IP: the payload type from the binding or the version
+		// nibble (mpls.InferPayload).
+		__u32 payload = v->payload;
+		if ((void *)(under + 1) > end)
+			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+		if (payload == PAYLOAD_NONE) {
+			__u8 ver = under[0] >> 4;
+			if (ver == 4) {
+				__u8 ihl = under[0] & 0xf;
+				if (ihl < 5 || (void *)(under + ihl * 4) > end)
+					return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+				payload = PAYLOAD_IPV4;
+			} else if (ver == 6) {
+				payload = PAYLOAD_IPV6;
+			} else {
+				return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+			}
+		}
+		if (payload == PAYLOAD_IPV4) {
+			if ((void *)(under + 20) > end)
+				return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+			proto = ETH_P_IP;
+		} else {
+			if ((void *)(under + 40) > end)
+				return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+			proto = ETH_P_IPV6;
+		}
+	}
+	if (bpf_xdp_adjust_head(ctx, 4))
+		return count(R_PASS_ADJUST_FAILED, XDP_PASS);
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	under = data + ETH_HLEN;
+	if ((void *)(under + 40) > end && proto == ETH_P_IPV6)
+		return count(R_DROP_INTERNAL, XDP_DROP);
+	if ((void *)(under + 20) > end && proto != ETH_P_MPLS_UC)
+		return count(R_DROP_INTERNAL, XDP_DROP);
+	if ((void *)(under + 4) > end)
+		return count(R_DROP_INTERNAL, XDP_DROP);
+	// The TTL model (mpls.PopTTL, and the label switch's pop to a label).
+	if (model == TTL_UNIFORM) {
+		if (proto == ETH_P_MPLS_UC) {
+			__u32 next = bpf_ntohl(*(__u32 *)under);
+			*(__u32 *)under = bpf_htonl((next & ~0xffu) | out_ttl);
+		} else if (proto == ETH_P_IP) {
+			if ((void *)(under + 20) > end)
+				return count(R_DROP_INTERNAL, XDP_DROP);
+			if (under[8] != out_ttl) {
+				__u16 old = *(__u16 *)(under + 8);
+				under[8] = out_ttl;
+				csum_replace16((__u16 *)(under + 10), old, *(__u16 *)(under + 8));
+			}
+		} else {
+			if ((void *)(under + 40) > end)
+				return count(R_DROP_INTERNAL, XDP_DROP);
+			under[7] = out_ttl;
+		}
+	}
+	write_eth(data, v, proto);
+	count(proto == ETH_P_MPLS_UC ? R_POPPED_LABELLED : R_POPPED_IP, 0);
+	return bpf_redirect_map(&egress, v->ifindex, 0);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,252 @@
+package mplsendpoint
+
+import (
+	"github.com/mplsnode/mplsnode/gso"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// TXRing is a lower link with a memory-mapped transmit ring whose slots
+// WritePackets fills directly (link/afpacket in ring mode): a TCP GSO
+// packet is segmented straight into the slots, one segment per slot, with
+// no intermediate buffer and no packet buffer per segment, and one kick
+// sends the whole batch. The methods take and return plain values so that
+// a lower link implements the interface without importing this package.
+type TXRing interface {
+	// TXBegin locks the transmit queue that hash selects for a batch and
+	// returns its index; ok is false when that queue has no ring (then
+	// nothing is locked and WritePackets is the way).
+	TXBegin(hash uint32) (queue int, ok bool)
+	// TXSlot returns room for a frame of up to size bytes in the next
+	// slot of the queue, waiting for the kernel to free one if the ring is
+	// full. It returns nil and no error when size does not fit a slot,
+	// nil and an error when the link failed (closed, interface down).
+	TXSlot(queue, size int) ([]byte, tcpip.Error)
+	// TXCommit marks the slot TXSlot returned as holding a frame of n
+	// bytes, to be sent at TXEnd (or earlier, when the ring fills).
+	TXCommit(queue, n int)
+	// TXEnd sends the committed frames with one kick and unlocks the
+	// queue. On a failed send it returns the number of frames that did not
+	// go (withdrawn from the ring) and the error.
+	TXEnd(queue int) (failed int, err tcpip.Error)
+}
+
+// slotBatch is WritePackets' open batch on a TXRing lower link; it opens
+// on the first frame and is ended before anything that might write to the
+// link again (an ICMP error towards a local sender).
+type slotBatch struct {
+	ring  TXRing
+	hash  uint32
+	queue int
+	open  bool
+	err   tcpip.Error // the first failure, returned by WritePackets
+	// failed counts committed frames a send failure withdrew.
+	failed int
+}
+
+// slot returns room for a frame of size bytes, opening the batch if need
+// be; nil with ok true means the frame does not fit a slot.
+func (b *slotBatch) slot(size int) (buf []byte, ok bool) {
+	if !b.open {
+		q, ok := b.ring.TXBegin(b.hash)
+		if !ok {
+			return nil, false
+		}
+		b.queue, b.open = q, true
+	}
+	buf, err := b.ring.TXSlot(b.queue, size)
+	if err != nil {
+		if b.err == nil {
+			b.err = err
+		}
+		return nil, false
+	}
+	return buf, true
+}
+
+func (b *slotBatch) commit(n int) { b.ring.TXCommit(b.queue, n) }
+
+// end sends what the batch holds and closes it.
+func (b *slotBatch) end() {
+	if !b.open {
+		return
+	}
+	b.open = false
+	failed, err := b.ring.TXEnd(b.queue)
+	b.failed += failed
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+// writeSlots is WritePackets on a TXRing lower link. It returns false
+// (having written nothing) when the queue has no ring.
+func (e *Endpoint) writeSlots(r TXRing, pkts []*stack.PacketBuffer, s *txScratch) (int, tcpip.Error, bool) {
+	if len(pkts) == 0 {
+		return 0, nil, true
+	}
+	b := &s.batch
+	*b = slotBatch{ring: r, hash: pkts[0].Hash}
+	q, ok := r.TXBegin(b.hash)
+	if !ok {
+		return 0, nil, false
+	}
+	b.queue, b.open = q, true
+	linkMTU := int(e.lower.MTU())
+	written, frames := 0, 0
+	for _, pkt := range pkts {
+		e.ctr.txPackets.Add(1)
+		if lh := pkt.LinkHeader().Slice(); len(lh) == header.EthernetMinimumSize && header.Ethernet(lh).Type() == EthertypeMPLSUnicast {
+			e.drop(DropLabelStackTooDeep, -1, nil)
+			continue
+		}
+		g := pkt.GSOOptions
+		if g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6) {
+			n, err := e.writeGSOSlots(s, pkt, linkMTU)
+			frames += n
+			if err == nil {
+				written++
+			}
+			continue
+		}
+		size := pkt.Size()
+		if size-header.EthernetMinimumSize > linkMTU {
+			b.end()
+			e.mtuExceeded(pkt, linkMTU)
+			continue
+		}
+		buf, ok := b.slot(size)
+		if buf == nil {
+			if !ok {
+				e.drop(DropLowerWriteError, -1, errString(b.err))
+				continue
+			}
+			// Longer than a slot: through WritePackets, in order.
+			b.end()
+			s.out.PushBack(pkt.IncRef())
+			n, err := e.lower.WritePackets(s.out)
+			s.out.Reset()
+			frames += n
+			if err != nil {
+				e.drop(DropLowerWriteError, -1, errString(err))
+				continue
+			}
+			written++
+			continue
+		}
+		copyPacket(buf, pkt)
+		b.commit(size)
+		frames++
+		written++
+	}
+	b.end()
+	e.ctr.txFrames.Add(uint64(frames - b.failed))
+	if b.failed > 0 {
+		e.dropN(DropLowerWriteError, uint64(b.failed), -1, errString(b.err))
+	}
+	if b.err != nil && (written == 0 || b.failed == frames) {
+		return 0, upperError(b.err), true
+	}
+	return written, nil, true
+}
+
+// copyPacket copies pkt's bytes (link header first) into buf.
+func copyPacket(buf []byte, pkt *stack.PacketBuffer) {
+	vl, off := pkt.AsViewList()
+	w := 0
+	for v := vl.Front(); v != nil; v = v.Next() {
+		sl := v.AsSlice()
+		if off >= len(sl) {
+			off -= len(sl)
+			continue
+		}
+		w += copy(buf[w:], sl[off:])
+		off = 0
+	}
+}
+
+// writeGSOSlots is writeGSO writing each segment straight into a slot of
+// the open batch: the packet is gathered once into the scratch buffer (gso
+// needs it contiguous), then every segment is cut with its own headers
+// (as a one-segment group, see groupHeaders) into its slot. It returns the
+// frames it committed; a packet it could not finish is counted dropped.
+func (e *Endpoint) writeGSOSlots(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) (int, error) {
+	b := &s.batch
+	lh := pkt.LinkHeader().Slice()
+	nh := pkt.NetworkHeader().Slice()
+	th := pkt.TransportHeader().Slice()
+	prefixLen, l3Len := len(lh), len(nh)
+	var proto gso.Proto
+	switch pkt.NetworkProtocolNumber {
+	case header.IPv4ProtocolNumber:
+		proto = gso.ProtoIPv4
+	case header.IPv6ProtocolNumber:
+		proto = gso.ProtoIPv6
+	default:
+		e.drop(DropGSOUnsupported, -1, nil)
+		return 0, errGSO
+	}
+	if pkt.TransportProtocolNumber != header.TCPProtocolNumber || len(th) < header.TCPMinimumSize {
+		e.drop(DropGSOUnsupported, -1, nil)
+		return 0, errGSO
+	}
+	mss := int(pkt.GSOOptions.MSS)
+	if fit := linkMTU - (prefixLen - header.EthernetMinimumSize) - l3Len - len(th); fit < mss {
+		mss = fit
+	}
+	if mss <= 0 {
+		b.end()
+		e.mtuExceeded(pkt, linkMTU)
+		return 0, errGSO
+	}
+	hdrLen := prefixLen + l3Len + len(th)
+	src := s.src.b[:0]
+	src = append(src, lh...)
+	src = append(src, nh...)
+	src = append(src, th...)
+	s.src.b = src
+	pkt.Data().ReadTo(&s.src, true)
+	src = s.src.b
+	full := gso.Packet{Buf: src, PrefixLen: prefixLen, Proto: proto, L4Offset: prefixLen + l3Len, MSS: mss}
+	if _, err := gso.SegmentedLen(full); err != nil {
+		e.drop(DropGSOUnsupported, -1, err)
+		return 0, err
+	}
+	s.hdr = append(s.hdr[:0], src[:hdrLen]...)
+	nSegs := max(1, (len(src)-hdrLen+mss-1)/mss)
+	for i := 0; i < nSegs; i++ {
+		pay := hdrLen + i*mss
+		base := pay - hdrLen
+		if i > 0 {
+			copy(src[base:pay], s.hdr)
+		}
+		if nSegs > 1 {
+			groupHeaders(src[base:pay], prefixLen, l3Len, proto, i, uint32(i*mss), i == nSegs-1)
+		}
+		gp := full
+		gp.Buf = src[base:min(pay+mss, len(src))]
+		buf, ok := b.slot(len(gp.Buf))
+		if buf == nil {
+			// No slot: the link failed, or a segment is longer than a
+			// slot (a link MTU above what the ring was sized for).
+			err := error(errGSO)
+			if !ok {
+				err = errString(b.err)
+			}
+			e.drop(DropLowerWriteError, -1, err)
+			return i, err
+		}
+		segs, err := gso.Segment(gp, buf, s.segs[:0])
+		s.segs = segs
+		if err != nil || len(segs) != 1 {
+			// gso validated the whole packet above; a group of one
+			// segment cannot fail where it did not.
+			e.drop(DropGSOUnsupported, -1, err)
+			return i, errGSO
+		}
+		b.commit(len(segs[0]))
+	}
+	e.ctr.gsoPackets.Add(1)
+	return nSegs, nil
+}

@@ -1,0 +1,191 @@
+package mplsendpoint_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+
+	"github.com/mplsnode/mplsnode/gso"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// ringSink is a Sink with an in-memory transmit ring (TXRing): slots of
+// slotSize bytes, frames recorded on TXCommit when record is set.
+type ringSink struct {
+	*mplstest.Sink
+	slot     []byte
+	slotSize int
+	record   bool
+	frames   [][]byte
+	commits  uint64
+	batches  int
+	open     bool
+}
+
+func (r *ringSink) TXBegin(uint32) (int, bool) {
+	if r.open {
+		panic("TXBegin with a batch open")
+	}
+	r.open = true
+	return 0, true
+}
+
+func (r *ringSink) TXSlot(_, size int) ([]byte, tcpip.Error) {
+	if size > r.slotSize {
+		return nil, nil
+	}
+	return r.slot[:size], nil
+}
+
+func (r *ringSink) TXCommit(_, n int) {
+	r.commits++
+	if r.record {
+		r.frames = append(r.frames, bytes.Clone(r.slot[:n]))
+	}
+}
+
+func (r *ringSink) TXEnd(int) (int, tcpip.Error) {
+	r.open = false
+	r.batches++
+	return 0, nil
+}
+
+var _ mplsendpoint.TXRing = (*ringSink)(nil)
+
+// ringEndpoint is benchEndpoint over a ringSink.
+func ringEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *ringSink) {
+	tb.Helper()
+	ftn, err := mpls.NewFTN([]mpls.FTNEntry{
+		{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(nl), NextHop: addrB4},
+		{Prefix: netip.PrefixFrom(addrB6, 128), Labels: labelStack(nl), NextHop: addrB6},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tables := &mpls.Tables{}
+	tables.SetFTN(ftn)
+	r := &ringSink{Sink: mplstest.NewSink(1500, macA), slot: make([]byte, 2048), slotSize: 1518}
+	ep, err := mplsendpoint.New(r, mplsendpoint.Options{Tables: tables})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ep, r
+}
+
+// TestGSOSlotsMatchWholePacket checks that segmenting straight into
+// transmit slots, one segment at a time, writes exactly the frames package
+// gso produces for the whole packet at once (sequence numbers, IPv4 IDs
+// wrapping, FIN/PSH last only, CWR first only, checksums), in one batch.
+// Planted bug: the last segment not told it is last (FIN and PSH cleared
+// there too): frame 43 of 44 differed.
+func TestGSOSlotsMatchWholePacket(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		for _, nl := range []int{1, 3} {
+			t.Run(fmt.Sprintf("v6=%v/labels=%d", v6, nl), func(t *testing.T) {
+				ep, r := ringEndpoint(t, nl)
+				r.record = true
+				payload := make([]byte, benchGSOPayload)
+				for i := range payload {
+					payload[i] = byte(i * 7)
+				}
+				src, dst, l3 := addrA4, addrB4, header.IPv4MinimumSize
+				if v6 {
+					src, dst, l3 = addrA6, addrB6, header.IPv6MinimumSize
+				}
+				tc := mplstest.TCP{
+					Src: netip.AddrPortFrom(src, 40000), Dst: netip.AddrPortFrom(dst, 80),
+					Seq: 0xfffff000, Ack: 1, Window: 502, DF: true, ID: 0xfff0,
+					Flags:   header.TCPFlagAck | header.TCPFlagPsh | header.TCPFlagFin | header.TCPFlagCwr,
+					Payload: payload,
+				}
+				var ip []byte
+				if v6 {
+					ip = mplstest.IPv6TCP(tc)
+				} else {
+					ip = mplstest.IPv4TCP(tc)
+				}
+				mss := 1500 - 4*nl - l3 - header.TCPMinimumSize
+				pkt := gsoPacketFromIP(ep, ip, mss)
+				ep.AddHeader(pkt)
+				var l stack.PacketBufferList
+				l.PushBack(pkt)
+				if n, err := ep.WritePackets(l); n != 1 || err != nil {
+					t.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
+				}
+				l.DecRef()
+				frame := mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, labelStack(nl)...), Payload: ip}.Bytes()
+				prefix := header.EthernetMinimumSize + 4*nl
+				proto := gso.ProtoIPv4
+				if v6 {
+					proto = gso.ProtoIPv6
+				}
+				gp := gso.Packet{Buf: frame, PrefixLen: prefix, Proto: proto, L4Offset: prefix + l3, MSS: mss}
+				need, err := gso.SegmentedLen(gp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := gso.Segment(gp, make([]byte, need), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(r.frames) != len(want) || r.batches != 1 || r.Written() != 0 {
+					t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.frames), r.batches, r.Written(), len(want))
+				}
+				for i := range want {
+					if !bytes.Equal(r.frames[i], want[i]) {
+						t.Fatalf("frame %d of %d differs from gso.Segment's:\ngot  %x\nwant %x", i, len(want), r.frames[i][:prefix+l3+20], want[i][:prefix+l3+20])
+					}
+				}
+				if st := ep.Stats(); st.TXFrames != uint64(len(want)) || st.GSOPackets != 1 {
+					t.Errorf("got TXFrames %d, GSOPackets %d; want %d, 1", st.TXFrames, st.GSOPackets, len(want))
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkWriteGSOSlots is BenchmarkWriteGSO over a lower link with a
+// transmit ring: segments go straight into its slot. allocs/seg must be 0.
+func BenchmarkWriteGSOSlots(b *testing.B) {
+	for _, v6 := range []bool{false, true} {
+		b.Run(fmt.Sprintf("v6=%v/labels=1", v6), func(b *testing.B) {
+			ep, r := ringEndpoint(b, 1)
+			dst, l3 := addrB4, header.IPv4MinimumSize
+			if v6 {
+				dst, l3 = addrB6, header.IPv6MinimumSize
+			}
+			mss := 1500 - 4 - l3 - header.TCPMinimumSize
+			pkt := gsoPacket(b, ep, dst, benchGSOPayload, mss)
+			ep.AddHeader(pkt)
+			var l stack.PacketBufferList
+			l.PushBack(pkt)
+			defer l.DecRef()
+			segs := (benchGSOPayload + mss - 1) / mss
+			ep.WritePackets(l) // warm the pools
+			before := r.commits
+			b.SetBytes(benchGSOPayload)
+			b.ReportAllocs()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			b.ResetTimer()
+			for range b.N {
+				if n, err := ep.WritePackets(l); n != 1 || err != nil {
+					b.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms1)
+			if got, want := r.commits-before, uint64(b.N*segs); got != want {
+				b.Fatalf("got %d frames, want %d", got, want)
+			}
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N*segs), "allocs/seg")
+		})
+	}
+}

@@ -1,0 +1,324 @@
+package netperf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// udpMaxPayload is the largest UDP payload netperf sends by default:
+// 65535 less the IPv4 and UDP headers, for both families.
+const udpMaxPayload = 0xffff - 28
+
+// udpSendSize is stock's UDP_STREAM message size: -m if given, else the
+// send buffer size capped to udpMaxPayload.
+func udpSendSize(req, buf int32) int32 {
+	if req > 0 {
+		return req
+	}
+	if buf <= 0 {
+		return 4096
+	}
+	return min(buf, udpMaxPayload)
+}
+
+// unitsName is what netperf prints for a -f letter ("" when unknown).
+func unitsName(u byte) string {
+	switch u {
+	case 'k':
+		return "10^3bits"
+	case 'm':
+		return "10^6bits"
+	case 'g':
+		return "10^9bits"
+	case 'K':
+		return "KBytes"
+	case 'M':
+		return "MBytes"
+	case 'G':
+		return "GBytes"
+	}
+	return ""
+}
+
+// throughputIn converts bytes over secs to the -f units.
+func throughputIn(u byte, bytes, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	perSec := bytes / secs
+	switch u {
+	case 'k':
+		return perSec * 8 / 1e3
+	case 'g':
+		return perSec * 8 / 1e9
+	case 'K':
+		return perSec / 1024
+	case 'M':
+		return perSec / (1 << 20)
+	case 'G':
+		return perSec / (1 << 30)
+	}
+	return perSec * 8 / 1e6
+}
+
+// endMarkers is how many empty datagrams end a UDP test (netperf sends
+// several in case one is lost).
+const endMarkers = 3
+
+// runUDPClient runs UDP_STREAM (send datagrams for the test time or byte
+// count) or UDP_RR on a connected UDP socket, then sends the empty
+// datagrams that end the server's test.
+func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
+	var d clientData
+	timed := p.length > 0
+	end := start.Add(time.Duration(p.length) * time.Second)
+	var limit uint64
+	if !timed {
+		limit = uint64(-int64(p.length))
+		end = time.Now().Add(timeout)
+	}
+	defer func() {
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		for range endMarkers {
+			_, _ = c.Write(nil)
+		}
+	}()
+	if p.test == UDPStream {
+		buf := make([]byte, p.sendSize)
+		fillPattern(buf)
+		_ = c.SetWriteDeadline(end)
+		for time.Now().Before(end) {
+			n, err := c.Write(buf)
+			if err != nil {
+				if isTimeout(err) {
+					break
+				}
+				// ENOBUFS, ECONNREFUSED (an ICMP error for an earlier
+				// datagram): netperf counts a failed send and goes on.
+				d.sendErrors++
+				continue
+			}
+			d.sent += uint64(n)
+			d.sendCalls++
+			p.interim.add(float64(n))
+			if limit > 0 && d.sent >= limit {
+				break
+			}
+		}
+		d.elapsed = time.Since(start)
+		return d, nil
+	}
+	req := make([]byte, p.reqSize)
+	resp := make([]byte, max(p.respSize, udpMaxPayload))
+	fillPattern(req)
+	_ = c.SetDeadline(end)
+	d.lat = new(latencyHist)
+	for {
+		t0 := time.Now()
+		if !t0.Before(end) {
+			break
+		}
+		if _, err := c.Write(req); err != nil {
+			if isTimeout(err) {
+				break
+			}
+			return d, err
+		}
+		d.sent += uint64(len(req))
+		d.sendCalls++
+		n, err := c.Read(resp)
+		if err != nil {
+			if isTimeout(err) {
+				break // a lost datagram waits for the end of the test, as stock
+			}
+			return d, err
+		}
+		d.received += uint64(n)
+		d.recvCalls++
+		d.trans++
+		d.lat.add(time.Since(t0))
+		p.interim.add(1)
+		if limit > 0 && d.trans >= limit {
+			break
+		}
+	}
+	d.elapsed = time.Since(start)
+	return d, nil
+}
+
+// runConnectClient runs TCP_CRR (connect, request, response, close) or
+// TCP_CC (connect, wait for the server's close) transactions, one
+// connection each, for the test time or count.
+func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
+	var d clientData
+	timed := p.length > 0
+	end := start.Add(time.Duration(p.length) * time.Second)
+	var limit uint64
+	if !timed {
+		limit = uint64(-int64(p.length))
+		end = time.Now().Add(timeout)
+	}
+	req := make([]byte, p.reqSize)
+	resp := make([]byte, p.respSize)
+	fillPattern(req)
+	tctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	d.lat = new(latencyHist)
+	for {
+		t0 := time.Now()
+		if !t0.Before(end) {
+			break
+		}
+		c, err := cfg.DataDial(tctx, "tcp", addr)
+		if err != nil {
+			if ctx.Err() == nil && (tctx.Err() != nil || isTimeout(err) || !time.Now().Before(end)) {
+				break // the test time ran out while connecting
+			}
+			return d, fmt.Errorf("connect %s: %w", addr, err)
+		}
+		ok, err := connectTransaction(c, p, req, resp, end, &d)
+		c.Close()
+		if err != nil {
+			return d, err
+		}
+		if !ok {
+			break
+		}
+		d.trans++
+		d.lat.add(time.Since(t0))
+		p.interim.add(1)
+		if limit > 0 && d.trans >= limit {
+			break
+		}
+	}
+	d.elapsed = time.Since(start)
+	return d, nil
+}
+
+// connectTransaction runs one CRR or CC transaction on c; ok is false when
+// the test time ran out in the middle of it.
+func connectTransaction(c net.Conn, p dataPlan, req, resp []byte, end time.Time, d *clientData) (ok bool, err error) {
+	_ = c.SetDeadline(end)
+	if p.test == TCPCRR {
+		if _, err := c.Write(req); err != nil {
+			if isTimeout(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		d.sent += uint64(len(req))
+		if _, err := io.ReadFull(c, resp); err != nil {
+			if isTimeout(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		d.received += uint64(len(resp))
+		// Half-close and wait for the server's close: the client holds
+		// TIME_WAIT, as stock's disconnect does.
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	}
+	// TCP_CC: the server closes at once; CRR: after our half-close.
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		if isTimeout(err) {
+			return false, nil
+		}
+		if !errors.Is(err, io.EOF) {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// interimReporter prints netperf's -D interim results while a test runs.
+type interimReporter struct {
+	w     io.Writer
+	every time.Duration
+	units byte
+	rr    bool
+	last  time.Time
+	acc   float64 // bytes, or transactions, since the last report
+}
+
+// newInterim returns the -D reporter of cfg, nil when -D is off.
+func newInterim(cfg *Config, start time.Time) *interimReporter {
+	if cfg.Interim <= 0 || cfg.InterimOut == nil {
+		return nil
+	}
+	return &interimReporter{w: cfg.InterimOut, every: cfg.Interim, units: cfg.units(), rr: cfg.Test.IsRR(), last: start}
+}
+
+// add counts n bytes (or transactions) and prints a line when an interval
+// has passed, in stock's words.
+func (ir *interimReporter) add(n float64) {
+	if ir == nil {
+		return
+	}
+	ir.acc += n
+	now := time.Now()
+	d := now.Sub(ir.last)
+	if d < ir.every {
+		return
+	}
+	secs := d.Seconds()
+	rate, name := ir.acc/secs, "Trans"
+	if !ir.rr {
+		rate, name = throughputIn(ir.units, ir.acc, secs), unitsName(ir.units)
+	}
+	ms := now.UnixMilli()
+	fmt.Fprintf(ir.w, "Interim result: %7.2f %s/s over %.2f seconds ending at %d.%03d\n", rate, name, secs, ms/1000, ms%1000)
+	ir.acc, ir.last = 0, now
+}
+
+// udpPeer is an unconnected UDP socket used as a net.Conn to one server:
+// Write sends to it, Read takes a datagram from any address, as stock
+// netperf's recvfrom does.
+type udpPeer struct {
+	net.PacketConn
+	to net.Addr
+}
+
+func (u *udpPeer) Write(b []byte) (int, error) { return u.WriteTo(b, u.to) }
+func (u *udpPeer) Read(b []byte) (int, error) {
+	n, _, err := u.ReadFrom(b)
+	return n, err
+}
+func (u *udpPeer) RemoteAddr() net.Addr { return u.to }
+
+// udpPeerConn opens the UDP data socket of cfg towards host:port.
+func udpPeerConn(cfg *Config, network, host string, port uint32) (net.Conn, error) {
+	var to *net.UDPAddr
+	if a, err := netip.ParseAddr(host); err == nil {
+		to = net.UDPAddrFromAddrPort(netip.AddrPortFrom(a.Unmap(), uint16(port)))
+	} else {
+		r, err := net.ResolveUDPAddr(network, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		if err != nil {
+			return nil, err
+		}
+		to = r
+	}
+	if network == "udp" {
+		network = "udp6"
+		if to.AddrPort().Addr().Is4() {
+			network = "udp4"
+		}
+	}
+	local := net.JoinHostPort(cfg.LocalDataAddr, strconv.Itoa(cfg.LocalDataPort))
+	listen := cfg.ListenPacket
+	if listen == nil {
+		listen = net.ListenPacket
+	}
+	pc, err := listen(network, local)
+	if err != nil {
+		return nil, err
+	}
+	return &udpPeer{PacketConn: pc, to: to}, nil
+}

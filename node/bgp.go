@@ -1,0 +1,567 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mplsnode/mplsnode/bgp"
+	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/stack"
+)
+
+// Administrative distances: when the config file (static) and BGP both
+// have a route to a prefix, the lower distance wins, as in FRR and Cisco
+// IOS; the other route shows again when the winner goes.
+const (
+	DistanceStatic = 1
+	DistanceBGP    = 20
+)
+
+// bgpConfig converts the file's bgp lines for package bgp: each
+// neighbour's session runs from the node's address on the neighbour's
+// subnet, and the routes advertised to it carry the node's addresses on
+// that link as next hops.
+func bgpConfig(cfg *config.Config) (bgp.Config, error) {
+	b := cfg.BGP
+	bc := bgp.Config{
+		AS: b.AS, RouterID: b.RouterID,
+		LabelLow: mpls.Label(b.LabelLow), LabelHigh: mpls.Label(b.LabelHigh),
+	}
+	var errs config.ErrorList
+	for _, n := range b.Neighbors {
+		bn := bgp.Neighbor{Address: n.Address, RemoteAS: n.RemoteAS, NextHopSelf: n.NextHopSelf, HoldTime: n.HoldTime}
+		for _, f := range n.Families {
+			switch f {
+			case config.IPv4LabeledUnicast:
+				bn.Families = append(bn.Families, bgp.IPv4LabeledUnicast)
+			case config.IPv6LabeledUnicast:
+				bn.Families = append(bn.Families, bgp.IPv6LabeledUnicast)
+			}
+		}
+		dev := ""
+		for _, a := range cfg.Addrs {
+			if a.Dev != config.LoopbackDev && a.Prefix.Masked().Contains(n.Address) {
+				if a.Prefix.Addr() == n.Address {
+					errs = append(errs, n.AddressPos.Errorf(n.Address.String(), "bgp neighbor %s is the node's own address (%s)", n.Address, a.Pos))
+				}
+				bn.Local, dev = a.Prefix.Addr(), a.Dev
+				break
+			}
+		}
+		if dev == "" {
+			errs = append(errs, n.AddressPos.Errorf(n.Address.String(),
+				"bgp neighbor %s is on none of the node's subnets; sessions run to directly connected neighbours (add an address on its link)", n.Address))
+			continue
+		}
+		for _, a := range cfg.Addrs {
+			if a.Dev != dev {
+				continue
+			}
+			ip := a.Prefix.Addr()
+			switch {
+			case ip.Is4() && !bn.NextHop4.IsValid():
+				bn.NextHop4 = ip
+			case ip.Is6() && !ip.IsLinkLocalUnicast() && !bn.NextHop6.IsValid():
+				bn.NextHop6 = ip
+			}
+		}
+		bc.Neighbors = append(bc.Neighbors, bn)
+	}
+	for _, nw := range b.Networks {
+		bn := bgp.Network{Prefix: nw.Prefix, Label: mpls.Label(nw.Label)}
+		switch nw.Mode {
+		case config.BGPLabelExplicitNull:
+			bn.Mode = bgp.LabelExplicitNull
+		case config.BGPLabelImplicitNull:
+			bn.Mode = bgp.LabelImplicitNull
+		case config.BGPLabelFixed:
+			bn.Mode = bgp.LabelFixed
+		default:
+			bn.Mode = bgp.LabelFromRange
+		}
+		bc.Networks = append(bc.Networks, bn)
+	}
+	if len(errs) > 0 {
+		return bc, errs
+	}
+	return bc, nil
+}
+
+// connected is one of the node's subnets.
+type connected struct {
+	prefix netip.Prefix // masked
+	self   netip.Addr
+	dev    string
+}
+
+// bgpTables adapts the node's tables to bgp.Tables: it keeps the static
+// routes (from the file) and BGP's routes apart and writes their union to
+// the FIB, static first (DistanceStatic < DistanceBGP). It is the one
+// place that knows how BGP's routes reach the tables, so that it can be
+// pointed at another forwarding API without touching package bgp.
+//
+// A BGP batch is written as a change (mpls.Tables.UpdateRoutes: the
+// prefixes it touches), never as the whole set again, and never to
+// gVisor's route table (a list, quadratic to fill): a hundred thousand
+// BGP routes cost one FIB rebuild per batch. The forwarding plane routes
+// transit by the same FIB (forward.FIBRouter), so it needs no telling.
+type bgpTables struct {
+	st     *stack.Stack
+	tables *mpls.Tables
+	conn   []connected
+
+	mu        sync.Mutex
+	static    []mpls.Route
+	staticILM []mpls.ILMEntry
+	// staticAt indexes static by prefix.
+	staticAt map[netip.Prefix]int
+	routes   map[netip.Prefix]mpls.FTNEntry // BGP's
+	ilm      map[mpls.Label]mpls.ILMEntry   // BGP's
+	// effective is the written route set by prefix, for Resolve.
+	effective map[netip.Prefix]mpls.Route
+	// shadowed counts BGP routes hidden by a static route to their prefix.
+	shadowed int
+}
+
+var _ bgp.Tables = (*bgpTables)(nil)
+
+func newBGPTables(st *stack.Stack, cfg *config.Config, c *converted) *bgpTables {
+	t := &bgpTables{st: st, tables: st.Tables(), routes: map[netip.Prefix]mpls.FTNEntry{}, ilm: map[mpls.Label]mpls.ILMEntry{}}
+	for _, a := range cfg.Addrs {
+		if a.Dev != config.LoopbackDev {
+			t.conn = append(t.conn, connected{prefix: a.Prefix.Masked(), self: a.Prefix.Addr(), dev: a.Dev})
+		}
+	}
+	t.setStaticLocked(c.routes(cfg), slices.Clone(c.ilm))
+	t.effective = make(map[netip.Prefix]mpls.Route, len(t.static))
+	for _, r := range t.static {
+		t.effective[r.Prefix] = r
+	}
+	return t
+}
+
+// setStaticLocked sets the static routes and label routes, without
+// writing them.
+func (t *bgpTables) setStaticLocked(routes []mpls.Route, ilm []mpls.ILMEntry) {
+	t.static, t.staticILM = routes, ilm
+	t.staticAt = make(map[netip.Prefix]int, len(routes))
+	for i, r := range routes {
+		if _, dup := t.staticAt[r.Prefix]; !dup {
+			t.staticAt[r.Prefix] = i
+		}
+	}
+}
+
+// bgpRoute returns BGP's route e as a FIB route.
+func bgpRoute(e mpls.FTNEntry) mpls.Route {
+	return mpls.Route{Prefix: e.Prefix, NextHops: []mpls.NextHop{{Via: e.NextHop, Device: e.Device, Labels: e.Labels}}}
+}
+
+// setStatic replaces the static routes and label routes (a reload) and
+// writes the union again. Its errors are the FIB's (*mpls.TableError,
+// Index into routes) or the ILM's.
+func (t *bgpTables) setStatic(routes []mpls.Route, ilm []mpls.ILMEntry) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	oldR, oldI := t.static, t.staticILM
+	t.setStaticLocked(routes, slices.Clone(ilm))
+	if err := t.writeAllLocked(); err != nil {
+		t.setStaticLocked(oldR, oldI)
+		_ = t.writeAllLocked() // the previous set, which the tables took
+		return err
+	}
+	return nil
+}
+
+// Apply implements bgp.Tables.
+func (t *bgpTables) Apply(ch bgp.Changes) error {
+	if len(ch.AddRoutes)+len(ch.DelRoutes)+len(ch.AddILM)+len(ch.DelILM) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Remember what the batch touches, to put it back if the tables refuse
+	// the result: one bad entry must not poison every later batch.
+	oldRoutes := map[netip.Prefix]*mpls.FTNEntry{}
+	oldILM := map[mpls.Label]*mpls.ILMEntry{}
+	saveRoute := func(p netip.Prefix) {
+		if _, ok := oldRoutes[p]; !ok {
+			if e, ok := t.routes[p]; ok {
+				oldRoutes[p] = &e
+			} else {
+				oldRoutes[p] = nil
+			}
+		}
+	}
+	saveLabel := func(l mpls.Label) {
+		if _, ok := oldILM[l]; !ok {
+			if e, ok := t.ilm[l]; ok {
+				oldILM[l] = &e
+			} else {
+				oldILM[l] = nil
+			}
+		}
+	}
+	for _, p := range ch.DelRoutes {
+		saveRoute(p)
+		delete(t.routes, p)
+	}
+	for _, l := range ch.DelILM {
+		saveLabel(l)
+		delete(t.ilm, l)
+	}
+	for _, e := range ch.AddRoutes {
+		saveRoute(e.Prefix)
+		t.routes[e.Prefix] = e
+	}
+	for _, e := range ch.AddILM {
+		saveLabel(e.Label)
+		t.ilm[e.Label] = e
+	}
+	restore := func() {
+		for p, e := range oldRoutes {
+			if e == nil {
+				delete(t.routes, p)
+			} else {
+				t.routes[p] = *e
+			}
+		}
+		for l, e := range oldILM {
+			if e == nil {
+				delete(t.ilm, l)
+			} else {
+				t.ilm[l] = *e
+			}
+		}
+	}
+	// The FIB change: each touched prefix without a static route gets
+	// BGP's route, or loses its route when BGP has none left.
+	var add []mpls.Route
+	var del []netip.Prefix
+	for p := range oldRoutes {
+		if _, ok := t.staticAt[p]; ok {
+			continue // shadowed before and after
+		}
+		if e, ok := t.routes[p]; ok {
+			add = append(add, bgpRoute(e))
+		} else if oldRoutes[p] != nil {
+			del = append(del, p)
+		}
+	}
+	if len(add)+len(del) > 0 {
+		if err := t.tables.UpdateRoutes(add, del); err != nil {
+			restore() // the FIB did not change
+			return err
+		}
+	}
+	if len(oldILM) > 0 {
+		if err := t.writeILMLocked(); err != nil {
+			restore()
+			_ = t.writeAllLocked() // the previous set, which the tables took
+			return err
+		}
+	}
+	for p, was := range oldRoutes {
+		if i, ok := t.staticAt[p]; ok {
+			_, now := t.routes[p]
+			switch {
+			case was == nil && now:
+				t.shadowed++
+			case was != nil && !now:
+				t.shadowed--
+			}
+			t.effective[p] = t.static[i]
+			continue
+		}
+		if e, ok := t.routes[p]; ok {
+			t.effective[p] = bgpRoute(e)
+		} else {
+			delete(t.effective, p)
+		}
+	}
+	return nil
+}
+
+// writeAllLocked writes static ∪ BGP to the FIB at once, and the ILM.
+func (t *bgpTables) writeAllLocked() error {
+	all := slices.Clone(t.static)
+	eff := make(map[netip.Prefix]mpls.Route, len(t.static)+len(t.routes))
+	for _, r := range t.static {
+		eff[r.Prefix] = r
+	}
+	shadowed := 0
+	for p, e := range t.routes {
+		if _, ok := eff[p]; ok {
+			shadowed++
+			continue
+		}
+		r := bgpRoute(e)
+		eff[p] = r
+		all = append(all, r)
+	}
+	if err := t.tables.ReplaceRoutes(all); err != nil {
+		return err
+	}
+	t.effective, t.shadowed = eff, shadowed
+	return t.writeILMLocked()
+}
+
+// writeILMLocked writes the static label routes and BGP's.
+func (t *bgpTables) writeILMLocked() error {
+	ilm := slices.Clone(t.staticILM)
+	for _, l := range slices.Sorted(maps.Keys(t.ilm)) {
+		ilm = append(ilm, t.ilm[l])
+	}
+	return t.st.SetILM(ilm)
+}
+
+// maxResolveDepth bounds recursive next-hop resolution.
+const maxResolveDepth = 8
+
+// Resolve implements bgp.Tables.
+func (t *bgpTables) Resolve(nh netip.Addr) (bgp.Resolution, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.resolveLocked(nh, 0)
+}
+
+func (t *bgpTables) resolveLocked(nh netip.Addr, depth int) (bgp.Resolution, bool) {
+	if depth > maxResolveDepth || !nh.IsValid() {
+		return bgp.Resolution{}, false
+	}
+	for _, c := range t.conn {
+		if c.prefix.Contains(nh) {
+			if c.self == nh {
+				return bgp.Resolution{}, false
+			}
+			return bgp.Resolution{Via: nh, Device: c.dev}, true
+		}
+	}
+	for bits := nh.BitLen(); bits >= 0; bits-- {
+		p, _ := nh.Prefix(bits)
+		route, ok := t.effective[p]
+		if !ok || len(route.NextHops) == 0 {
+			continue
+		}
+		r := route.NextHops[0] // of a multipath route, the first hop
+		if len(r.Labels) > 0 {
+			via := r.Via
+			if !via.IsValid() {
+				via = nh
+			}
+			dev := r.Device
+			if dev == "" {
+				if res, ok := t.resolveLocked(via, depth+1); ok {
+					dev = res.Device
+				}
+			}
+			return bgp.Resolution{Via: via, Device: dev, Labels: slices.Clone(r.Labels)}, true
+		}
+		if !r.Via.IsValid() {
+			return bgp.Resolution{Via: nh, Device: r.Device}, r.Device != ""
+		}
+		return t.resolveLocked(r.Via, depth+1)
+	}
+	return bgp.Resolution{}, false
+}
+
+// RouteEntry is one route as `mplsnode route show` prints it.
+type RouteEntry struct {
+	Prefix   string   `json:"prefix"`
+	Labels   []uint32 `json:"labels,omitempty"`
+	Via      string   `json:"via,omitempty"`
+	Dev      string   `json:"dev,omitempty"`
+	Protocol string   `json:"protocol"`
+	Distance int      `json:"distance"`
+}
+
+// String returns r in iproute2's words.
+func (r RouteEntry) String() string {
+	var b strings.Builder
+	b.WriteString(r.Prefix)
+	if len(r.Labels) > 0 {
+		b.WriteString(" encap mpls ")
+		for i, l := range r.Labels {
+			if i > 0 {
+				b.WriteByte('/')
+			}
+			fmt.Fprint(&b, l)
+		}
+	}
+	if r.Via != "" {
+		b.WriteString(" via " + r.Via)
+	}
+	if r.Dev != "" {
+		b.WriteString(" dev " + r.Dev)
+	}
+	fmt.Fprintf(&b, " proto %s metric %d", r.Protocol, r.Distance)
+	return b.String()
+}
+
+// Routes returns the node's IP routes, static and BGP, sorted by prefix.
+func (n *Node) Routes() []RouteEntry {
+	var bgpRoutes map[netip.Prefix]mpls.FTNEntry
+	if n.bgpTab != nil {
+		n.bgpTab.mu.Lock()
+		bgpRoutes = maps.Clone(n.bgpTab.routes)
+		n.bgpTab.mu.Unlock()
+	}
+	var out []RouteEntry
+	for _, r := range n.stack.Routes() {
+		e := RouteEntry{Prefix: r.Prefix.String(), Dev: r.Link, Protocol: "static", Distance: DistanceStatic}
+		if b, ok := bgpRoutes[r.Prefix]; ok && b.Device == r.Link && b.NextHop == r.Via && slices.Equal(b.Labels, r.Labels) {
+			e.Protocol, e.Distance = "bgp", DistanceBGP
+		}
+		if r.Via.IsValid() {
+			e.Via = r.Via.String()
+		}
+		for _, l := range r.Labels {
+			e.Labels = append(e.Labels, uint32(l))
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b RouteEntry) int {
+		pa, pb := netip.MustParsePrefix(a.Prefix), netip.MustParsePrefix(b.Prefix)
+		if c := pa.Addr().Compare(pb.Addr()); c != 0 {
+			return c
+		}
+		return pa.Bits() - pb.Bits()
+	})
+	return out
+}
+
+// BGP returns the node's BGP speaker, or nil when the config has no bgp
+// lines.
+func (n *Node) BGP() *bgp.Speaker { return n.bgp }
+
+// bgpText is the canonical text of the bgp lines but the networks (which
+// a reload changes), to compare two configs.
+func bgpText(b *config.BGP) string {
+	c := &config.Config{BGP: b}
+	var out strings.Builder
+	for _, line := range strings.Split(c.Format(), "\n") {
+		if strings.HasPrefix(line, "bgp ") && !strings.HasPrefix(line, "bgp network ") {
+			out.WriteString(line + "\n")
+		}
+	}
+	return out.String()
+}
+
+// maxLoggedChanges bounds the lines a reload logs one by one; past it,
+// only the counts.
+const maxLoggedChanges = 20
+
+// logChanges logs what a reload changes in the routes (the FIB before and
+// after: the node keeps no copy of the file's routes), the file's label
+// routes and bgp networks: each added, removed and changed line (or the
+// counts).
+func logChanges(log *slog.Logger, oldFIB, curFIB *mpls.FIB, old, cur *config.Config) {
+	type keyed struct{ key, line string }
+	diff := func(what string, a, b []keyed) {
+		before := make(map[string]string, len(a))
+		for _, k := range a {
+			before[k.key] = k.line
+		}
+		var added, removed, changed []string
+		seen := make(map[string]bool, len(b))
+		for _, k := range b {
+			seen[k.key] = true
+			switch was, ok := before[k.key]; {
+			case !ok:
+				added = append(added, k.line)
+			case was != k.line:
+				changed = append(changed, was+" -> "+k.line)
+			}
+		}
+		for _, k := range a {
+			if !seen[k.key] {
+				removed = append(removed, k.line)
+			}
+		}
+		switch n := len(added) + len(removed) + len(changed); {
+		case n == 0:
+		case n > maxLoggedChanges:
+			log.Info("reload: "+what, "added", len(added), "removed", len(removed), "changed", len(changed))
+		default:
+			log.Info("reload: "+what, "added", added, "removed", removed, "changed", changed)
+		}
+	}
+	// Routes: only what differs is formatted (a FIB holds up to millions).
+	routes := func() (a, b []keyed) {
+		before := make(map[netip.Prefix]*mpls.FIBEntry, oldFIB.Len())
+		for i := range oldFIB.Len() {
+			e := oldFIB.Entry(i)
+			before[e.Prefix] = e
+		}
+		for i := range curFIB.Len() {
+			e := curFIB.Entry(i)
+			if was, ok := before[e.Prefix]; ok {
+				delete(before, e.Prefix)
+				if sameEntry(was, e) {
+					continue
+				}
+				a = append(a, keyed{e.Prefix.String(), fibLine(was)})
+			}
+			b = append(b, keyed{e.Prefix.String(), fibLine(e)})
+		}
+		for _, e := range before {
+			a = append(a, keyed{e.Prefix.String(), fibLine(e)})
+		}
+		return a, b
+	}
+	oldRoutes, curRoutes := routes()
+	labels := func(c *config.Config) (out []keyed) {
+		for _, r := range c.LabelRoutes {
+			out = append(out, keyed{fmt.Sprint(r.Label), r.String()})
+		}
+		return out
+	}
+	networks := func(c *config.Config) (out []keyed) {
+		if c.BGP != nil {
+			for _, nw := range c.BGP.Networks {
+				out = append(out, keyed{nw.Prefix.String(), nw.String()})
+			}
+		}
+		return out
+	}
+	diff("routes", oldRoutes, curRoutes)
+	diff("label routes", labels(old), labels(cur))
+	diff("bgp networks", networks(old), networks(cur))
+}
+
+// sameEntry reports whether two FIB entries route alike.
+func sameEntry(a, b *mpls.FIBEntry) bool {
+	return a.Prefix == b.Prefix && a.MTU == b.MTU && a.TTL == b.TTL &&
+		slices.EqualFunc(a.Group.Hops, b.Group.Hops, func(x, y mpls.NextHop) bool {
+			return x.Via == y.Via && x.Device == y.Device && x.Weight == y.Weight && slices.Equal(x.Labels, y.Labels)
+		})
+}
+
+// fibLine returns a FIB entry as a config line.
+func fibLine(e *mpls.FIBEntry) string {
+	labels := func(ls []mpls.Label) []uint32 {
+		if ls == nil {
+			return nil
+		}
+		out := make([]uint32, len(ls))
+		for i, l := range ls {
+			out[i] = uint32(l)
+		}
+		return out
+	}
+	r := config.Route{Prefix: e.Prefix, MTU: e.MTU}
+	if hops := e.Group.Hops; len(hops) == 1 {
+		r.Via, r.Dev, r.Labels, r.TTL = hops[0].Via, hops[0].Device, labels(hops[0].Labels), e.TTL
+	} else {
+		for _, h := range hops {
+			r.NextHops = append(r.NextHops, config.NextHop{Via: h.Via, Dev: h.Device, Labels: labels(h.Labels), Weight: h.Weight, TTL: e.TTL})
+		}
+	}
+	return r.String()
+}

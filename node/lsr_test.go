@@ -1,0 +1,200 @@
+package node_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/node"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/refs"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+func TestMain(m *testing.M) {
+	refs.SetLeakMode(refs.LeaksPanic)
+	code := m.Run()
+	refs.DoLeakCheck()
+	os.Exit(code)
+}
+
+// Node-level helpers for the tests that run a whole node on channel
+// endpoints (reload, mpls input); the label switch's own tests are in
+// package forward.
+
+// The in-process LSR: in0 (10.1.0.1) receives, out0 (10.2.0.1) sends to the
+// next hop 10.2.0.2.
+const lsrConf = `
+link add in0 type afpacket
+link add out0 type afpacket
+addr add 10.1.0.1/24 dev in0
+addr add 10.2.0.1/24 dev out0
+-f mpls route add 100 as to 200 via inet 10.2.0.2
+-f mpls route add 101 as to 300/301 via inet 10.2.0.2
+-f mpls route add 102 via inet 10.2.0.2
+`
+
+var (
+	macIn   = tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01")
+	macOut  = tcpip.LinkAddress("\x02\x00\x00\x00\x02\x01")
+	macPrev = tcpip.LinkAddress("\x02\x00\x00\x00\x01\x02") // 10.1.0.2
+	macNext = tcpip.LinkAddress("\x02\x00\x00\x00\x02\x02") // 10.2.0.2
+)
+
+type lsr struct {
+	n       *node.Node
+	in, out *channel.Endpoint
+}
+
+// newLSR starts the node on channel endpoints; static neighbours make the
+// next hops (and the previous hop, for ICMP) resolved when resolve is set.
+func newLSR(t testing.TB, conf string, resolve bool) *lsr {
+	t.Helper()
+	cfg, err := config.Parse("lsr.conf", strings.NewReader(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lsr{in: channel.New(256, 1500, macIn), out: channel.New(256, 1500, macOut)}
+	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"in0": l.in, "out0": l.out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.n = n
+	t.Cleanup(func() {
+		n.Close()
+		l.in.Drain()
+		l.out.Drain()
+	})
+	if resolve {
+		ns := n.Stack().Netstack()
+		nicIn, nicOut := nicID(t, n, "in0"), nicID(t, n, "out0")
+		ns.AddStaticNeighbor(nicIn, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 1, 0, 2}), macPrev)
+		ns.AddStaticNeighbor(nicOut, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), macNext)
+	}
+	return l
+}
+
+// nicID returns the gVisor NIC of the node's link name (a NIC is named
+// after its link).
+func nicID(t testing.TB, n *node.Node, name string) tcpip.NICID {
+	t.Helper()
+	for id, info := range n.Stack().Netstack().NICInfo() {
+		if info.Name == name {
+			return id
+		}
+	}
+	t.Fatalf("no NIC named %s", name)
+	return 0
+}
+
+// ipv4UDP returns an IPv4/UDP packet 10.1.0.2 -> 10.9.9.9 with the given TTL
+// and payload size, serialized by gopacket.
+func ipv4UDP(t testing.TB, ttl uint8, size int) []byte {
+	t.Helper()
+	ip := &layers.IPv4{Version: 4, TTL: ttl, Protocol: layers.IPProtocolUDP,
+		SrcIP: netip.MustParseAddr("10.1.0.2").AsSlice(), DstIP: netip.MustParseAddr("10.9.9.9").AsSlice()}
+	udp := &layers.UDP{SrcPort: 1234, DstPort: 5678}
+	udp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		ip, udp, gopacket.Payload(make([]byte, size))); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// labelled returns an Ethernet frame to in0 carrying the labels (outermost
+// first, S on the last, TTL ttl) over payload.
+func labelled(labels []uint32, ttl uint8, payload []byte) []byte {
+	f := make([]byte, 14, 14+4*len(labels)+len(payload))
+	copy(f[0:], macIn)
+	copy(f[6:], macPrev)
+	binary.BigEndian.PutUint16(f[12:], 0x8847)
+	for i, l := range labels {
+		v := l<<12 | uint32(ttl)
+		if i == len(labels)-1 {
+			v |= 1 << 8
+		}
+		f = binary.BigEndian.AppendUint32(f, v)
+	}
+	return append(f, payload...)
+}
+
+func inject(ep *channel.Endpoint, frame []byte) {
+	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	ep.InjectInbound(0, pkt)
+	pkt.DecRef()
+}
+
+// readFrame returns the next frame written to ep, or nil after a while.
+func readFrame(t testing.TB, ep *channel.Endpoint) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	pkt := ep.ReadContext(ctx)
+	if pkt == nil {
+		return nil
+	}
+	defer pkt.DecRef()
+	var b []byte
+	for _, v := range pkt.AsSlices() {
+		b = append(b, v...)
+	}
+	return b
+}
+
+func TestReload(t *testing.T) {
+	l := newLSR(t, lsrConf, true)
+	tests := []struct {
+		name        string
+		conf        string
+		wantErr     string // prefix; "" = accepted
+		wantRestart bool
+	}{
+		{"more label routes", lsrConf + "-f mpls route add 103 as to 400 via inet 10.2.0.2\n", "", false},
+		{"link mtu", strings.Replace(lsrConf, "out0 type afpacket", "out0 type afpacket mtu 1400", 1), "lsr.conf:3:1: link out0 changed: a restart is needed", true},
+		{"address", strings.Replace(lsrConf, "10.1.0.1/24", "10.1.0.5/24", 1), "lsr.conf:4:1: address 10.1.0.5/24 changed: a restart is needed", true},
+		{"sysctl", lsrConf + "sysctl net.mpls.ip_ttl_propagate=0\n", "lsr.conf:9:1: a sysctl changed: a restart is needed", true},
+		{"address on lo", lsrConf + "addr add 10.9.9.9/32 dev lo\n", "lsr.conf:9:1: address 10.9.9.9/32 changed: a restart is needed", true},
+		{"subnet on lo", lsrConf + "addr add 10.9.9.0/24 dev lo\n", "lsr.conf:9:10: an address on lo must be a host address: 10.9.9.0/32", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse("lsr.conf", strings.NewReader(tc.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.n.Reload(cfg)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("got %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want %s...", err, tc.wantErr)
+			}
+			if got := errors.Is(err, node.ErrRestartNeeded); got != tc.wantRestart {
+				t.Errorf("got errors.Is(err, ErrRestartNeeded) = %v, want %v", got, tc.wantRestart)
+			}
+		})
+	}
+	// The accepted reload stays: label 103 swaps to 400.
+	inject(l.in, labelled([]uint32{103}, 64, ipv4UDP(t, 64, 10)))
+	f := readFrame(t, l.out)
+	if f == nil || binary.BigEndian.Uint32(f[14:])>>12 != 400 {
+		t.Errorf("after the rejected reloads, label 103 was not swapped to 400: %x", f)
+	}
+}

@@ -1,0 +1,335 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mplsnode/mplsnode/config"
+	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
+	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/stack"
+	"github.com/prometheus/client_golang/prometheus"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// xdpSyncInterval is how often the XDP label switch's maps are brought up
+// to date with the neighbour table and the egress links' ability to take
+// redirected frames (table changes sync at once).
+const xdpSyncInterval = time.Second
+
+// xdpPlane runs the label switch's decisions as an XDP program on the
+// node's AF_PACKET links (set forward xdp on|auto) and keeps its maps in
+// step with the ILM, the neighbour table and the egress links' state.
+type xdpPlane struct {
+	log   *slog.Logger
+	s     *stack.Stack
+	prog  *fxdp.Program
+	feats *fxdp.Features         // opened in the node's network namespace
+	nics  map[string]tcpip.NICID // the stack NIC of each link
+	links map[string]fxdp.Link   // attached links by name
+	// skipped says why a link runs without the program (auto mode).
+	skipped map[string]string
+
+	mu       sync.Mutex // serialises sync
+	egressOK map[int]bool
+	resolved int // entries carried with a resolved next hop, last sync
+
+	// kick asks for a sync now: a next hop the program lacked was just
+	// resolved.
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startXDP loads and attaches the XDP label switch as mode asks: off
+// returns nil; on fails unless every AF_PACKET link of links takes it;
+// auto attaches where it can and logs once for each link where it cannot.
+// Links given as endpoints (tests, embedders) have no interface and never
+// take it.
+func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
+	if mode == config.XDPOff {
+		return nil, nil
+	}
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("set forward xdp "+mode.String()+": "+format, args...)
+		if mode == config.XDPOn {
+			return err
+		}
+		logger.Warn("XDP label switch off", "reason", err.Error())
+		return nil
+	}
+	prog, err := fxdp.Load(model)
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+	feats, err := fxdp.OpenFeatures()
+	if err != nil {
+		prog.Close()
+		return nil, fail("%w", err)
+	}
+	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
+		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	for id, info := range s.Netstack().NICInfo() {
+		x.nics[info.Name] = id
+	}
+	for _, l := range links {
+		why := ""
+		var fl fxdp.Link
+		if l.Kind != stack.LinkAFPacket {
+			why = "a " + l.Kind.String() + " link has no interface to attach to"
+		} else if ifc, err := net.InterfaceByName(l.Name); err != nil {
+			why = err.Error()
+		} else if ep := s.Endpoint(l.Name); ep == nil {
+			why = "no such link in the stack"
+		} else {
+			fl = fxdp.Link{Name: l.Name, Index: ifc.Index, MAC: net.HardwareAddr(ep.LinkAddress()),
+				MTU: ep.LinkMTU(), Ingress: !l.RejectMPLS}
+			if err := prog.Attach(fl); err != nil {
+				why = err.Error()
+			}
+		}
+		if why != "" {
+			if mode == config.XDPOn {
+				prog.Close()
+				feats.Close()
+				return nil, fmt.Errorf("set forward xdp on: link %s: %s", l.Name, why)
+			}
+			x.skipped[l.Name] = why
+			logger.Warn("XDP label switch not on link", "link", l.Name, "reason", why)
+			continue
+		}
+		x.links[l.Name] = fl
+	}
+	if len(x.links) == 0 {
+		prog.Close()
+		feats.Close()
+		return nil, fail("no link took the program")
+	}
+	x.sync()
+	go x.run()
+	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", prog.VerifiedInstructions())
+	return x, nil
+}
+
+func (x *xdpPlane) run() {
+	defer close(x.done)
+	t := time.NewTicker(xdpSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+			x.sync()
+		case <-x.kick:
+			x.sync()
+		}
+	}
+}
+
+// sync mirrors the ILM into the program: each swap and pop-forward entry
+// towards an attached link, with its next hop's MAC from the stack's
+// neighbour table (resolution is started for the missing ones, and their
+// answer starts the next sync), and marks each attached link as an egress that
+// takes redirected frames or not.
+func (x *xdpPlane) sync() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, l := range x.links {
+		ok, err := x.feats.RedirectCapable(l.Index)
+		if err != nil {
+			ok = false
+		}
+		if prev, seen := x.egressOK[l.Index]; !seen || prev != ok {
+			if ok {
+				x.log.Info("XDP label switch: egress link takes redirected frames", "link", l.Name)
+			} else {
+				x.log.Warn("XDP label switch: frames for this egress link take the userspace path",
+					"link", l.Name, "reason", "its veth peer runs no NAPI (no XDP program, GRO off): `ethtool -K PEER gro on` lets the kernel redirect into it")
+			}
+			x.egressOK[l.Index] = ok
+		}
+		if err := x.prog.SetEgressOK(l.Index, ok); err != nil {
+			x.log.Warn("XDP label switch: egress state", "link", l.Name, "err", err)
+		}
+	}
+	ns := x.s.Netstack()
+	type nextHopKey struct {
+		dev  string
+		addr netip.Addr
+	}
+	macs := map[nextHopKey]net.HardwareAddr{}
+	var entries []fxdp.Entry
+	x.resolved = 0
+	for _, e := range x.s.Tables().ILM().Entries() {
+		l, ok := x.links[e.Device]
+		if !ok || (e.Action != mpls.ILMSwap && e.Action != mpls.ILMPopForward) {
+			continue
+		}
+		fe := fxdp.Entry{Label: e.Label, Action: e.Action, OutLabels: e.OutLabels, Payload: e.Payload, Egress: l.Index}
+		key := nextHopKey{dev: e.Device, addr: e.NextHop}
+		mac, seen := macs[key]
+		if !seen {
+			mac = x.neighbor(ns, e.Device, e.NextHop)
+			macs[key] = mac
+		}
+		if mac != nil {
+			fe.NextHopMAC = mac
+			x.resolved++
+		}
+		entries = append(entries, fe)
+	}
+	if err := x.prog.Sync(entries); err != nil {
+		x.log.Warn("XDP label switch: map update", "err", err)
+	}
+}
+
+// neighbor returns addr's MAC address on link dev from the stack's
+// neighbour table, or nil after starting its resolution.
+func (x *xdpPlane) neighbor(ns *gstack.Stack, dev string, addr netip.Addr) net.HardwareAddr {
+	nic, ok := x.nics[dev]
+	if !ok || !addr.IsValid() {
+		return nil
+	}
+	proto := header.IPv4ProtocolNumber
+	if addr.Is6() {
+		proto = header.IPv6ProtocolNumber
+	}
+	want := tcpip.AddrFromSlice(addr.AsSlice())
+	if nbrs, err := ns.Neighbors(nic, proto); err == nil {
+		for _, n := range nbrs {
+			if n.Addr == want && n.LinkAddr != "" && n.State != gstack.Unreachable && n.State != gstack.Incomplete {
+				return net.HardwareAddr(n.LinkAddr)
+			}
+		}
+	}
+	ns.GetLinkAddress(nic, want, tcpip.Address{}, proto, func(r gstack.LinkResolutionResult) {
+		if r.Err == nil {
+			select {
+			case x.kick <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return nil
+}
+
+// XDPReport is the XDP label switch's state and counters.
+type XDPReport struct {
+	// Links names the links the program runs on.
+	Links []string `json:"links"`
+	// EgressOK names the attached links that take redirected frames.
+	EgressOK []string `json:"egress_ok"`
+	// Skipped maps a link without the program to the reason (auto mode).
+	Skipped map[string]string `json:"skipped,omitempty"`
+	// Entries is the number of ILM entries carried with a resolved next
+	// hop at the last sync.
+	Entries int `json:"entries_resolved"`
+	// VerifiedInstructions is the verifier's instruction count.
+	VerifiedInstructions uint32 `json:"verified_instructions"`
+	// Swapped, PoppedLabelled and PoppedIP count the frames the program
+	// forwarded inside the kernel.
+	Swapped        uint64 `json:"swapped"`
+	PoppedLabelled uint64 `json:"popped_labelled"`
+	PoppedIP       uint64 `json:"popped_ip"`
+	// Passed counts the frames passed up to the userspace path, by reason
+	// (the userspace drop reasons' names where they share one).
+	Passed map[string]uint64 `json:"passed"`
+}
+
+// report returns the plane's report; nil when XDP is off.
+func (x *xdpPlane) report() *XDPReport {
+	if x == nil {
+		return nil
+	}
+	r := &XDPReport{Skipped: x.skipped, VerifiedInstructions: x.prog.VerifiedInstructions(), Passed: map[string]uint64{}}
+	for _, l := range x.prog.Links() {
+		r.Links = append(r.Links, l.Name)
+		if x.prog.EgressOK(l.Index) {
+			r.EgressOK = append(r.EgressOK, l.Name)
+		}
+	}
+	x.mu.Lock()
+	r.Entries = x.resolved
+	x.mu.Unlock()
+	c, err := x.prog.Counters()
+	if err != nil {
+		return r
+	}
+	for i, n := range c {
+		switch reason := fxdp.Reason(i); reason {
+		case fxdp.Swapped:
+			r.Swapped = n
+		case fxdp.PoppedLabelled:
+			r.PoppedLabelled = n
+		case fxdp.PoppedIP:
+			r.PoppedIP = n
+		default:
+			r.Passed[reason.String()] = n
+		}
+	}
+	return r
+}
+
+// close detaches the program from every link (the interfaces are left as
+// they were found) and frees it.
+func (x *xdpPlane) close() error {
+	if x == nil {
+		return nil
+	}
+	close(x.stop)
+	<-x.done
+	return errors.Join(x.prog.Close(), x.feats.Close())
+}
+
+// xdpCollector exports the XDP label switch's counters (when it runs) as
+// mplsnode_xdp_* metrics.
+type xdpCollector struct {
+	n                     *Node
+	forwarded, passed, ok *prometheus.Desc
+}
+
+func newXDPCollector(n *Node) *xdpCollector {
+	name := func(s string) string { return prometheus.BuildFQName(metricsNamespace, "xdp", s) }
+	return &xdpCollector{n: n,
+		forwarded: prometheus.NewDesc(name("forwarded_frames_total"), "Frames the XDP label switch forwarded inside the kernel, by action (swapped, popped_ip, popped_labelled).", []string{"action"}, nil),
+		passed:    prometheus.NewDesc(name("passed_frames_total"), "Frames the XDP label switch passed up to the userspace path, by reason.", []string{"reason"}, nil),
+		ok:        prometheus.NewDesc(name("egress_ok"), "1 if the link runs the XDP label switch and takes redirected frames, 0 if it runs it but frames for it take the userspace path.", []string{"device"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *xdpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.forwarded
+	ch <- c.passed
+	ch <- c.ok
+}
+
+// Collect implements prometheus.Collector.
+func (c *xdpCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.n.xdp.report()
+	if r == nil {
+		return
+	}
+	for action, v := range map[string]uint64{"swapped": r.Swapped, "popped_ip": r.PoppedIP, "popped_labelled": r.PoppedLabelled} {
+		ch <- prometheus.MustNewConstMetric(c.forwarded, prometheus.CounterValue, float64(v), action)
+	}
+	for reason, v := range r.Passed {
+		ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(v), reason)
+	}
+	for _, l := range r.Links {
+		v := 0.0
+		if slices.Contains(r.EgressOK, l) {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.ok, prometheus.GaugeValue, v, l)
+	}
+}
