@@ -492,30 +492,51 @@ func logChanges(log *slog.Logger, oldFIB, curFIB *mpls.FIB, old, cur *config.Con
 			log.Info("reload: "+what, "added", added, "removed", removed, "changed", changed)
 		}
 	}
-	// Routes: only what differs is formatted (a FIB holds up to millions).
-	routes := func() (a, b []keyed) {
+	// Routes: the FIBs are compared entry by entry, and lines formatted
+	// only when they will be logged (a FIB holds up to millions).
+	routes := func() {
 		before := make(map[netip.Prefix]*mpls.FIBEntry, oldFIB.Len())
 		for i := range oldFIB.Len() {
 			e := oldFIB.Entry(i)
 			before[e.Prefix] = e
 		}
+		var added, removed []*mpls.FIBEntry
+		var changed [][2]*mpls.FIBEntry
 		for i := range curFIB.Len() {
 			e := curFIB.Entry(i)
-			if was, ok := before[e.Prefix]; ok {
-				delete(before, e.Prefix)
-				if sameEntry(was, e) {
-					continue
-				}
-				a = append(a, keyed{e.Prefix.String(), fibLine(was)})
+			was, ok := before[e.Prefix]
+			delete(before, e.Prefix)
+			switch {
+			case !ok:
+				added = append(added, e)
+			case !sameEntry(was, e):
+				changed = append(changed, [2]*mpls.FIBEntry{was, e})
 			}
-			b = append(b, keyed{e.Prefix.String(), fibLine(e)})
 		}
 		for _, e := range before {
-			a = append(a, keyed{e.Prefix.String(), fibLine(e)})
+			removed = append(removed, e)
 		}
-		return a, b
+		switch n := len(added) + len(removed) + len(changed); {
+		case n == 0:
+		case n > maxLoggedChanges:
+			log.Info("reload: routes", "added", len(added), "removed", len(removed), "changed", len(changed))
+		default:
+			lines := func(es []*mpls.FIBEntry) (out []string) {
+				for _, e := range es {
+					out = append(out, fibLine(e))
+				}
+				return out
+			}
+			var ch []string
+			for _, c := range changed {
+				ch = append(ch, fibLine(c[0])+" -> "+fibLine(c[1]))
+			}
+			slices.Sort(ch)
+			removedLines := lines(removed)
+			slices.Sort(removedLines)
+			log.Info("reload: routes", "added", lines(added), "removed", removedLines, "changed", ch)
+		}
 	}
-	oldRoutes, curRoutes := routes()
 	labels := func(c *config.Config) (out []keyed) {
 		for _, r := range c.LabelRoutes {
 			out = append(out, keyed{fmt.Sprint(r.Label), r.String()})
@@ -530,7 +551,7 @@ func logChanges(log *slog.Logger, oldFIB, curFIB *mpls.FIB, old, cur *config.Con
 		}
 		return out
 	}
-	diff("routes", oldRoutes, curRoutes)
+	routes()
 	diff("label routes", labels(old), labels(cur))
 	diff("bgp networks", networks(old), networks(cur))
 }

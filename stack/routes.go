@@ -31,7 +31,8 @@ const fibNICName = ":fib"
 // what the stack would forward through it (FIBOptions.Forwarding), and its
 // links' MPLS endpoints keep Options.Forwarding off; what remains is IP
 // sent to its MAC address for another host on a connected subnet, which
-// gVisor sends back out.
+// gVisor sends back out. With an IPForwarder, transit is the forwarding
+// plane's: the FIB NIC drops what gVisor would forward all the same.
 func (s *Stack) addFIBNIC(id tcpip.NICID, cfg Config) error {
 	s.fib = mplsendpoint.NewFIB(mplsendpoint.FIBOptions{
 		Tables: s.tables,
@@ -40,7 +41,7 @@ func (s *Stack) addFIBNIC(id tcpip.NICID, cfg Config) error {
 		},
 		Seed:       uint32(new(maphash.Hash).Sum64()),
 		GSOMode:    cfg.GSO,
-		Forwarding: cfg.Forwarding,
+		Forwarding: cfg.Forwarding && cfg.IPForwarder == nil,
 	})
 	links := make(map[string]*mplsendpoint.FIBLink, len(s.links))
 	var first *mplsendpoint.Endpoint

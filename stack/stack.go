@@ -204,7 +204,7 @@ type Config struct {
 	Forwarder mplsendpoint.Forwarder
 	// IPForwarder, if set, forwards transit IP packets outside gVisor
 	// (package forward): every link offers it the unicast IP packets it
-	// receives, and gVisor's own IP forwarding stays off even with
+	// receives, and what gVisor would forward is dropped even with
 	// Forwarding, so that gVisor sees only the node's own traffic.
 	IPForwarder mplsendpoint.IPForwarder
 	// TTLModel is uniform (the default) or pipe (RFC 3443).
