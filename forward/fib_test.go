@@ -3,10 +3,16 @@ package forward_test
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
+	"github.com/mplsnode/mplsnode/stack"
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // tcp4 is an IPv4 header and TCP ports from src:sport to dst:dport (what
@@ -116,5 +122,74 @@ func TestFIBRouterECMP(t *testing.T) {
 	pkt := tcp4("192.0.2.1", "10.10.1.1", 1, 80)
 	if n := testing.AllocsPerRun(100, func() { _, _ = r.Lookup(dst, pkt) }); n != 0 {
 		t.Errorf("Lookup allocates %v times", n)
+	}
+}
+
+// TestForwardIPByFIB routes transit through the Switch with the FIBRouter
+// over the stack's own tables: a multipath route written with
+// stack.SetRoutes (two next hops on out0, one pushing label 500) carries
+// 64 UDP flows, two packets each; both packets of a flow leave to the same
+// neighbour with the same labels, and both hops carry flows. Then the
+// route is replaced in the tables and the next packet follows the new
+// route at once (no second table to rebuild). Planting "always the first
+// hop" in FIBRouter.Lookup leaves hop 10.2.0.3 without flows.
+func TestForwardIPByFIB(t *testing.T) {
+	l := newLSR(t, lsrV4, true)
+	macNext3 := tcpip.LinkAddress("\x02\x00\x00\x00\x02\x03")
+	hop3 := netip.MustParseAddr("10.2.0.3")
+	l.neighbor(t, "out0", hop3, macNext3)
+	l.sw.SetRouter(forward.NewFIBRouter(forward.FIBRouterOptions{
+		Tables: l.st.Tables(),
+		Connected: []forward.Route{
+			{Prefix: netip.MustParsePrefix("10.1.0.0/24"), Device: "in0"},
+			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Device: "out0"},
+		},
+		Seed: 1,
+	}))
+	p7 := netip.MustParsePrefix("10.7.0.0/16")
+	if err := l.st.SetRoutes([]stack.Route{{Prefix: p7, NextHops: []mpls.NextHop{
+		{Via: hop2, Device: "out0"},
+		{Via: hop3, Device: "out0", Labels: []mpls.Label{500}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	// hopOf returns the neighbour MAC and labels of the next frame out.
+	hopOf := func(port uint16) (string, []uint32) {
+		t.Helper()
+		ip := mplstest.IPv4UDP(netip.AddrPortFrom(netip.MustParseAddr("10.1.0.2"), port), netip.MustParseAddrPort("10.7.1.1:9"), false, make([]byte, 20))
+		inject(l.in, ipFrame(ip))
+		f := readFrame(t, l.out)
+		if f == nil {
+			t.Fatalf("flow %d: nothing forwarded; stats %+v", port, l.sw.Stats())
+		}
+		p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+		var labels []uint32
+		for _, ly := range p.Layers() {
+			if m, ok := ly.(*layers.MPLS); ok {
+				labels = append(labels, m.Label)
+			}
+		}
+		return string(p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet).DstMAC), labels
+	}
+	perHop := map[string]int{}
+	for port := uint16(2000); port < 2064; port++ {
+		mac, labels := hopOf(port)
+		mac2, labels2 := hopOf(port)
+		if mac != mac2 || !slices.Equal(labels, labels2) {
+			t.Fatalf("flow %d: first packet to %x %v, second to %x %v", port, mac, labels, mac2, labels2)
+		}
+		if wantLabels := mac == string(macNext3); wantLabels != slices.Equal(labels, []uint32{500}) {
+			t.Fatalf("flow %d: to %x with labels %v; hop 10.2.0.3 pushes 500, 10.2.0.2 none", port, mac, labels)
+		}
+		perHop[mac]++
+	}
+	if len(perHop) != 2 {
+		t.Errorf("64 flows over two equal hops all went to one (flows by MAC): %x", perHop)
+	}
+	if err := l.st.SetRoutes([]stack.Route{{Prefix: p7, Via: hop2, Labels: []mpls.Label{600}}}); err != nil {
+		t.Fatal(err)
+	}
+	if mac, labels := hopOf(3000); mac != string(macNext) || !slices.Equal(labels, []uint32{600}) {
+		t.Errorf("after the route changed: to %x with %v; want 10.2.0.2 with [600]", mac, labels)
 	}
 }
