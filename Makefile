@@ -37,6 +37,7 @@ gobench: deps
 BENCHFLAGS ?=
 bench: deps build
 	$(GO) run ./bench/cmd/seedbench $(BENCHFLAGS)
+	$(GO) run ./bench/cmd/routescale
 
 demo: deps build
 	@scripts/demo.sh

@@ -217,28 +217,101 @@ type Addr struct {
 }
 
 // Route is `route add PREFIX [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR]
-// [dev NAME] [mtu [lock] N]`: an FTN entry when Labels is not empty.
+// [dev NAME] [mtu [lock] N]`: an FTN entry when Labels is not empty. A
+// multipath route (`nexthop ... nexthop ...`) has NextHops instead of
+// Labels, Via and Dev.
+//
+// A config may hold a million routes, so a Route keeps one Pos (its line)
+// and the columns of its items, which PrefixPos, LabelsPos, ViaPos and
+// DevPos turn into positions.
 type Route struct {
 	Pos Pos
 	// Prefix is canonical (host bits zero); `default` is 0.0.0.0/0 or ::/0.
-	Prefix    netip.Prefix
-	PrefixPos Pos
+	Prefix netip.Prefix
 	// Labels is the pushed stack, outermost first; nil for a plain IP route.
-	Labels    []uint32
-	LabelsPos Pos
+	Labels []uint32
 	// TTL is the `encap mpls ... ttl N` value; 0 means follow the TTL model.
 	TTL uint8
 	// Via is the next hop; invalid (zero) for a directly connected route.
-	Via    netip.Addr
-	ViaPos Pos
+	Via netip.Addr
 	// Dev is the egress link. When the line omits it, Parse fills it with
 	// the link whose connected subnet holds Via.
-	Dev    string
-	DevPos Pos
+	Dev string
+	// Columns of the prefix, label stack, next hop and device words; 0
+	// when absent.
+	PrefixCol, LabelsCol, ViaCol, DevCol int32
 	// MTU is the route's IP MTU; 0 means link MTU minus label overhead.
 	MTU uint32
 	// MTULock is true for `mtu lock N` (PMTU discovery may not lower it).
 	MTULock bool
+	// NextHops are the hops of a multipath (ECMP) route, each written
+	// `nexthop [encap mpls STACK] [via [inet|inet6] ADDR] [dev NAME]
+	// [weight N]`; empty for a one-hop route.
+	NextHops []NextHop
+}
+
+// PrefixPos returns the position of the prefix word.
+func (r *Route) PrefixPos() Pos { return r.col(r.PrefixCol) }
+
+// LabelsPos returns the position of the label stack (invalid if none).
+func (r *Route) LabelsPos() Pos { return r.col(r.LabelsCol) }
+
+// ViaPos returns the position of the next hop address (invalid if none).
+func (r *Route) ViaPos() Pos { return r.col(r.ViaCol) }
+
+// DevPos returns the position of the device name (invalid if none was
+// written).
+func (r *Route) DevPos() Pos { return r.col(r.DevCol) }
+
+func (r *Route) col(c int32) Pos {
+	if c == 0 {
+		return Pos{}
+	}
+	return Pos{File: r.Pos.File, Line: r.Pos.Line, Col: int(c)}
+}
+
+// NextHop is one `nexthop` of a multipath route.
+type NextHop struct {
+	// Pos is the position of the nexthop word.
+	Pos Pos
+	// Labels is the stack this hop pushes, outermost first; nil for plain
+	// IP.
+	Labels    []uint32
+	LabelsPos Pos
+	// Via is the hop's neighbour; invalid for an on-link hop (dev only).
+	Via    netip.Addr
+	ViaPos Pos
+	// Dev is the hop's link, filled from the connected subnet of Via
+	// when the line omits it.
+	Dev    string
+	DevPos Pos
+	// TTL is the hop's `encap mpls ... ttl N`; 0 means follow the TTL
+	// model.
+	TTL uint8
+	// Weight is the hop's share of flows, 1..256 (ip-route(8)); 0 when
+	// not given, which means 1.
+	Weight uint16
+}
+
+// String returns h in config words, from the nexthop word on.
+func (h NextHop) String() string {
+	s := "nexthop"
+	if h.Labels != nil {
+		s += " encap mpls " + FormatStack(h.Labels)
+		if h.TTL != 0 {
+			s += " ttl " + strconv.Itoa(int(h.TTL))
+		}
+	}
+	if h.Via.IsValid() {
+		s += " " + viaWords(h.Via)
+	}
+	if h.Dev != "" {
+		s += " dev " + h.Dev
+	}
+	if h.Weight != 0 {
+		s += " weight " + strconv.Itoa(int(h.Weight))
+	}
+	return s
 }
 
 // LabelAction is what a label route does with the incoming top label.
@@ -444,6 +517,9 @@ func (r Route) String() string {
 			s += "lock "
 		}
 		s += strconv.FormatUint(uint64(r.MTU), 10)
+	}
+	for _, h := range r.NextHops {
+		s += " " + h.String()
 	}
 	return s
 }

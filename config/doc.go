@@ -6,7 +6,8 @@
 //
 // # Language
 //
-// A line is blank, a comment, or one statement. '#' starts a comment
+// A line is blank, a comment, or one statement. A file may hold a million
+// routes (up to 64 MiB). '#' starts a comment
 // anywhere on a line. Words are separated by blanks. Lines of a shell
 // script paste in once any "ip netns exec NAME" prefix is removed: the
 // leading "ip" before link, addr and route is optional, as are the options
@@ -49,6 +50,20 @@
 //	    outermost first: 100/200). ttl N (1..255) sets the pushed TTL
 //	    instead of the TTL model. mtu is the route's IP MTU. Without dev,
 //	    the link is the one whose connected subnet holds the next hop.
+//	    An IPv6 prefix may take an IPv4 next hop when it is labelled:
+//	    6PE (RFC 4798), route add 2001:db8::/48 encap mpls 300 via inet
+//	    172.16.20.21; the next hop is resolved with ARP and the frame
+//	    carries label 300 over the IPv6 packet.
+//
+//	route add PREFIX|default [mtu [lock] N] nexthop HOP [nexthop HOP ...]
+//	    HOP: [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR] [dev NAME] [weight N]
+//	    A multipath (ECMP) route, as ip-route(8) writes it: each flow (IP
+//	    source, destination, protocol and ports) sticks to one hop, and
+//	    flows spread over the hops in proportion to weight (1..256,
+//	    default 1). Route options (mtu) come before the first nexthop.
+//	    route add 10.10.10.0/24 nexthop via 172.16.20.21 dev virt01 weight 1
+//	        nexthop encap mpls 200 via inet 172.16.30.21 dev virt02
+//	    (one line in the file).
 //
 //	-f mpls route add LABEL via [inet|inet6] ADDR [dev NAME]
 //	    Pop LABEL and forward to ADDR (as IP if it was the bottom label).

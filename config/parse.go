@@ -1,12 +1,12 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,13 +28,25 @@ func Parse(name string, r io.Reader) (*Config, error) {
 	if len(src) > maxFileSize {
 		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: fmt.Sprintf("file is larger than %d bytes; this is not a node config", maxFileSize)}}
 	}
-	p := &parser{file: name, cfg: defaults(name), raw: map[Pos]string{}}
-	for i, line := range bytes.Split(src, []byte{'\n'}) {
+	text := string(src)
+	src = nil
+	p := &parser{file: name, cfg: defaults(name), src: text, names: map[string]string{}}
+	// Size the route list once (a million routes would otherwise be
+	// copied as it grows): there are at most as many as "route" words.
+	p.cfg.Routes = make([]Route, 0, strings.Count(text, "route"))
+	for n, rest := 1, text; rest != ""; n++ {
+		line := rest
+		if i := strings.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
 		if len(p.errs) > MaxErrors {
 			break
 		}
-		p.parseLine(i+1, string(line))
+		p.parseLine(n, line)
 	}
+	p.cfg.Routes = slices.Clip(p.cfg.Routes)
 	p.validate()
 	if len(p.errs) > 0 {
 		sort.SliceStable(p.errs, func(i, j int) bool {
@@ -69,13 +81,13 @@ type token struct {
 	col int
 }
 
-// lex splits a line into words at blanks; '#' starts a comment anywhere.
-// It also returns the column just past the last word.
-func lex(line string) (toks []token, end int) {
+// lex splits a line into words at blanks, appended to toks; '#' starts a
+// comment anywhere. It also returns the column just past the last word.
+func lex(line string, toks []token) ([]token, int) {
 	if i := strings.IndexByte(line, '#'); i >= 0 {
 		line = line[:i]
 	}
-	end = 1
+	end := 1
 	i := 0
 	for i < len(line) {
 		if isBlank(line[i]) {
@@ -112,8 +124,12 @@ type parser struct {
 
 	// net.mpls.conf.DEV.input lines, checked once all links are known
 	inputs []devSetting
-	// raw is the text of every token whose position an item keeps
-	raw map[Pos]string
+	// src is the whole file: errors found after parsing quote the token
+	// at their position from it (see tokenAt).
+	src string
+	// names interns device names, so that a million routes share a few
+	// strings (and none keeps src alive).
+	names map[string]string
 	// bgpNets maps each bgp network to its line, to find duplicates
 	bgpNets map[netip.Prefix]Pos
 }
@@ -126,18 +142,54 @@ type devSetting struct {
 
 func (p *parser) pos(col int) Pos { return Pos{File: p.file, Line: p.line, Col: col} }
 
-// at returns t's position and remembers the text written there, so that
-// errors found after parsing quote the token as written, not its
-// canonical form.
-func (p *parser) at(t token) Pos {
-	pos := p.pos(t.col)
-	p.raw[pos] = t.s
-	return pos
-}
+// at returns t's position; errors found after parsing quote the token
+// written there (tokenAt), not its canonical form.
+func (p *parser) at(t token) Pos { return p.pos(t.col) }
 
 // addAt records an error found after parsing at a position from at.
 func (p *parser) addAt(pos Pos, format string, args ...any) {
-	p.add(pos, p.raw[pos], format, args...)
+	p.add(pos, p.tokenAt(pos), format, args...)
+}
+
+// tokenAt returns the word of the file that starts at pos ("" if none).
+// It scans the file, so it serves errors only.
+func (p *parser) tokenAt(pos Pos) string {
+	rest := p.src
+	for n := 1; n < pos.Line; n++ {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
+	}
+	if i := strings.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	toks, _ := lex(rest, nil)
+	for _, t := range toks {
+		switch {
+		case t.col == pos.Col:
+			return strings.Clone(t.s)
+		case t.col < pos.Col && pos.Col < t.col+len(t.s):
+			// A part of a word: a device inside a sysctl name.
+			part := t.s[pos.Col-t.col:]
+			if i := strings.IndexAny(part, "./="); i >= 0 {
+				part = part[:i]
+			}
+			return strings.Clone(part)
+		}
+	}
+	return ""
+}
+
+// intern returns a copy of s shared by every equal name.
+func (p *parser) intern(s string) string {
+	if v, ok := p.names[s]; ok {
+		return v
+	}
+	v := strings.Clone(s)
+	p.names[v] = v
+	return v
 }
 
 func (p *parser) add(pos Pos, tok, format string, args ...any) {
@@ -190,7 +242,7 @@ func (p *parser) word(ctx string, valid ...string) token {
 
 func (p *parser) parseLine(n int, line string) {
 	p.line, p.i = n, 0
-	p.toks, p.end = lex(line)
+	p.toks, p.end = lex(line, p.toks[:0])
 	if len(p.toks) == 0 {
 		return
 	}
@@ -293,7 +345,7 @@ func (p *parser) ifName(what string) (string, Pos) {
 	if msg := checkIfName(t.s); msg != "" {
 		p.fail(t, "bad %s %q: %s", what, t.s, msg)
 	}
-	return t.s, p.at(t)
+	return p.intern(t.s), p.at(t)
 }
 
 func checkIfName(s string) string {
@@ -571,14 +623,36 @@ func (p *parser) stack(t token) ([]uint32, []token) {
 	return labels, toks
 }
 
-var routeWords = []string{"encap", "via", "dev", "mtu"}
+var routeWords = []string{"encap", "via", "dev", "mtu", "nexthop"}
+
+var hopWords = []string{"encap", "via", "dev", "weight", "nexthop"}
+
+// encap parses `mpls STACK [ttl N]` after encap.
+func (p *parser) encap() (labels []uint32, labelToks []token, pos Pos, ttl uint8) {
+	et := p.next("mpls after encap")
+	if et.s != "mpls" {
+		p.fail(et, "unknown encap %q; only encap mpls is supported%s", et.s, suggest(et.s, []string{"mpls"}))
+	}
+	st := p.next("a label stack such as 100/200 after encap mpls")
+	pos = p.at(st)
+	labels, labelToks = p.stack(st)
+	if p.peek() == "ttl" {
+		p.i++
+		v, _ := p.number("encap ttl", 1, 255)
+		ttl = uint8(v)
+	}
+	return labels, labelToks, pos, ttl
+}
 
 // route parses `route add PREFIX|default [encap mpls STACK [ttl N]]
-// [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]`, options in any order.
+// [via [inet|inet6] ADDR] [dev NAME] [mtu [lock] N]`, options in any order,
+// or a multipath route: `route add PREFIX [mtu [lock] N] nexthop HOP
+// [nexthop HOP ...]`, each HOP `[encap mpls STACK [ttl N]] [via [inet|inet6]
+// ADDR] [dev NAME] [weight N]`.
 func (p *parser) route(pos Pos, family string) {
 	r := Route{Pos: pos}
 	pt := p.next("a prefix or default after route add")
-	r.PrefixPos = p.at(pt)
+	r.PrefixCol = int32(pt.col)
 	isDefault := pt.s == "default"
 	if !isDefault {
 		r.Prefix = p.prefix(pt, true)
@@ -587,31 +661,40 @@ func (p *parser) route(pos Pos, family string) {
 		}
 	}
 	var labelToks []token
-	var mtuTok token
-	seen := map[string]bool{}
+	var hopLabelToks [][]token
+	var mtuTok, firstHopWord token
+	var seen wordSet
 	for p.more() {
 		t := p.next("")
-		p.once(seen, t, "route")
+		if t.s == "nexthop" {
+			if firstHopWord.s != "" {
+				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath route: write it after the nexthop word", firstHopWord.s)
+			}
+			h, toks := p.nextHop(t)
+			r.NextHops = append(r.NextHops, h)
+			hopLabelToks = append(hopLabelToks, toks)
+			continue
+		}
+		if len(r.NextHops) > 0 {
+			p.fail(t, "%q after a nexthop: route options (mtu) come before the first nexthop; expected %s%s", t.s, oneOf(hopWords), suggest(t.s, hopWords))
+		}
+		seen.once(p, t, "route", routeWords)
 		switch t.s {
 		case "encap":
-			et := p.next("mpls after encap")
-			if et.s != "mpls" {
-				p.fail(et, "unknown encap %q; only encap mpls is supported%s", et.s, suggest(et.s, []string{"mpls"}))
-			}
-			st := p.next("a label stack such as 100/200 after encap mpls")
-			r.LabelsPos = p.at(st)
-			r.Labels, labelToks = p.stack(st)
-			if p.peek() == "ttl" {
-				p.i++
-				v, _ := p.number("encap ttl", 1, 255)
-				r.TTL = uint8(v)
-			}
+			var lp Pos
+			r.Labels, labelToks, lp, r.TTL = p.encap()
+			r.LabelsCol = int32(lp.Col)
+			firstHopWord = t
 		case "via":
 			var vt token
 			r.Via, vt = p.via()
-			r.ViaPos = p.at(vt)
+			r.ViaCol = int32(vt.col)
+			firstHopWord = t
 		case "dev":
-			r.Dev, r.DevPos = p.ifName("device name")
+			var dp Pos
+			r.Dev, dp = p.ifName("device name")
+			r.DevCol = int32(dp.Col)
+			firstHopWord = t
 		case "mtu":
 			if p.peek() == "lock" {
 				p.i++
@@ -625,41 +708,115 @@ func (p *parser) route(pos Pos, family string) {
 		}
 	}
 	if isDefault {
+		via := r.Via
+		if len(r.NextHops) > 0 {
+			via = r.NextHops[0].Via
+		}
 		switch {
-		case family == "inet6" || (family == "" && r.Via.Is6()):
+		case family == "inet6" || (family == "" && via.Is6()):
 			r.Prefix = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 		default:
 			r.Prefix = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 		}
 	}
 	v6 := r.Prefix.Addr().Is6()
-	if r.Via.IsValid() && r.Via.Is6() != v6 {
-		p.addAt(r.ViaPos, "next hop %s is %s but prefix %s is %s; routes keep one address family",
-			r.Via, fam(r.Via.Is6()), r.Prefix, fam(v6))
-		panic(abort{})
+	if r.MTU != 0 && v6 && r.MTU < MinIPv6MTU {
+		p.fail(mtuTok, "mtu %d is below %d, the IPv6 minimum", r.MTU, MinIPv6MTU)
 	}
-	if n := len(r.Labels); n > 0 {
-		bottom := r.Labels[n-1]
+	if len(r.NextHops) > 0 {
+		for i := range r.NextHops {
+			h := &r.NextHops[i]
+			p.checkHop(r.Prefix, h.Labels, hopLabelToks[i], h.Via, h.ViaPos, h.Dev, h.DevPos)
+			if !h.Via.IsValid() && h.Dev == "" {
+				p.add(h.Pos, "nexthop", "nexthop of route %s needs via ADDRESS or dev NAME", r.Prefix)
+				panic(abort{})
+			}
+		}
+		p.cfg.Routes = append(p.cfg.Routes, r)
+		return
+	}
+	p.checkHop(r.Prefix, r.Labels, labelToks, r.Via, r.ViaPos(), r.Dev, r.DevPos())
+	if !r.Via.IsValid() && r.Dev == "" {
+		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
+	}
+	p.cfg.Routes = append(p.cfg.Routes, r)
+}
+
+// nextHop parses one HOP after the nexthop word t.
+func (p *parser) nextHop(t token) (NextHop, []token) {
+	h := NextHop{Pos: p.pos(t.col)}
+	var labelToks []token
+	var seen wordSet
+	for p.more() && p.peek() != "nexthop" {
+		w := p.next("")
+		seen.once(p, w, "nexthop", hopWords)
+		switch w.s {
+		case "encap":
+			h.Labels, labelToks, h.LabelsPos, h.TTL = p.encap()
+		case "via":
+			var vt token
+			h.Via, vt = p.via()
+			h.ViaPos = p.at(vt)
+		case "dev":
+			h.Dev, h.DevPos = p.ifName("device name")
+		case "weight":
+			v, _ := p.number("nexthop weight", 1, 256)
+			h.Weight = uint16(v)
+		case "mtu":
+			p.fail(w, "mtu is a route option: write it before the first nexthop")
+		default:
+			p.fail(w, "unknown word %q in nexthop; expected %s%s", w.s, oneOf(hopWords), suggest(w.s, hopWords))
+		}
+	}
+	return h, labelToks
+}
+
+// checkHop checks one next hop of a route to prefix: families (an IPv6
+// prefix may take an IPv4 next hop when labelled: 6PE, RFC 4798), the
+// bottom label against the payload, link-local next hops, lo.
+func (p *parser) checkHop(prefix netip.Prefix, labels []uint32, labelToks []token, via netip.Addr, viaPos Pos, dev string, devPos Pos) {
+	v6 := prefix.Addr().Is6()
+	if via.IsValid() && via.Is6() != v6 {
+		switch {
+		case !v6:
+			p.addAt(viaPos, "next hop %s is IPv6 but prefix %s is IPv4; an IPv4 route needs an IPv4 next hop", via, prefix)
+			panic(abort{})
+		case labels == nil:
+			p.addAt(viaPos, "next hop %s is IPv4 but prefix %s is IPv6; only a labelled route may cross families (6PE, RFC 4798: add encap mpls LABEL)", via, prefix)
+			panic(abort{})
+		}
+	}
+	if n := len(labels); n > 0 {
+		bottom := labels[n-1]
 		if (bottom == 0 && v6) || (bottom == 2 && !v6) {
 			p.fail(labelToks[n-1], "%s cannot carry %s packets; use %d",
 				labelName(uint64(bottom)), fam(v6), map[bool]int{false: 0, true: 2}[v6])
 		}
 	}
-	if r.MTU != 0 && v6 && r.MTU < MinIPv6MTU {
-		p.fail(mtuTok, "mtu %d is below %d, the IPv6 minimum", r.MTU, MinIPv6MTU)
-	}
-	if r.Via.IsValid() && r.Via.Is6() && r.Via.IsLinkLocalUnicast() && r.Dev == "" {
-		p.addAt(r.ViaPos, "link-local next hop %s needs dev NAME", r.Via)
+	if via.IsValid() && via.Is6() && via.IsLinkLocalUnicast() && dev == "" {
+		p.addAt(viaPos, "link-local next hop %s needs dev NAME", via)
 		panic(abort{})
 	}
-	if !r.Via.IsValid() && r.Dev == "" {
-		p.failEnd("route %s needs via ADDRESS or dev NAME", r.Prefix)
-	}
-	if r.Labels != nil && r.Dev == LoopbackDev {
-		p.addAt(r.DevPos, "a labelled route cannot leave on lo; name the link toward the next hop")
+	if labels != nil && dev == LoopbackDev {
+		p.addAt(devPos, "a labelled route cannot leave on lo; name the link toward the next hop")
 		panic(abort{})
 	}
-	p.cfg.Routes = append(p.cfg.Routes, r)
+}
+
+// wordSet records which of a statement's words were seen (at most 64).
+type wordSet uint64
+
+// once fails if t, one of words, was seen before in this statement.
+func (s *wordSet) once(p *parser, t token, ctx string, words []string) {
+	for i, w := range words {
+		if w == t.s {
+			if *s&(1<<i) != 0 {
+				p.fail(t, "%s given twice in one %s", t.s, ctx)
+			}
+			*s |= 1 << i
+			return
+		}
+	}
 }
 
 func fam(v6 bool) string {

@@ -177,10 +177,10 @@ func TestPositions(t *testing.T) {
 		{"addr prefix", cfg.Addrs[0].PrefixPos, "p.conf:2:11"},
 		{"addr dev", cfg.Addrs[0].DevPos, "p.conf:2:31"},
 		{"route", cfg.Routes[0].Pos, "p.conf:4:1"},
-		{"route prefix", cfg.Routes[0].PrefixPos, "p.conf:4:14"},
-		{"route labels", cfg.Routes[0].LabelsPos, "p.conf:4:40"},
-		{"route via", cfg.Routes[0].ViaPos, "p.conf:4:53"},
-		{"route dev", cfg.Routes[0].DevPos, "p.conf:4:70"},
+		{"route prefix", cfg.Routes[0].PrefixPos(), "p.conf:4:14"},
+		{"route labels", cfg.Routes[0].LabelsPos(), "p.conf:4:40"},
+		{"route via", cfg.Routes[0].ViaPos(), "p.conf:4:53"},
+		{"route dev", cfg.Routes[0].DevPos(), "p.conf:4:70"},
 		{"label route", cfg.LabelRoutes[0].Pos, "p.conf:5:1"},
 		{"label", cfg.LabelRoutes[0].LabelPos, "p.conf:5:22"},
 		{"out labels", cfg.LabelRoutes[0].OutLabelsPos, "p.conf:5:32"},
@@ -194,7 +194,7 @@ func TestPositions(t *testing.T) {
 	if r := cfg.LabelRoutes[0]; r.DevPos.IsValid() {
 		t.Errorf("got DevPos %s for a dev filled from the subnet, want none", r.DevPos)
 	}
-	e := cfg.Routes[0].ViaPos.Errorf("172.16.20.21", "neighbour did not answer")
+	e := cfg.Routes[0].ViaPos().Errorf("172.16.20.21", "neighbour did not answer")
 	if got, want := e.Error(), "p.conf:4:53: neighbour did not answer"; got != want {
 		t.Errorf("got Pos.Errorf %q, want %q", got, want)
 	}
@@ -310,7 +310,7 @@ func stripRoutes(in []config.Route) []config.Route {
 	out := append([]config.Route(nil), in...)
 	for i := range out {
 		r := &out[i]
-		r.Pos, r.PrefixPos, r.LabelsPos, r.ViaPos, r.DevPos = config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}
+		r.Pos, r.PrefixCol, r.LabelsCol, r.ViaCol, r.DevCol = config.Pos{}, 0, 0, 0, 0
 	}
 	return out
 }
@@ -322,4 +322,35 @@ func stripLabelRoutes(in []config.LabelRoute) []config.LabelRoute {
 		r.Pos, r.LabelPos, r.OutLabelsPos, r.ViaPos, r.DevPos = config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}
 	}
 	return out
+}
+
+// TestParseMultipathAnd6PE: multipath routes keep their hops (devices
+// filled from the connected subnets, weights, labels) and 6PE routes their
+// IPv4 next hop, and both survive the canonical form.
+func TestParseMultipathAnd6PE(t *testing.T) {
+	cfg, err := config.ParseFile("testdata/multipath.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Routes) != 4 {
+		t.Fatalf("got %d routes, want 4", len(cfg.Routes))
+	}
+	r := cfg.Routes[1]
+	if len(r.NextHops) != 2 || r.MTU != 1400 || r.NextHops[0].Weight != 3 || r.NextHops[0].Dev != "virt01" ||
+		r.NextHops[1].Dev != "virt02" || config.FormatStack(r.NextHops[1].Labels) != "300/301" || r.NextHops[1].TTL != 9 {
+		t.Errorf("route 2 = %+v", r)
+	}
+	if h := r.NextHops[1]; h.Pos.String() != "testdata/multipath.conf:8:67" || h.ViaPos.Col == 0 {
+		t.Errorf("second nexthop at %s (via at %s), want testdata/multipath.conf:8:67", h.Pos, h.ViaPos)
+	}
+	if r := cfg.Routes[2]; !r.Via.Is4() || !r.Prefix.Addr().Is6() || r.Dev != "virt01" || config.FormatStack(r.Labels) != "300" {
+		t.Errorf("6PE route = %+v", r)
+	}
+	again, err := config.Parse("again.conf", strings.NewReader(cfg.Format()))
+	if err != nil {
+		t.Fatalf("canonical form: %v\n%s", err, cfg.Format())
+	}
+	if again.Format() != cfg.Format() {
+		t.Errorf("canonical form changed:\n%s\nwant\n%s", again.Format(), cfg.Format())
+	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -84,7 +85,7 @@ func (p *parser) where(key string, pos Pos, t token) {
 	if prev, ok := p.cfg.Where[key]; ok {
 		p.fail(t, "%s is already set at %s", key, prev)
 	}
-	p.cfg.Where[key] = pos
+	p.cfg.Where[strings.Clone(key)] = pos // not a slice of the file, which it would keep alive
 }
 
 func (p *parser) value(t token, name string, lo, hi uint64) uint64 {
@@ -235,15 +236,36 @@ func (p *parser) validate() {
 		*dev = d
 	}
 
-	prefixes := map[netip.Prefix]Pos{}
+	// Duplicate prefixes: sort the routes' indexes by prefix (a map of a
+	// million prefixes would cost ten times the memory) and compare
+	// neighbours; the later line is the duplicate.
+	order := make([]int32, len(c.Routes))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := c.Routes[a].Prefix.Compare(c.Routes[b].Prefix); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	for k := 1; k < len(order); k++ {
+		prev, i := order[k-1], order[k]
+		if c.Routes[prev].Prefix == c.Routes[i].Prefix {
+			r := &c.Routes[i]
+			p.addAt(r.PrefixPos(), "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
+		}
+	}
+	order = nil
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if prev, ok := prefixes[r.Prefix]; ok {
-			p.addAt(r.PrefixPos, "route to %s is already added at %s", r.Prefix, prev)
-			continue
+		if len(r.NextHops) == 0 {
+			nextHop(r.Via, r.ViaPos(), &r.Dev, r.DevPos())
 		}
-		prefixes[r.Prefix] = r.Pos
-		nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+		for j := range r.NextHops {
+			h := &r.NextHops[j]
+			nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
+		}
 	}
 	labels := map[uint32]Pos{}
 	for i := range c.LabelRoutes {

@@ -8,8 +8,8 @@
 //     3032 §2.4 and the TTL model of RFC 3443;
 //   - IP transit (ip.go): unicast IP packets for other hosts that the links
 //     offer (Switch implements mplsendpoint.IPForwarder) are routed here,
-//     never by gVisor: longest-prefix match through a Router (Table, or a
-//     FIB that plugs in with SetRouter), TTL/hop limit per RFC 1812, labels
+//     never by gVisor: longest-prefix match through a Router (FIBRouter: the
+//     node's FIB, ECMP per flow; or a plain Table), set with SetRouter, TTL/hop limit per RFC 1812, labels
 //     pushed for routes with an encap (the LER role for transit traffic);
 //   - hostile input: every header read is bounds-checked; label 3 and
 //     reserved labels a pop would expose never leave (an ELI and its

@@ -43,11 +43,13 @@ type Route struct {
 
 // Router looks up transit routes by longest prefix match. The lookup is on
 // every forwarded packet: it must not allocate and must be safe for
-// concurrent use. Table is the plain implementation; a FIB that scales to
-// many routes can take its place (Switch.SetRouter).
+// concurrent use. Table is the plain implementation; FIBRouter routes by
+// the node's FIB, with ECMP (Switch.SetRouter).
 type Router interface {
-	// Lookup returns the route for dst, or false when none matches.
-	Lookup(dst netip.Addr) (*Route, bool)
+	// Lookup returns the route for dst, or false when none matches. ip is
+	// the packet from its IP header on, as much as is contiguous: a route
+	// with several next hops picks one by its flow (5-tuple).
+	Lookup(dst netip.Addr, ip []byte) (Route, bool)
 }
 
 // Table is a Router over a fixed set of routes: one map per prefix length
@@ -88,8 +90,9 @@ func NewTable(routes []Route) *Table {
 	return t
 }
 
-// Lookup implements Router.
-func (t *Table) Lookup(dst netip.Addr) (*Route, bool) {
+// Lookup implements Router (a Table's routes have one next hop: ip is
+// not used).
+func (t *Table) Lookup(dst netip.Addr, _ []byte) (Route, bool) {
 	dst = dst.Unmap()
 	tabs := t.v4
 	if dst.Is6() {
@@ -101,10 +104,10 @@ func (t *Table) Lookup(dst netip.Addr) (*Route, bool) {
 			continue
 		}
 		if r, ok := l.routes[p]; ok {
-			return r, true
+			return *r, true
 		}
 	}
-	return nil, false
+	return Route{}, false
 }
 
 // SetRouter sets the routes transit IP packets follow (nil: none; IP
@@ -173,7 +176,7 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 		ls.drop(DropUnknownPayload, 1, 0)
 		return true
 	}
-	r, ok := (*rp).Lookup(dstAddr)
+	r, ok := (*rp).Lookup(dstAddr, b)
 	if !ok {
 		ls.drop(DropNoRoute, 1, 0)
 		ls.icmpError(st, in, v6, b, nil, icmpNoRoute, 0, 0)

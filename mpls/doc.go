@@ -11,8 +11,16 @@
 //     PopTTL (with the RFC 1624 incremental IPv4 checksum update);
 //   - payload inference under the bottom label (InferPayload): explicit
 //     null label, table binding, or IP version nibble, never a guess;
-//   - the FTN (longest-prefix match, IPv4 and IPv6) and ILM (exact match)
-//     tables, immutable and published through Tables for lock-free readers.
+//   - the FIB (NewFIB: IP routes with one or more next hops, each plain or
+//     labelled, longest-prefix match over IPv4 and IPv6, any size, built in
+//     O(n log n), changed by Update), the legacy FTN and the ILM (exact
+//     match), immutable and published through Tables for lock-free
+//     readers; Tables is also the one API that writes routes
+//     (ReplaceRoutes, UpdateRoutes: the config, its reload, later the
+//     control socket and BGP);
+//   - the flow hashes that pick a multipath route's hop (Group.Select):
+//     FlowHash (IP 5-tuple) and LabelStackHash (labels and the inner
+//     5-tuple, or the entropy label of RFC 6790).
 //
 // Every malformed input gives a typed error carrying what was found and the
 // byte offset, matching a sentinel for errors.Is (ErrTruncated,
@@ -21,7 +29,8 @@
 // the start of the label stack, not of the frame.
 //
 // The per-packet functions (ParseStack, EncodeLabels, InferPayload,
-// ForwardTTL, PopTTL, FTN.Lookup, ILM.Lookup) allocate nothing on success.
+// ForwardTTL, PopTTL, FTN.Lookup, ILM.Lookup, FIB.Lookup, Group.Select,
+// FlowHash, LabelStackHash) allocate nothing on success.
 //
 // Receiving a labelled frame, after the Ethernet header:
 //

@@ -95,11 +95,27 @@ func (t *intervals) lookup(a u128) int32 {
 	return t.idx[i-1]
 }
 
-// span is one prefix as the range [first, last] of addresses it covers.
+// span is one prefix as the range [first, last()] of addresses it
+// covers: host is the number of host bits (32 or 128 less the prefix
+// length). A million of them are sorted while a FIB builds, so it is
+// kept small (24 bytes).
 type span struct {
-	first, last u128
-	bits        int
-	idx         int32
+	first u128
+	idx   int32
+	host  uint8
+}
+
+// last returns the prefix's last address.
+func (s span) last() u128 {
+	switch {
+	case s.host == 0:
+		return s.first
+	case s.host >= 128:
+		return u128{^uint64(0), ^uint64(0)}
+	case s.host > 64:
+		return u128{s.first.hi | ^uint64(0)>>(128-s.host), ^uint64(0)}
+	}
+	return u128{s.first.hi, s.first.lo | ^uint64(0)>>(64-s.host)}
 }
 
 func prefixSpan(p netip.Prefix, idx int) span {
@@ -107,7 +123,7 @@ func prefixSpan(p netip.Prefix, idx int) span {
 	if p.Addr().Is4() {
 		a := addr32(p.Addr()).lo
 		host := uint64(1)<<(32-bits) - 1
-		return span{first: u128{0, a &^ host}, last: u128{0, a | host}, bits: bits, idx: int32(idx)}
+		return span{first: u128{0, a &^ host}, host: uint8(32 - bits), idx: int32(idx)}
 	}
 	a := addr128(p.Addr())
 	var hostHi, hostLo uint64
@@ -119,11 +135,7 @@ func prefixSpan(p netip.Prefix, idx int) span {
 	default:
 		hostLo = ^uint64(0) >> (bits - 64)
 	}
-	return span{
-		first: u128{a.hi &^ hostHi, a.lo &^ hostLo},
-		last:  u128{a.hi | hostHi, a.lo | hostLo},
-		bits:  bits, idx: int32(idx),
-	}
+	return span{first: u128{a.hi &^ hostHi, a.lo &^ hostLo}, host: uint8(128 - bits), idx: int32(idx)}
 }
 
 func addr128(a netip.Addr) u128 {
@@ -142,8 +154,10 @@ func addr32(a netip.Addr) u128 {
 }
 
 // buildIntervals flattens prefixes (a laminar family: any two are nested or
-// disjoint) into intervals; max is the family's highest address.
-func buildIntervals(spans []span, max u128) intervals {
+// disjoint) into intervals; max is the family's highest address. When two
+// spans are the same prefix, it reports their indexes in dupA < dupB
+// (else -1, -1) and the result is not usable.
+func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
 	slices.SortFunc(spans, func(a, b span) int {
 		switch {
 		case a.first.less(b.first):
@@ -151,9 +165,15 @@ func buildIntervals(spans []span, max u128) intervals {
 		case b.first.less(a.first):
 			return 1
 		}
-		return a.bits - b.bits // same start: the wider prefix opens first
+		return int(b.host) - int(a.host) // same start: the wider prefix opens first
 	})
-	var t intervals
+	for i := 1; i < len(spans); i++ {
+		if a, b := spans[i-1], spans[i]; a.first == b.first && a.host == b.host {
+			return intervals{}, min(a.idx, b.idx), max32(a.idx, b.idx)
+		}
+	}
+	t.starts = make([]u128, 0, 2*len(spans)+1)
+	t.idx = make([]int32, 0, 2*len(spans)+1)
 	emit := func(pos u128, v int32) {
 		n := len(t.starts)
 		if n > 0 && t.starts[n-1] == pos { // zero-width range: replace it
@@ -178,10 +198,10 @@ func buildIntervals(spans []span, max u128) intervals {
 	emit(u128{}, -1)
 	var open []span // enclosing prefixes, innermost last
 	for _, s := range spans {
-		for len(open) > 0 && open[len(open)-1].last.less(s.first) {
+		for len(open) > 0 && open[len(open)-1].last().less(s.first) {
 			top := open[len(open)-1]
 			open = open[:len(open)-1]
-			emit(top.last.next(), cur(open)) // top.last < s.first <= max
+			emit(top.last().next(), cur(open)) // top.last() < s.first <= max
 		}
 		emit(s.first, s.idx)
 		open = append(open, s)
@@ -189,11 +209,18 @@ func buildIntervals(spans []span, max u128) intervals {
 	for len(open) > 0 {
 		top := open[len(open)-1]
 		open = open[:len(open)-1]
-		if top.last != max {
-			emit(top.last.next(), cur(open))
+		if top.last() != max {
+			emit(top.last().next(), cur(open))
 		}
 	}
-	return t
+	return t, -1, -1
+}
+
+func max32(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // NewFTN validates entries and builds a table from a copy of them (later
@@ -224,8 +251,8 @@ func NewFTN(entries []FTNEntry) (*FTN, error) {
 			v6 = append(v6, prefixSpan(e.Prefix, i))
 		}
 	}
-	t.v4 = buildIntervals(v4, u128{0, 1<<32 - 1})
-	t.v6 = buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
+	t.v4, _, _ = buildIntervals(v4, u128{0, 1<<32 - 1})
+	t.v6, _, _ = buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
 	return t, nil
 }
 

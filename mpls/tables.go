@@ -1,15 +1,35 @@
 package mpls
 
-import "sync/atomic"
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
 
-// Tables holds the current FTN and ILM. Readers (the packet path) Load the
-// current table and look up in it without locks; a writer builds a new
-// immutable table and publishes it with SetFTN/SetILM (copy-on-write).
-// Readers never block and always see a whole table, old or new. The zero
-// value holds empty tables and is ready to use; do not copy a Tables.
+// Tables holds the node's forwarding tables: the FIB (IP routes, plain and
+// labelled, with ECMP), the ILM (incoming labels) and the legacy FTN.
+//
+// Readers (the packet path: the MPLS endpoint's egress, the forwarding
+// plane) Load the current table and look up in it without locks; writers
+// build a new immutable table and publish it (copy-on-write). Readers never
+// block and always see a whole table, old or new.
+//
+// Tables is the one API that writes routes and labels: the config load and
+// its reload, the control socket and BGP all call ReplaceRoutes,
+// UpdateRoutes and SetILM. Writers are serialised; the owner of the links
+// (package stack) installs a check that every route must pass (its devices
+// exist, its next hops are reachable) and a hook that learns each new FIB.
+//
+// The zero value holds empty tables and is ready to use; do not copy a
+// Tables.
 type Tables struct {
 	ftn atomic.Pointer[FTN]
 	ilm atomic.Pointer[ILM]
+	fib atomic.Pointer[FIB]
+
+	mu      sync.Mutex // serialises route writers
+	check   func(*Route) error
+	publish func(*FIB)
 }
 
 // FTN returns the current FTN (nil, an empty table, if none was set).
@@ -18,9 +38,106 @@ func (t *Tables) FTN() *FTN { return t.ftn.Load() }
 // ILM returns the current ILM (nil, an empty table, if none was set).
 func (t *Tables) ILM() *ILM { return t.ilm.Load() }
 
+// FIB returns the current FIB (nil, an empty table, if none was set).
+func (t *Tables) FIB() *FIB { return t.fib.Load() }
+
 // SetFTN publishes f as the current FTN; f must not be modified afterwards
 // (tables built by NewFTN never are).
 func (t *Tables) SetFTN(f *FTN) { t.ftn.Store(f) }
 
 // SetILM publishes m as the current ILM.
 func (t *Tables) SetILM(m *ILM) { t.ilm.Store(m) }
+
+// SetRouteCheck installs check, which every route given to ReplaceRoutes or
+// UpdateRoutes must pass before anything is published; it may fill in
+// what the route leaves open (a next hop's Device). nil checks nothing.
+func (t *Tables) SetRouteCheck(check func(*Route) error) {
+	t.mu.Lock()
+	t.check = check
+	t.mu.Unlock()
+}
+
+// SetPublishHook installs hook, called with each new FIB just before it is
+// published, under the writers' lock (the stack keeps the few routes its
+// own traffic needs in step with it). nil calls nothing.
+func (t *Tables) SetPublishHook(hook func(*FIB)) {
+	t.mu.Lock()
+	t.publish = hook
+	t.mu.Unlock()
+}
+
+// ReplaceRoutes replaces every route at once (a config load or reload).
+// On error nothing changes; errors are *TableError, Index into routes.
+func (t *Tables) ReplaceRoutes(routes []Route) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkAll(routes); err != nil {
+		return err
+	}
+	f, err := NewFIB(routes)
+	if err != nil {
+		return err
+	}
+	t.setFIBLocked(f)
+	return nil
+}
+
+// ReplaceRoutesFunc is ReplaceRoutes for n routes written one at a time
+// into r by route (see NewFIBFunc): a million routes from a config file
+// need no []Route of their own. Errors are *TableError, Index in [0, n).
+func (t *Tables) ReplaceRoutesFunc(n int, route func(i int, r *Route)) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := newFIBFunc(n, route, t.check)
+	if err != nil {
+		return err
+	}
+	t.setFIBLocked(f)
+	return nil
+}
+
+// UpdateRoutes removes the routes to the prefixes in del, then adds those
+// in add (replacing a route to the same prefix), as one change: readers
+// see the table before or after, never between. Batch changes: each call
+// rebuilds the table. On error nothing changes; errors are *TableError,
+// Index into add.
+func (t *Tables) UpdateRoutes(add []Route, del []netip.Prefix) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.checkAll(add); err != nil {
+		return err
+	}
+	f, err := t.fib.Load().Update(add, del)
+	if err != nil {
+		return err
+	}
+	t.setFIBLocked(f)
+	return nil
+}
+
+// SetFIB publishes f as it is, bypassing the route check (tests, and
+// writers that built f from routes already checked).
+func (t *Tables) SetFIB(f *FIB) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.setFIBLocked(f)
+}
+
+func (t *Tables) setFIBLocked(f *FIB) {
+	if t.publish != nil {
+		t.publish(f)
+	}
+	t.fib.Store(f)
+}
+
+func (t *Tables) checkAll(routes []Route) error {
+	if t.check == nil {
+		return nil
+	}
+	for i := range routes {
+		if err := t.check(&routes[i]); err != nil {
+			return &TableError{Table: "FIB", Index: i, Key: routes[i].Prefix.String(), Err: err}
+		}
+	}
+	return nil
+}

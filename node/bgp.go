@@ -100,56 +100,80 @@ type connected struct {
 	dev    string
 }
 
-// bgpTables adapts the stack's route table and ILM to bgp.Tables: it keeps
-// the static routes (from the file) and BGP's routes apart and writes
-// their union, static first (DistanceStatic < DistanceBGP). It is the one
+// bgpTables adapts the node's tables to bgp.Tables: it keeps the static
+// routes (from the file) and BGP's routes apart and writes their union to
+// the FIB, static first (DistanceStatic < DistanceBGP). It is the one
 // place that knows how BGP's routes reach the tables, so that it can be
 // pointed at another forwarding API without touching package bgp.
+//
+// A BGP batch is written as a change (mpls.Tables.UpdateRoutes: the
+// prefixes it touches), never as the whole set again, and never to
+// gVisor's route table (a list, quadratic to fill): a hundred thousand
+// BGP routes cost one FIB rebuild per batch. The forwarding plane routes
+// transit by the same FIB (forward.FIBRouter), so it needs no telling.
 type bgpTables struct {
-	st   *stack.Stack
-	conn []connected
+	st     *stack.Stack
+	tables *mpls.Tables
+	conn   []connected
 
 	mu        sync.Mutex
-	static    []stack.Route
+	static    []mpls.Route
 	staticILM []mpls.ILMEntry
-	routes    map[netip.Prefix]mpls.FTNEntry // BGP's
-	ilm       map[mpls.Label]mpls.ILMEntry   // BGP's
+	// staticAt indexes static by prefix.
+	staticAt map[netip.Prefix]int
+	routes   map[netip.Prefix]mpls.FTNEntry // BGP's
+	ilm      map[mpls.Label]mpls.ILMEntry   // BGP's
 	// effective is the written route set by prefix, for Resolve.
-	effective map[netip.Prefix]stack.Route
+	effective map[netip.Prefix]mpls.Route
 	// shadowed counts BGP routes hidden by a static route to their prefix.
 	shadowed int
-	// onRoutes, if set, is told every route set written to the stack, so
-	// that the forwarding plane routes transit IP (an LER pushing labels
-	// learned by BGP) with the same routes.
-	onRoutes func([]stack.Route)
 }
 
 var _ bgp.Tables = (*bgpTables)(nil)
 
 func newBGPTables(st *stack.Stack, cfg *config.Config, c *converted) *bgpTables {
-	t := &bgpTables{st: st, routes: map[netip.Prefix]mpls.FTNEntry{}, ilm: map[mpls.Label]mpls.ILMEntry{}}
+	t := &bgpTables{st: st, tables: st.Tables(), routes: map[netip.Prefix]mpls.FTNEntry{}, ilm: map[mpls.Label]mpls.ILMEntry{}}
 	for _, a := range cfg.Addrs {
 		if a.Dev != config.LoopbackDev {
 			t.conn = append(t.conn, connected{prefix: a.Prefix.Masked(), self: a.Prefix.Addr(), dev: a.Dev})
 		}
 	}
-	t.static, t.staticILM = slices.Clone(c.routes), slices.Clone(c.ilm)
-	t.effective = map[netip.Prefix]stack.Route{}
+	t.setStaticLocked(c.routes(cfg), slices.Clone(c.ilm))
+	t.effective = make(map[netip.Prefix]mpls.Route, len(t.static))
 	for _, r := range t.static {
 		t.effective[r.Prefix] = r
 	}
 	return t
 }
 
+// setStaticLocked sets the static routes and label routes, without
+// writing them.
+func (t *bgpTables) setStaticLocked(routes []mpls.Route, ilm []mpls.ILMEntry) {
+	t.static, t.staticILM = routes, ilm
+	t.staticAt = make(map[netip.Prefix]int, len(routes))
+	for i, r := range routes {
+		if _, dup := t.staticAt[r.Prefix]; !dup {
+			t.staticAt[r.Prefix] = i
+		}
+	}
+}
+
+// bgpRoute returns BGP's route e as a FIB route.
+func bgpRoute(e mpls.FTNEntry) mpls.Route {
+	return mpls.Route{Prefix: e.Prefix, NextHops: []mpls.NextHop{{Via: e.NextHop, Device: e.Device, Labels: e.Labels}}}
+}
+
 // setStatic replaces the static routes and label routes (a reload) and
-// writes the union again.
-func (t *bgpTables) setStatic(routes []stack.Route, ilm []mpls.ILMEntry) error {
+// writes the union again. Its errors are the FIB's (*mpls.TableError,
+// Index into routes) or the ILM's.
+func (t *bgpTables) setStatic(routes []mpls.Route, ilm []mpls.ILMEntry) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	oldR, oldI := t.static, t.staticILM
-	t.static, t.staticILM = slices.Clone(routes), slices.Clone(ilm)
-	if err := t.writeLocked(); err != nil {
-		t.static, t.staticILM = oldR, oldI
+	t.setStaticLocked(routes, slices.Clone(ilm))
+	if err := t.writeAllLocked(); err != nil {
+		t.setStaticLocked(oldR, oldI)
+		_ = t.writeAllLocked() // the previous set, which the tables took
 		return err
 	}
 	return nil
@@ -162,7 +186,7 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Remember what the batch touches, to put it back if the stack refuses
+	// Remember what the batch touches, to put it back if the tables refuse
 	// the result: one bad entry must not poison every later batch.
 	oldRoutes := map[netip.Prefix]*mpls.FTNEntry{}
 	oldILM := map[mpls.Label]*mpls.ILMEntry{}
@@ -200,8 +224,7 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 		saveLabel(e.Label)
 		t.ilm[e.Label] = e
 	}
-	err := t.writeLocked()
-	if err != nil {
+	restore := func() {
 		for p, e := range oldRoutes {
 			if e == nil {
 				delete(t.routes, p)
@@ -216,37 +239,81 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 				t.ilm[l] = *e
 			}
 		}
-		_ = t.writeLocked() // the previous set, which the stack took
 	}
-	return err
+	// The FIB change: each touched prefix without a static route gets
+	// BGP's route, or loses its route when BGP has none left.
+	var add []mpls.Route
+	var del []netip.Prefix
+	for p := range oldRoutes {
+		if _, ok := t.staticAt[p]; ok {
+			continue // shadowed before and after
+		}
+		if e, ok := t.routes[p]; ok {
+			add = append(add, bgpRoute(e))
+		} else if oldRoutes[p] != nil {
+			del = append(del, p)
+		}
+	}
+	if len(add)+len(del) > 0 {
+		if err := t.tables.UpdateRoutes(add, del); err != nil {
+			restore() // the FIB did not change
+			return err
+		}
+	}
+	if len(oldILM) > 0 {
+		if err := t.writeILMLocked(); err != nil {
+			restore()
+			_ = t.writeAllLocked() // the previous set, which the tables took
+			return err
+		}
+	}
+	for p, was := range oldRoutes {
+		if i, ok := t.staticAt[p]; ok {
+			_, now := t.routes[p]
+			switch {
+			case was == nil && now:
+				t.shadowed++
+			case was != nil && !now:
+				t.shadowed--
+			}
+			t.effective[p] = t.static[i]
+			continue
+		}
+		if e, ok := t.routes[p]; ok {
+			t.effective[p] = bgpRoute(e)
+		} else {
+			delete(t.effective, p)
+		}
+	}
+	return nil
 }
 
-// writeLocked writes static ∪ BGP to the stack. A BGP route the stack
-// refuses (a device it does not know) is left out rather than failing the
-// batch.
-func (t *bgpTables) writeLocked() error {
+// writeAllLocked writes static ∪ BGP to the FIB at once, and the ILM.
+func (t *bgpTables) writeAllLocked() error {
 	all := slices.Clone(t.static)
-	eff := make(map[netip.Prefix]stack.Route, len(t.static)+len(t.routes))
+	eff := make(map[netip.Prefix]mpls.Route, len(t.static)+len(t.routes))
 	for _, r := range t.static {
 		eff[r.Prefix] = r
 	}
-	t.shadowed = 0
+	shadowed := 0
 	for p, e := range t.routes {
 		if _, ok := eff[p]; ok {
-			t.shadowed++
+			shadowed++
 			continue
 		}
-		r := stack.Route{Prefix: p, Via: e.NextHop, Link: e.Device, Labels: e.Labels}
+		r := bgpRoute(e)
 		eff[p] = r
 		all = append(all, r)
 	}
-	if err := t.st.SetRoutes(all); err != nil {
+	if err := t.tables.ReplaceRoutes(all); err != nil {
 		return err
 	}
-	if t.onRoutes != nil {
-		t.onRoutes(all)
-	}
-	t.effective = eff
+	t.effective, t.shadowed = eff, shadowed
+	return t.writeILMLocked()
+}
+
+// writeILMLocked writes the static label routes and BGP's.
+func (t *bgpTables) writeILMLocked() error {
 	ilm := slices.Clone(t.staticILM)
 	for _, l := range slices.Sorted(maps.Keys(t.ilm)) {
 		ilm = append(ilm, t.ilm[l])
@@ -278,16 +345,17 @@ func (t *bgpTables) resolveLocked(nh netip.Addr, depth int) (bgp.Resolution, boo
 	}
 	for bits := nh.BitLen(); bits >= 0; bits-- {
 		p, _ := nh.Prefix(bits)
-		r, ok := t.effective[p]
-		if !ok {
+		route, ok := t.effective[p]
+		if !ok || len(route.NextHops) == 0 {
 			continue
 		}
+		r := route.NextHops[0] // of a multipath route, the first hop
 		if len(r.Labels) > 0 {
 			via := r.Via
 			if !via.IsValid() {
 				via = nh
 			}
-			dev := r.Link
+			dev := r.Device
 			if dev == "" {
 				if res, ok := t.resolveLocked(via, depth+1); ok {
 					dev = res.Device
@@ -296,7 +364,7 @@ func (t *bgpTables) resolveLocked(nh netip.Addr, depth int) (bgp.Resolution, boo
 			return bgp.Resolution{Via: via, Device: dev, Labels: slices.Clone(r.Labels)}, true
 		}
 		if !r.Via.IsValid() {
-			return bgp.Resolution{Via: nh, Device: r.Link}, r.Link != ""
+			return bgp.Resolution{Via: nh, Device: r.Device}, r.Device != ""
 		}
 		return t.resolveLocked(r.Via, depth+1)
 	}
@@ -389,9 +457,11 @@ func bgpText(b *config.BGP) string {
 // only the counts.
 const maxLoggedChanges = 20
 
-// logChanges logs what a reload changes in the file's routes, label routes
-// and bgp networks: each added, removed and changed line (or the counts).
-func logChanges(log *slog.Logger, old, cur *config.Config) {
+// logChanges logs what a reload changes in the routes (the FIB before and
+// after: the node keeps no copy of the file's routes), the file's label
+// routes and bgp networks: each added, removed and changed line (or the
+// counts).
+func logChanges(log *slog.Logger, oldFIB, curFIB *mpls.FIB, old, cur *config.Config) {
 	type keyed struct{ key, line string }
 	diff := func(what string, a, b []keyed) {
 		before := make(map[string]string, len(a))
@@ -422,11 +492,50 @@ func logChanges(log *slog.Logger, old, cur *config.Config) {
 			log.Info("reload: "+what, "added", added, "removed", removed, "changed", changed)
 		}
 	}
-	routes := func(c *config.Config) (out []keyed) {
-		for _, r := range c.Routes {
-			out = append(out, keyed{r.Prefix.String(), r.String()})
+	// Routes: the FIBs are compared entry by entry, and lines formatted
+	// only when they will be logged (a FIB holds up to millions).
+	routes := func() {
+		before := make(map[netip.Prefix]*mpls.FIBEntry, oldFIB.Len())
+		for i := range oldFIB.Len() {
+			e := oldFIB.Entry(i)
+			before[e.Prefix] = e
 		}
-		return out
+		var added, removed []*mpls.FIBEntry
+		var changed [][2]*mpls.FIBEntry
+		for i := range curFIB.Len() {
+			e := curFIB.Entry(i)
+			was, ok := before[e.Prefix]
+			delete(before, e.Prefix)
+			switch {
+			case !ok:
+				added = append(added, e)
+			case !sameEntry(was, e):
+				changed = append(changed, [2]*mpls.FIBEntry{was, e})
+			}
+		}
+		for _, e := range before {
+			removed = append(removed, e)
+		}
+		switch n := len(added) + len(removed) + len(changed); {
+		case n == 0:
+		case n > maxLoggedChanges:
+			log.Info("reload: routes", "added", len(added), "removed", len(removed), "changed", len(changed))
+		default:
+			lines := func(es []*mpls.FIBEntry) (out []string) {
+				for _, e := range es {
+					out = append(out, fibLine(e))
+				}
+				return out
+			}
+			var ch []string
+			for _, c := range changed {
+				ch = append(ch, fibLine(c[0])+" -> "+fibLine(c[1]))
+			}
+			slices.Sort(ch)
+			removedLines := lines(removed)
+			slices.Sort(removedLines)
+			log.Info("reload: routes", "added", lines(added), "removed", removedLines, "changed", ch)
+		}
 	}
 	labels := func(c *config.Config) (out []keyed) {
 		for _, r := range c.LabelRoutes {
@@ -442,7 +551,38 @@ func logChanges(log *slog.Logger, old, cur *config.Config) {
 		}
 		return out
 	}
-	diff("routes", routes(old), routes(cur))
+	routes()
 	diff("label routes", labels(old), labels(cur))
 	diff("bgp networks", networks(old), networks(cur))
+}
+
+// sameEntry reports whether two FIB entries route alike.
+func sameEntry(a, b *mpls.FIBEntry) bool {
+	return a.Prefix == b.Prefix && a.MTU == b.MTU && a.TTL == b.TTL &&
+		slices.EqualFunc(a.Group.Hops, b.Group.Hops, func(x, y mpls.NextHop) bool {
+			return x.Via == y.Via && x.Device == y.Device && x.Weight == y.Weight && slices.Equal(x.Labels, y.Labels)
+		})
+}
+
+// fibLine returns a FIB entry as a config line.
+func fibLine(e *mpls.FIBEntry) string {
+	labels := func(ls []mpls.Label) []uint32 {
+		if ls == nil {
+			return nil
+		}
+		out := make([]uint32, len(ls))
+		for i, l := range ls {
+			out[i] = uint32(l)
+		}
+		return out
+	}
+	r := config.Route{Prefix: e.Prefix, MTU: e.MTU}
+	if hops := e.Group.Hops; len(hops) == 1 {
+		r.Via, r.Dev, r.Labels, r.TTL = hops[0].Via, hops[0].Device, labels(hops[0].Labels), e.TTL
+	} else {
+		for _, h := range hops {
+			r.NextHops = append(r.NextHops, config.NextHop{Via: h.Via, Dev: h.Device, Labels: labels(h.Labels), Weight: h.Weight, TTL: e.TTL})
+		}
+	}
+	return r.String()
 }

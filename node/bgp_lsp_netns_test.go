@@ -135,15 +135,19 @@ bgp network 172.16.12.0/24
 	// the routes go along the path and the connection's segments are
 	// dropped, counted by name; re-advertise it and the same connection
 	// finishes intact.
+	// A's packets without a route are dropped by A's FIB (no_route),
+	// labelled ones in flight by LSR 1 (no_ilm_entry), plain ones that
+	// reach LSR 1 by its forwarding plane.
 	drops := func() uint64 {
 		r := n1.Report()
 		var d uint64
 		for _, l := range r.Links {
 			d += l.Drops["no_ilm_entry"]
 		}
-		// Transit IP with no route: the forwarding plane's no_route (the
-		// stack's forward_unroutable before transit left gVisor).
-		return d + r.LabelSwitch.Drops["no_route"] + r.IP.Drops["forward_unroutable"]
+		for _, l := range nA.Report().Links {
+			d += l.Drops["no_route"]
+		}
+		return d + r.IP.Drops["forward_unroutable"] + r.LabelSwitch.Drops["no_route"]
 	}
 	addr, sums := kernelSink(t, nsB, "172.16.12.13:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -163,11 +167,11 @@ bgp network 172.16.12.0/24
 		if _, ok := n1.Stack().Tables().ILM().Lookup(pushA[0]); ok {
 			t.Errorf("LSR 1 still swaps label %d after the withdrawal", pushA[0])
 		}
-		// A's retransmissions leave as plain IP (no FTN entry) and LSR 1
-		// has no route to B; labelled ones in flight find no ILM entry.
+		// A has no route to B: its FIB drops the retransmissions;
+		// labelled ones in flight find no ILM entry at LSR 1.
 		waitUntil(t, 20*time.Second, "LSR 1 to count the dropped segments", func() bool { return drops() > before })
 		r := n1.Report()
-		t.Logf("withdrawn: LSR 1 dropped %d (no_route %d)", drops()-before, r.LabelSwitch.Drops["no_route"])
+		t.Logf("withdrawn: A and LSR 1 dropped %d (forward_unroutable %d)", drops()-before, r.IP.Drops["forward_unroutable"])
 		reload(n2, "lsr2.conf", conf2)
 		waitUntil(t, 30*time.Second, "the path to come back", func() bool {
 			_, _, ok := ftnLabels(nA, "172.16.12.13")

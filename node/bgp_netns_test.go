@@ -150,11 +150,11 @@ const gobgpdConf = `[global.config]
 // ftnLabels returns the labels the node pushes towards dst and the next
 // hop, or ok false without an FTN entry.
 func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok bool) {
-	e, ok := n.Stack().Tables().FTN().Lookup(netip.MustParseAddr(dst))
+	e, ok := n.Stack().Tables().FIB().Lookup(netip.MustParseAddr(dst))
 	if !ok {
 		return nil, netip.Addr{}, false
 	}
-	return slices.Clone(e.Labels), e.NextHop, true
+	return slices.Clone(e.Group.Hops[0].Labels), e.Group.Hops[0].Via, true
 }
 
 // TestBGPGoBGPd runs a session between the node (AS 65001, its address

@@ -56,8 +56,8 @@ bgp neighbor 172.16.30.21 remote-as 65002 family ipv4-labeled-unicast
 		return s.Installed == routes
 	})
 	done := time.Now()
-	if got := n.Stack().Tables().FTN().Len(); got != routes {
-		t.Errorf("FTN holds %d entries, want %d", got, routes)
+	if got := n.Stack().Tables().FIB().Len(); got != routes {
+		t.Errorf("FIB holds %d routes, want %d", got, routes)
 	}
 	t.Logf("%d routes installed %v after the session came up (%v after the feeder started); process RSS %d MiB -> %d MiB (both nodes, the feeder's config included)",
 		routes, done.Sub(established).Round(time.Millisecond), done.Sub(start).Round(time.Millisecond), rss0>>10, rssKiB(t)>>10)

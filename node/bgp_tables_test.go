@@ -20,7 +20,8 @@ import (
 // one goes; BGP's own label entries sit beside the file's; next hops
 // resolve through connected subnets, plain static routes and labelled
 // routes (whose labels become transport labels). Planting "no shadowing"
-// in writeLocked makes Apply fail (the prefix declared twice).
+// in Apply (BGP's route written over the static one) makes 10.99.0.0/16
+// push BGP's 16001.
 func TestBGPTablesDistance(t *testing.T) {
 	cfg, err := config.Parse("t.conf", strings.NewReader(`link add a0 type afpacket
 addr add 10.1.0.1/24 dev a0
@@ -55,11 +56,11 @@ route add 198.51.100.0/24 via 10.1.0.4
 		t.Fatal(err)
 	}
 	labelsTo := func(dst string) []mpls.Label {
-		e, ok := n.Stack().Tables().FTN().Lookup(netip.MustParseAddr(dst))
+		e, ok := n.Stack().Tables().FIB().Lookup(netip.MustParseAddr(dst))
 		if !ok {
 			return nil
 		}
-		return e.Labels
+		return e.Group.Hops[0].Labels
 	}
 	if got := labelsTo("10.99.1.1"); !slices.Equal(got, []mpls.Label{777}) {
 		t.Errorf("10.99.0.0/16 pushes %v; want the static route's [777]", got)
@@ -85,7 +86,7 @@ route add 198.51.100.0/24 via 10.1.0.4
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tab.setStatic(c2.routes, c2.ilm); err != nil {
+	if err := tab.setStatic(c2.routes(&cfg2), c2.ilm); err != nil {
 		t.Fatal(err)
 	}
 	if got := labelsTo("10.99.1.1"); !slices.Equal(got, []mpls.Label{16001}) {
@@ -136,7 +137,7 @@ func TestBGPTablesRefusedBatch(t *testing.T) {
 	if err := tab.Apply(good); err != nil {
 		t.Fatalf("the next batch: %v", err)
 	}
-	if got := n.Stack().Tables().FTN().Len(); got != 1 {
-		t.Errorf("FTN holds %d entries, want 1", got)
+	if got := n.Stack().Tables().FIB().Len(); got != 1 {
+		t.Errorf("FIB holds %d routes, want 1", got)
 	}
 }

@@ -2,15 +2,12 @@ package node
 
 import (
 	"errors"
-	"fmt"
-	"net/netip"
-
-	"github.com/mplsnode/mplsnode/link/afpacket"
-	"strings"
+	"slices"
 
 	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
@@ -21,15 +18,23 @@ import (
 // the network: everything New would reject before opening a link, with the
 // position of the offending line. It returns nil or a config.ErrorList.
 func Check(cfg *config.Config) error {
-	_, err := convert(cfg)
-	return err
+	c, err := convert(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := mpls.NewFIBFunc(len(c.fibPos), c.fibRoute(cfg)); err != nil {
+		return config.ErrorList{c.fibError(cfg, err)}
+	}
+	return nil
 }
 
 // converted is a config in stack and mpls terms.
 type converted struct {
-	links  []stack.Link
-	addrs  []stack.Address
-	routes []stack.Route
+	links []stack.Link
+	addrs []stack.Address
+	// fibPos holds the index in the config's Routes of each route the FIB
+	// gets (fibRoute writes them, one at a time).
+	fibPos []int32
 	ilm    []mpls.ILMEntry
 	ttl    mpls.TTLModel
 	pipe   uint8
@@ -84,34 +89,22 @@ func convert(cfg *config.Config) (*converted, error) {
 		}
 		c.addrs = append(c.addrs, stack.Address{Link: a.Dev, Prefix: a.Prefix})
 	}
-	var ftn []mpls.FTNEntry
-	for _, r := range cfg.Routes {
+	c.fibPos = make([]int32, 0, len(cfg.Routes))
+	for i, r := range cfg.Routes {
 		if r.Dev == config.LoopbackDev {
-			errs = append(errs, r.DevPos.Errorf(r.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
+			errs = append(errs, r.DevPos().Errorf(r.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
 			continue
 		}
-		sr := stack.Route{Prefix: r.Prefix, Via: r.Via, Link: r.Dev, MTU: r.MTU, TTL: r.TTL}
-		for _, l := range r.Labels {
-			sr.Labels = append(sr.Labels, mpls.Label(l))
-		}
-		c.routes = append(c.routes, sr)
-		if len(sr.Labels) > 0 {
-			ftn = append(ftn, mpls.FTNEntry{Prefix: r.Prefix, Labels: sr.Labels, NextHop: r.Via, Device: r.Dev, MTU: r.MTU, TTL: r.TTL})
-		}
-	}
-	if _, err := mpls.NewFTN(ftn); err != nil {
-		errs = append(errs, tableError(err, func(i int) config.Pos {
-			j := 0
-			for _, r := range cfg.Routes {
-				if len(r.Labels) > 0 && r.Dev != config.LoopbackDev {
-					if j == i {
-						return r.LabelsPos
-					}
-					j++
-				}
+		ok := true
+		for _, h := range r.NextHops {
+			if h.Dev == config.LoopbackDev {
+				errs = append(errs, h.DevPos.Errorf(h.Dev, "routes via lo are not supported; the stack delivers its own addresses itself"))
+				ok = false
 			}
-			return config.Pos{File: cfg.File, Line: 1, Col: 1}
-		}))
+		}
+		if ok {
+			c.fibPos = append(c.fibPos, int32(i))
+		}
 	}
 	for _, lr := range cfg.LabelRoutes {
 		e := mpls.ILMEntry{Label: mpls.Label(lr.Label), NextHop: lr.Via, Device: lr.Dev}
@@ -154,6 +147,48 @@ func convert(cfg *config.Config) (*converted, error) {
 	return c, nil
 }
 
+// fibRoute returns the function that writes the i-th FIB route of cfg
+// into r (for mpls.NewFIBFunc and Tables.ReplaceRoutesFunc), reusing r's
+// hops and one label buffer: the FIB copies what it keeps.
+func (c *converted) fibRoute(cfg *config.Config) func(i int, r *mpls.Route) {
+	var labels []mpls.Label
+	toLabels := func(ls []uint32) []mpls.Label {
+		if ls == nil {
+			return nil
+		}
+		start := len(labels)
+		for _, l := range ls {
+			labels = append(labels, mpls.Label(l))
+		}
+		return labels[start:len(labels):len(labels)]
+	}
+	return func(i int, r *mpls.Route) {
+		cr := &cfg.Routes[c.fibPos[i]]
+		labels = labels[:0]
+		hops := r.NextHops[:0]
+		*r = mpls.Route{Prefix: cr.Prefix, MTU: cr.MTU, TTL: cr.TTL}
+		if len(cr.NextHops) == 0 {
+			hops = append(hops, mpls.NextHop{Via: cr.Via, Device: cr.Dev, Labels: toLabels(cr.Labels)})
+		}
+		for _, h := range cr.NextHops {
+			hops = append(hops, mpls.NextHop{Via: h.Via, Device: h.Dev, Labels: toLabels(h.Labels), Weight: h.Weight})
+			r.TTL = max(r.TTL, h.TTL)
+		}
+		r.NextHops = hops
+	}
+}
+
+// fibError positions an error of the FIB built from cfg (an
+// mpls.TableError, wrapped or not) at its route's line.
+func (c *converted) fibError(cfg *config.Config, err error) *config.Error {
+	var te *mpls.TableError
+	if errors.As(err, &te) && te.Index >= 0 && te.Index < len(c.fibPos) {
+		r := &cfg.Routes[c.fibPos[te.Index]]
+		return r.PrefixPos().Errorf(te.Key, "route %s: %v", te.Key, te.Err)
+	}
+	return config.Pos{File: cfg.File, Line: 1, Col: 1}.Errorf("", "%v", err)
+}
+
 // tableError positions an mpls table error at the entry it names.
 func tableError(err error, pos func(i int) config.Pos) *config.Error {
 	var te *mpls.TableError
@@ -163,53 +198,32 @@ func tableError(err error, pos func(i int) config.Pos) *config.Error {
 	return pos(0).Errorf("", "%v", err)
 }
 
-// routeError positions a stack route error ("route PREFIX: ...") at the
-// route it names, or at the file when none matches.
-func routeError(cfg *config.Config, err error) error {
-	msg := err.Error()
-	for _, r := range cfg.Routes {
-		if strings.HasPrefix(msg, "route "+r.Prefix.String()+" ") || strings.HasPrefix(msg, "route "+r.Prefix.String()+":") {
-			return config.ErrorList{r.PrefixPos.Errorf(r.Prefix.String(), "%s", msg)}
+// routes returns the config's FIB routes as fibRoute writes them, each
+// with hops and labels of its own (for a writer that keeps them: BGP's
+// tables hold the static routes to write them again with BGP's).
+func (c *converted) routes(cfg *config.Config) []mpls.Route {
+	write := c.fibRoute(cfg)
+	out := make([]mpls.Route, len(c.fibPos))
+	for i := range out {
+		var r mpls.Route
+		write(i, &r)
+		r.NextHops = slices.Clone(r.NextHops)
+		for j := range r.NextHops {
+			r.NextHops[j].Labels = slices.Clone(r.NextHops[j].Labels)
 		}
+		out[i] = r
 	}
-	return fmt.Errorf("%s: %w", cfg.File, err)
+	return out
 }
 
-// transitRoutes is the forwarding plane's route table for transit IP: the
-// configured routes (the egress link filled from the connected subnet of
-// the next hop when the route names none, as the stack does) and an
-// on-link route for each connected subnet. In the pipe model pushed labels
-// get the configured pipe TTL, as the stack's own pushes do.
-func transitRoutes(c *converted) *forward.Table { return transitRoutesOf(c.routes, c) }
-
-// transitRoutesOf is transitRoutes with routes in place of the config's
-// (the static routes and BGP's, as the BGP tables write them).
-func transitRoutesOf(routes []stack.Route, c *converted) *forward.Table {
-	addrs := c.addrs
-	linkOf := func(via netip.Addr) string {
-		for _, a := range addrs {
-			if a.Link != config.LoopbackDev && a.Prefix.Masked().Contains(via) {
-				return a.Link
-			}
-		}
-		return ""
-	}
+// connectedRoutes are the forwarding plane's on-link routes: one for each
+// connected subnet (the FIB holds none; see forward.FIBRouter).
+func connectedRoutes(c *converted) []forward.Route {
 	var rs []forward.Route
-	for _, r := range routes {
-		dev := r.Link
-		if dev == "" && r.Via.IsValid() {
-			dev = linkOf(r.Via)
-		}
-		ttl := r.TTL
-		if ttl == 0 && c.ttl == mpls.TTLPipe {
-			ttl = c.pipe // 0: mpls.DefaultPipeTTL
-		}
-		rs = append(rs, forward.Route{Prefix: r.Prefix, Device: dev, Via: r.Via, Labels: r.Labels, MTU: r.MTU, TTL: ttl})
-	}
-	for _, a := range addrs {
+	for _, a := range c.addrs {
 		if a.Link != config.LoopbackDev {
 			rs = append(rs, forward.Route{Prefix: a.Prefix.Masked(), Device: a.Link})
 		}
 	}
-	return forward.NewTable(rs)
+	return rs
 }

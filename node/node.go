@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
+	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -137,7 +139,6 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
-		Routes:    c.routes,
 		ILM:       c.ilm,
 		Forwarder: ls,
 		// Transit IP is routed by the forwarding plane, never by gVisor.
@@ -154,20 +155,35 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	})
 	if err != nil {
 		claims.Close()
-		return nil, routeError(cfg, err)
+		return nil, err
+	}
+	// The routes go to the stack's tables, the one API that writes routes
+	// (reload and BGP write there too).
+	if err := s.Tables().ReplaceRoutesFunc(len(c.fibPos), c.fibRoute(cfg)); err != nil {
+		s.Close()
+		claims.Close()
+		return nil, config.ErrorList{c.fibError(cfg, err)}
 	}
 	ls.Attach(s.Netstack())
-	ls.SetRouter(transitRoutes(c))
+	// Transit IP follows the FIB the stack's own traffic follows, the
+	// same snapshot at every instant, whoever writes it.
+	var pipeTTL uint8
+	if c.ttl == mpls.TTLPipe {
+		pipeTTL = c.pipe // 0: mpls.DefaultPipeTTL
+	}
+	ls.SetRouter(forward.NewFIBRouter(forward.FIBRouterOptions{
+		Tables: s.Tables(), Connected: connectedRoutes(c),
+		Seed: uint32(new(maphash.Hash).Sum64()), PipeTTL: pipeTTL,
+	}))
 	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
 	if err != nil {
 		s.Close()
 		claims.Close()
 		return nil, err
 	}
-	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: cfg, claims: claims}
+	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: withoutRoutes(cfg), claims: claims}
 	if c.bgp != nil {
 		n.bgpTab = newBGPTables(s, cfg, c)
-		n.bgpTab.onRoutes = func(rs []stack.Route) { ls.SetRouter(transitRoutesOf(rs, c)) }
 		sp, err := bgp.New(*c.bgp, n.bgpTab, s, logger)
 		if err != nil {
 			x.close()
@@ -177,7 +193,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		}
 		n.bgp = sp
 	}
-	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.routes),
+	logger.Info("node started", "config", cfg.File, "links", len(c.links), "routes", len(c.fibPos),
 		"label_routes", len(c.ilm), "ttl_model", c.ttl.String(), "forwarding", c.fwd)
 	return n, nil
 }
@@ -271,36 +287,53 @@ func (n *Node) Reload(newCfg *config.Config) error {
 	if err := restartNeeded(n.cfg, newCfg); err != nil {
 		return err
 	}
+	old, err := convert(n.cfg) // n.cfg holds no routes: cheap
+	if err != nil {
+		return err
+	}
+	oldFIB := n.stack.Tables().FIB()
 	if n.bgpTab != nil {
-		if err := n.bgpTab.setStatic(c.routes, c.ilm); err != nil {
-			return routeError(newCfg, err)
+		if err := n.bgpTab.setStatic(c.routes(newCfg), c.ilm); err != nil {
+			return config.ErrorList{c.fibError(newCfg, err)}
 		}
-		logChanges(n.log, n.cfg, newCfg)
-		n.cfg = newCfg
+		logChanges(n.log, oldFIB, n.stack.Tables().FIB(), n.cfg, newCfg)
+		n.cfg = withoutRoutes(newCfg)
+		if n.xdp != nil {
+			n.xdp.sync()
+		}
 		n.bgp.Reresolve()
 		if err := n.bgp.SetNetworks(c.bgp.Networks); err != nil {
 			return err
 		}
-		n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
+		n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibPos), "label_routes", len(c.ilm))
 		return nil
 	}
-	oldRoutes := n.stack.Routes()
-	if err := n.stack.SetRoutes(c.routes); err != nil {
-		return routeError(newCfg, err)
-	}
 	if err := n.stack.SetILM(c.ilm); err != nil {
-		// Keep routes and label routes from the same file.
-		_ = n.stack.SetRoutes(oldRoutes)
 		return err
 	}
-	n.ls.SetRouter(transitRoutes(c))
-	logChanges(n.log, n.cfg, newCfg)
-	n.cfg = newCfg
+	// The FIB is replaced in one atomic step: packets of running flows see
+	// the old table or the new one, never none.
+	if err := n.stack.Tables().ReplaceRoutesFunc(len(c.fibPos), c.fibRoute(newCfg)); err != nil {
+		// Keep routes and label routes from the same file.
+		_ = n.stack.SetILM(old.ilm)
+		return config.ErrorList{c.fibError(newCfg, err)}
+	}
+	logChanges(n.log, oldFIB, n.stack.Tables().FIB(), n.cfg, newCfg)
+	n.cfg = withoutRoutes(newCfg)
 	if n.xdp != nil {
 		n.xdp.sync()
 	}
-	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.routes), "label_routes", len(c.ilm))
+	n.log.Info("node reloaded", "config", newCfg.File, "routes", len(c.fibPos), "label_routes", len(c.ilm))
 	return nil
+}
+
+// withoutRoutes returns a copy of cfg without its routes, which the node
+// does not need once they are in the FIB (a million of them would double
+// its memory).
+func withoutRoutes(cfg *config.Config) *config.Config {
+	c := *cfg
+	c.Routes = nil
+	return &c
 }
 
 // restartNeeded returns an error positioned at the first statement of

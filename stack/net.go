@@ -67,7 +67,14 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 	entry, notify := waiter.NewChannelEntry(waiter.WritableEvents)
 	wq.EventRegister(&entry)
 	defer wq.EventUnregister(&entry)
-	if local.IsValid() || local.Port() != 0 {
+	if !local.Addr().IsValid() || local.Addr().IsUnspecified() {
+		// Routes beyond the connected subnets leave through the FIB NIC,
+		// which has no address of its own: take the egress link's.
+		if src := s.sourceFor(addr.Addr()); src.IsValid() {
+			local = netip.AddrPortFrom(src, local.Port())
+		}
+	}
+	if local.Addr().IsValid() || local.Port() != 0 {
 		if terr := ep.Bind(fullAddr(local)); terr != nil {
 			ep.Close()
 			return nil, opErr("bind", errnoOf(terr))
@@ -146,6 +153,11 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 // DialUDP returns a connected UDP socket to raddr, bound to laddr when it is
 // valid.
 func (s *Stack) DialUDP(laddr, raddr netip.AddrPort) (net.Conn, error) {
+	if !laddr.IsValid() || laddr.Addr().IsUnspecified() {
+		if src := s.sourceFor(raddr.Addr()); src.IsValid() {
+			laddr = netip.AddrPortFrom(src, laddr.Port())
+		}
+	}
 	return s.udpConn(laddr, &raddr)
 }
 

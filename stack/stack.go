@@ -5,8 +5,38 @@
 // A Stack owns its links (AF_PACKET sockets on existing interfaces, TAP
 // devices, or any lower stack.LinkEndpoint carrying Ethernet frames), each
 // wrapped in an mplsendpoint.Endpoint; the addresses; the IP routes, with or
-// without a label stack; and the shared MPLS tables (FTN and ILM). Routes can
-// be added and removed while connections run.
+// without a label stack, one or several next hops; and the shared MPLS
+// tables (FIB and ILM, Tables). Routes can be added and removed while
+// connections run.
+//
+// # Routes
+//
+// The routes live in the FIB (mpls.FIB in Tables: longest-prefix match,
+// copy-on-write, any number of routes), written through Tables
+// (ReplaceRoutes, UpdateRoutes: the one API for the config, its reload,
+// the control socket and BGP) or the Stack's SetRoutes, UpdateRoutes,
+// AddRoute and RemoveRoute, which call it. Each write checks the routes
+// against the links (a next hop's link is named or found from the
+// connected subnet that holds it) and replaces the FIB in one atomic step.
+//
+// gVisor's route table never holds the FIB (it is a list: linear to
+// insert into and to search). It holds, whatever the FIB's size:
+//   - each link's connected subnets, on that link;
+//   - the FIB's routes that lie inside a connected subnet (rare: they must
+//     win over the subnet), towards the FIB NIC;
+//   - default routes, IPv4 and IPv6, towards the FIB NIC.
+//
+// The FIB NIC is an mplsendpoint.FIBEndpoint: a NIC without addresses that
+// looks each packet up in the FIB, picks the hop (per flow, for ECMP),
+// resolves the hop's MAC address through the stack's neighbour table on
+// the hop's link (ARP for an IPv4 next hop, NDP for IPv6, whatever the
+// packet: 6PE), and hands the packet to that link's endpoint, which pushes
+// Ethernet and the hop's labels and segments. Traffic the stack originates
+// and answers (accepted TCP, ICMP replies) takes that path, and so does IP
+// it forwards (the LER role). Dial binds the egress link's address first,
+// as Linux picks a source address, since the FIB NIC has none. gVisor
+// routes out of one NIC with another's source address only when both
+// forward, so IP forwarding is on for every NIC (see addFIBNIC).
 //
 // Errors follow package net: a *net.OpError wrapping the errno a kernel
 // socket would give (errors.Is(err, syscall.ECONNREFUSED)),
@@ -20,7 +50,6 @@
 package stack
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -134,11 +163,13 @@ type Address struct {
 	Prefix netip.Prefix
 }
 
-// Route is an IP route, optionally through a label-switched path.
+// Route is an IP route, optionally through a label-switched path, with
+// one next hop (Via, Link, Labels) or several (NextHops: ECMP).
 type Route struct {
 	// Prefix is the destination.
 	Prefix netip.Prefix
 	// Via is the next hop; the invalid Addr means the prefix is on-link.
+	// An IPv4 next hop for an IPv6 prefix (6PE, RFC 4798) needs Labels.
 	Via netip.Addr
 	// Link is the egress link; empty means the link with an address whose
 	// prefix contains Via.
@@ -146,6 +177,10 @@ type Route struct {
 	// Labels are pushed on packets to Prefix, outermost first. Empty means
 	// plain IP.
 	Labels []mpls.Label
+	// NextHops, when not empty, are the route's next hops (ECMP: flows
+	// spread by weight, each flow on one hop), and Via, Link and Labels
+	// must be left empty. A hop's empty Device is chosen as Link is.
+	NextHops []mpls.NextHop
 	// MTU caps the IP MTU of the route ("mtu lock"); 0 means the link MTU
 	// less the label overhead.
 	MTU uint32
@@ -169,7 +204,7 @@ type Config struct {
 	Forwarder mplsendpoint.Forwarder
 	// IPForwarder, if set, forwards transit IP packets outside gVisor
 	// (package forward): every link offers it the unicast IP packets it
-	// receives, and gVisor's own IP forwarding stays off even with
+	// receives, and what gVisor would forward is dropped even with
 	// Forwarding, so that gVisor sees only the node's own traffic.
 	IPForwarder mplsendpoint.IPForwarder
 	// TTLModel is uniform (the default) or pipe (RFC 3443).
@@ -204,8 +239,14 @@ type Stack struct {
 	byName  map[string]*link
 	loAddrs []netip.Addr // addresses on LoopbackLink
 
-	mu     sync.Mutex // serialises route changes
-	routes []Route
+	// fibNIC is the NIC behind the default routes (see the package doc,
+	// "Routes").
+	fibNIC tcpip.NICID
+	fib    *mplsendpoint.FIBEndpoint
+	// gvisorRoutes is the route table last given to gVisor.
+	gvisorRoutes []tcpip.Route
+
+	mu     sync.Mutex // serialises ILM changes and Close
 	ilm    []mpls.ILMEntry
 	closed bool
 }
@@ -268,16 +309,16 @@ func New(cfg Config) (s *Stack, err error) {
 	}
 	s.tables.SetILM(ilm)
 	s.ilm = slices.Clone(cfg.ILM)
-	emptyFTN, err := mpls.NewFTN(nil)
-	if err != nil {
-		return s, err
-	}
-	s.tables.SetFTN(emptyFTN)
+	s.tables.SetRouteCheck(s.checkRoute)
+	s.tables.SetPublishHook(s.syncRouteTable)
 
 	for i, l := range cfg.Links {
 		if err := s.addLink(tcpip.NICID(i+1), l, cfg); err != nil {
 			return s, err
 		}
+	}
+	if err := s.addFIBNIC(tcpip.NICID(len(cfg.Links)+1), cfg); err != nil {
+		return s, err
 	}
 	for _, a := range cfg.Addresses {
 		if err := s.addAddress(a); err != nil {
@@ -468,43 +509,6 @@ func (s *Stack) addLoopbackAddress(a Address) error {
 	return nil
 }
 
-// SetRoutes replaces every route (IP and labelled) at once. Connections keep
-// running; packets already queued leave by the old routes. On error the old
-// routes stay.
-func (s *Stack) SetRoutes(routes []Route) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.setRoutesLocked(slices.Clone(routes))
-}
-
-// AddRoute adds one route; a route to the same prefix is replaced.
-func (s *Stack) AddRoute(r Route) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	routes := slices.DeleteFunc(slices.Clone(s.routes), func(o Route) bool { return o.Prefix == r.Prefix })
-	return s.setRoutesLocked(append(routes, r))
-}
-
-// RemoveRoute removes the route to prefix; it reports whether there was one.
-func (s *Stack) RemoveRoute(prefix netip.Prefix) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	routes := slices.DeleteFunc(slices.Clone(s.routes), func(o Route) bool { return o.Prefix == prefix })
-	if len(routes) == len(s.routes) {
-		return false
-	}
-	// Removing can't make the set invalid.
-	_ = s.setRoutesLocked(routes)
-	return true
-}
-
-// Routes returns a copy of the current routes.
-func (s *Stack) Routes() []Route {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.routes)
-}
-
 // SetILM replaces the incoming-label table. On error the old one stays.
 func (s *Stack) SetILM(entries []mpls.ILMEntry) error {
 	ilm, err := buildILM(entries)
@@ -530,109 +534,6 @@ func buildILM(entries []mpls.ILMEntry) (*mpls.ILM, error) {
 	return mpls.NewILM(all)
 }
 
-// setRoutesLocked validates routes, then swaps in the new gVisor route
-// table and FTN together.
-func (s *Stack) setRoutesLocked(routes []Route) error {
-	var table []tcpip.Route
-	var ftn []mpls.FTNEntry
-	seen := make(map[netip.Prefix]bool)
-	for _, r := range routes {
-		if !r.Prefix.IsValid() {
-			return errors.New("route with an invalid prefix")
-		}
-		if r.Prefix != r.Prefix.Masked() {
-			return fmt.Errorf("route %s: host bits set; did you mean %s?", r.Prefix, r.Prefix.Masked())
-		}
-		if seen[r.Prefix] {
-			return fmt.Errorf("route %s: declared twice", r.Prefix)
-		}
-		seen[r.Prefix] = true
-		l, err := s.egressLink(r)
-		if err != nil {
-			return err
-		}
-		if r.Via.IsValid() && r.Via.Is4() != r.Prefix.Addr().Is4() {
-			return fmt.Errorf("route %s via %s: address families differ", r.Prefix, r.Via)
-		}
-		linkMTU := l.endpoint.LinkMTU()
-		ipMTU := linkMTU - uint32(len(r.Labels))*mpls.EntryLen
-		if r.MTU != 0 {
-			if r.MTU > ipMTU {
-				return fmt.Errorf("route %s: mtu %d does not fit link %s (MTU %d) with %d label(s); at most %d",
-					r.Prefix, r.MTU, l.Name, linkMTU, len(r.Labels), ipMTU)
-			}
-			ipMTU = r.MTU
-		}
-		tr := tcpip.Route{
-			Destination: subnetOf(r.Prefix),
-			NIC:         l.nic,
-		}
-		if r.Via.IsValid() {
-			tr.Gateway = tcpip.AddrFromSlice(r.Via.AsSlice())
-		}
-		if len(r.Labels) > 0 || r.MTU != 0 {
-			tr.MTU = ipMTU
-		}
-		table = append(table, tr)
-		if len(r.Labels) > 0 {
-			ftn = append(ftn, mpls.FTNEntry{
-				Prefix:  r.Prefix,
-				Labels:  slices.Clone(r.Labels),
-				NextHop: r.Via,
-				Device:  l.Name,
-				MTU:     ipMTU,
-				TTL:     r.TTL,
-			})
-		}
-	}
-	newFTN, err := mpls.NewFTN(ftn)
-	if err != nil {
-		return err
-	}
-	// On-link routes for the links' own prefixes come last so that
-	// gVisor's first-match table prefers explicit routes of equal length.
-	for _, l := range s.links {
-		for _, p := range l.addrs {
-			table = append(table, tcpip.Route{Destination: subnetOf(p.Masked()), NIC: l.nic})
-		}
-	}
-	sortRoutes(table)
-	s.tables.SetFTN(newFTN)
-	s.ns.SetRouteTable(table)
-	s.routes = routes
-	return nil
-}
-
-// egressLink finds the link a route leaves by.
-func (s *Stack) egressLink(r Route) (*link, error) {
-	if r.Link != "" {
-		l, ok := s.byName[r.Link]
-		if !ok {
-			return nil, fmt.Errorf("route %s: no link named %q", r.Prefix, r.Link)
-		}
-		return l, nil
-	}
-	if !r.Via.IsValid() {
-		return nil, fmt.Errorf("route %s: needs a next hop (via) or a link", r.Prefix)
-	}
-	for _, l := range s.links {
-		for _, p := range l.addrs {
-			if p.Contains(r.Via) {
-				return l, nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("route %s: next hop %s is on none of the links' prefixes; name the link", r.Prefix, r.Via)
-}
-
-// sortRoutes orders the table longest prefix first: gVisor takes the first
-// matching row.
-func sortRoutes(t []tcpip.Route) {
-	slices.SortStableFunc(t, func(a, b tcpip.Route) int {
-		return b.Destination.Prefix() - a.Destination.Prefix()
-	})
-}
-
 // subnetOf converts a masked prefix to netstack's subnet.
 func subnetOf(p netip.Prefix) tcpip.Subnet {
 	p = p.Masked()
@@ -656,7 +557,9 @@ func subnetOf(p netip.Prefix) tcpip.Subnet {
 // the link, whose link endpoint is the link's *mplsendpoint.Endpoint.
 func (s *Stack) Netstack() *gstack.Stack { return s.ns }
 
-// Tables returns the MPLS tables the links consult.
+// Tables returns the MPLS tables the links consult: the FIB and ILM,
+// and the one API that writes routes (Tables.ReplaceRoutes,
+// Tables.UpdateRoutes), checked against the stack's links.
 func (s *Stack) Tables() *mpls.Tables { return s.tables }
 
 // Endpoint returns the MPLS endpoint of the named link, or nil: embedders
@@ -691,6 +594,9 @@ func (s *Stack) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.ns.Close() // aborts every connection
+	if s.fibNIC != 0 {
+		s.ns.RemoveNIC(s.fibNIC)
+	}
 	for _, l := range s.links {
 		// Removing the NIC closes its endpoint, which closes the lower link.
 		s.ns.RemoveNIC(l.nic)

@@ -216,6 +216,25 @@ func TestDropCounters(t *testing.T) {
 		{"MPLS input disabled", mplsendpoint.DropMPLSInputDisabled, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(ok), ipv4Packet(false, 8)), false)
 		}, func(o *mplsendpoint.Options) { o.RejectMPLS = true }},
+		{"no route", mplsendpoint.DropNoRoute, false, func(ep *mplsendpoint.Endpoint) {
+			fib := newTestFIB(t, ep, nil, nil) // empty FIB
+			writeFIB(fib, ipv4Packet(false, 8))
+		}, nil},
+		{"forwarding disabled", mplsendpoint.DropForwardingDisabled, false, func(ep *mplsendpoint.Endpoint) {
+			// A host's FIB NIC (Forwarding off) gets a packet whose source
+			// is not the route's local address (the zero address here).
+			fib := mplsendpoint.NewFIB(mplsendpoint.FIBOptions{Resolve: func(tcpip.NICID, tcpip.Address, tcpip.NetworkProtocolNumber, func(stack.LinkResolutionResult)) tcpip.Error {
+				return nil
+			}})
+			fib.SetLinks(map[string]*mplsendpoint.FIBLink{"ep": {Endpoint: ep, NIC: 1}}, ep)
+			writeFIB(fib, ipv4Packet(false, 8))
+		}, nil},
+		{"no neighbor", mplsendpoint.DropNoNeighbor, false, func(ep *mplsendpoint.Endpoint) {
+			fib := newTestFIB(t, ep, []mpls.Route{{Prefix: netip.MustParsePrefix("10.0.0.0/24"),
+				NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.0.0.9"), Device: "ep"}}}},
+				func(stack.LinkResolutionResult) tcpip.Error { return &tcpip.ErrHostUnreachable{} })
+			writeFIB(fib, ipv4Packet(false, 8))
+		}, nil},
 	}
 	covered := map[mplsendpoint.DropReason]bool{}
 	for _, tc := range cases {

@@ -55,22 +55,25 @@ func (e *Endpoint) putTX(s *txScratch) {
 // and the network and transport headers keep their offsets, which
 // WritePackets uses to segment and checksum.
 func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
-	var ent *mpls.FTNEntry
-	var ttl, tos uint8
+	var labels []mpls.Label
+	var fixedTTL uint8
 	if dst, ok := netDst(pkt); ok && !isNDP(pkt) {
 		if ftn := e.tables.FTN(); ftn != nil {
 			if en, found := ftn.Lookup(dst); found && len(en.Labels) > 0 {
-				ent = en
-				ttl, tos = ipTTLTOS(pkt)
+				labels, fixedTTL = en.Labels, en.TTL
 			}
 		}
 	}
-	n := 0
-	if ent != nil {
-		n = len(ent.Labels)
-	}
+	e.pushHeader(pkt, labels, fixedTTL)
+}
+
+// pushHeader pushes, in one LinkHeader().Push, the Ethernet header (from
+// pkt.EgressRoute's link addresses) and labels, if any, with the TTL
+// fixedTTL when not 0, else per the TTL model.
+func (e *Endpoint) pushHeader(pkt *stack.PacketBuffer, labels []mpls.Label, fixedTTL uint8) {
+	n := len(labels)
 	typ := pkt.NetworkProtocolNumber
-	if ent != nil {
+	if n > 0 {
 		typ = EthertypeMPLSUnicast
 		if n > e.maxLabels {
 			// The stack does not fit the header room. AddHeader cannot
@@ -78,7 +81,7 @@ func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
 			// label; WritePackets drops such packets as
 			// label_stack_too_deep.
 			n = 0
-			ent = nil
+			labels = nil
 		}
 	}
 	b := pkt.LinkHeader().Push(header.EthernetMinimumSize + n*mpls.EntryLen)
@@ -88,18 +91,22 @@ func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
 		DstAddr: pkt.EgressRoute.RemoteLinkAddress,
 		Type:    typ,
 	})
-	if ent == nil {
+	if n == 0 {
 		return
 	}
 	e.ctr.ftnHits.Add(1)
-	lttl := ent.LabelTTL(e.ttlModel, ttl, e.pipeTTL)
+	ttl, tos := ipTTLTOS(pkt)
+	lttl := fixedTTL
+	if lttl == 0 {
+		lttl = mpls.PushTTL(e.ttlModel, ttl, e.pipeTTL)
+	}
 	var tc uint8
 	if e.copyTC {
 		tc = mpls.TCFromDSCP(tos)
 	}
-	// NewFTN rejected every label EncodeLabels refuses (implicit null,
-	// over 20 bits), so it cannot fail here.
-	_, _ = mpls.EncodeLabels(b[header.EthernetMinimumSize:], ent.Labels, tc, lttl)
+	// Every label was checked when its table was built (NewFTN, NewFIB:
+	// no implicit null, 20 bits), so EncodeLabels cannot fail here.
+	_, _ = mpls.EncodeLabels(b[header.EthernetMinimumSize:], labels, tc, lttl)
 }
 
 // netDst returns the destination address of pkt's IP header.
@@ -136,13 +143,19 @@ func isNDP(pkt *stack.PacketBuffer) bool {
 }
 
 // ipTTLTOS returns the TTL (hop limit) and TOS (traffic class) of pkt's IP
-// header; the caller checked its length in netDst.
+// header (0, 0 if it has none).
 func ipTTLTOS(pkt *stack.PacketBuffer) (ttl, tos uint8) {
 	nh := pkt.NetworkHeader().Slice()
 	if pkt.NetworkProtocolNumber == header.IPv4ProtocolNumber {
+		if len(nh) < header.IPv4MinimumSize {
+			return 0, 0
+		}
 		h := header.IPv4(nh)
 		tos, _ = h.TOS()
 		return h.TTL(), tos
+	}
+	if pkt.NetworkProtocolNumber != header.IPv6ProtocolNumber || len(nh) < header.IPv6MinimumSize {
+		return 0, 0
 	}
 	h := header.IPv6(nh)
 	tos, _ = h.TOS()

@@ -14,6 +14,12 @@
 // FTN entry's NextHop, so ARP/NDP resolves pkt.EgressRoute.RemoteLinkAddress
 // to the next hop's MAC.
 //
+// Routed egress: a stack whose routes live in a FIB (mpls.FIB; package
+// stack) sends everything beyond its connected subnets to a FIBEndpoint,
+// which picks the route's hop per flow, resolves the hop's MAC address on
+// the hop's link and hands the packet to that link's Endpoint with the
+// hop's labels (see FIBEndpoint).
+//
 // Ingress: ARP, IPv4 and IPv6 frames go up unchanged, except that unicast
 // IP is first offered to Options.IPForwarder (the forwarding plane), which
 // takes transit packets. MPLS frames are parsed and their top label looked
@@ -255,6 +261,7 @@ type Endpoint struct {
 
 type mtuCacheEntry struct {
 	ftn      *mpls.FTN
+	fib      *mpls.FIB
 	overhead uint32
 }
 
@@ -323,7 +330,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 func (e *Endpoint) Tables() *mpls.Tables { return e.tables }
 
 // MTU implements stack.LinkEndpoint. It is the link MTU minus the label
-// overhead of the deepest label stack in the current FTN: every route then
+// overhead of the deepest label stack in the current FTN or FIB: every route then
 // fits, labelled or not, at the cost of a few bytes on plain routes. The
 // overhead is cached per FTN pointer, so MTU costs two atomic loads unless
 // the FTN was just replaced; gVisor reads it per packet (IPv4/IPv6
@@ -346,21 +353,21 @@ func (e *Endpoint) MTU() uint32 {
 // LinkMTU returns the lower link's MTU (the L2 payload, labels included).
 func (e *Endpoint) LinkMTU() uint32 { return e.lower.MTU() }
 
-// labelOverhead returns 4 x the deepest stack in the current FTN (capped at
-// MaxLabels).
+// labelOverhead returns 4 x the deepest stack in the current FTN or FIB
+// (capped at MaxLabels).
 func (e *Endpoint) labelOverhead() uint32 {
-	ftn := e.tables.FTN()
-	if c := e.mtuCache.Load(); c != nil && c.ftn == ftn {
+	ftn, fib := e.tables.FTN(), e.tables.FIB()
+	if c := e.mtuCache.Load(); c != nil && c.ftn == ftn && c.fib == fib {
 		return c.overhead
 	}
-	depth := 0
+	depth := fib.MaxLabels()
 	if ftn != nil {
-		depth = ftnMaxDepth(ftn)
+		depth = max(depth, ftnMaxDepth(ftn))
 	}
 	if depth > e.maxLabels {
 		depth = e.maxLabels
 	}
-	c := &mtuCacheEntry{ftn: ftn, overhead: uint32(depth * mpls.EntryLen)}
+	c := &mtuCacheEntry{ftn: ftn, fib: fib, overhead: uint32(depth * mpls.EntryLen)}
 	e.mtuCache.Store(c)
 	return c.overhead
 }

@@ -59,6 +59,17 @@ const (
 	// DropMPLSInputDisabled: a labelled frame on a link that refuses them
 	// (Options.RejectMPLS; net.mpls.conf.DEV.input=0).
 	DropMPLSInputDisabled
+	// DropNoRoute: a packet the stack handed to the FIB (FIBEndpoint)
+	// whose destination no route covers; counted on the node's first
+	// link, since it has no egress link.
+	DropNoRoute
+	// DropNoNeighbor: the FIB's next hop on this link did not answer
+	// ARP/NDP, or too many packets were waiting for it.
+	DropNoNeighbor
+	// DropForwardingDisabled: an IP packet for another host that the
+	// stack would forward by the FIB although the node does not forward
+	// (FIBOptions.Forwarding off); counted on the first link.
+	DropForwardingDisabled
 
 	numDropReasons
 )
@@ -80,6 +91,9 @@ var dropNames = [numDropReasons]string{
 	DropNoForwarder:          "no_forwarder",
 	DropBadChecksum:          "bad_checksum",
 	DropMPLSInputDisabled:    "mpls_input_disabled",
+	DropNoRoute:              "no_route",
+	DropNoNeighbor:           "no_neighbor",
+	DropForwardingDisabled:   "forwarding_disabled",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -101,6 +115,9 @@ var remedies = [numDropReasons]string{
 	DropNoForwarder:          "configure a label switch (Options.Forwarder) for transit labels",
 	DropBadChecksum:          "a frame arrived with a bad IPv4 header, TCP, UDP or ICMP checksum or a malformed IP header: corrupted on the wire, or a sender that emits malformed packets",
 	DropMPLSInputDisabled:    "the link refuses labelled frames (net.mpls.conf.DEV.input=0); set it to 1 if the peer is meant to send them",
+	DropNoRoute:              "add a route to the destination (route add PREFIX ...) or a default route",
+	DropNoNeighbor:           "check that the route's next hop is up and answers ARP/NDP on the egress link",
+	DropForwardingDisabled:   "a peer sends this host IP for others; enable forwarding (sysctl net.ipv4.ip_forward=1) if the node is a router",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/internal/netns"
+)
+
+// manyRoutes returns n route lines towards ns2 (172.16.21.22): IPv4 /24
+// and /32, IPv6 /48 and /64 (over the IPv4 next hop with a label: 6PE),
+// a quarter labelled; none covers the seed's traffic (10.10.10.10,
+// 172.16.20.0/24).
+func manyRoutes(n int) string {
+	var b strings.Builder
+	b.Grow(n * 60)
+	for i := range n {
+		j := uint32(i / 4)
+		var p netip.Prefix
+		switch i % 4 {
+		case 0:
+			var a [4]byte
+			binary.BigEndian.PutUint32(a[:], 0x0b000000+j<<8)
+			p = netip.PrefixFrom(netip.AddrFrom4(a), 24)
+		case 1:
+			var a [4]byte
+			binary.BigEndian.PutUint32(a[:], 0x64400000+j*7)
+			p = netip.PrefixFrom(netip.AddrFrom4(a), 32)
+		case 2:
+			var a [16]byte
+			binary.BigEndian.PutUint64(a[:], 0x20010db800000000+uint64(j)<<16)
+			p = netip.PrefixFrom(netip.AddrFrom16(a), 48)
+		default:
+			var a [16]byte
+			binary.BigEndian.PutUint64(a[:], 0x20010db900000000+uint64(j)*3)
+			p = netip.PrefixFrom(netip.AddrFrom16(a), 64)
+		}
+		switch {
+		case p.Addr().Is6():
+			fmt.Fprintf(&b, "route add %s encap mpls %d via inet 172.16.21.22\n", p, 16+i%5000)
+		case i%4 == 0:
+			fmt.Fprintf(&b, "route add %s encap mpls %d via 172.16.21.22\n", p, 16+i%5000)
+		default:
+			fmt.Fprintf(&b, "route add %s via 172.16.21.22\n", p)
+		}
+	}
+	return b.String()
+}
+
+// TestRunManyRoutes loads 200,000 routes into the seed's LSR (an `mplsnode
+// run` process) with SIGHUP while 64 MiB cross it on one connection: the
+// flow finishes whole and no node drops a packet (the FIB is swapped in
+// one atomic step; gVisor's route table, which does not hold the FIB,
+// does not change). Then a restart with the same file is stopped by
+// SIGTERM while it loads: the process exits 0 at once, saying so, without
+// having started (before, a loading node ignored SIGTERM until it had
+// loaded). Planted bug: running the load on the main goroutine again makes
+// the second half fail (the log shows "node started").
+func TestRunManyRoutes(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	s := newSeedProc(t, buildBinary(t), "m", seedOptions{})
+	const size = 64 << 20
+	big := s.conf1 + manyRoutes(200_000)
+	reloaded := false
+	s.transfer(t, size, 3*time.Minute, func(sent int64) {
+		if !reloaded && sent >= size/4 {
+			s.lsr.writeConf(big)
+			s.lsr.signal(syscall.SIGHUP)
+			reloaded = true
+		}
+	})
+	waitFor(t, &s.lsr.logs, `"msg":"node reloaded"`)
+	if !strings.Contains(s.lsr.logs.String(), `"routes":200000`) {
+		t.Errorf("the reload does not say it loaded 200000 routes:\n%s", s.lsr.logs.String())
+	}
+	checkNoDrops(t, "LSR", s.lsr.mustReport())
+	checkNoDrops(t, "ns0", s.n0.Report())
+	// The flow crossing the LSR after the reload too.
+	s.transfer(t, 1<<20, time.Minute, nil)
+
+	// SIGTERM while loading.
+	if err := s.lsr.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", s.ns1.Name(), s.lsr.bin, "run", "-c", s.lsr.conf,
+		"--control-socket", s.lsr.sock, "--log-format", "json")
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	waitFor(t, &logs, `"msg":"loading config"`)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("mplsnode run stopped while loading: %v, want exit 0\n%s", err, logs.String())
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("mplsnode run did not exit within a minute of SIGTERM while loading:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), startedMsg) || !strings.Contains(logs.String(), `"msg":"stopped while loading the config"`) {
+		t.Errorf("want the node stopped while loading, not started:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,641 @@
+package mpls
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"slices"
+)
+
+// NextHop is one way a route leaves the node: iproute2's `via ADDR dev
+// NAME`, with `encap mpls STACK` for a labelled hop and `weight N` in a
+// multipath route.
+type NextHop struct {
+	// Via is the neighbour the packet is sent to; the zero Addr means
+	// on-link (the destination itself is the neighbour). It may be of the
+	// other family than the route's prefix only when Labels is not empty:
+	// an IPv6 prefix over an IPv4 next hop is 6PE (RFC 4798). An
+	// IPv4-mapped address is stored as plain IPv4.
+	Via netip.Addr
+	// Device names the egress link; "" lets the writer's check choose it
+	// (see Tables.SetRouteCheck).
+	Device string
+	// Labels is the stack pushed on packets sent through this hop,
+	// outermost first; empty for plain IP. At most DefaultMaxDepth labels,
+	// never implicit null.
+	Labels []Label
+	// Weight is the hop's share of the route's flows (ip-route(8)'s
+	// `weight`, 1 to 256); 0 means 1.
+	Weight uint16
+}
+
+// weight returns h.Weight with 0 read as 1.
+func (h *NextHop) weight() uint32 {
+	if h.Weight == 0 {
+		return 1
+	}
+	return uint32(h.Weight)
+}
+
+// Route is a FIB entry: a destination prefix and the next hops packets to
+// it take. One next hop is a plain route; several are ECMP (flows are
+// spread by weight, each flow sticking to one hop; see Group.Select).
+type Route struct {
+	// Prefix is the destination, IPv4 or IPv6, with no host bits and not
+	// IPv4-mapped.
+	Prefix netip.Prefix
+	// NextHops holds 1 to MaxNextHops hops.
+	NextHops []NextHop
+	// MTU caps the route's IP MTU (iproute2's `mtu lock N`); 0 means the
+	// egress link MTU less the label overhead.
+	MTU uint32
+	// TTL, when not 0, is the TTL of pushed labels whatever the TTL model
+	// (`encap mpls ... ttl N`).
+	TTL uint8
+}
+
+// MaxNextHops bounds a route's next hops (Linux's fib_multipath limit is
+// far higher; 64 covers any real ECMP fan-out).
+const MaxNextHops = 64
+
+// Group is the next hops of a route, shared by every route with the same
+// hops (a FIB of a million routes over a few neighbours holds a few
+// groups). A Group belongs to its FIB and must not be modified.
+type Group struct {
+	// Hops are the next hops, in the route's order.
+	Hops []NextHop
+	// cum[i] is the sum of the weights of Hops[0..i].
+	cum   []uint32
+	total uint32
+	// MaxLabels is the deepest label stack of Hops.
+	MaxLabels int
+}
+
+// Select returns the next hop for a flow whose hash is h (FlowHash,
+// LabelStackHash): the same h always gives the same hop, and uniformly
+// spread hashes pick each hop in proportion to its weight. It allocates
+// nothing.
+func (g *Group) Select(h uint32) *NextHop {
+	if len(g.Hops) == 1 {
+		return &g.Hops[0]
+	}
+	// Scale h to [0, total) by multiplication (Lemire's fast range), so
+	// that every bit of h counts.
+	x := uint32(uint64(h) * uint64(g.total) >> 32)
+	for i, c := range g.cum {
+		if x < c {
+			return &g.Hops[i]
+		}
+	}
+	return &g.Hops[len(g.Hops)-1] // unreachable: x < total = cum[last]
+}
+
+// FIBEntry is a route as the FIB holds it.
+type FIBEntry struct {
+	Prefix netip.Prefix
+	// Group holds the next hops.
+	Group *Group
+	// MTU and TTL are Route.MTU and Route.TTL.
+	MTU uint32
+	TTL uint8
+}
+
+// Route returns e as a Route (the hops are shared with the FIB and must not
+// be modified).
+func (e *FIBEntry) Route() Route {
+	return Route{Prefix: e.Prefix, NextHops: e.Group.Hops, MTU: e.MTU, TTL: e.TTL}
+}
+
+// FIB is an immutable forwarding information base: longest-prefix match
+// over IPv4 and IPv6 routes, each with one or more next hops (plain or
+// labelled). Build it with NewFIB, derive changed copies with Update, and
+// publish it through Tables; readers then load it with one atomic load and
+// never lock. The nil *FIB is an empty table.
+//
+// Lookup flattens the prefixes into disjoint address ranges (as the FTN)
+// and finds the range of an address through an adaptive radix index over
+// the ranges' start addresses (rangeIndex): a few cache lines per lookup
+// whatever the table size, no allocation. Building costs O(n log n) (one
+// sort).
+type FIB struct {
+	entries []FIBEntry
+	v4      rangeIndex
+	v6      rangeIndex
+	// maxLabels is the deepest label stack of any route.
+	maxLabels int
+	// minMTU is the smallest explicit route MTU, 0 if none.
+	minMTU uint32
+}
+
+// rangeIndex finds, among sorted range starts, the last start <= an
+// address: the range holding it. It is a radix tree over the key space
+// that adapts to where the keys are: a node spreads its keys over up to
+// 2^maxNodeBits buckets of equal width; a bucket holding more than
+// leafMax keys gets a child node over its own span; a lookup walks down
+// (one cache line a level) and scans at most leafMax keys, stored with
+// their match side by side. Clustered prefixes (a /16 full of /32s, a
+// /32 of IPv6 /64s) cost a level or two more, never a long search.
+type rangeIndex struct {
+	keys  []rangeKey
+	nodes []rangeNode
+	slots []rangeSlot
+}
+
+// rangeKey is a range start and the entry matching the range (-1: none).
+type rangeKey struct {
+	hi, lo uint64
+	idx    int32
+}
+
+// rangeNode covers the keys [slots[s].first, ...): key k is in bucket
+// min((k-base)>>shift, n-1); slots[s+b] is bucket b, slots[s+n] ends the
+// last.
+type rangeNode struct {
+	base  u128
+	shift uint32
+	n     uint32 // buckets
+	slot  uint32 // index of bucket 0 in slots
+}
+
+// rangeSlot is a bucket: the index of its first key and its child node
+// (0: none; the root is node 0 and no one's child).
+type rangeSlot struct {
+	first uint32
+	child uint32
+}
+
+const (
+	leafMax     = 4  // keys scanned in a leaf bucket
+	maxNodeBits = 20 // buckets of a node at most 2^20 (8 MiB of slots)
+)
+
+func (r *rangeIndex) lookup(a u128) int32 {
+	if len(r.nodes) == 0 {
+		if len(r.keys) == 0 {
+			return -1
+		}
+		return r.keys[0].idx // one range: the whole space
+	}
+	nd := &r.nodes[0]
+	for {
+		var b uint64
+		if !a.less(nd.base) {
+			b = a.sub(nd.base).shr(uint(nd.shift))
+			if b >= uint64(nd.n) {
+				b = uint64(nd.n) - 1
+			}
+		}
+		sl := r.slots[nd.slot+uint32(b) : nd.slot+uint32(b)+2 : nd.slot+uint32(b)+2]
+		if a.less(nd.base) || sl[0].child == 0 {
+			lo, hi := sl[0].first, sl[1].first
+			if a.less(nd.base) {
+				hi = lo // below the node: the answer is the key before it
+			}
+			i := lo
+			for i < hi && !a.less(u128{r.keys[i].hi, r.keys[i].lo}) {
+				i++
+			}
+			if i == 0 {
+				return -1
+			}
+			return r.keys[i-1].idx
+		}
+		nd = &r.nodes[sl[0].child]
+	}
+}
+
+// shr returns a>>s, saturated to the largest uint64.
+func (a u128) shr(s uint) uint64 {
+	switch {
+	case s >= 128:
+		return 0
+	case s >= 64:
+		return a.hi >> (s - 64)
+	case s == 0:
+		if a.hi != 0 {
+			return ^uint64(0)
+		}
+		return a.lo
+	}
+	if a.hi>>s != 0 {
+		return ^uint64(0)
+	}
+	return a.hi<<(64-s) | a.lo>>s
+}
+
+func newRangeIndex(iv intervals) rangeIndex {
+	r := rangeIndex{keys: make([]rangeKey, len(iv.starts))}
+	for i, s := range iv.starts {
+		r.keys[i] = rangeKey{hi: s.hi, lo: s.lo, idx: iv.idx[i]}
+	}
+	// keys[0] is address 0 (the range below every prefix): the root
+	// starts at keys[1], so that its buckets cover where prefixes are;
+	// an address below keys[1] falls in range 0.
+	if len(r.keys) > 1 {
+		r.build(1, len(r.keys))
+	}
+	return r
+}
+
+// build adds a node over keys [i0, i1) and returns its index.
+func (r *rangeIndex) build(i0, i1 int) uint32 {
+	n := i1 - i0
+	base := u128{r.keys[i0].hi, r.keys[i0].lo}
+	last := u128{r.keys[i1-1].hi, r.keys[i1-1].lo}
+	k := uint(min(bits.Len(uint(n))+1, maxNodeBits))
+	span := uint(last.sub(base).bitLen())
+	var shift uint
+	if span > k {
+		shift = span - k
+	}
+	nb := int(last.sub(base).shr(shift)) + 1
+	id := uint32(len(r.nodes))
+	slot := uint32(len(r.slots))
+	r.nodes = append(r.nodes, rangeNode{base: base, shift: uint32(shift), n: uint32(nb), slot: slot})
+	r.slots = append(r.slots, make([]rangeSlot, nb+1)...)
+	i := i0
+	for b := range nb {
+		r.slots[slot+uint32(b)].first = uint32(i)
+		for i < i1 && int(u128{r.keys[i].hi, r.keys[i].lo}.sub(base).shr(shift)) <= b {
+			i++
+		}
+	}
+	r.slots[slot+uint32(nb)].first = uint32(i1)
+	if shift == 0 {
+		return id // one key a bucket at most
+	}
+	for b := range nb {
+		lo, hi := int(r.slots[slot+uint32(b)].first), int(r.slots[slot+uint32(b)+1].first)
+		if hi-lo > leafMax {
+			c := r.build(lo, hi)
+			r.slots[slot+uint32(b)].child = c
+		}
+	}
+	return id
+}
+
+// NewFIB validates routes and builds a FIB from them (the hops are copied:
+// later changes to routes do not affect it). Errors are *TableError
+// (Table "FIB", Index into routes) wrapping what is wrong: an invalid
+// prefix or one with host bits, an IPv4-mapped prefix, a duplicate prefix,
+// no next hop or more than MaxNextHops, a next hop of the other family
+// without labels, a label stack too deep or holding implicit null or a
+// label over 20 bits, an MTU under the IP minimum, a weight over 256.
+func NewFIB(routes []Route) (*FIB, error) {
+	return NewFIBFunc(len(routes), func(i int, r *Route) { *r = routes[i] })
+}
+
+// NewFIBFunc is NewFIB for n routes that route writes one at a time into
+// r (which it may reuse between calls, hops and labels included: the FIB
+// keeps copies), so that a caller holding routes in another form (a
+// config file's million lines) need not build a []Route first. Errors are
+// as NewFIB's, Index in [0, n).
+func NewFIBFunc(n int, route func(i int, r *Route)) (*FIB, error) {
+	return newFIBFunc(n, route, nil)
+}
+
+func newFIBFunc(n int, route func(i int, r *Route), check func(*Route) error) (*FIB, error) {
+	b := newFIBBuilder(n)
+	var r Route
+	for i := range n {
+		route(i, &r)
+		if check != nil {
+			if err := check(&r); err != nil {
+				return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
+			}
+		}
+		if err := b.add(&r); err != nil {
+			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
+		}
+	}
+	f, i, j := b.build()
+	if f == nil {
+		return nil, &TableError{Table: "FIB", Index: j, Key: b.entries[j].Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", i)}
+	}
+	return f, nil
+}
+
+// Update returns a new FIB: f without the routes to the prefixes in del,
+// then with the routes in add (a route to a prefix f already holds
+// replaces it). f is unchanged. It costs O(n log n) for n routes in the
+// result, so batch changes (a BGP update, a reloaded file) into one call.
+// Deleting a prefix f does not hold is not an error. Errors are as
+// NewFIB's, Index into add.
+func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
+	gone := make(map[netip.Prefix]bool, len(del)+len(add))
+	for _, p := range del {
+		gone[p] = true
+	}
+	seen := make(map[netip.Prefix]int, len(add))
+	for i := range add {
+		p := add[i].Prefix
+		if j, dup := seen[p]; dup {
+			return nil, &TableError{Table: "FIB", Index: i, Key: p.String(), Err: fmt.Errorf("duplicate of entry %d", j)}
+		}
+		seen[p] = i
+		gone[p] = true
+	}
+	b := newFIBBuilder(f.Len() + len(add))
+	if f != nil {
+		for i := range f.entries {
+			e := &f.entries[i]
+			if gone[e.Prefix] {
+				continue
+			}
+			b.keep(e)
+		}
+	}
+	for i := range add {
+		if err := b.add(&add[i]); err != nil {
+			return nil, &TableError{Table: "FIB", Index: i, Key: add[i].Prefix.String(), Err: err}
+		}
+	}
+	nf, _, _ := b.build() // no duplicates: each added prefix was removed first
+	return nf, nil
+}
+
+// fibBuilder accumulates entries, sharing equal next-hop groups.
+type fibBuilder struct {
+	entries []FIBEntry
+	groups  map[string]*Group
+	key     []byte
+	last    *Group // the previous route's group: consecutive routes often share one
+}
+
+func newFIBBuilder(n int) *fibBuilder {
+	return &fibBuilder{entries: make([]FIBEntry, 0, n), groups: make(map[string]*Group)}
+}
+
+// keep adds an entry of another FIB, re-interning its group.
+func (b *fibBuilder) keep(e *FIBEntry) {
+	ne := *e
+	ne.Group = b.group(e.Group.Hops, false)
+	b.entries = append(b.entries, ne)
+}
+
+// add validates r and adds it.
+func (b *fibBuilder) add(r *Route) error {
+	if err := checkRoute(r); err != nil {
+		return err
+	}
+	b.entries = append(b.entries, FIBEntry{Prefix: r.Prefix, Group: b.group(r.NextHops, true), MTU: r.MTU, TTL: r.TTL})
+	return nil
+}
+
+// group returns the shared group for hops, creating it (with copies of
+// the hops when clone) on first use.
+func (b *fibBuilder) group(hops []NextHop, clone bool) *Group {
+	if g := b.last; g != nil && sameHops(g.Hops, hops) {
+		return g
+	}
+	k := b.key[:0]
+	for i := range hops {
+		h := &hops[i]
+		a := h.Via.Unmap().As16()
+		k = append(k, a[:]...)
+		k = append(k, byte(len(h.Device)))
+		k = append(k, h.Device...)
+		k = binary.BigEndian.AppendUint16(k, h.Weight)
+		k = append(k, byte(len(h.Labels)))
+		for _, l := range h.Labels {
+			k = binary.BigEndian.AppendUint32(k, uint32(l))
+		}
+		if !h.Via.IsValid() {
+			k = append(k, 0)
+		} else if h.Via.Unmap().Is4() {
+			k = append(k, 4)
+		} else {
+			k = append(k, 6)
+		}
+	}
+	b.key = k
+	if g, ok := b.groups[string(k)]; ok {
+		b.last = g
+		return g
+	}
+	g := &Group{Hops: hops}
+	if clone {
+		g.Hops = make([]NextHop, len(hops))
+		for i, h := range hops {
+			h.Labels = slices.Clone(h.Labels)
+			h.Via = h.Via.Unmap()
+			g.Hops[i] = h
+		}
+	}
+	g.cum = make([]uint32, len(g.Hops))
+	for i := range g.Hops {
+		g.total += g.Hops[i].weight()
+		g.cum[i] = g.total
+		g.MaxLabels = max(g.MaxLabels, len(g.Hops[i].Labels))
+	}
+	b.groups[string(k)] = g
+	b.last = g
+	return g
+}
+
+func sameHops(a, b []NextHop) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Via.Unmap() != y.Via.Unmap() || x.Device != y.Device || x.Weight != y.Weight || !slices.Equal(x.Labels, y.Labels) {
+			return false
+		}
+	}
+	return true
+}
+
+// build builds the FIB; if two entries have the same prefix it returns nil
+// and their indexes i < j.
+func (b *fibBuilder) build() (f *FIB, i, j int) {
+	f = &FIB{entries: b.entries}
+	var n4 int
+	for i := range f.entries {
+		e := &f.entries[i]
+		if e.Prefix.Addr().Is4() {
+			n4++
+		}
+		f.maxLabels = max(f.maxLabels, e.Group.MaxLabels)
+		if e.MTU != 0 && (f.minMTU == 0 || e.MTU < f.minMTU) {
+			f.minMTU = e.MTU
+		}
+	}
+	v4 := make([]span, 0, n4)
+	v6 := make([]span, 0, len(f.entries)-n4)
+	for i := range f.entries {
+		p := f.entries[i].Prefix
+		if p.Addr().Is4() {
+			v4 = append(v4, prefixSpan(p, i))
+		} else {
+			v6 = append(v6, prefixSpan(p, i))
+		}
+	}
+	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1})
+	if a >= 0 {
+		return nil, int(a), int(d)
+	}
+	f.v4 = newRangeIndex(iv4)
+	v4 = nil
+	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
+	if a >= 0 {
+		return nil, int(a), int(d)
+	}
+	f.v6 = newRangeIndex(iv6)
+	return f, -1, -1
+}
+
+func checkRoute(r *Route) error {
+	p := r.Prefix
+	switch {
+	case !p.IsValid():
+		return errors.New("invalid prefix")
+	case p.Masked() != p:
+		return fmt.Errorf("prefix has host bits set: did you mean %s?", p.Masked())
+	case p.Addr().Is4In6():
+		return fmt.Errorf("IPv4-mapped prefix: write it as %s", netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96))
+	case len(r.NextHops) == 0:
+		return errors.New("no next hop")
+	case len(r.NextHops) > MaxNextHops:
+		return fmt.Errorf("%d next hops; at most %d", len(r.NextHops), MaxNextHops)
+	}
+	v6 := p.Addr().Is6()
+	for i := range r.NextHops {
+		h := &r.NextHops[i]
+		if len(h.Labels) > DefaultMaxDepth {
+			return &TooDeepError{Offset: EntryLen * DefaultMaxDepth, Max: DefaultMaxDepth}
+		}
+		for j, l := range h.Labels {
+			if err := checkPushLabel(l, EntryLen*j); err != nil {
+				return err
+			}
+		}
+		if h.Weight > 256 {
+			return fmt.Errorf("weight %d; at most 256", h.Weight)
+		}
+		if h.Via.IsValid() && h.Via.Unmap().Is6() != v6 && len(h.Labels) == 0 {
+			return fmt.Errorf("next hop %s is of the other address family: only a labelled route may cross families (6PE)", h.Via)
+		}
+	}
+	if r.MTU != 0 {
+		minMTU := uint32(minIPv4MTU)
+		if v6 {
+			minMTU = minIPv6MTU
+		}
+		if r.MTU < minMTU {
+			return fmt.Errorf("MTU %d below the IP minimum %d", r.MTU, minMTU)
+		}
+	}
+	return nil
+}
+
+// Lookup returns the route with the longest prefix containing dst. An
+// IPv4-mapped IPv6 dst is looked up as IPv4; a zone is ignored. The entry
+// belongs to the FIB and must not be modified. Lookup allocates nothing and
+// is safe for concurrent use.
+func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
+	if f == nil {
+		return nil, false
+	}
+	var i int32
+	switch {
+	case dst.Is4():
+		b := dst.As4()
+		i = f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(b[:]))})
+	case dst.Is4In6():
+		b := dst.Unmap().As4()
+		i = f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(b[:]))})
+	case dst.Is6():
+		b := dst.As16()
+		i = f.v6.lookup(u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])})
+	default:
+		return nil, false
+	}
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// Lookup4 is Lookup for an IPv4 destination given as 4 bytes in network
+// order (straight from a header), without building a netip.Addr.
+func (f *FIB) Lookup4(dst [4]byte) (*FIBEntry, bool) {
+	if f == nil {
+		return nil, false
+	}
+	i := f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(dst[:]))})
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// Lookup6 is Lookup for an IPv6 destination given as 16 bytes.
+func (f *FIB) Lookup6(dst [16]byte) (*FIBEntry, bool) {
+	if f == nil {
+		return nil, false
+	}
+	i := f.v6.lookup(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// Len returns the number of routes.
+func (f *FIB) Len() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.entries)
+}
+
+// Entry returns the i-th route (0 <= i < Len()), in the order given to
+// NewFIB (Update keeps the surviving routes' order and appends the added
+// ones). It belongs to the FIB and must not be modified.
+func (f *FIB) Entry(i int) *FIBEntry { return &f.entries[i] }
+
+// Routes returns the routes as Route values (hops shared with the FIB).
+func (f *FIB) Routes() []Route {
+	if f == nil {
+		return nil
+	}
+	out := make([]Route, len(f.entries))
+	for i := range f.entries {
+		out[i] = f.entries[i].Route()
+	}
+	return out
+}
+
+// MaxLabels returns the number of labels of the deepest stack any route
+// pushes (0 for a FIB of plain routes).
+func (f *FIB) MaxLabels() int {
+	if f == nil {
+		return 0
+	}
+	return f.maxLabels
+}
+
+// MinMTU returns the smallest explicit route MTU (Route.MTU), 0 if no
+// route sets one.
+func (f *FIB) MinMTU() uint32 {
+	if f == nil {
+		return 0
+	}
+	return f.minMTU
+}
+
+func (a u128) sub(b u128) u128 {
+	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
+	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
+	return u128{hi, lo}
+}
+
+func (a u128) bitLen() int {
+	if a.hi != 0 {
+		return 64 + bits.Len64(a.hi)
+	}
+	return bits.Len64(a.lo)
+}
