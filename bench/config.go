@@ -208,6 +208,8 @@ func Configs() []Config {
 		{ID: "9d", Group: 9, Name: "as 1, TCP_RR", Test: netperf.TCPRR, Topo: TopoKernel, Client: ClientKernel, Host: hostPlain},
 		{ID: "9e", Group: 9, Name: "as 2, TCP_RR", Test: netperf.TCPRR, Topo: TopoKernelNoTSO, Client: ClientKernel, Host: hostPlain},
 		{ID: "9f", Group: 9, Name: "as 5, TCP_RR", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
+		{ID: "9g", Group: 9, Name: "as 4, TCP_RR: our host, ns1's kernel forwards plain IP", Test: netperf.TCPRR, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
+		{ID: "9h", Group: 9, Name: "TCP_RR: our host, our LSR forwards plain IP (forward/), same hosts as 9g", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label, NS1Conf: ns1Pop},
 	}
 }
 
