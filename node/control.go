@@ -468,9 +468,12 @@ func serveControlConn(n *Node, c net.Conn) {
 		_ = enc.Encode(n.Report())
 	default:
 		answer, ok, err := controlQuery(n, cmd)
+		if !ok {
+			answer, ok, err = controlChange(n, cmd)
+		}
 		switch {
 		case !ok:
-			fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats, route show, mpls route show, bgp summary, bgp neighbor, bgp routes)\n", cmd)
+			fmt.Fprintf(c, "error: unknown command %q (commands: stats, route show, route add LINE, route del PREFIX, mpls route show, mpls route add LINE, mpls route del LABEL, bgp summary, bgp neighbor, bgp routes)\n", cmd)
 		case err != nil:
 			fmt.Fprintf(c, "error: %v\n", err)
 		default:
