@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -138,5 +139,32 @@ func TestControlLabelRouteAddDel(t *testing.T) {
 	}
 	if !reflect.DeepEqual(m, before) {
 		t.Errorf("mpls route show after del: %+v, want as before the add: %+v", m, before)
+	}
+}
+
+// TestControlRouteChangesUntilReload: routes and label routes added at run
+// time are gone after a reload, which returns to the file's. (Checked by
+// planting the bug: Reload not replacing the FIB keeps 172.16.0.0/16.)
+func TestControlRouteChangesUntilReload(t *testing.T) {
+	n := obsNode(t)
+	path := startControl(t, n)
+	want := tables(n)
+	for _, req := range []string{"route add 172.16.0.0/16 via 10.2.0.2\n", "mpls route add 101 via inet 10.2.0.2\n", "mpls route del 100\n"} {
+		if got := ask(t, path, req); strings.HasPrefix(got, "error: ") {
+			t.Fatalf("%q: %s", req, got)
+		}
+	}
+	if _, ok := fibRoute(n, "172.16.0.1"); !ok {
+		t.Fatal("route add did not reach the FIB")
+	}
+	cfg, err := config.Parse("obs.conf", strings.NewReader(obsConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := tables(n); got != want {
+		t.Errorf("after reload:\n%s\nwant the file's:\n%s", got, want)
 	}
 }
