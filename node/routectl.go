@@ -126,12 +126,16 @@ func (n *Node) AddRoute(line string) (*RouteChange, error) {
 	return &RouteChange{Change: "added", Route: text}, nil
 }
 
-// DelRoute removes the static route to prefix (as `route del PREFIX`),
-// until the next reload. A prefix without a static route is an error; a
+// DelRoute removes the static route to prefix (as `route del PREFIX`;
+// `default` is the static default route, IPv4's or IPv6's, when there is
+// one of them), until the next reload. A prefix without a static route is an error; a
 // BGP route the static one shadowed takes its place.
 func (n *Node) DelRoute(prefix string) (*RouteChange, error) {
 	col := len(cmdRouteDel) + 1
 	p, err := netip.ParsePrefix(prefix)
+	if prefix == "default" {
+		p, err = netip.PrefixFrom(netip.IPv4Unspecified(), 0), nil
+	}
 	if err != nil {
 		return nil, controlError(col, prefix, "want a prefix such as 10.0.0.0/8 or 2001:db8::/32, got %q", config.ShortToken(prefix))
 	}
@@ -142,6 +146,17 @@ func (n *Node) DelRoute(prefix string) (*RouteChange, error) {
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil, errors.New("node closed")
+	}
+	if prefix == "default" {
+		// The file's default is IPv4's or IPv6's by its next hop: take
+		// the one there is.
+		v6 := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		switch has4, has6 := n.hasStaticLocked(p), n.hasStaticLocked(v6); {
+		case has4 && has6:
+			return nil, controlError(col, prefix, "there are static default routes for IPv4 and IPv6: write 0.0.0.0/0 or ::/0")
+		case has6:
+			p = v6
+		}
 	}
 	if !n.hasStaticLocked(p) {
 		return nil, controlError(col, prefix, "no static route to %s", p)

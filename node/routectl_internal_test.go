@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/bgp"
@@ -31,7 +32,8 @@ addr add 10.1.0.1/24 dev a0
 		t.Fatal(err)
 	}
 	a := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
+	var logs lockedLog
+	n, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +111,22 @@ addr add 10.1.0.1/24 dev a0
 		t.Error("after del with no BGP route, 10.98.1.1 still routes")
 	}
 
+	// default names the static default route of either family.
+	for _, tc := range []struct{ add, p string }{
+		{"route add default via 10.1.0.2", "0.0.0.0/0"},
+	} {
+		if _, err := n.AddRoute(tc.add); err != nil {
+			t.Fatal(err)
+		}
+		ch, err := n.DelRoute("default")
+		if err != nil || !strings.HasPrefix(ch.Route, "route add "+tc.p+" ") {
+			t.Errorf("del default after %q: %+v %v", tc.add, ch, err)
+		}
+	}
+	if !strings.Contains(logs.String(), `msg="route removed" route="route add 0.0.0.0/0 via inet 10.1.0.2 dev a0" by=control`) {
+		t.Errorf("the log lacks the removal of the default route:\n%s", logs.String())
+	}
+
 	// Label routes.
 	ilmHas := func(l mpls.Label) bool { _, ok := n.Stack().Tables().ILM().Lookup(l); return ok }
 	if _, err := n.AddLabelRoute("mpls route add 101 as 201 via inet 10.1.0.2"); err != nil {
@@ -125,4 +143,22 @@ addr add 10.1.0.1/24 dev a0
 	if ilmHas(101) || !ilmHas(100) || !ilmHas(16000) {
 		t.Errorf("after mpls route del 101: has 100 %v, 101 %v, 16000 %v; want true false true", ilmHas(100), ilmHas(101), ilmHas(16000))
 	}
+}
+
+// lockedLog is a log sink safe to read while the node writes to it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
