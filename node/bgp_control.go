@@ -95,7 +95,7 @@ func sortByLabel(es []ILMEntry) {
 // errNoBGP answers bgp commands on a node without bgp lines.
 var errNoBGP = errors.New("this node runs no BGP (its config has no bgp lines)")
 
-// controlQuery answers the control socket's read-only queries other than
+// controlQuery answers the control socket's queries other than
 // stats: `bgp summary`, `bgp neighbor`, `bgp routes`, `route show` and
 // `mpls route show`. ok is false for an unknown command.
 func controlQuery(n *Node, cmd string) (answer any, ok bool, err error) {

@@ -326,13 +326,16 @@ const (
 	maxCommandLen = 256
 )
 
-// ServeControl serves the read-only control protocol on a Unix socket at
-// path until ctx is done: ListenControl, then ServeControlListener.
+// ServeControl serves the control protocol on a Unix socket at path until
+// ctx is done: ListenControl, then ServeControlListener.
 //
 // Protocol: the client sends one line; `stats` is answered with the
-// node's Report as one JSON document (followed by a newline), anything
-// else with a line `error: ...`. Then the server closes the connection.
-// Nothing in the protocol changes the node.
+// node's Report as one JSON document (followed by a newline), the other
+// queries and the route changes (`route add LINE`, `route del PREFIX`,
+// `mpls route add LINE`, `mpls route del LABEL`: see Node.AddRoute) with
+// theirs, anything else or a refused change with a line `error: ...`.
+// Then the server closes the connection. Only the route changes change
+// the node, and only until its next reload.
 //
 // ServeControl returns nil when ctx ends, or the error that stopped it
 // from listening.
@@ -468,9 +471,12 @@ func serveControlConn(n *Node, c net.Conn) {
 		_ = enc.Encode(n.Report())
 	default:
 		answer, ok, err := controlQuery(n, cmd)
+		if !ok {
+			answer, ok, err = controlChange(n, cmd)
+		}
 		switch {
 		case !ok:
-			fmt.Fprintf(c, "error: unknown command %q (the control socket is read-only; commands: stats, route show, mpls route show, bgp summary, bgp neighbor, bgp routes)\n", cmd)
+			fmt.Fprintf(c, "error: unknown command %q (commands: stats, route show, route add LINE, route del PREFIX, mpls route show, mpls route add LINE, mpls route del LABEL, bgp summary, bgp neighbor, bgp routes)\n", cmd)
 		case err != nil:
 			fmt.Fprintf(c, "error: %v\n", err)
 		default:

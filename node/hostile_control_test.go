@@ -49,10 +49,12 @@ func tables(n *node.Node) string {
 // TestControlSocketHostile sends the control socket what a careless or
 // hostile local client might: binary garbage, an overlong line, no line at
 // all, write-like commands, several commands on one connection, and a
-// client that connects and says nothing. Each gets an error line (or, for
-// a line the server cannot read, an error and the close); the routes,
-// label routes and counters stay as they were; and a silent client does
-// not hold the socket up for others.
+// client that connects and says nothing, and route changes outside the
+// exact grammar (route add LINE in the config's words, route del PREFIX,
+// mpls route add LINE, mpls route del LABEL, one line, one statement).
+// Each gets an error line (or, for a line the server cannot read, an
+// error and the close); the routes, label routes and counters stay as
+// they were; and a silent client does not hold the socket up for others.
 func TestControlSocketHostile(t *testing.T) {
 	n := obsNode(t)
 	path := startControl(t, n)
@@ -71,8 +73,17 @@ func TestControlSocketHostile(t *testing.T) {
 		{"overlong line", strings.Repeat("stats", 100) + "\n"},
 		{"no newline, then EOF", "stats please"},
 		{"nothing, then EOF", ""},
-		{"route add", "route add 10.0.0.0/8 via 10.1.0.2\n"},
-		{"label route add", "-f mpls route add 300 via inet 10.2.0.2\n"},
+		{"route add without a next hop", "route add 10.0.0.0/8 via\n"},
+		{"route add with trailing words", "route add 10.0.0.0/8 via 10.1.0.2 please\n"},
+		{"route add of another statement", "route add 10.0.0.0/8 via 10.1.0.2 link add x0 type tap\n"},
+		{"route add, binary", "route add \x00\xff/8 via 10.1.0.2\n"},
+		{"route del of no route", "route del 10.0.0.0/8\n"},
+		{"route del of a whole line", "route del 10.0.0.0/8 via 10.1.0.2\n"},
+		{"route without a verb", "route 10.0.0.0/8 via 10.1.0.2\n"},
+		{"label route add in the file's words", "-f mpls route add 300 via inet 10.2.0.2\n"},
+		{"label route add, label too big", "mpls route add 1048576 via inet 10.2.0.2\n"},
+		{"label route del of no route", "mpls route del 300\n"},
+		{"label route del, not a label", "mpls route del -1\n"},
 		{"reload", "reload\n"},
 		{"set", "set ttl-model pipe\n"},
 		{"json", `{"command":"route","args":["del","default"]}` + "\n"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +19,7 @@ import (
 
 func init() {
 	register(command{name: "bgp", summary: "show a running node's BGP sessions and routes (summary, neighbor, routes)", run: runBGP})
-	register(command{name: "route", summary: "show a running node's routes (route show; -f mpls route show for the ILM)", run: runRoute})
+	register(command{name: "route", summary: "show or change a running node's routes (route show|add|del; -f mpls route ... for the ILM)", run: runRoute})
 }
 
 const bgpUsage = `usage: mplsnode bgp summary|neighbor|routes [--socket PATH] [--json]
@@ -45,18 +46,37 @@ Options:
 `
 
 const routeUsage = `usage: mplsnode [-f mpls] route show [--socket PATH] [--json]
+       mplsnode route add PREFIX ... [--socket PATH] [--json]
+       mplsnode route del PREFIX [--socket PATH] [--json]
+       mplsnode -f mpls route add LABEL ... [--socket PATH] [--json]
+       mplsnode -f mpls route del LABEL [--socket PATH] [--json]
 
-Prints a running node's IP routes (static from its config file and those
-BGP installed, each with its protocol and administrative distance: static
-1 wins over bgp 20), or with -f mpls its incoming label map (ILM), in
-iproute2's words.
+route show prints a running node's IP routes (static from its config file
+and those BGP installed, each with its protocol and administrative
+distance: static 1 wins over bgp 20), or with -f mpls its incoming label
+map (ILM), in iproute2's words.
+
+route add takes the rest of a config file's "route add" line, -f mpls route
+add the rest of its "-f mpls route add" line; the node checks it against
+its links and addresses as it checks its file, and refuses a prefix or
+label that already has a static route (delete it first). A static route
+shadows BGP's to the same prefix. route del removes a static route (by
+prefix) or label route (by label); BGP's route to the prefix, if any,
+shows again. Changes last until the node reloads (SIGHUP) or restarts:
+then the file's routes are back. Each change is logged.
 
 Examples:
 
 	mplsnode route show
 	mplsnode -f mpls route show --json
+	mplsnode route add 10.9.0.0/16 encap mpls 100 via 10.1.0.2
+	mplsnode route del 10.9.0.0/16
+	mplsnode -f mpls route add 300 as 301 via inet 10.2.0.2
+	mplsnode -f mpls route del 300
 
-Exit codes: 0 ok, 1 the node cannot be reached, 2 usage error.
+Exit codes: 0 ok, 1 the node cannot be reached or refused the change (its
+error names the column in "route add ...", as control:1:COL), 2 usage
+error.
 
 Options:
 `
@@ -144,12 +164,11 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	socket := fs.String("socket", node.DefaultControlSocket, "control socket `PATH` of the running node")
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	mplsFamily := fs.Bool("mpls", false, "show the incoming label map (as -f mpls)")
+	if len(args) > 0 && (args[0] == "add" || args[0] == "del") {
+		return runRouteChange(ctx, fs, args[0], args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "show" {
-		if len(args) > 0 && (args[0] == "add" || args[0] == "del") {
-			fmt.Fprintln(stderr, "mplsnode route: only show is available; change routes in the config file and send SIGHUP")
-		} else {
-			fmt.Fprintln(stderr, "mplsnode route: want show")
-		}
+		fmt.Fprintln(stderr, "mplsnode route: want show, add or del")
 		return exitUsage
 	}
 	if code, stop := parseFlags(fs, args[1:], stdout, stderr); stop {
@@ -184,6 +203,59 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, r := range rs {
 		fmt.Fprintln(stdout, r.String())
 	}
+	return exitOK
+}
+
+// runRouteChange sends `[mpls ]route add|del WORDS` to the node: the words
+// are every argument that is not one of fs's flags.
+func runRouteChange(ctx context.Context, fs *flag.FlagSet, verb string, args []string, stdout, stderr io.Writer) int {
+	var words, flags []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || fs.Lookup(name) == nil && name != "h" && name != "help" {
+			words = append(words, a)
+			continue
+		}
+		flags = append(flags, a)
+		if name == "socket" && !hasValue && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if code, stop := parseFlags(fs, flags, stdout, stderr); stop {
+		return code
+	}
+	mplsFamily := fs.Lookup("mpls").Value.String() == "true"
+	switch {
+	case len(words) == 0 && mplsFamily:
+		fmt.Fprintf(stderr, "mplsnode route: want a label: mplsnode -f mpls route %s LABEL ...\n", verb)
+		return exitUsage
+	case len(words) == 0:
+		fmt.Fprintf(stderr, "mplsnode route: want a prefix: mplsnode route %s PREFIX ...\n", verb)
+		return exitUsage
+	case verb == "del" && len(words) > 1:
+		fmt.Fprintf(stderr, "mplsnode route: del takes only the prefix or label, got %q after it\n", words[1])
+		return exitUsage
+	}
+	cmd := "route " + verb + " " + strings.Join(words, " ")
+	if mplsFamily {
+		cmd = "mpls " + cmd
+	}
+	body, code := query(ctx, "route", fs.Lookup("socket").Value.String(), cmd, stderr)
+	if code != exitOK {
+		fmt.Fprintf(stderr, "  (the command sent: %q)\n", cmd)
+		return code
+	}
+	if fs.Lookup("json").Value.String() == "true" {
+		stdout.Write(body)
+		return exitOK
+	}
+	var ch node.RouteChange
+	if !decode(body, &ch, stderr) {
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", ch.Change, ch.Route)
 	return exitOK
 }
 

@@ -49,9 +49,10 @@ An afpacket link takes [queues N] (sockets in one PACKET_FANOUT group, one
 goroutine each: the number of cores) and [mode auto|mmsg|ring] (packet
 rings, recvmmsg/sendmmsg, or rings where the kernel has them: the default);
 "mplsnode stats" shows the mode each link runs.
-Counters: "mplsnode stats" reads them over the control socket (read-only,
-mode 0600; "" turns it off); --metrics-addr 127.0.0.1:9477 serves them to
-Prometheus at /metrics (names in docs/METRICS.md).
+Counters: "mplsnode stats" reads them over the control socket (root-only,
+mode 0600, which also takes "mplsnode route add|del"; "" turns it off);
+--metrics-addr 127.0.0.1:9477 serves them to Prometheus at /metrics
+(names in docs/METRICS.md).
 --pcap ns1.pcapng,virt10 records every frame on the wire of virt10 (of
 every link without DEV), sent and received, labels and all, as pcapng: one
 interface a link (name, MTU), each frame with its link and direction,

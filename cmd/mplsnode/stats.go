@@ -31,8 +31,8 @@ ring: memory-mapped packet rings, mmsg: recvmmsg/sendmmsg, what "mode auto"
 chose; - for a TAP) and its fanout queues, rx/tx frames, drops by reason
 (every reason, zero ones included), ILM/FTN hits; the label switch counters;
 the userspace stack's IP and TCP counters, each labelled with its name in
-the --json document (docs/METRICS.md). The control socket is read-only and
-root-only (mode 0600). --drops prints only the drop counters that are not
+the --json document (docs/METRICS.md). The control socket is root-only
+(mode 0600). --drops prints only the drop counters that are not
 zero, one "where reason count" a line, or "no drops", for scripts that
 must see nothing was lost.
 
