@@ -231,6 +231,64 @@ func upperError(err tcpip.Error) tcpip.Error {
 	return &tcpip.ErrNoBufferSpace{}
 }
 
+// gsoShape checks that pkt is a TCP GSO packet over IPv4 or IPv6 and
+// returns its protocol and the MSS that fits linkMTU: TCP chose its MSS
+// against the MTU we reported, but the FTN may have changed since; we
+// segment, so we can always fit. An MSS of 0 or less means not even the
+// headers fit (the caller answers with mtuExceeded). A packet that is not
+// TCP GSO is counted (gso_unsupported) and errGSO returned.
+func (e *Endpoint) gsoShape(pkt *stack.PacketBuffer, linkMTU int) (gso.Proto, int, error) {
+	var proto gso.Proto
+	switch pkt.NetworkProtocolNumber {
+	case header.IPv4ProtocolNumber:
+		proto = gso.ProtoIPv4
+	case header.IPv6ProtocolNumber:
+		proto = gso.ProtoIPv6
+	default:
+		e.drop(DropGSOUnsupported, -1, nil)
+		return 0, 0, errGSO
+	}
+	th := pkt.TransportHeader().Slice()
+	if pkt.TransportProtocolNumber != header.TCPProtocolNumber || len(th) < header.TCPMinimumSize {
+		e.drop(DropGSOUnsupported, -1, nil)
+		return 0, 0, errGSO
+	}
+	prefixLen, l3Len := len(pkt.LinkHeader().Slice()), len(pkt.NetworkHeader().Slice())
+	mss := int(pkt.GSOOptions.MSS)
+	if fit := linkMTU - (prefixLen - header.EthernetMinimumSize) - l3Len - len(th); fit < mss {
+		mss = fit
+	}
+	return proto, mss, nil
+}
+
+// gatherGSO copies pkt's headers and payload once into the scratch buffer
+// (package gso needs them contiguous), keeps a copy of the headers in
+// s.hdr, and validates the whole packet once (headers, and SYN/RST/URG that
+// must not be split, which a one-segment group would no longer see). It
+// returns the packet and its header length; an invalid packet is counted
+// (gso_unsupported).
+func (e *Endpoint) gatherGSO(s *txScratch, pkt *stack.PacketBuffer, proto gso.Proto, mss int) (gso.Packet, int, error) {
+	lh := pkt.LinkHeader().Slice()
+	nh := pkt.NetworkHeader().Slice()
+	th := pkt.TransportHeader().Slice()
+	prefixLen, l3Len := len(lh), len(nh)
+	hdrLen := prefixLen + l3Len + len(th)
+	src := s.src.b[:0]
+	src = append(src, lh...)
+	src = append(src, nh...)
+	src = append(src, th...)
+	s.src.b = src
+	pkt.Data().ReadTo(&s.src, true)
+	src = s.src.b
+	full := gso.Packet{Buf: src, PrefixLen: prefixLen, Proto: proto, L4Offset: prefixLen + l3Len, MSS: mss}
+	if _, err := gso.SegmentedLen(full); err != nil {
+		e.drop(DropGSOUnsupported, -1, err)
+		return gso.Packet{}, 0, err
+	}
+	s.hdr = append(s.hdr[:0], src[:hdrLen]...)
+	return full, hdrLen, nil
+}
+
 // writeGSO handles one host-GSO TCP packet: a packet that fits in one
 // segment only gets its partial checksum finished in place; a larger one
 // without labels goes whole to a lower link that takes GSO frames
@@ -248,29 +306,11 @@ func upperError(err tcpip.Error) tcpip.Error {
 // (over payload already segmented) with the sequence number, IPv4 ID and
 // flags that package gso would have given its first segment.
 func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) error {
-	lh := pkt.LinkHeader().Slice()
-	nh := pkt.NetworkHeader().Slice()
 	th := pkt.TransportHeader().Slice()
-	prefixLen, l3Len := len(lh), len(nh)
-	var proto gso.Proto
-	switch pkt.NetworkProtocolNumber {
-	case header.IPv4ProtocolNumber:
-		proto = gso.ProtoIPv4
-	case header.IPv6ProtocolNumber:
-		proto = gso.ProtoIPv6
-	default:
-		e.drop(DropGSOUnsupported, -1, nil)
-		return errGSO
-	}
-	if pkt.TransportProtocolNumber != header.TCPProtocolNumber || len(th) < header.TCPMinimumSize {
-		e.drop(DropGSOUnsupported, -1, nil)
-		return errGSO
-	}
-	// The MSS that fits the link: TCP chose g.MSS against our reported MTU,
-	// but the FTN may have changed since; we segment, so we can always fit.
-	mss := int(pkt.GSOOptions.MSS)
-	if fit := linkMTU - (prefixLen - header.EthernetMinimumSize) - l3Len - len(th); fit < mss {
-		mss = fit
+	prefixLen, l3Len := len(pkt.LinkHeader().Slice()), len(pkt.NetworkHeader().Slice())
+	proto, mss, err := e.gsoShape(pkt, linkMTU)
+	if err != nil {
+		return err
 	}
 	if mss <= 0 {
 		e.mtuExceeded(pkt, linkMTU)
@@ -294,22 +334,11 @@ func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) 
 		s.out.PushBack(pkt.IncRef())
 		return nil
 	}
-	hdrLen := prefixLen + l3Len + len(th)
-	src := s.src.b[:0]
-	src = append(src, lh...)
-	src = append(src, nh...)
-	src = append(src, th...)
-	s.src.b = src
-	pkt.Data().ReadTo(&s.src, true)
-	src = s.src.b
-	full := gso.Packet{Buf: src, PrefixLen: prefixLen, Proto: proto, L4Offset: prefixLen + l3Len, MSS: mss}
-	// Validate the whole packet once (headers, and SYN/RST/URG that must
-	// not be split, which a one-segment group would no longer see).
-	if _, err := gso.SegmentedLen(full); err != nil {
-		e.drop(DropGSOUnsupported, -1, err)
+	full, hdrLen, err := e.gatherGSO(s, pkt, proto, mss)
+	if err != nil {
 		return err
 	}
-	s.hdr = append(s.hdr[:0], src[:hdrLen]...)
+	src := full.Buf
 	nSegs := (len(src) - hdrLen + mss - 1) / mss
 	perChunk := max(1, buffer.MaxChunkSize/(hdrLen+mss))
 	typ := header.Ethernet(src).Type()

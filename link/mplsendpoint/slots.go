@@ -173,47 +173,21 @@ func copyPacket(buf []byte, pkt *stack.PacketBuffer) {
 // frames it committed; a packet it could not finish is counted dropped.
 func (e *Endpoint) writeGSOSlots(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) (int, error) {
 	b := &s.batch
-	lh := pkt.LinkHeader().Slice()
-	nh := pkt.NetworkHeader().Slice()
-	th := pkt.TransportHeader().Slice()
-	prefixLen, l3Len := len(lh), len(nh)
-	var proto gso.Proto
-	switch pkt.NetworkProtocolNumber {
-	case header.IPv4ProtocolNumber:
-		proto = gso.ProtoIPv4
-	case header.IPv6ProtocolNumber:
-		proto = gso.ProtoIPv6
-	default:
-		e.drop(DropGSOUnsupported, -1, nil)
-		return 0, errGSO
-	}
-	if pkt.TransportProtocolNumber != header.TCPProtocolNumber || len(th) < header.TCPMinimumSize {
-		e.drop(DropGSOUnsupported, -1, nil)
-		return 0, errGSO
-	}
-	mss := int(pkt.GSOOptions.MSS)
-	if fit := linkMTU - (prefixLen - header.EthernetMinimumSize) - l3Len - len(th); fit < mss {
-		mss = fit
+	prefixLen, l3Len := len(pkt.LinkHeader().Slice()), len(pkt.NetworkHeader().Slice())
+	proto, mss, err := e.gsoShape(pkt, linkMTU)
+	if err != nil {
+		return 0, err
 	}
 	if mss <= 0 {
 		b.end()
 		e.mtuExceeded(pkt, linkMTU)
 		return 0, errGSO
 	}
-	hdrLen := prefixLen + l3Len + len(th)
-	src := s.src.b[:0]
-	src = append(src, lh...)
-	src = append(src, nh...)
-	src = append(src, th...)
-	s.src.b = src
-	pkt.Data().ReadTo(&s.src, true)
-	src = s.src.b
-	full := gso.Packet{Buf: src, PrefixLen: prefixLen, Proto: proto, L4Offset: prefixLen + l3Len, MSS: mss}
-	if _, err := gso.SegmentedLen(full); err != nil {
-		e.drop(DropGSOUnsupported, -1, err)
+	full, hdrLen, err := e.gatherGSO(s, pkt, proto, mss)
+	if err != nil {
 		return 0, err
 	}
-	s.hdr = append(s.hdr[:0], src[:hdrLen]...)
+	src := full.Buf
 	nSegs := max(1, (len(src)-hdrLen+mss-1)/mss)
 	for i := 0; i < nSegs; i++ {
 		pay := hdrLen + i*mss
