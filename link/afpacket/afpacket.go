@@ -757,7 +757,8 @@ func (q *queue) deliver(n int) {
 	q.ep.mu.RLock()
 	d := q.ep.dispatcher
 	q.ep.mu.RUnlock()
-	var pkts, bytes, csum, trunc, bad uint64
+	var t rxTally
+	var trunc uint64
 	for i := 0; i < n; i++ {
 		m := &q.rxMsgs[i]
 		if m.hdr.Flags&unix.MSG_TRUNC != 0 {
@@ -780,37 +781,56 @@ func (q *queue) deliver(n int) {
 		if d == nil {
 			continue
 		}
-		validated := status&(unix.TP_STATUS_CSUMNOTREADY|unix.TP_STATUS_CSUM_VALID) != 0
-		if !validated && q.ep.rxCsum {
-			if !checksumOK(frame) {
-				bad++
-				continue
-			}
-			validated = true
-		}
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-		pkt.RXChecksumValidated = validated
-		d.DeliverNetworkPacket(0, pkt)
-		pkt.DecRef()
-		pkts++
-		bytes += uint64(len(frame))
-		if validated {
-			csum++
-		}
+		q.deliverFrame(d, frame, status, &t)
 	}
 	if d == nil {
 		q.rxNoDisp.Add(uint64(n) - trunc)
-	} else if be, ok := d.(BatchDispatcher); ok && pkts > 0 {
+	} else if be, ok := d.(BatchDispatcher); ok && t.pkts > 0 {
 		be.EndBatch()
 	}
-	q.rxPackets.Add(pkts)
-	q.rxBytes.Add(bytes)
-	q.rxCsum.Add(csum)
+	q.add(&t)
 	if trunc != 0 {
 		q.rxTrunc.Add(trunc)
 	}
-	if bad != 0 {
-		q.rxBad.Add(bad)
+}
+
+// rxTally counts what one receive batch delivered, whatever path read it
+// (recvmmsg, a block ring or a frame ring).
+type rxTally struct{ pkts, bytes, csum, bad uint64 }
+
+// deliverFrame hands frame to d, flagged checksum-validated when the kernel
+// said so (TP_STATUS_CSUMNOTREADY or CSUM_VALID in status) or, with
+// Options.RXChecksumOffload, when its checksums verify; a frame that fails
+// that check is counted bad (lower_rx_bad_checksum) and not delivered. The
+// frame is copied once, into a pooled chunk: the ring slot or receive
+// buffer is reused while upper layers may keep the packet.
+func (q *queue) deliverFrame(d stack.NetworkDispatcher, frame []byte, status uint32, t *rxTally) {
+	validated := status&(unix.TP_STATUS_CSUMNOTREADY|unix.TP_STATUS_CSUM_VALID) != 0
+	if !validated && q.ep.rxCsum {
+		if !checksumOK(frame) {
+			t.bad++
+			return
+		}
+		validated = true
+	}
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	pkt.RXChecksumValidated = validated
+	d.DeliverNetworkPacket(0, pkt)
+	pkt.DecRef()
+	t.pkts++
+	t.bytes += uint64(len(frame))
+	if validated {
+		t.csum++
+	}
+}
+
+// add adds a batch's tally to the queue's counters.
+func (q *queue) add(t *rxTally) {
+	q.rxPackets.Add(t.pkts)
+	q.rxBytes.Add(t.bytes)
+	q.rxCsum.Add(t.csum)
+	if t.bad != 0 {
+		q.rxBad.Add(t.bad)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -221,7 +220,8 @@ func (q *queue) deliverBlock(blk []byte) {
 	q.rxBlocks.Add(1)
 	n := int(binary.NativeEndian.Uint32(blk[blkNumPktsOff:]))
 	off := int(binary.NativeEndian.Uint32(blk[blkFirstPktOff:]))
-	var pkts, bytes, csum, trunc, bad, nodisp uint64
+	var t rxTally
+	var trunc, nodisp uint64
 	for i := 0; i < n; i++ {
 		if off < blkHdrLen || off+f3HdrLen > len(blk) {
 			q.rxErrors.Add(1) // a block the kernel did not lay out as documented
@@ -258,26 +258,8 @@ func (q *queue) deliverBlock(blk []byte) {
 				binary.BigEndian.PutUint16(fh[start+14:], tci)
 			}
 			frame := fh[start : mac+snap]
-			validated := status&(unix.TP_STATUS_CSUMNOTREADY|unix.TP_STATUS_CSUM_VALID) != 0
-			if !validated && q.ep.rxCsum {
-				if !checksumOK(frame) {
-					bad++
-					break
-				}
-				validated = true
-			}
-			// One copy, into a pooled chunk: the block goes back to the
-			// kernel at the batch's end, while upper layers may keep the
-			// packet (TCP's queues, the forwarder's batch).
-			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-			pkt.RXChecksumValidated = validated
-			d.DeliverNetworkPacket(0, pkt)
-			pkt.DecRef()
-			pkts++
-			bytes += uint64(len(frame))
-			if validated {
-				csum++
-			}
+			// The block goes back to the kernel at the batch's end.
+			q.deliverFrame(d, frame, status, &t)
 		}
 		if next == 0 {
 			break
@@ -285,18 +267,13 @@ func (q *queue) deliverBlock(blk []byte) {
 		off += next
 	}
 	if d != nil {
-		if be, ok := d.(BatchDispatcher); ok && pkts > 0 {
+		if be, ok := d.(BatchDispatcher); ok && t.pkts > 0 {
 			be.EndBatch()
 		}
 	}
-	q.rxPackets.Add(pkts)
-	q.rxBytes.Add(bytes)
-	q.rxCsum.Add(csum)
+	q.add(&t)
 	if trunc != 0 {
 		q.rxTrunc.Add(trunc)
-	}
-	if bad != 0 {
-		q.rxBad.Add(bad)
 	}
 	if nodisp != 0 {
 		q.rxNoDisp.Add(nodisp)
@@ -682,7 +659,8 @@ func (q *queue) deliverFrames() {
 	q.ep.mu.RUnlock()
 	r := q.rx2
 	q.rxBlocks.Add(1)
-	var pkts, bytes, csum, trunc, bad, nodisp uint64
+	var t rxTally
+	var trunc, nodisp uint64
 	for n := 0; n < q.rxBatch && r.ready(); n++ {
 		fh := r.slot(r.cur)
 		wire := int(binary.NativeEndian.Uint32(fh[f2LenOff:]))
@@ -721,39 +699,18 @@ func (q *queue) deliverFrames() {
 				binary.BigEndian.PutUint16(buf[start+14:], tci)
 			}
 			frame := buf[start:end]
-			validated := status&(unix.TP_STATUS_CSUMNOTREADY|unix.TP_STATUS_CSUM_VALID) != 0
-			if !validated && q.ep.rxCsum {
-				if !checksumOK(frame) {
-					bad++
-					break
-				}
-				validated = true
-			}
-			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-			pkt.RXChecksumValidated = validated
-			d.DeliverNetworkPacket(0, pkt)
-			pkt.DecRef()
-			pkts++
-			bytes += uint64(len(frame))
-			if validated {
-				csum++
-			}
+			q.deliverFrame(d, frame, status, &t)
 		}
 		r.release()
 	}
 	if d != nil {
-		if be, ok := d.(BatchDispatcher); ok && pkts > 0 {
+		if be, ok := d.(BatchDispatcher); ok && t.pkts > 0 {
 			be.EndBatch()
 		}
 	}
-	q.rxPackets.Add(pkts)
-	q.rxBytes.Add(bytes)
-	q.rxCsum.Add(csum)
+	q.add(&t)
 	if trunc != 0 {
 		q.rxTrunc.Add(trunc)
-	}
-	if bad != 0 {
-		q.rxBad.Add(bad)
 	}
 	if nodisp != 0 {
 		q.rxNoDisp.Add(nodisp)
