@@ -23,7 +23,7 @@ func BenchmarkGenerator(b *testing.B) {
 					b.Error(err)
 				}
 			}()
-			g, err := openGenerator(t.gen.path(), t.genDev)
+			g, err := openAFPacketGenerator(t.gen.path(), t.genDev)
 			if err != nil {
 				b.Fatal(err)
 			}

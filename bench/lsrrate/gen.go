@@ -56,9 +56,9 @@ type genStats struct {
 	cpu time.Duration
 }
 
-// openGenerator opens a send-only AF_PACKET socket bound to dev in the
+// openAFPacketGenerator opens a send-only AF_PACKET socket bound to dev in the
 // namespace at nsPath. Sent frames bypass the qdisc.
-func openGenerator(nsPath, dev string) (*generator, error) {
+func openAFPacketGenerator(nsPath, dev string) (*generator, error) {
 	g := &generator{fd: -1}
 	err := inNamespace(nsPath, func() error {
 		ifi, err := net.InterfaceByName(dev)
@@ -130,9 +130,52 @@ func (g *generator) sendBatch(n int) (int, error) {
 	return int(r), nil
 }
 
-// run sends batches until d has passed or stop is set, on one locked OS
-// thread whose CPU time it measures.
-func (g *generator) run(d time.Duration, stop *atomic.Bool) (genStats, error) {
+// frameGenerator is a generator of either kind (GenXDP, GenAFPacket).
+type frameGenerator interface {
+	// kind is GenXDP or GenAFPacket.
+	kind() string
+	// describe names the generator for the log line.
+	describe() string
+	// setFrames builds the frames to send from spec.
+	setFrames(spec frameSpec) error
+	// send sends exactly n frames (warm-up, tests).
+	send(n uint64) error
+	// run sends until d has passed or stop is set, as fast as it can
+	// (rate 0) or at rate frames per second.
+	run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error)
+	// close releases the generator.
+	close() error
+}
+
+// kind implements frameGenerator.
+func (g *generator) kind() string { return GenAFPacket }
+
+// describe implements frameGenerator.
+func (g *generator) describe() string {
+	return fmt.Sprintf("afpacket (sendmmsg of %d frames on one thread, %d UDP source ports)", genBatch, genFlows)
+}
+
+// send implements frameGenerator: exactly n frames, retrying what the
+// kernel refuses.
+func (g *generator) send(n uint64) error {
+	for sent := uint64(0); sent < n; {
+		m, err := g.sendBatch(int(min(genBatch, n-sent)))
+		switch err {
+		case nil:
+			sent += uint64(m)
+		case unix.ENOBUFS, unix.EAGAIN, unix.EINTR:
+			time.Sleep(time.Millisecond)
+		default:
+			return fmt.Errorf("generator: sendmmsg: %w", err)
+		}
+	}
+	return nil
+}
+
+// run implements frameGenerator: batches until d has passed or stop is
+// set, on one locked OS thread whose CPU time it measures; with rate > 0
+// it sleeps between batches to keep to rate frames per second.
+func (g *generator) run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := unix.Gettid()
@@ -144,6 +187,17 @@ func (g *generator) run(d time.Duration, stop *atomic.Bool) (genStats, error) {
 	start := time.Now()
 	deadline := start.Add(d)
 	for {
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(st.sent) / rate * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				time.Sleep(min(wait, time.Until(deadline)))
+				if now := time.Now(); !now.Before(deadline) || stop.Load() {
+					st.elapsed = now.Sub(start)
+					break
+				}
+				continue
+			}
+		}
 		n, err := g.sendBatch(genBatch)
 		switch err {
 		case nil:

@@ -105,6 +105,11 @@ const (
 	// switch (set forward xdp on): the swap happens in the LSR
 	// namespace's kernel, redirected veth to veth.
 	ConfigMPLSNodeInKernel = "mplsnode-xdp-fwd"
+	// ConfigMPLSNodeAtKernelRate is ConfigMPLSNode offered, per frame
+	// size, the rate the kernel forwarder achieved in the same Run (issue
+	// 13's lower_rx_overflow target); it runs last, and only when
+	// Options.Rate is 0 and the kernel forwarded frames.
+	ConfigMPLSNodeAtKernelRate = "mplsnode-swap@kernel-pps"
 )
 
 // nodeSetup is how one mplsnode configuration runs the LSR.
@@ -130,6 +135,7 @@ var nodeSetups = map[string]nodeSetup{
 	ConfigMPLSNodeXDP:      {linkType: "xdp"},
 	ConfigMPLSNodeTAP:      {linkType: "tap"},
 	ConfigMPLSNodeInKernel: {linkType: "afpacket", inKernel: true},
+	ConfigMPLSNodeAtKernelRate: {linkType: "afpacket"},
 }
 
 // configs are the configurations Run measures, in order.
@@ -163,11 +169,22 @@ type Options struct {
 	// Progress receives progress lines (one per step and per
 	// measurement, with the counters behind each result); nil means none.
 	Progress io.Writer
+	// Log receives the lines worth reading even without progress: the
+	// generator used, and why the XDP one was not; nil means none.
+	Log io.Writer
+	// Generator is GenXDP, GenAFPacket, or empty for GenXDP where the
+	// kernel runs it and GenAFPacket otherwise.
+	Generator string
+	// Rate is the frames per second the generator offers; 0 means as
+	// many as it can.
+	Rate float64
+
+	resolved string // the generator opened so far
 }
 
 // Result is one measurement: one configuration at one frame size.
 type Result struct {
-	// Config is ConfigMPLSNode ("mplsnode-swap"), ConfigMPLSNodeXDP
+	// Config is ConfigMPLSNode ("mplsnode-swap"), ConfigMPLSNodeAtKernelRate, ConfigMPLSNodeXDP
 	// ("mplsnode-swap-xdp"), ConfigMPLSNodeTAP ("mplsnode-swap-tap"),
 	// ConfigMPLSNodeInKernel ("mplsnode-xdp-fwd") or
 	// ConfigKernel ("kernel-ipfwd").
@@ -185,6 +202,10 @@ type Result struct {
 	Frames uint64
 	// Sent counts frames the generator sent (the kernel accepted).
 	Sent uint64
+	// Generator is the generator that sent (GenXDP or GenAFPacket).
+	Generator string
+	// OfferedPPS is Sent over the generator's sending time.
+	OfferedPPS float64
 	// IngressDrops counts the frames the forwarder lost at its ingress:
 	// mplsnode's lower_rx_overflow (its receive ring or socket queue was
 	// full), the kernel's rx_dropped of the LSR's ingress interface.
@@ -251,8 +272,22 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 		return nil, err
 	}
 	var results []Result
+	kernelPPS := map[int]float64{}
 	for _, cfg := range configs {
-		rs, err := runConfig(ctx, &opts, cfg, h)
+		rs, err := runConfig(ctx, &opts, cfg, h, nil)
+		results = append(results, rs...)
+		if err != nil {
+			return results, fmt.Errorf("lsrrate %s: %w", cfg, err)
+		}
+		for _, r := range rs {
+			if r.Config == ConfigKernel && r.PPS > 0 {
+				kernelPPS[r.FrameSize] = r.PPS
+			}
+		}
+	}
+	if opts.Rate == 0 && len(kernelPPS) == len(opts.FrameSizes) {
+		cfg := ConfigMPLSNodeAtKernelRate
+		rs, err := runConfig(ctx, &opts, cfg, h, kernelPPS)
 		results = append(results, rs...)
 		if err != nil {
 			return results, fmt.Errorf("lsrrate %s: %w", cfg, err)
@@ -287,10 +322,61 @@ func checkOptions(opts *Options) error {
 			return fmt.Errorf("lsrrate: frame size %d: want %d..%d (Ethernet frame without FCS)", s, MinFrameSize, MaxFrameSize)
 		}
 	}
+	switch opts.Generator {
+	case "", GenXDP, GenAFPacket:
+	default:
+		return fmt.Errorf("lsrrate: generator %q: want %s or %s", opts.Generator, GenXDP, GenAFPacket)
+	}
+	if !(opts.Rate >= 0 && opts.Rate <= 1e9) {
+		return fmt.Errorf("lsrrate: Rate %v: want 0 (as fast as possible) up to 1e9 frames/s", opts.Rate)
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("lsrrate: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network namespaces and veths")
 	}
 	return nil
+}
+
+// log writes one line to opts.Log and opts.Progress.
+func (o *Options) log(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+	if o.Progress != nil && o.Progress != o.Log {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+// openGenerator opens the generator opts.Generator names on dev in the
+// namespace at nsPath; when it is empty, the XDP one if the kernel runs
+// it, else the AF_PACKET one, and opts.Generator records the choice so
+// that one Run uses one generator. The first open logs the generator.
+func (o *Options) openGenerator(nsPath, dev string) (frameGenerator, error) {
+	first := o.resolved == ""
+	var g frameGenerator
+	var err error
+	switch o.Generator {
+	case GenAFPacket:
+		g, err = openAFPacketGenerator(nsPath, dev)
+	case GenXDP:
+		g, err = openXDPGenerator(nsPath, dev)
+	default:
+		g, err = openXDPGenerator(nsPath, dev)
+		if err != nil {
+			o.log("lsrrate: generator: %v; falling back to afpacket", err)
+			o.Generator = GenAFPacket
+			g, err = openAFPacketGenerator(nsPath, dev)
+		} else {
+			o.Generator = GenXDP
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.resolved = g.kind()
+	if first {
+		o.log("lsrrate: generator: %s", g.describe())
+	}
+	return g, nil
 }
 
 // progress writes one progress line if opts.Progress is set.
@@ -319,7 +405,8 @@ type forwarder interface {
 
 // runConfig builds the topology, starts cfg's forwarder and measures every
 // frame size.
-func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results []Result, err error) {
+// rates, if not nil, gives the rate per frame size instead of opts.Rate.
+func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates map[int]float64) (results []Result, err error) {
 	opts.progress("%s: building namespaces", cfg)
 	t, err := newTopology()
 	if err != nil {
@@ -332,7 +419,8 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	var filter = ipv4UDPFilter(dstIP)
 	var wantLabel uint32
 	switch cfg {
-	case ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel:
+	case ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel,
+		ConfigMPLSNodeAtKernelRate:
 		setup := nodeSetups[cfg]
 		if setup.linkType == "tap" {
 			if err := t.bridgeForTAPs(); err != nil {
@@ -354,14 +442,28 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 	}
 	defer func() { err = errors.Join(err, fw.stop()) }()
 
-	g, err := openGenerator(t.gen.path(), t.genDev)
+	g, err := opts.openGenerator(t.gen.path(), t.genDev)
 	if err != nil {
 		return nil, err
 	}
 	defer g.close()
-	c, err := openCounter(t.sink.path(), t.sinkDev, filter)
+	if g.kind() == GenXDP {
+		// The XDP generator's frames enter the LSR's ingress veth by
+		// XDP_REDIRECT, which needs NAPI there: GRO on (an XDP program
+		// of the forwarder's, where it has one, does the same).
+		if out, err := t.lsr.exec("ethtool", "-K", t.lsrIn, "gro", "on"); err != nil {
+			return nil, fmt.Errorf("ethtool -K %s gro on: %v: %s", t.lsrIn, err, out)
+		}
+	}
+	sock, err := openCounter(t.sink.path(), t.sinkDev, filter)
 	if err != nil {
 		return nil, err
+	}
+	var c frameCounter = sock
+	if xs, err := openXDPSink(t.sink.path(), t.sinkDev, wantLabel, dstIP, sock); err != nil {
+		opts.progress("%s: %v; counting with the socket alone", cfg, err)
+	} else {
+		c = xs
 	}
 	defer c.close()
 
@@ -373,7 +475,11 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 		if err := g.setFrames(spec); err != nil {
 			return results, err
 		}
-		r, err := measure(ctx, opts, cfg, t, fw, g, c, wantLabel, size, h)
+		rate := opts.Rate
+		if rates != nil {
+			rate = rates[size]
+		}
+		r, err := measure(ctx, opts, cfg, t, fw, g, c, wantLabel, size, rate, h)
 		if err != nil {
 			return results, fmt.Errorf("%d-byte frames: %w", size, err)
 		}
@@ -384,11 +490,11 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks) (results
 
 // measure runs one measurement at one frame size.
 func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw forwarder,
-	g *generator, c *counter, wantLabel uint32, size int, h hooks) (Result, error) {
+	g frameGenerator, c frameCounter, wantLabel uint32, size int, rate float64, h hooks) (Result, error) {
 	fw.mark()
 	// Warm up: a few frames through, so the LSR has the sink's MAC and
 	// the path is known to work before the clock starts.
-	if _, err := g.sendBatch(8); err != nil {
+	if err := g.send(8); err != nil {
 		return Result{}, fmt.Errorf("warm-up send: %w", err)
 	}
 	deadline := time.Now().Add(warmupTimeout)
@@ -414,6 +520,9 @@ func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw for
 	if err := c.drain(); err != nil {
 		return Result{}, err
 	}
+	if err := c.arm(numSamples); err != nil {
+		return Result{}, err
+	}
 
 	fw.mark()
 	dev0, err := t.deviceStats()
@@ -436,7 +545,7 @@ func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw for
 	}
 	done := make(chan genResult, 1)
 	go func() {
-		st, err := g.run(time.Duration(opts.Seconds*float64(time.Second)), &stop)
+		st, err := g.run(time.Duration(opts.Seconds*float64(time.Second)), rate, &stop)
 		done <- genResult{st, err}
 	}()
 	var frames uint64
@@ -505,25 +614,34 @@ wait:
 		h.sinkRX(cfg, size, dev1.sink.rxPackets-dev0.sink.rxPackets)
 	}
 
-	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent,
+	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent, Generator: g.kind(),
 		IngressDrops: fw.ingressDrops(dev1.in.rxDropped - dev0.in.rxDropped)}
 	secs := gr.st.elapsed.Seconds()
 	if secs > 0 {
 		r.PPS = float64(frames) / secs
+		r.OfferedPPS = float64(r.Sent) / secs
 	}
 	if frames > 0 {
 		r.CPUSecondsPerMpkt = (cpu1 - cpu0).Seconds() / (float64(frames) / 1e6)
 	}
-	opts.progress("%s %d B: sent %d (%.0f pps, %d sendmmsg refused) counted %d (%.0f pps, %.1f%% of sent), %d checked; "+
+	opts.progress("%s %d B: %s generator, rate %s: sent %d (%.0f pps, %d sendmmsg refused) counted %d (%.0f pps, %.1f%% of sent), %d checked; "+
 		"forwarder CPU %.2fs, softirq %.2fs, generator thread %.2fs in %.2fs; "+
 		"devices: gen tx %d dropped %d, LSR in rx %d dropped %d, LSR out tx %d dropped %d, sink rx %d; %s",
-		cfg, size, gr.st.sent, float64(gr.st.sent)/secs, gr.st.refused, frames, r.PPS, pct(frames, gr.st.sent), len(samples),
+		cfg, size, g.kind(), rateString(rate), gr.st.sent, float64(gr.st.sent)/secs, gr.st.refused, frames, r.PPS, pct(frames, gr.st.sent), len(samples),
 		(cpu1 - cpu0).Seconds(), (si1 - si0).Seconds(), gr.st.cpu.Seconds(), secs,
 		dev1.gen.txPackets-dev0.gen.txPackets, dev1.gen.txDropped-dev0.gen.txDropped,
 		dev1.in.rxPackets-dev0.in.rxPackets, dev1.in.rxDropped-dev0.in.rxDropped,
 		dev1.out.txPackets-dev0.out.txPackets, dev1.out.txDropped-dev0.out.txDropped,
-		dev1.sink.rxPackets-dev0.sink.rxPackets, fw.describe())
+		dev1.sink.rxPackets-dev0.sink.rxPackets, fw.describe()+"; "+c.describe())
 	return r, nil
+}
+
+// rateString formats a generator rate for the progress line.
+func rateString(rate float64) string {
+	if rate == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%.0f pps", rate)
 }
 
 // pct is 100*a/b, 0 for b == 0.

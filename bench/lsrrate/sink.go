@@ -96,6 +96,31 @@ func openCounter(nsPath, dev string, filter []unix.SockFilter) (*counter, error)
 	return c, nil
 }
 
+// frameCounter counts the correctly forwarded frames at the sink and keeps
+// a few for checking: the counter socket alone, or the XDP sink in front
+// of it.
+type frameCounter interface {
+	// take returns the frames counted since the last take.
+	take() (uint64, error)
+	// arm makes the next n counted frames available as samples.
+	arm(n int) error
+	// samples reads up to max queued samples.
+	samples(max int) ([][]byte, error)
+	// drain discards every queued sample.
+	drain() error
+	// describe says what counts, for the progress line.
+	describe() string
+	// close releases it.
+	close() error
+}
+
+// arm implements frameCounter: the socket queues every counted frame
+// that fits, so the first ones after a drain are the samples.
+func (c *counter) arm(int) error { return nil }
+
+// describe implements frameCounter.
+func (c *counter) describe() string { return "sink: AF_PACKET socket with a classic BPF filter" }
+
 // htons converts a 16-bit value to network byte order.
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 

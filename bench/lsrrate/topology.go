@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,9 +60,15 @@ func newTopology() (t *topology, err error) {
 		{t.genDev, t.lsrIn, t.gen, t.lsr, genMAC, inMAC},
 		{t.lsrOut, t.sinkDev, t.lsr, t.sink, outMAC, sinkMAC},
 	}
+	// One queue per CPU on each end: the XDP generator's threads (one per
+	// CPU) redirect into the receive queue of their CPU, each with its
+	// own NAPI, as on a multi-queue NIC.
+	queues := strconv.Itoa(runtime.NumCPU())
 	for _, p := range pairs {
-		if _, err := ipCmd("link", "add", p.a, "address", macString(p.macA), "netns", p.nsA.name, "type", "veth",
-			"peer", "name", p.b, "address", macString(p.macB), "netns", p.nsB.name); err != nil {
+		if _, err := ipCmd("link", "add", p.a, "address", macString(p.macA), "netns", p.nsA.name,
+			"numtxqueues", queues, "numrxqueues", queues, "type", "veth",
+			"peer", "name", p.b, "address", macString(p.macB), "netns", p.nsB.name,
+			"numtxqueues", queues, "numrxqueues", queues); err != nil {
 			return t, err
 		}
 		if _, err := p.nsA.ip("link", "set", p.a, "up"); err != nil {

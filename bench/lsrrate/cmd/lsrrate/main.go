@@ -20,17 +20,24 @@ import (
 	"github.com/mplsnode/mplsnode/bench/lsrrate"
 )
 
-const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-q]
+const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-gen xdp|afpacket] [-rate PPS] [-q]
 
 Measures how many frames per second mplsnode swaps as an LSR (label 100 in,
 label 200 out, between two veths) and the CPU it spends per million frames,
 next to the Linux kernel IP-forwarding plain IPv4/UDP frames of the same
 sizes. It builds three network namespaces (generator, LSR, sink) with unique
-names and removes them when it ends, also on Ctrl-C. A generator in this
-process sends as fast as AF_PACKET takes frames; a counter in the sink
-counts the frames that arrive correctly forwarded. Needs root.
+names and removes them when it ends, also on Ctrl-C. The generator sends
+from inside the kernel (-gen xdp: BPF_PROG_TEST_RUN of an XDP program in
+live-frames mode redirecting each repetition into the generator's veth, one
+thread per CPU, 64 UDP source ports) or from one thread of AF_PACKET
+sendmmsg (-gen afpacket); by default xdp where the kernel runs it (Linux
+5.18 and up), else afpacket, with a line saying which and why. An XDP
+program on the sink's veth counts the frames that arrive correctly
+forwarded and drops them. After the kernel forwarder, mplsnode-swap runs
+once more offered the kernel's rate (mplsnode-swap@kernel-pps), so its
+ingress drops (lower_rx_overflow) at that rate can be read off. Needs root.
 
-Columns: sent = frames the generator sent, frames = frames counted at the
+Columns: sent = frames the generator sent (offered pps = sent per second), frames = frames counted at the
 sink, pps = frames per second at the sink, cpu s/Mpkt = CPU seconds of the
 forwarder per million frames (mplsnode: its user+sys time; kernel: softirq
 time of the whole machine; see go doc ./bench/lsrrate).
@@ -62,7 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bin := fs.String("bin", "bin/mplsnode", "`PATH` of the mplsnode binary (go build -o bin/mplsnode ./cmd/mplsnode)")
 	seconds := fs.Float64("seconds", lsrrate.DefaultSeconds, "duration of each measurement in `SECONDS`")
 	sizes := fs.String("sizes", "64,1500", "comma-separated Ethernet frame `SIZES` without FCS (60..1514)")
-	quiet := fs.Bool("q", false, "no progress lines (only the table)")
+	quiet := fs.Bool("q", false, "no progress lines (only the generator line and the table)")
+	gen := fs.String("gen", "", "generator: xdp or afpacket (default: xdp where the kernel runs it, else afpacket)")
+	rate := fs.Float64("rate", 0, "frames per second the generator offers (`PPS`); 0 means as many as it can")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -84,7 +93,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lsrrate: -seconds %v: want more than 0\n", *seconds)
 		return 2
 	}
-	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes}
+	switch *gen {
+	case "", lsrrate.GenXDP, lsrrate.GenAFPacket:
+	default:
+		fmt.Fprintf(stderr, "lsrrate: -gen %q: want %s or %s\n", *gen, lsrrate.GenXDP, lsrrate.GenAFPacket)
+		return 2
+	}
+	if !(*rate >= 0) {
+		fmt.Fprintf(stderr, "lsrrate: -rate %v: want 0 or more\n", *rate)
+		return 2
+	}
+	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr}
 	if !*quiet {
 		opts.Progress = stderr
 	}
@@ -121,7 +140,7 @@ func printTable(w io.Writer, results []lsrrate.Result) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tframe B\tsent\tframes\tloss %\tpps\tMbit/s\tcpu s/Mpkt\t")
+	fmt.Fprintln(tw, "config\tframe B\tsent\toffered pps\tframes\tloss %\tpps\tMbit/s\tcpu s/Mpkt\tingress drops\t")
 	kernel := map[int]float64{}
 	for _, r := range results {
 		loss := 0.0
@@ -129,8 +148,8 @@ func printTable(w io.Writer, results []lsrrate.Result) {
 			loss = 100 * (1 - float64(r.Frames)/float64(r.Sent))
 		}
 		// Mbit/s of frames without FCS, preamble or gap.
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.3f\t\n", r.Config, r.FrameSize, r.Sent, r.Frames,
-			loss, r.PPS, r.PPS*float64(r.FrameSize)*8/1e6, r.CPUSecondsPerMpkt)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%.1f\t%.0f\t%.0f\t%.3f\t%d\t\n", r.Config, r.FrameSize, r.Sent, r.OfferedPPS, r.Frames,
+			loss, r.PPS, r.PPS*float64(r.FrameSize)*8/1e6, r.CPUSecondsPerMpkt, r.IngressDrops)
 		if r.Config == lsrrate.ConfigKernel {
 			kernel[r.FrameSize] = r.PPS
 		}

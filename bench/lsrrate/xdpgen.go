@@ -1,0 +1,317 @@
+package lsrrate
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Generator names, the values of Options.Generator and Result.Generator.
+const (
+	// GenXDP is the in-kernel generator: BPF_PROG_TEST_RUN of an XDP
+	// program in live-frames mode, one thread per CPU.
+	GenXDP = "xdp"
+	// GenAFPacket is the AF_PACKET sendmmsg generator on one thread.
+	GenAFPacket = "afpacket"
+)
+
+// Settings of the XDP generator.
+const (
+	// xdpSlice is the number of repetitions of one BPF_PROG_TEST_RUN call
+	// at full speed: a few milliseconds of frames, so that the deadline
+	// and the stop flag are checked often and an interrupted call (EINTR)
+	// costs little.
+	xdpSlice = 1 << 14
+	// pacedSliceTime is the time one slice covers in rate-limited mode.
+	pacedSliceTime = time.Millisecond
+	// bpfProgTestRun is the BPF_PROG_TEST_RUN command of bpf(2).
+	bpfProgTestRun = 10
+	// bpfFTestXDPLiveFrames is BPF_F_TEST_XDP_LIVE_FRAMES (Linux 5.18):
+	// the frames the program redirects are transmitted for real.
+	bpfFTestXDPLiveFrames = 1 << 1
+)
+
+// errLiveFramesRefused is the error of a kernel that does not run XDP
+// programs in live-frames mode.
+var errLiveFramesRefused = errors.New("the kernel refused live frames (BPF_F_TEST_XDP_LIVE_FRAMES needs Linux 5.18)")
+
+// progTestRunAttr is the BPF_PROG_TEST_RUN part of union bpf_attr.
+type progTestRunAttr struct {
+	progFD      uint32
+	retval      uint32
+	dataSizeIn  uint32
+	dataSizeOut uint32
+	dataIn      uint64
+	dataOut     uint64
+	repeat      uint32
+	duration    uint32
+	ctxSizeIn   uint32
+	ctxSizeOut  uint32
+	ctxIn       uint64
+	ctxOut      uint64
+	flags       uint32
+	cpu         uint32
+	batchSize   uint32
+	_           uint32
+}
+
+// testRunLive runs prog repeat times over frame in live-frames mode. It
+// calls bpf(2) itself rather than ebpf.Program.Run, which restarts an
+// interrupted run from the beginning (so more than repeat frames would go
+// out); here an interrupted run returns EINTR and the program's own
+// per-CPU counter says how many ran.
+func testRunLive(prog *ebpf.Program, frame []byte, repeat uint32) error {
+	attr := progTestRunAttr{
+		progFD:     uint32(prog.FD()),
+		dataSizeIn: uint32(len(frame)),
+		dataIn:     uint64(uintptr(unsafe.Pointer(&frame[0]))),
+		repeat:     repeat,
+		flags:      bpfFTestXDPLiveFrames,
+	}
+	_, _, errno := unix.Syscall(unix.SYS_BPF, bpfProgTestRun, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(frame)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// xdpGenerator sends frames from inside the kernel: BPF_PROG_TEST_RUN of
+// lsrrate_gen (bpf/trafficgen.c) in live-frames mode, which redirects each
+// repetition of the frame to the generator's veth, from one thread per
+// CPU, each pinned to its CPU and in the generator's namespace (the
+// kernel resolves the redirect's ifindex there). The program writes a UDP
+// source port from its per-CPU repetition counter into each frame, so the
+// path sees genFlows flows; that counter is also what the generator
+// counts as sent.
+type xdpGenerator struct {
+	nsPath string
+	objs   trafficgenObjects
+	frame  []byte
+	cpus   []int
+}
+
+// openXDPGenerator loads the generator program for dev in the namespace
+// at nsPath and checks that the kernel runs it in live-frames mode (one
+// frame to a MAC address nobody holds). The error says why not.
+func openXDPGenerator(nsPath, dev string) (*xdpGenerator, error) {
+	var ifindex int
+	if err := inNamespace(nsPath, func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err == nil {
+			ifindex = ifi.Index
+		}
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("xdp generator: %w", err)
+	}
+	spec, err := loadTrafficgen()
+	if err != nil {
+		return nil, fmt.Errorf("xdp generator: %w", err)
+	}
+	for name, v := range map[string]any{"ifindex_out": uint32(ifindex), "port_start": uint16(srcPort), "port_count": uint16(genFlows)} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("xdp generator: set %s: %w", name, err)
+		}
+	}
+	g := &xdpGenerator{nsPath: nsPath}
+	var objs struct {
+		Prog     *ebpf.Program `ebpf:"lsrrate_gen"`
+		State    *ebpf.Map     `ebpf:"gen_state"`
+		Template *ebpf.Map     `ebpf:"gen_template"`
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("xdp generator: load: %+v", ve)
+		}
+		return nil, fmt.Errorf("xdp generator: load: %w", err)
+	}
+	g.objs.LsrrateGen, g.objs.GenState, g.objs.GenTemplate = objs.Prog, objs.State, objs.Template
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		g.close()
+		return nil, fmt.Errorf("xdp generator: sched_getaffinity: %w", err)
+	}
+	for c := 0; c < runtime.NumCPU()*4 && len(g.cpus) < set.Count(); c++ {
+		if set.IsSet(c) {
+			g.cpus = append(g.cpus, c)
+		}
+	}
+	probe := probeSpec()
+	if err := g.setFrames(probe); err != nil {
+		g.close()
+		return nil, err
+	}
+	if err := g.send(1); err != nil {
+		g.close()
+		return nil, fmt.Errorf("xdp generator: %w: %w", errLiveFramesRefused, err)
+	}
+	return g, nil
+}
+
+// probeSpec is the probe frame: labelled, to a MAC address nobody
+// holds, so whoever receives it drops it.
+func probeSpec() frameSpec {
+	return frameSpec{dst: [6]byte{0x02, 0, 0, 0, 0, 0x99}, src: genMAC, label: inLabel,
+		srcIP: genIP, dstIP: dstIP, srcPort: srcPort, dstPort: dstPort, size: MinFrameSize}
+}
+
+// kind implements frameGenerator.
+func (g *xdpGenerator) kind() string { return GenXDP }
+
+// describe implements frameGenerator.
+func (g *xdpGenerator) describe() string {
+	return fmt.Sprintf("xdp (BPF_PROG_TEST_RUN of an XDP program in live-frames mode, %d threads on CPUs %v, %d UDP source ports)", len(g.cpus), g.cpus, genFlows)
+}
+
+// close implements frameGenerator.
+func (g *xdpGenerator) close() error { return g.objs.Close() }
+
+// templateLen is TMPL_LEN of bpf/trafficgen.c.
+const templateLen = 48
+
+// setFrames implements frameGenerator: the program varies the source port
+// itself, so one frame is enough; its headers go into gen_template.
+func (g *xdpGenerator) setFrames(spec frameSpec) error {
+	f, err := buildFrame(spec)
+	if err != nil {
+		return err
+	}
+	var head [templateLen]byte
+	copy(head[:], f)
+	if err := g.objs.GenTemplate.Put(uint32(0), head); err != nil {
+		return fmt.Errorf("xdp generator: gen_template: %w", err)
+	}
+	g.frame = f
+	return nil
+}
+
+// runs returns how many times the program ran, all CPUs together.
+func (g *xdpGenerator) runs() (uint64, error) {
+	var per []uint64
+	if err := g.objs.GenState.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("xdp generator: read gen_state: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+// send implements frameGenerator: exactly n frames, from the calling
+// goroutine's thread moved into the generator's namespace.
+func (g *xdpGenerator) send(n uint64) error {
+	return inNamespace(g.nsPath, func() error {
+		base, err := g.runs()
+		if err != nil {
+			return err
+		}
+		for {
+			done, err := g.runs()
+			if err != nil {
+				return err
+			}
+			if done-base >= n {
+				return nil
+			}
+			err = testRunLive(g.objs.LsrrateGen, g.frame, uint32(min(n-(done-base), xdpSlice)))
+			if err != nil && err != unix.EINTR {
+				return err
+			}
+		}
+	})
+}
+
+// run implements frameGenerator: one thread per CPU, each sending slices
+// of repetitions until d has passed or stop is set; with rate > 0 each
+// thread keeps to rate/threads frames per second, sleeping between slices
+// of about pacedSliceTime. Sent is the program's run count.
+func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error) {
+	base, err := g.runs()
+	if err != nil {
+		return genStats{}, err
+	}
+	threads := len(g.cpus)
+	slice := uint64(xdpSlice)
+	perThread := rate / float64(threads)
+	if rate > 0 {
+		slice = uint64(max(1, min(xdpSlice, perThread*pacedSliceTime.Seconds())))
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		firstEr error
+		cpuTime time.Duration
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, cpu := range g.cpus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := inNamespace(g.nsPath, func() error {
+				var set unix.CPUSet
+				set.Set(cpu)
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					return fmt.Errorf("xdp generator: pin to CPU %d: %w", cpu, err)
+				}
+				tid := unix.Gettid()
+				cpu0, err := threadCPU(tid)
+				if err != nil {
+					return err
+				}
+				var planned uint64
+				for {
+					now := time.Now()
+					if !now.Before(deadline) || stop.Load() {
+						break
+					}
+					if rate > 0 {
+						due := start.Add(time.Duration(float64(planned) / perThread * float64(time.Second)))
+						if wait := due.Sub(now); wait > 0 {
+							time.Sleep(min(wait, deadline.Sub(now)))
+							continue
+						}
+					}
+					err := testRunLive(g.objs.LsrrateGen, g.frame, uint32(slice))
+					if err != nil && err != unix.EINTR {
+						return fmt.Errorf("xdp generator: BPF_PROG_TEST_RUN: %w", err)
+					}
+					planned += slice
+				}
+				cpu1, err := threadCPU(tid)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				cpuTime += cpu1 - cpu0
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				mu.Lock()
+				firstEr = errors.Join(firstEr, err)
+				mu.Unlock()
+				stop.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	st := genStats{elapsed: time.Since(start), cpu: cpuTime}
+	end, err := g.runs()
+	if err != nil {
+		return st, err
+	}
+	st.sent = end - base
+	return st, firstEr
+}
