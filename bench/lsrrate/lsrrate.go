@@ -129,12 +129,12 @@ type nodeSetup struct {
 // and the in-kernel label switch (on AF_PACKET links: the program takes
 // the frames it switches, the socket gets the rest).
 var nodeSetups = map[string]nodeSetup{
-	ConfigMPLSNode:         {linkType: "afpacket"},
-	ConfigMPLSNodeMMsg:     {linkType: "afpacket", words: " mode mmsg"},
-	ConfigMPLSNodeQueues2:  {linkType: "afpacket", words: " mode ring queues 2"},
-	ConfigMPLSNodeXDP:      {linkType: "xdp"},
-	ConfigMPLSNodeTAP:      {linkType: "tap"},
-	ConfigMPLSNodeInKernel: {linkType: "afpacket", inKernel: true},
+	ConfigMPLSNode:             {linkType: "afpacket"},
+	ConfigMPLSNodeMMsg:         {linkType: "afpacket", words: " mode mmsg"},
+	ConfigMPLSNodeQueues2:      {linkType: "afpacket", words: " mode ring queues 2"},
+	ConfigMPLSNodeXDP:          {linkType: "xdp"},
+	ConfigMPLSNodeTAP:          {linkType: "tap"},
+	ConfigMPLSNodeInKernel:     {linkType: "afpacket", inKernel: true},
 	ConfigMPLSNodeAtKernelRate: {linkType: "afpacket"},
 }
 

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type trafficgenGenState struct {
+	_      structs.HostLayout
+	Sent   uint64
+	NextNs uint64
+}
+
 type trafficgenTemplate struct {
 	_    structs.HostLayout
 	Head [48]uint8
@@ -22,6 +28,7 @@ type trafficgenTemplate struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	trafficgenMapGenPace      = "gen_pace"
 	trafficgenMapGenState     = "gen_state"
 	trafficgenMapGenTemplate  = "gen_template"
 	trafficgenMapSamplesLeft  = "samples_left"
@@ -85,6 +92,7 @@ type trafficgenProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type trafficgenMapSpecs struct {
+	GenPace      *ebpf.MapSpec `ebpf:"gen_pace"`
 	GenState     *ebpf.MapSpec `ebpf:"gen_state"`
 	GenTemplate  *ebpf.MapSpec `ebpf:"gen_template"`
 	SamplesLeft  *ebpf.MapSpec `ebpf:"samples_left"`
@@ -122,6 +130,7 @@ func (o *trafficgenObjects) Close() error {
 //
 // It can be passed to loadTrafficgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type trafficgenMaps struct {
+	GenPace      *ebpf.Map `ebpf:"gen_pace"`
 	GenState     *ebpf.Map `ebpf:"gen_state"`
 	GenTemplate  *ebpf.Map `ebpf:"gen_template"`
 	SamplesLeft  *ebpf.Map `ebpf:"samples_left"`
@@ -130,6 +139,7 @@ type trafficgenMaps struct {
 
 func (m *trafficgenMaps) Close() error {
 	return _TrafficgenClose(
+		m.GenPace,
 		m.GenState,
 		m.GenTemplate,
 		m.SamplesLeft,

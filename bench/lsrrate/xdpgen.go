@@ -25,13 +25,15 @@ const (
 
 // Settings of the XDP generator.
 const (
-	// xdpSlice is the number of repetitions of one BPF_PROG_TEST_RUN call
-	// at full speed: a few milliseconds of frames, so that the deadline
-	// and the stop flag are checked often and an interrupted call (EINTR)
-	// costs little.
-	xdpSlice = 1 << 14
-	// pacedSliceTime is the time one slice covers in rate-limited mode.
-	pacedSliceTime = time.Millisecond
+	// maxRepeat is the repetitions of one BPF_PROG_TEST_RUN call of run:
+	// more than any measurement sends; the call ends when a signal
+	// interrupts it (EINTR).
+	maxRepeat = 1 << 31
+	// stopSignal interrupts the generator threads' calls at the end: the
+	// Go runtime's preemption signal, which it handles harmlessly.
+	stopSignal = unix.SIGURG
+	// stopEvery is how often the threads are signalled until they stop.
+	stopEvery = 5 * time.Millisecond
 	// bpfProgTestRun is the BPF_PROG_TEST_RUN command of bpf(2).
 	bpfProgTestRun = 10
 	// bpfFTestXDPLiveFrames is BPF_F_TEST_XDP_LIVE_FRAMES (Linux 5.18):
@@ -88,15 +90,33 @@ func testRunLive(prog *ebpf.Program, frame []byte, repeat uint32) error {
 // lsrrate_gen (bpf/trafficgen.c) in live-frames mode, which redirects each
 // repetition of the frame to the generator's veth, from one thread per
 // CPU, each pinned to its CPU and in the generator's namespace (the
-// kernel resolves the redirect's ifindex there). The program writes a UDP
-// source port from its per-CPU repetition counter into each frame, so the
-// path sees genFlows flows; that counter is also what the generator
-// counts as sent.
+// kernel resolves the redirect's ifindex there). Each call has a large
+// repeat count and ends when the thread is signalled: setting up and
+// tearing down a call's frame pool costs milliseconds (an RCU grace
+// period), too much to pay per slice. The program writes a UDP source
+// port from its per-CPU frame counter into each frame, so the path sees
+// genFlows flows; that counter is also what the generator counts as sent.
+// Paced (run with a rate), one thread sends and the program itself spaces
+// the frames (gen_pace).
 type xdpGenerator struct {
 	nsPath string
-	objs   trafficgenObjects
+	objs   xdpGenObjects
 	frame  []byte
 	cpus   []int
+}
+
+// xdpGenObjects are the generator's program and maps.
+type xdpGenObjects struct {
+	Prog     *ebpf.Program `ebpf:"lsrrate_gen"`
+	State    *ebpf.Map     `ebpf:"gen_state"`
+	Template *ebpf.Map     `ebpf:"gen_template"`
+	Pace     *ebpf.Map     `ebpf:"gen_pace"`
+}
+
+// genStateValue is struct gen_state of bpf/trafficgen.c.
+type genStateValue struct {
+	Sent   uint64
+	NextNS uint64
 }
 
 // openXDPGenerator loads the generator program for dev in the namespace
@@ -123,19 +143,13 @@ func openXDPGenerator(nsPath, dev string) (*xdpGenerator, error) {
 		}
 	}
 	g := &xdpGenerator{nsPath: nsPath}
-	var objs struct {
-		Prog     *ebpf.Program `ebpf:"lsrrate_gen"`
-		State    *ebpf.Map     `ebpf:"gen_state"`
-		Template *ebpf.Map     `ebpf:"gen_template"`
-	}
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("xdp generator: load: %+v", ve)
 		}
 		return nil, fmt.Errorf("xdp generator: load: %w", err)
 	}
-	g.objs.LsrrateGen, g.objs.GenState, g.objs.GenTemplate = objs.Prog, objs.State, objs.Template
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		g.close()
@@ -174,7 +188,9 @@ func (g *xdpGenerator) describe() string {
 }
 
 // close implements frameGenerator.
-func (g *xdpGenerator) close() error { return g.objs.Close() }
+func (g *xdpGenerator) close() error {
+	return errors.Join(g.objs.Prog.Close(), g.objs.State.Close(), g.objs.Template.Close(), g.objs.Pace.Close())
+}
 
 // templateLen is TMPL_LEN of bpf/trafficgen.c.
 const templateLen = 48
@@ -188,22 +204,22 @@ func (g *xdpGenerator) setFrames(spec frameSpec) error {
 	}
 	var head [templateLen]byte
 	copy(head[:], f)
-	if err := g.objs.GenTemplate.Put(uint32(0), head); err != nil {
+	if err := g.objs.Template.Put(uint32(0), head); err != nil {
 		return fmt.Errorf("xdp generator: gen_template: %w", err)
 	}
 	g.frame = f
 	return nil
 }
 
-// runs returns how many times the program ran, all CPUs together.
+// runs returns how many frames the program sent, all CPUs together.
 func (g *xdpGenerator) runs() (uint64, error) {
-	var per []uint64
-	if err := g.objs.GenState.Lookup(uint32(0), &per); err != nil {
+	var per []genStateValue
+	if err := g.objs.State.Lookup(uint32(0), &per); err != nil {
 		return 0, fmt.Errorf("xdp generator: read gen_state: %w", err)
 	}
 	var n uint64
 	for _, v := range per {
-		n += v
+		n += v.Sent
 	}
 	return n, nil
 }
@@ -211,6 +227,9 @@ func (g *xdpGenerator) runs() (uint64, error) {
 // send implements frameGenerator: exactly n frames, from the calling
 // goroutine's thread moved into the generator's namespace.
 func (g *xdpGenerator) send(n uint64) error {
+	if err := g.setPace(0); err != nil {
+		return err
+	}
 	return inNamespace(g.nsPath, func() error {
 		base, err := g.runs()
 		if err != nil {
@@ -224,7 +243,7 @@ func (g *xdpGenerator) send(n uint64) error {
 			if done-base >= n {
 				return nil
 			}
-			err = testRunLive(g.objs.LsrrateGen, g.frame, uint32(min(n-(done-base), xdpSlice)))
+			err = testRunLive(g.objs.Prog, g.frame, uint32(min(n-(done-base), maxRepeat)))
 			if err != nil && err != unix.EINTR {
 				return err
 			}
@@ -232,30 +251,41 @@ func (g *xdpGenerator) send(n uint64) error {
 	})
 }
 
-// run implements frameGenerator: one thread per CPU, each sending slices
-// of repetitions until d has passed or stop is set; with rate > 0 each
-// thread keeps to rate/threads frames per second, sleeping between slices
-// of about pacedSliceTime. Sent is the program's run count.
+// setPace writes gen_pace: 0, or the nanoseconds between two frames.
+func (g *xdpGenerator) setPace(ns uint64) error {
+	if err := g.objs.Pace.Put(uint32(0), ns); err != nil {
+		return fmt.Errorf("xdp generator: gen_pace: %w", err)
+	}
+	return nil
+}
+
+// run implements frameGenerator: one thread per CPU (one thread with rate
+// > 0, paced by the program), each in a BPF_PROG_TEST_RUN call until d
+// has passed or stop is set, when the threads are signalled out of their
+// calls. Sent is the program's frame count.
 func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error) {
+	cpus := g.cpus
+	var pace uint64
+	if rate > 0 {
+		cpus = cpus[:1]
+		pace = uint64(max(1, float64(time.Second)/rate))
+	}
+	if err := g.setPace(pace); err != nil {
+		return genStats{}, err
+	}
 	base, err := g.runs()
 	if err != nil {
 		return genStats{}, err
 	}
-	threads := len(g.cpus)
-	slice := uint64(xdpSlice)
-	perThread := rate / float64(threads)
-	if rate > 0 {
-		slice = uint64(max(1, min(xdpSlice, perThread*pacedSliceTime.Seconds())))
-	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		firstEr error
+		errs    error
 		cpuTime time.Duration
+		tids    = make([]atomic.Int32, len(cpus))
 	)
 	start := time.Now()
-	deadline := start.Add(d)
-	for _, cpu := range g.cpus {
+	for i, cpu := range cpus {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -266,28 +296,17 @@ func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (ge
 					return fmt.Errorf("xdp generator: pin to CPU %d: %w", cpu, err)
 				}
 				tid := unix.Gettid()
+				tids[i].Store(int32(tid))
+				defer tids[i].Store(0)
 				cpu0, err := threadCPU(tid)
 				if err != nil {
 					return err
 				}
-				var planned uint64
-				for {
-					now := time.Now()
-					if !now.Before(deadline) || stop.Load() {
-						break
-					}
-					if rate > 0 {
-						due := start.Add(time.Duration(float64(planned) / perThread * float64(time.Second)))
-						if wait := due.Sub(now); wait > 0 {
-							time.Sleep(min(wait, deadline.Sub(now)))
-							continue
-						}
-					}
-					err := testRunLive(g.objs.LsrrateGen, g.frame, uint32(slice))
+				for !stop.Load() {
+					err := testRunLive(g.objs.Prog, g.frame, maxRepeat)
 					if err != nil && err != unix.EINTR {
 						return fmt.Errorf("xdp generator: BPF_PROG_TEST_RUN: %w", err)
 					}
-					planned += slice
 				}
 				cpu1, err := threadCPU(tid)
 				if err != nil {
@@ -300,18 +319,47 @@ func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (ge
 			})
 			if err != nil {
 				mu.Lock()
-				firstEr = errors.Join(firstEr, err)
+				errs = errors.Join(errs, err)
 				mu.Unlock()
 				stop.Store(true)
 			}
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(stopEvery)
+	defer tick.Stop()
+	pid := unix.Getpid()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-deadline.C:
+			stop.Store(true)
+		case <-tick.C:
+		}
+		if stop.Load() {
+			for i := range tids {
+				if tid := tids[i].Load(); tid != 0 {
+					_ = unix.Tgkill(pid, int(tid), stopSignal)
+				}
+			}
+		}
+	}
 	st := genStats{elapsed: time.Since(start), cpu: cpuTime}
+	if err := g.setPace(0); err != nil {
+		errs = errors.Join(errs, err)
+	}
 	end, err := g.runs()
 	if err != nil {
-		return st, err
+		return st, errors.Join(errs, err)
 	}
 	st.sent = end - base
-	return st, firstEr
+	return st, errs
 }

@@ -17,6 +17,11 @@
 // back with those changes. The program therefore copies the frame's first
 // TMPL_LEN bytes (every header) from gen_template on every repetition.
 //
+// Paced (gen_pace non-zero), each CPU sends one frame every gen_pace
+// nanoseconds and lets the repetitions in between go (XDP_DROP: nothing
+// is sent), so the frames are spread evenly instead of sent in bursts
+// with sleeps between them. gen_state counts, per CPU, the frames sent.
+//
 // lsrrate_sink runs on the sink's veth and counts, per CPU, the frames that
 // one correct forwarding hop produces (the same test as the counter's
 // classic BPF filter in sink.go: MPLS unicast whose first label entry is
@@ -64,13 +69,33 @@ struct {
 	__type(value, struct template);
 } gen_template SEC(".maps");
 
-// Per-CPU state: the generator's repetition count on this CPU.
+// The generator's pace: 0 for as fast as the kernel takes frames, else
+// the nanoseconds between two frames on one CPU. Written by the generator
+// before each run.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} gen_pace SEC(".maps");
+
+// Per-CPU state of the generator.
+struct gen_state {
+	__u64 sent;    // frames redirected on this CPU
+	__u64 next_ns; // paced: when the next frame is due (bpf_ktime_get_ns)
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct gen_state);
 } gen_state SEC(".maps");
+
+// PACE_SLACK is how many frames a paced generator sends at once to catch up
+// after it was held up (a batch of the test run); beyond that the missed
+// time is forgotten rather than sent as a burst.
+#define PACE_SLACK 64
 
 // Sink counters, per CPU.
 enum sink_counter {
@@ -114,9 +139,21 @@ int lsrrate_gen(struct xdp_md *ctx)
 
 	__u32 zero = 0;
 	struct template *t = bpf_map_lookup_elem(&gen_template, &zero);
-	__u64 *n = bpf_map_lookup_elem(&gen_state, &zero);
-	if (!t || !n)
+	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &zero);
+	__u64 *pace = bpf_map_lookup_elem(&gen_pace, &zero);
+	if (!t || !st || !pace)
 		return XDP_ABORTED;
+	__u64 interval = *pace;
+	if (interval) {
+		// Paced: a repetition before the next frame is due sends
+		// nothing (the page goes back to the pool).
+		__u64 now = bpf_ktime_get_ns();
+		if (now < st->next_ns)
+			return XDP_DROP;
+		if (st->next_ns + PACE_SLACK * interval < now)
+			st->next_ns = now;
+		st->next_ns += interval;
+	}
 	if (data + TMPL_LEN > end)
 		return XDP_ABORTED;
 	__builtin_memcpy(p, t->head, TMPL_LEN);
@@ -128,8 +165,8 @@ int lsrrate_gen(struct xdp_md *ctx)
 		return XDP_ABORTED;
 
 	__u16 count = port_count ? port_count : 1;
-	__u16 port = port_start + (__u16)(*n % count);
-	*n += 1;
+	__u16 port = port_start + (__u16)(st->sent % count);
+	st->sent += 1;
 
 	__u16 *sport = (__u16 *)udp;
 	__u16 old = *sport;
