@@ -224,7 +224,7 @@ func sampleResults() *bench.Results {
 	res := &bench.Results{Started: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Rounds: 3, Seconds: 5, Runs: runs,
 		Host: bench.HostInfo{CPUs: 2, Kernel: "6.1"}}
 	res.Summaries = bench.Summarize(cfgs, runs)
-	res.LSR = []bench.LSRResult{{Config: "mplsnode-swap", FrameSize: 64, PPS: 123456, CPUSecondsPerMpkt: 1.5, Frames: 617280}}
+	res.LSR = []bench.LSRResult{{Config: "mplsnode-swap", FrameSize: 64, PPS: 123456, CPUSecondsPerMpkt: 1.5, Frames: 617280, OfferedPPS: 130000, Generator: "xdp"}}
 	res.Targets = bench.Targets(res.Summaries, res.LSR)
 	return res
 }
@@ -255,7 +255,8 @@ func TestWriteMarkdown(t *testing.T) {
 		"| 1 (1 failed) |",
 		"ns1 lsr 3.00/2.00",
 		"| ns0 21.0 / ns1 70.0 MiB |",
-		"| 10 | mplsnode-swap | 64 | 123456 | 1.500 | 617280 |",
+		"| 10 | mplsnode-swap | 64 | 130000 | 123456 | 1.500 | 617280 |",
+		"(bench/lsrrate: xdp generator in ns0,",
 		"- [x] 5/3 (ahead of stock netstack) = 16.00 (want >= 5): met",
 		"- [ ] 5/2 (ahead of the kernel segmenting per frame) = 0.80 (want >= 1): NOT met",
 	} {

@@ -73,11 +73,15 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 			s.Units, runs, cell(strings.Join(cpu, ", ")), perGB, rss)
 	}
 	if len(res.LSR) > 0 || res.LSRError != "" {
-		b.WriteString("\nConfiguration 10, LSR forwarding rate (bench/lsrrate: generator in ns0, forwarder in ns1, counter in ns2):\n\n")
-		b.WriteString("| # | forwarder in ns1 | frame bytes | frames/s | CPU s per Mpkt | frames counted | ingress drops |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+		gen := "?"
+		if len(res.LSR) > 0 && res.LSR[0].Generator != "" {
+			gen = res.LSR[0].Generator
+		}
+		fmt.Fprintf(&b, "\nConfiguration 10, LSR forwarding rate (bench/lsrrate: %s generator in ns0, forwarder in ns1, XDP counter in ns2):\n\n", gen)
+		b.WriteString("| # | forwarder in ns1 | frame bytes | offered frames/s | frames/s | CPU s per Mpkt | frames counted | ingress drops |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, l := range res.LSR {
-			fmt.Fprintf(&b, "| 10 | %s | %d | %.0f | %.3f | %d | %d |\n", l.Config, l.FrameSize, l.PPS, l.CPUSecondsPerMpkt, l.Frames, l.IngressDrops)
+			fmt.Fprintf(&b, "| 10 | %s | %d | %.0f | %.0f | %.3f | %d | %d |\n", l.Config, l.FrameSize, l.OfferedPPS, l.PPS, l.CPUSecondsPerMpkt, l.Frames, l.IngressDrops)
 		}
 		if res.LSRError != "" {
 			fmt.Fprintf(&b, "\nConfiguration 10 failed: %s\n", res.LSRError)
@@ -91,7 +95,7 @@ func WriteMarkdown(w io.Writer, res *Results) error {
 		}
 		fmt.Fprintf(&b, "- [%s] %s\n", mark, t)
 	}
-	b.WriteString("\nCPU: user/sys seconds of each process per run (rusage); machine: the whole machine's busy CPU seconds during the client's run, kernel softirq work included; per GB: those seconds over the GB (10^9 bytes) the run carried (Mbit/s rows). Ingress drops (10): frames the LSR lost at its ingress, mplsnode's lower_rx_overflow or the kernel's rx_dropped. Peak RSS: VmHWM (ru_maxrss for the client) of each mplsnode process, ns0 client and ns1 LSR, the largest over the runs.\n")
+	b.WriteString("\nCPU: user/sys seconds of each process per run (rusage); machine: the whole machine's busy CPU seconds during the client's run, kernel softirq work included; per GB: those seconds over the GB (10^9 bytes) the run carried (Mbit/s rows). Ingress drops (10): frames the LSR lost at its ingress, mplsnode's lower_rx_overflow or the kernel's rx_dropped; mplsnode-swap@kernel-pps is mplsnode-swap offered the rate kernel-ipfwd reached in the same run. Peak RSS: VmHWM (ru_maxrss for the client) of each mplsnode process, ns0 client and ns1 LSR, the largest over the runs.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

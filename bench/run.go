@@ -19,7 +19,8 @@ import (
 // LSRResult is one row of configuration 10 (the LSR forwarding rate),
 // copied from bench/lsrrate's results.
 type LSRResult struct {
-	// Config is "mplsnode-swap" or "kernel-ipfwd".
+	// Config is a bench/lsrrate configuration name ("mplsnode-swap",
+	// "kernel-ipfwd", "mplsnode-swap@kernel-pps", ...).
 	Config string `json:"config"`
 	// FrameSize is the generated frame's size in bytes.
 	FrameSize int `json:"frame_size"`
@@ -32,6 +33,10 @@ type LSRResult struct {
 	// IngressDrops counts frames the forwarder lost at its ingress
 	// (mplsnode's lower_rx_overflow; the kernel's rx_dropped).
 	IngressDrops uint64 `json:"ingress_drops"`
+	// OfferedPPS is the frames per second the generator sent.
+	OfferedPPS float64 `json:"offered_pps,omitempty"`
+	// Generator is the generator that sent: "xdp" or "afpacket".
+	Generator string `json:"generator,omitempty"`
 }
 
 // LSRRateFunc runs configuration 10 (bench/lsrrate.Run, adapted by the

@@ -78,6 +78,9 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -142,6 +145,9 @@ var nodeSetups = map[string]nodeSetup{
 var configs = []string{ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP,
 	ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel, ConfigKernel}
 
+// Configs returns the configuration names in the order Run measures them.
+func Configs() []string { return append(slices.Clone(configs), ConfigMPLSNodeAtKernelRate) }
+
 // Defaults for zero Options fields.
 const (
 	// DefaultSeconds is the duration of each measurement.
@@ -178,6 +184,9 @@ type Options struct {
 	// Rate is the frames per second the generator offers; 0 means as
 	// many as it can.
 	Rate float64
+	// Configs picks the configurations to measure (Configs() names them,
+	// in the order they run); empty means all.
+	Configs []string
 
 	resolved string // the generator opened so far
 }
@@ -274,6 +283,9 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 	var results []Result
 	kernelPPS := map[int]float64{}
 	for _, cfg := range configs {
+		if len(opts.Configs) > 0 && !slices.Contains(opts.Configs, cfg) {
+			continue
+		}
 		rs, err := runConfig(ctx, &opts, cfg, h, nil)
 		results = append(results, rs...)
 		if err != nil {
@@ -285,7 +297,8 @@ func run(ctx context.Context, opts Options, h hooks) ([]Result, error) {
 			}
 		}
 	}
-	if opts.Rate == 0 && len(kernelPPS) == len(opts.FrameSizes) {
+	if opts.Rate == 0 && len(kernelPPS) == len(opts.FrameSizes) &&
+		(len(opts.Configs) == 0 || slices.Contains(opts.Configs, ConfigMPLSNodeAtKernelRate)) {
 		cfg := ConfigMPLSNodeAtKernelRate
 		rs, err := runConfig(ctx, &opts, cfg, h, kernelPPS)
 		results = append(results, rs...)
@@ -320,6 +333,11 @@ func checkOptions(opts *Options) error {
 	for _, s := range opts.FrameSizes {
 		if s < MinFrameSize || s > MaxFrameSize {
 			return fmt.Errorf("lsrrate: frame size %d: want %d..%d (Ethernet frame without FCS)", s, MinFrameSize, MaxFrameSize)
+		}
+	}
+	for _, c := range opts.Configs {
+		if !slices.Contains(Configs(), c) {
+			return fmt.Errorf("lsrrate: configuration %q: want one of %s", c, strings.Join(Configs(), ", "))
 		}
 	}
 	switch opts.Generator {
@@ -422,6 +440,11 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 	case ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel,
 		ConfigMPLSNodeAtKernelRate:
 		setup := nodeSetups[cfg]
+		if setup.linkType == "xdp" {
+			// One AF_XDP socket per receive queue of the veths (one
+			// queue per CPU, see newTopology).
+			setup.words += fmt.Sprintf(" queues %d", runtime.NumCPU())
+		}
 		if setup.linkType == "tap" {
 			if err := t.bridgeForTAPs(); err != nil {
 				return nil, err

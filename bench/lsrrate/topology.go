@@ -372,13 +372,19 @@ func (m *mplsnodeForwarder) mark() {
 }
 
 // ingressDrops implements forwarder: lower_rx_overflow of every link
-// since the last mark.
-func (m *mplsnodeForwarder) ingressDrops(uint64) uint64 {
+// since the last mark; with the XDP label switch, plus the ingress veth's
+// rx_dropped (frames its receive ring refused before the program saw
+// them; the AF_XDP link's own drops are already in that veth counter and
+// in lower_rx_overflow, so they are not added for it).
+func (m *mplsnodeForwarder) ingressDrops(dev uint64) uint64 {
+	var n uint64
+	if m.inKernel {
+		n = dev
+	}
 	r, err := m.report()
 	if err != nil || m.base == nil || len(m.base.Links) != len(r.Links) {
-		return 0
+		return n
 	}
-	var n uint64
 	for i, l := range r.Links {
 		n += l.Drops["lower_rx_overflow"] - m.base.Links[i].Drops["lower_rx_overflow"]
 	}

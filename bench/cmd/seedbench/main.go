@@ -151,7 +151,8 @@ func lsrRate(ctx context.Context, bin string, seconds float64, sizes []int, prog
 	out := make([]bench.LSRResult, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, bench.LSRResult{Config: r.Config, FrameSize: r.FrameSize, PPS: r.PPS,
-			CPUSecondsPerMpkt: r.CPUSecondsPerMpkt, Frames: r.Frames, IngressDrops: r.IngressDrops})
+			CPUSecondsPerMpkt: r.CPUSecondsPerMpkt, Frames: r.Frames, IngressDrops: r.IngressDrops,
+			OfferedPPS: r.OfferedPPS, Generator: r.Generator})
 	}
 	return out, err
 }

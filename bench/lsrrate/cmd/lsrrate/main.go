@@ -20,7 +20,8 @@ import (
 	"github.com/mplsnode/mplsnode/bench/lsrrate"
 )
 
-const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-gen xdp|afpacket] [-rate PPS] [-q]
+const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-gen xdp|afpacket] [-rate PPS]
+               [-configs NAME,...] [-q]
 
 Measures how many frames per second mplsnode swaps as an LSR (label 100 in,
 label 200 out, between two veths) and the CPU it spends per million frames,
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sizes := fs.String("sizes", "64,1500", "comma-separated Ethernet frame `SIZES` without FCS (60..1514)")
 	quiet := fs.Bool("q", false, "no progress lines (only the generator line and the table)")
 	gen := fs.String("gen", "", "generator: xdp or afpacket (default: xdp where the kernel runs it, else afpacket)")
+	only := fs.String("configs", "", "comma-separated `CONFIGS` to measure (default all: "+strings.Join(lsrrate.Configs(), ",")+")")
 	rate := fs.Float64("rate", 0, "frames per second the generator offers (`PPS`); 0 means as many as it can")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -104,6 +106,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr}
+	if *only != "" {
+		opts.Configs = strings.Split(*only, ",")
+	}
 	if !*quiet {
 		opts.Progress = stderr
 	}
