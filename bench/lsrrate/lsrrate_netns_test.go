@@ -99,7 +99,7 @@ func TestRunForwards(t *testing.T) {
 		size   int
 	}
 	var want []cs
-	for _, c := range configs {
+	for _, c := range Configs() { // mplsnode-swap@kernel-pps last
 		want = append(want, cs{c, 64}, cs{c, 1500})
 	}
 	if len(rs) != len(want) {

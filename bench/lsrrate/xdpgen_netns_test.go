@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -78,13 +79,14 @@ func waitCount(t *testing.T, s *xdpSink, want uint64) uint64 {
 
 // TestXDPGeneratorExactCount sends N frames with the XDP generator through
 // the kernel forwarder and checks that the XDP sink counts exactly N (the
-// generator's count comes from its program's per-CPU counter, the sink's
-// from its own program: an off-by-a-slice generator, planted by sending
-// min(n, xdpSlice) + 1 per call, or a sink counting the ARP traffic too,
-// planted by dropping the want_dst test, fails it), and that the frames
-// carry many UDP source ports with good checksums (tshark decodes the
-// samples; planting a generator that leaves the port alone fails it, and
-// one that skips the checksum update fails udp.checksum.status).
+// generator counts with its program's per-CPU counter, the sink with its
+// own program), and that the frames carry many UDP source ports with a
+// good UDP checksum (tshark decodes the samples). Planted bugs that fail
+// it: a generator sending one repetition more per call (sink counts 2 at
+// the warm-up), a sink counting every frame (it eats the ARP the kernel
+// forwarder needs), a program that leaves the port alone (1 source port),
+// one that skips the checksum update (tshark: bad checksum in the 64-byte
+// samples).
 func TestXDPGeneratorExactCount(t *testing.T) {
 	topo, g, s := kernelPath(t)
 	for _, size := range []int{64, 1500} {
@@ -135,12 +137,18 @@ func TestXDPGeneratorExactCount(t *testing.T) {
 		if len(samples) < numSamples {
 			t.Fatalf("%d B: %d samples, want at least %d", size, len(samples), numSamples)
 		}
-		rows := tsharkRows(t, samples, "udp.srcport", "udp.dstport", "ip.ttl", "ip.dst")
+		rows := tsharkRows(t, samples, "udp.srcport", "udp.dstport", "ip.ttl", "ip.dst", "udp.checksum.status")
 		ports := map[string]bool{}
 		for _, r := range rows {
 			f := strings.Split(r, "\t")
-			if len(f) != 4 || f[1] != "9" || f[2] != "63" || f[3] != dstIP.String() {
-				t.Errorf("%d B: sample %q, want udp.dstport 9, ip.ttl 63, ip.dst %s", size, r, dstIP)
+			// Samples are cut to sampleLen bytes: tshark verifies the
+			// UDP checksum of the short frames only (2: unverified).
+			wantCheck := "1"
+			if size > sampleLen {
+				wantCheck = "2"
+			}
+			if len(f) != 5 || f[1] != "9" || f[2] != "63" || f[3] != dstIP.String() || f[4] != wantCheck {
+				t.Errorf("%d B: sample %q, want udp.dstport 9, ip.ttl 63, ip.dst %s, udp.checksum.status 1 (good)", size, r, dstIP)
 				continue
 			}
 			ports[f[0]] = true
@@ -148,5 +156,40 @@ func TestXDPGeneratorExactCount(t *testing.T) {
 		if len(ports) < numSamples/2 {
 			t.Errorf("%d B: samples carry %d UDP source ports (%v), want many flows", size, len(ports), ports)
 		}
+	}
+}
+
+// TestXDPGeneratorPaced runs the XDP generator at 2000 frames/s for half a
+// second and checks that it sent no more than the pace allows (the
+// program's PACE_SLACK of catch-up included) and that the sink counted
+// what it sent. Only the upper bound is asserted: a loaded machine makes
+// the generator slower, never faster. Planting a program that ignores
+// gen_pace sends hundreds of thousands of frames and fails it.
+func TestXDPGeneratorPaced(t *testing.T) {
+	_, g, s := kernelPath(t)
+	spec := testSpec(0, 64)
+	spec.srcPort = srcPort
+	if err := g.setFrames(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.send(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitCount(t, s, 1); got != 1 {
+		t.Fatalf("warm-up: sink counted %d frames, want 1", got)
+	}
+	const rate = 2000
+	var stop atomic.Bool
+	st, err := g.run(500*time.Millisecond, rate, &stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := uint64(rate*st.elapsed.Seconds()) + 64 + 1
+	t.Logf("sent %d in %v (at most %d allowed)", st.sent, st.elapsed, allowed)
+	if st.sent == 0 || st.sent > allowed {
+		t.Errorf("paced at %d/s: sent %d frames in %v, want 1..%d", rate, st.sent, st.elapsed, allowed)
+	}
+	if got := waitCount(t, s, st.sent); got != st.sent {
+		t.Errorf("sink counted %d frames, want the %d sent", got, st.sent)
 	}
 }
