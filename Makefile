@@ -87,7 +87,9 @@ clean:
 	rm -rf bin
 
 # bpf regenerates forward/xdp's BPF object and Go loader from
-# forward/xdp/bpf/lsr.c (bpf2go; needs clang and libbpf-dev). Both are
+# forward/xdp/bpf/lsr.c, and bench/lsrrate's generator and sink from
+# bench/lsrrate/bpf/trafficgen.c (bpf2go; needs clang and libbpf-dev). Both are
 # committed, so build and test need no C compiler.
 bpf:
 	$(GO) generate ./forward/xdp
+	$(GO) generate ./bench/lsrrate

@@ -10,9 +10,31 @@
 //	gen  lg…  10.77.1.2 ---- li… LSR lo… ---- ls… 10.77.2.2  sink
 //	     generator           10.77.1.1  10.77.2.1             counter
 //
-// The generator (in this process, on a thread in gen) sends pre-built
-// frames on an AF_PACKET socket, 64 per sendmmsg, as fast as the kernel
-// takes them, for Options.Seconds. Configurations:
+// The generator (Options.Generator) sends for Options.Seconds, as fast as
+// it can or at Options.Rate:
+//
+//   - xdp (the default where the kernel runs it): BPF_PROG_TEST_RUN of the
+//     XDP program lsrrate_gen (bpf/trafficgen.c) in live-frames mode
+//     (BPF_F_TEST_XDP_LIVE_FRAMES, Linux 5.18), as xdp-tools'
+//     xdp-trafficgen does: every repetition of the frame is redirected into
+//     the generator's veth and sent, without a socket or an skb. Each
+//     repetition rewrites the headers from a template (the kernel recycles
+//     the pages of its frame pool with whatever the forwarders wrote into
+//     them) and writes the next of genFlows UDP source ports with the
+//     checksum updated, so flow hashing sees many flows. One thread per
+//     CPU, each pinned to its CPU, each in one long call ended by a signal;
+//     paced, one thread, with the program spacing the frames. A frame
+//     redirected into a veth is received only if the peer runs NAPI:
+//     Run turns GRO on on the LSR's ingress veth for this generator (an
+//     XDP program on it, the node's or the AF_XDP link's, does the same).
+//     The veths have one queue per CPU, so each thread fills its own
+//     receive queue; the AF_XDP links serve them all (queues N).
+//   - afpacket: pre-built frames on an AF_PACKET socket, 64 per sendmmsg,
+//     on one thread. It tops out near 400k frames/s here, which the kernel
+//     and the XDP label switch both forward in full.
+//
+// Where the kernel refuses live frames, Run says why (Options.Log) and
+// falls back to afpacket. Configurations:
 //
 //   - mplsnode-swap: `mplsnode run` in the LSR namespace swaps label 100
 //     for 200 (`-f mpls route add 100 as to 200 via inet 10.77.2.2`). The
@@ -38,13 +60,21 @@
 //     addresses, net.ipv4.ip_forward=1 and a route to 10.77.3.0/24 via the
 //     sink. The frames are the same IPv4/UDP packets without the label,
 //     padded to the same frame size.
+//   - mplsnode-swap@kernel-pps: mplsnode-swap again, last, offered per
+//     frame size the rate kernel-ipfwd reached (paced generator), so that
+//     its ingress drops at the kernel's rate can be read off (issue 13's
+//     lower_rx_overflow target).
 //
-// The counter in the sink is an AF_PACKET socket with a classic BPF filter
-// that accepts only what one correct hop produces (MPLS, label 200, S=1;
-// or IPv4 UDP to 10.77.3.9); the kernel counts accepted frames in
-// PACKET_STATISTICS without copying them to userspace, so counting costs
-// the sink almost nothing. The first frames queued on it are read at the
-// end and checked (label 200, S=1, label TTL 63; or IPv4 TTL 63).
+// The counter in the sink is the XDP program lsrrate_sink on the sink's
+// veth: it counts per CPU the frames one correct hop produces (MPLS,
+// label 200, S=1; or IPv4 UDP to 10.77.3.9) and drops them, so counting
+// costs less than any forwarder; everything else (ARP) goes up to the
+// sink's kernel. Behind it an AF_PACKET socket with a classic BPF filter
+// of the same test receives the first numSamples counted frames of each
+// measurement, which the program passes up; they are read at the end and
+// checked (label 200, S=1, label TTL 63; or IPv4 TTL 63). Where the
+// program cannot be attached, the socket counts alone (its
+// PACKET_STATISTICS).
 //
 // What the CPU figures cover (Result.CPUSecondsPerMpkt), read from /proc:
 //
