@@ -23,7 +23,7 @@
 //     them) and writes the next of genFlows UDP source ports with the
 //     checksum updated, so flow hashing sees many flows. One thread per
 //     CPU, each pinned to its CPU, each in one long call ended by a signal;
-//     paced, one thread, with the program spacing the frames. A frame
+//     paced, the program spaces each thread's frames. A frame
 //     redirected into a veth is received only if the peer runs NAPI:
 //     Run turns GRO on on the LSR's ingress veth for this generator (an
 //     XDP program on it, the node's or the AF_XDP link's, does the same).

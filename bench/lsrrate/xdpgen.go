@@ -34,6 +34,9 @@ const (
 	stopSignal = unix.SIGURG
 	// stopEvery is how often the threads are signalled until they stop.
 	stopEvery = 5 * time.Millisecond
+	// paceSlack is how far a paced thread may fall behind (preempted on a
+	// busy machine) and still send the frames it missed, at once.
+	paceSlack = 2 * time.Millisecond
 	// bpfProgTestRun is the BPF_PROG_TEST_RUN command of bpf(2).
 	bpfProgTestRun = 10
 	// bpfFTestXDPLiveFrames is BPF_F_TEST_XDP_LIVE_FRAMES (Linux 5.18):
@@ -96,8 +99,8 @@ func testRunLive(prog *ebpf.Program, frame []byte, repeat uint32) error {
 // period), too much to pay per slice. The program writes a UDP source
 // port from its per-CPU frame counter into each frame, so the path sees
 // genFlows flows; that counter is also what the generator counts as sent.
-// Paced (run with a rate), one thread sends and the program itself spaces
-// the frames (gen_pace).
+// Paced (run with a rate), the program itself spaces each thread's frames
+// (gen_pace).
 type xdpGenerator struct {
 	nsPath string
 	objs   xdpGenObjects
@@ -251,24 +254,28 @@ func (g *xdpGenerator) send(n uint64) error {
 	})
 }
 
-// setPace writes gen_pace: 0, or the nanoseconds between two frames.
+// setPace writes gen_pace: 0, or the nanoseconds between two frames of
+// one CPU, with paceSlack of catching up.
 func (g *xdpGenerator) setPace(ns uint64) error {
+	if err := g.objs.Pace.Put(uint32(1), uint64(paceSlack)); err != nil {
+		return fmt.Errorf("xdp generator: gen_pace: %w", err)
+	}
 	if err := g.objs.Pace.Put(uint32(0), ns); err != nil {
 		return fmt.Errorf("xdp generator: gen_pace: %w", err)
 	}
 	return nil
 }
 
-// run implements frameGenerator: one thread per CPU (one thread with rate
-// > 0, paced by the program), each in a BPF_PROG_TEST_RUN call until d
-// has passed or stop is set, when the threads are signalled out of their
-// calls. Sent is the program's frame count.
+// run implements frameGenerator: one thread per CPU (paced by the
+// program at rate/threads each when rate > 0), each in a
+// BPF_PROG_TEST_RUN call until d has passed or stop is set, when the
+// threads are signalled out of their calls. Sent is the program's frame
+// count.
 func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error) {
 	cpus := g.cpus
 	var pace uint64
 	if rate > 0 {
-		cpus = cpus[:1]
-		pace = uint64(max(1, float64(time.Second)/rate))
+		pace = uint64(max(1, float64(time.Second)*float64(len(cpus))/rate))
 	}
 	if err := g.setPace(pace); err != nil {
 		return genStats{}, err

@@ -69,12 +69,19 @@ struct {
 	__type(value, struct template);
 } gen_template SEC(".maps");
 
-// The generator's pace: 0 for as fast as the kernel takes frames, else
-// the nanoseconds between two frames on one CPU. Written by the generator
-// before each run.
+// The generator's pace, written by the generator before each run: entry
+// PACE_INTERVAL is 0 for as fast as the kernel takes frames, else the
+// nanoseconds between two frames on one CPU; entry PACE_SLACK is how far
+// (nanoseconds) a CPU may fall behind and still catch up by sending the
+// frames it missed at once (it was preempted, or held up by a batch of
+// the test run); beyond that the missed time is forgotten rather than
+// sent as one burst.
+#define PACE_INTERVAL 0
+#define PACE_SLACK 1
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } gen_pace SEC(".maps");
@@ -92,10 +99,6 @@ struct {
 	__type(value, struct gen_state);
 } gen_state SEC(".maps");
 
-// PACE_SLACK is how many frames a paced generator sends at once to catch up
-// after it was held up (a batch of the test run); beyond that the missed
-// time is forgotten rather than sent as a burst.
-#define PACE_SLACK 64
 
 // Sink counters, per CPU.
 enum sink_counter {
@@ -137,11 +140,12 @@ int lsrrate_gen(struct xdp_md *ctx)
 	__u8 *p = data;
 	__u32 off = ETH_HLEN;
 
-	__u32 zero = 0;
+	__u32 zero = 0, slack_key = PACE_SLACK;
 	struct template *t = bpf_map_lookup_elem(&gen_template, &zero);
 	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &zero);
 	__u64 *pace = bpf_map_lookup_elem(&gen_pace, &zero);
-	if (!t || !st || !pace)
+	__u64 *slack = bpf_map_lookup_elem(&gen_pace, &slack_key);
+	if (!t || !st || !pace || !slack)
 		return XDP_ABORTED;
 	__u64 interval = *pace;
 	if (interval) {
@@ -150,7 +154,7 @@ int lsrrate_gen(struct xdp_md *ctx)
 		__u64 now = bpf_ktime_get_ns();
 		if (now < st->next_ns)
 			return XDP_DROP;
-		if (st->next_ns + PACE_SLACK * interval < now)
+		if (st->next_ns + *slack < now)
 			st->next_ns = now;
 		st->next_ns += interval;
 	}
