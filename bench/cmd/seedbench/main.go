@@ -41,8 +41,10 @@ on every exit, Ctrl-C included) and measures, interleaved over rounds:
    7  as 5 over TAP devices in Linux bridges instead of AF_PACKET
    8  8a: as 5 with set gso off; 8b: set gso stack (endpoint, the default, is 5)
    9  TCP_MAERTS (9a, 9b, 9c) and TCP_RR (9d, 9e, 9f) for 1, 2 and 5
-  10  LSR forwarding rate (bench/lsrrate): mplsnode swapping (rings, mmsg,
-      rings with queues 2) vs kernel IP forwarding
+  10  LSR forwarding rate (bench/lsrrate, in-kernel XDP generator): mplsnode
+      swapping (rings, mmsg, rings with queues 2, AF_XDP, TAP, its XDP
+      label switch) vs kernel IP forwarding, then the rings offered the
+      kernel's rate
 
 Every run uses the project's netperf: "mplsnode netperf" on kernel sockets or
 on a node's stack (--config) in ns0, "mplsnode netserver --kernel" in ns2.
