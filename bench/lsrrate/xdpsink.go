@@ -73,13 +73,16 @@ func openXDPSink(nsPath, dev string, label uint32, dst netip.Addr, c *counter) (
 
 // counts returns the program's matched and other counters, all CPUs.
 func (s *xdpSink) counts() (matched, other uint64, err error) {
-	for i, p := range []*uint64{&matched, &other} {
+	for _, c := range []struct {
+		index uint32
+		total *uint64
+	}{{sinkMatched, &matched}, {sinkOther, &other}} {
 		var per []uint64
-		if err := s.objs.Counters.Lookup(uint32(i), &per); err != nil {
+		if err := s.objs.Counters.Lookup(c.index, &per); err != nil {
 			return 0, 0, fmt.Errorf("xdp sink: read counters: %w", err)
 		}
 		for _, v := range per {
-			*p += v
+			*c.total += v
 		}
 	}
 	return matched, other, nil
