@@ -34,9 +34,11 @@ const (
 	stopSignal = unix.SIGURG
 	// stopEvery is how often the threads are signalled until they stop.
 	stopEvery = 5 * time.Millisecond
-	// paceSlack is how far a paced thread may fall behind (preempted on a
-	// busy machine) and still send the frames it missed, at once.
-	paceSlack = 2 * time.Millisecond
+	// paceSlack is how far a paced thread may fall behind and still send
+	// the frames it missed, at once: about one period of the scheduler,
+	// so that a thread preempted on a busy machine keeps the average rate
+	// (the generator running flat out is preempted the same way).
+	paceSlack = 20 * time.Millisecond
 	// bpfProgTestRun is the BPF_PROG_TEST_RUN command of bpf(2).
 	bpfProgTestRun = 10
 	// bpfFTestXDPLiveFrames is BPF_F_TEST_XDP_LIVE_FRAMES (Linux 5.18):
