@@ -129,153 +129,6 @@ type FIB struct {
 	minMTU uint32
 }
 
-// rangeIndex finds, among sorted range starts, the last start <= an
-// address: the range holding it. It is a radix tree over the key space
-// that adapts to where the keys are: a node spreads its keys over up to
-// 2^maxNodeBits buckets of equal width; a bucket holding more than
-// leafMax keys gets a child node over its own span; a lookup walks down
-// (one cache line a level) and scans at most leafMax keys, stored with
-// their match side by side. Clustered prefixes (a /16 full of /32s, a
-// /32 of IPv6 /64s) cost a level or two more, never a long search.
-type rangeIndex struct {
-	keys  []rangeKey
-	nodes []rangeNode
-	slots []rangeSlot
-}
-
-// rangeKey is a range start and the entry matching the range (-1: none).
-type rangeKey struct {
-	hi, lo uint64
-	idx    int32
-}
-
-// rangeNode covers the keys [slots[s].first, ...): key k is in bucket
-// min((k-base)>>shift, n-1); slots[s+b] is bucket b, slots[s+n] ends the
-// last.
-type rangeNode struct {
-	base  u128
-	shift uint32
-	n     uint32 // buckets
-	slot  uint32 // index of bucket 0 in slots
-}
-
-// rangeSlot is a bucket: the index of its first key and its child node
-// (0: none; the root is node 0 and no one's child).
-type rangeSlot struct {
-	first uint32
-	child uint32
-}
-
-const (
-	leafMax     = 4  // keys scanned in a leaf bucket
-	maxNodeBits = 20 // buckets of a node at most 2^20 (8 MiB of slots)
-)
-
-func (r *rangeIndex) lookup(a u128) int32 {
-	if len(r.nodes) == 0 {
-		if len(r.keys) == 0 {
-			return -1
-		}
-		return r.keys[0].idx // one range: the whole space
-	}
-	nd := &r.nodes[0]
-	for {
-		var b uint64
-		if !a.less(nd.base) {
-			b = a.sub(nd.base).shr(uint(nd.shift))
-			if b >= uint64(nd.n) {
-				b = uint64(nd.n) - 1
-			}
-		}
-		sl := r.slots[nd.slot+uint32(b) : nd.slot+uint32(b)+2 : nd.slot+uint32(b)+2]
-		if a.less(nd.base) || sl[0].child == 0 {
-			lo, hi := sl[0].first, sl[1].first
-			if a.less(nd.base) {
-				hi = lo // below the node: the answer is the key before it
-			}
-			i := lo
-			for i < hi && !a.less(u128{r.keys[i].hi, r.keys[i].lo}) {
-				i++
-			}
-			if i == 0 {
-				return -1
-			}
-			return r.keys[i-1].idx
-		}
-		nd = &r.nodes[sl[0].child]
-	}
-}
-
-// shr returns a>>s, saturated to the largest uint64.
-func (a u128) shr(s uint) uint64 {
-	switch {
-	case s >= 128:
-		return 0
-	case s >= 64:
-		return a.hi >> (s - 64)
-	case s == 0:
-		if a.hi != 0 {
-			return ^uint64(0)
-		}
-		return a.lo
-	}
-	if a.hi>>s != 0 {
-		return ^uint64(0)
-	}
-	return a.hi<<(64-s) | a.lo>>s
-}
-
-func newRangeIndex(iv intervals) rangeIndex {
-	r := rangeIndex{keys: make([]rangeKey, len(iv.starts))}
-	for i, s := range iv.starts {
-		r.keys[i] = rangeKey{hi: s.hi, lo: s.lo, idx: iv.idx[i]}
-	}
-	// keys[0] is address 0 (the range below every prefix): the root
-	// starts at keys[1], so that its buckets cover where prefixes are;
-	// an address below keys[1] falls in range 0.
-	if len(r.keys) > 1 {
-		r.build(1, len(r.keys))
-	}
-	return r
-}
-
-// build adds a node over keys [i0, i1) and returns its index.
-func (r *rangeIndex) build(i0, i1 int) uint32 {
-	n := i1 - i0
-	base := u128{r.keys[i0].hi, r.keys[i0].lo}
-	last := u128{r.keys[i1-1].hi, r.keys[i1-1].lo}
-	k := uint(min(bits.Len(uint(n))+1, maxNodeBits))
-	span := uint(last.sub(base).bitLen())
-	var shift uint
-	if span > k {
-		shift = span - k
-	}
-	nb := int(last.sub(base).shr(shift)) + 1
-	id := uint32(len(r.nodes))
-	slot := uint32(len(r.slots))
-	r.nodes = append(r.nodes, rangeNode{base: base, shift: uint32(shift), n: uint32(nb), slot: slot})
-	r.slots = append(r.slots, make([]rangeSlot, nb+1)...)
-	i := i0
-	for b := range nb {
-		r.slots[slot+uint32(b)].first = uint32(i)
-		for i < i1 && int(u128{r.keys[i].hi, r.keys[i].lo}.sub(base).shr(shift)) <= b {
-			i++
-		}
-	}
-	r.slots[slot+uint32(nb)].first = uint32(i1)
-	if shift == 0 {
-		return id // one key a bucket at most
-	}
-	for b := range nb {
-		lo, hi := int(r.slots[slot+uint32(b)].first), int(r.slots[slot+uint32(b)+1].first)
-		if hi-lo > leafMax {
-			c := r.build(lo, hi)
-			r.slots[slot+uint32(b)].child = c
-		}
-	}
-	return id
-}
-
 // NewFIB validates routes and builds a FIB from them (the hops are copied:
 // later changes to routes do not affect it). Errors are *TableError
 // (Table "FIB", Index into routes) wrapping what is wrong: an invalid
@@ -477,13 +330,18 @@ func (b *fibBuilder) build() (f *FIB, i, j int) {
 	if a >= 0 {
 		return nil, int(a), int(d)
 	}
-	f.v4 = newRangeIndex(iv4)
+	var err error
+	if f.v4, err = newRangeIndex(iv4); err != nil {
+		return nil, -1, -1
+	}
 	v4 = nil
 	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
 	if a >= 0 {
 		return nil, int(a), int(d)
 	}
-	f.v6 = newRangeIndex(iv6)
+	if f.v6, err = newRangeIndex(iv6); err != nil {
+		return nil, -1, -1
+	}
 	return f, -1, -1
 }
 

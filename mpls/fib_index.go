@@ -1,0 +1,345 @@
+package mpls
+
+import (
+	"errors"
+	"math/bits"
+	"slices"
+	"unsafe"
+)
+
+// rangeIndex finds the range of an address among the FIB's disjoint
+// address ranges (intervals: range i starts at starts[i], starts[0] is
+// address 0) and returns the range's entry. It is a radix tree over the
+// range starts that adapts to where they are, built so that a lookup
+// touches few cache lines and the whole index is small (8 to 16 bytes a
+// range start; the starts themselves are not kept):
+//
+//   - a node covers the addresses [base, base+lim] and spreads them over
+//     up to 2^maxNodeBits buckets of width 2^shift; below base the answer
+//     is before, above base+lim it is after (the last range's entry);
+//   - a bucket is a 32-bit slot: the answer itself when no range starts
+//     inside the bucket; a leaf when a few do (their starts, as 32-bit
+//     offsets in the bucket, and their entries, side by side in one cache
+//     line); an aligned child when many do (2^k buckets splitting this
+//     one, found in slots, no header to read); or a node of its own when
+//     the starts crowd a small part of the bucket (path compression:
+//     deep clusters, such as IPv6 host routes in one /64, cost one extra
+//     node, not a level per few bits).
+//
+// A lookup reads the root node (in cache: one per table), the root slot,
+// any child slots, and the leaf: for a table of a million routes two to
+// four cache lines. Addresses are handled as offsets from the node's base
+// (rel); IPv4 addresses use only the low 32 bits.
+type rangeIndex struct {
+	nodes  []rangeNode // nodes[0] is the root; empty when one range covers all
+	slots  []uint32
+	leaves []uint32 // 64-byte aligned: no leaf crosses a cache line
+	only   int32    // the answer when nodes is empty
+}
+
+// rangeNode is a node: the addresses [base, base+lim] spread over
+// lim>>shift+1 buckets, slots[slot:]; below base the answer is before,
+// above base+lim it is after.
+type rangeNode struct {
+	base, lim     u128
+	shift         uint32
+	slot          uint32
+	before, after int32
+}
+
+// Slot encoding: the low two bits are the kind.
+const (
+	slotDirect = 0 // bits 2..31: the answer + 1 (0: no route)
+	slotLeaf   = 1 // bits 2..3: leaf class; bits 4..31: offset in leaves / 4
+	slotChild  = 2 // bits 2..5: k-1; bits 6..31: offset of 2^k slots
+	slotNode   = 3 // bits 2..31: index in nodes
+
+	maxNodeBits  = 20      // buckets of a node at most 2^20
+	maxChildBits = 16      // buckets of an aligned child at most 2^16
+	leafCap      = 7       // range starts a leaf holds at most (class 2)
+	perBucket    = 4       // range starts a bucket should hold on average
+	maxSlots     = 1 << 26 // what slotChild can address
+	maxLeafUnits = 1 << 28 // what slotLeaf can address, in 4-word units
+)
+
+// A leaf of class c holds up to leafKeys[c] starts in 4<<c words: the
+// starts (offsets in the bucket, shifted right by the bucket's drop bits,
+// padded with 0xffffffff), then the answers for "before the first start"
+// and after each start (padding repeats the last).
+var leafKeys = [3]int{1, 3, 7}
+
+// errIndexTooLarge is returned when a table outgrows the slot encoding
+// (tens of millions of routes).
+var errIndexTooLarge = errors.New("FIB too large for its index")
+
+// lookup returns the entry index of the range holding a, or -1.
+func (r *rangeIndex) lookup(a u128) int32 {
+	if len(r.nodes) == 0 {
+		return r.only
+	}
+	nd := &r.nodes[0]
+	for {
+		if a.less(nd.base) {
+			return nd.before
+		}
+		rel := a.sub(nd.base)
+		if nd.lim.less(rel) {
+			return nd.after
+		}
+		s := uint(nd.shift)
+		slot := r.slots[nd.slot+uint32(rel.shrLo(s))]
+		for slot&3 == slotChild {
+			k := uint(slot>>2&15) + 1
+			s -= k
+			slot = r.slots[slot>>6+uint32(rel.shrLo(s))&(1<<k-1)]
+		}
+		switch slot & 3 {
+		case slotDirect:
+			return int32(slot>>2) - 1
+		case slotLeaf:
+			return r.leaf(slot, rel, s)
+		}
+		nd = &r.nodes[slot>>2]
+	}
+}
+
+// leaf returns the answer of the leaf in slot for rel in a bucket of
+// width 2^s.
+func (r *rangeIndex) leaf(slot uint32, rel u128, s uint) int32 {
+	d := uint(0)
+	if s > 32 {
+		d = s - 32
+	}
+	x := uint32(rel.shrLo(d)) & (^uint32(0) >> (32 - (s - d)))
+	o := slot >> 4 << 2
+	switch slot >> 2 & 3 {
+	case 0:
+		l := r.leaves[o : o+3 : o+3]
+		return int32(l[1+b2u(l[0] <= x)])
+	case 1:
+		l := r.leaves[o : o+7 : o+7]
+		n := b2u(l[0] <= x) + b2u(l[1] <= x) + b2u(l[2] <= x)
+		return int32(l[3+n])
+	}
+	l := r.leaves[o : o+15 : o+15]
+	n := b2u(l[0] <= x) + b2u(l[1] <= x) + b2u(l[2] <= x) + b2u(l[3] <= x) +
+		b2u(l[4] <= x) + b2u(l[5] <= x) + b2u(l[6] <= x)
+	return int32(l[7+n])
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// shrLo returns the low 64 bits of a>>s.
+func (a u128) shrLo(s uint) uint64 {
+	if s >= 64 {
+		return a.hi >> (s - 64)
+	}
+	return a.lo>>s | a.hi<<(64-s) // a.hi<<64 is 0 in Go
+}
+
+// shl returns a<<s.
+func (a u128) shl(s uint) u128 {
+	if s >= 64 {
+		return u128{a.lo << (s - 64), 0}
+	}
+	return u128{a.hi<<s | a.lo>>(64-s), a.lo << s}
+}
+
+func (a u128) add(b u128) u128 {
+	lo, carry := bits.Add64(a.lo, b.lo, 0)
+	hi, _ := bits.Add64(a.hi, b.hi, carry)
+	return u128{hi, lo}
+}
+
+// lowZero reports whether the low s bits of a are zero.
+func (a u128) lowZero(s uint) bool {
+	switch {
+	case s == 0:
+		return true
+	case s >= 128:
+		return a == u128{}
+	case s >= 64:
+		return a.lo == 0 && a.hi<<(128-s) == 0
+	}
+	return a.lo<<(64-s) == 0
+}
+
+// indexBuilder builds a rangeIndex over the intervals' starts.
+type indexBuilder struct {
+	r      rangeIndex
+	starts []u128
+	idx    []int32
+	cur    [2]uint32 // per leaf class 0, 1: 4-word units left in its current block, next unit
+	next   [2]uint32
+	err    error
+}
+
+func newRangeIndex(iv intervals) (rangeIndex, error) {
+	if len(iv.starts) <= 1 {
+		only := int32(-1)
+		if len(iv.idx) == 1 {
+			only = iv.idx[0]
+		}
+		return rangeIndex{only: only}, nil
+	}
+	b := &indexBuilder{starts: iv.starts, idx: iv.idx}
+	// starts[0] is address 0 (the range below every prefix): the root
+	// starts at starts[1], so that its buckets cover where prefixes are.
+	b.node(1, len(iv.starts))
+	if b.err != nil {
+		return rangeIndex{}, b.err
+	}
+	// Copy the leaves to a 64-byte aligned array (Go aligns a large
+	// array to 16 bytes at least), so that no leaf crosses a cache line.
+	buf := make([]uint32, len(b.r.leaves)+15)
+	pad := (64 - uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%64) % 64 / 4
+	b.r.leaves = append(buf[pad:pad:pad+uintptr(len(b.r.leaves))], b.r.leaves...)
+	b.r.nodes = slices.Clip(b.r.nodes)
+	b.r.slots = slices.Clip(b.r.slots)
+	return b.r, nil
+}
+
+func (b *indexBuilder) start(i int) u128 { return b.starts[i] }
+
+// bitsFor returns k such that 2^k buckets hold about perBucket of m
+// starts each.
+func bitsFor(m int) uint {
+	return uint(bits.Len(uint(m / perBucket)))
+}
+
+// node adds a node over starts [i0, i1) and returns its index.
+func (b *indexBuilder) node(i0, i1 int) uint32 {
+	base := b.start(i0)
+	lim := b.start(i1 - 1).sub(base)
+	k := min(max(bitsFor(i1-i0), 1), maxNodeBits)
+	span := uint(lim.bitLen())
+	var shift uint
+	if span > k {
+		shift = span - k
+	}
+	nb := int(lim.shrLo(shift)) + 1
+	id := uint32(len(b.r.nodes))
+	slot := len(b.r.slots)
+	if slot+nb > maxSlots {
+		b.err = errIndexTooLarge
+		return id
+	}
+	b.r.nodes = append(b.r.nodes, rangeNode{base: base, lim: lim, shift: uint32(shift), slot: uint32(slot),
+		before: b.idx[i0-1], after: b.idx[i1-1]})
+	b.r.slots = append(b.r.slots, make([]uint32, nb)...)
+	b.fill(slot, nb, base, shift, i0, i1)
+	return id
+}
+
+// fill sets the nb slots from slots[slot] of buckets of width 2^shift
+// from start, over starts [i0, i1) (all inside them).
+func (b *indexBuilder) fill(slot, nb int, start u128, shift uint, i0, i1 int) {
+	i := i0
+	for bk := range nb {
+		j := i
+		end := start.add(u128{0, uint64(bk) + 1}.shl(shift)) // first address after the bucket
+		if bk == nb-1 {
+			j = i1
+		} else {
+			for j < i1 && b.start(j).less(end) {
+				j++
+			}
+		}
+		bstart := start.add(u128{0, uint64(bk)}.shl(shift))
+		v := b.bucket(i, j, bstart, shift)
+		if b.err != nil {
+			return
+		}
+		b.r.slots[slot+bk] = v
+		i = j
+	}
+}
+
+// bucket returns the slot of the bucket [start, start+2^s) holding starts
+// [i0, i1).
+func (b *indexBuilder) bucket(i0, i1 int, start u128, s uint) uint32 {
+	m := i1 - i0
+	switch {
+	case m == 0:
+		return direct(b.idx[i0-1])
+	case m == 1 && b.start(i0) == start:
+		return direct(b.idx[i0])
+	}
+	d := uint(0)
+	if s > 32 {
+		d = s - 32
+	}
+	if m <= leafCap {
+		ok := true
+		for i := i0; i < i1; i++ {
+			ok = ok && b.start(i).sub(start).lowZero(d)
+		}
+		if ok {
+			return b.leaf(i0, i1, start, d)
+		}
+	}
+	spread := uint(b.start(i1 - 1).sub(b.start(i0)).bitLen())
+	k := min(max(bitsFor(m), 1), maxChildBits, s)
+	if spread+8 < s || k == 0 {
+		// The starts crowd a small part of the bucket: a node of their
+		// own, over just them.
+		return b.node(i0, i1)<<2 | slotNode
+	}
+	slot := len(b.r.slots)
+	if slot+1<<k > maxSlots {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	b.r.slots = append(b.r.slots, make([]uint32, 1<<k)...)
+	b.fill(slot, 1<<k, start, s-k, i0, i1)
+	return uint32(slot)<<6 | uint32(k-1)<<2 | slotChild
+}
+
+func direct(idx int32) uint32 { return uint32(idx+1)<<2 | slotDirect }
+
+// leaf writes a leaf for starts [i0, i1) of the bucket from start (drop:
+// the low bits all its offsets have zero) and returns its slot.
+func (b *indexBuilder) leaf(i0, i1 int, start u128, drop uint) uint32 {
+	m := i1 - i0
+	c := 0
+	for leafKeys[c] < m {
+		c++
+	}
+	n := leafKeys[c]
+	var unit uint32 // offset in 4-word units
+	if c == 2 {
+		unit = uint32(len(b.r.leaves) / 4)
+		b.r.leaves = append(b.r.leaves, make([]uint32, 16)...)
+	} else {
+		if b.cur[c] == 0 { // a fresh 64-byte block for this class
+			b.next[c] = uint32(len(b.r.leaves) / 4)
+			b.cur[c] = 4
+			b.r.leaves = append(b.r.leaves, make([]uint32, 16)...)
+		}
+		unit = b.next[c]
+		b.next[c] += 1 << c
+		b.cur[c] -= 1 << c
+	}
+	if int(unit) >= maxLeafUnits {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	l := b.r.leaves[unit*4:]
+	for j := range n {
+		if j < m {
+			l[j] = uint32(b.start(i0 + j).sub(start).shrLo(drop))
+		} else {
+			l[j] = ^uint32(0)
+		}
+	}
+	l[n] = uint32(b.idx[i0-1])
+	for j := range n {
+		l[n+1+j] = uint32(b.idx[i0+min(j, m-1)])
+	}
+	return unit<<4 | uint32(c)<<2 | slotLeaf
+}
