@@ -343,3 +343,83 @@ func (b *indexBuilder) leaf(i0, i1 int, start u128, drop uint) uint32 {
 	}
 	return unit<<4 | uint32(c)<<2 | slotLeaf
 }
+
+// batchLanes is how many lookups lookupBatch walks side by side: enough
+// for the cache misses of one level to overlap (a core keeps 10 to 20
+// loads in flight), few enough for the lanes' state to stay in registers
+// and L1.
+const batchLanes = 16
+
+// lane is one lookup of a batch between levels: the index it searches,
+// the address, its offset from the current node's base, the bucket width
+// (2^s) and the slot read last.
+type lane struct {
+	r    *rangeIndex
+	a    u128
+	rel  u128
+	s    uint
+	slot uint32
+}
+
+// lookupLanes looks up ls[i] (of indexes and addresses set) into out[i],
+// one level of every lane at a time, so that the lanes' cache misses
+// overlap instead of following each other.
+func lookupLanes(ls []lane, out []int32) {
+	out = out[:len(ls)]
+	var pending [batchLanes]uint8
+	np := 0
+	for i := range ls {
+		l := &ls[i]
+		if len(l.r.nodes) == 0 {
+			out[i] = l.r.only
+			continue
+		}
+		if res, ok := l.enter(&l.r.nodes[0]); !ok {
+			out[i] = res
+			continue
+		}
+		pending[np] = uint8(i)
+		np++
+	}
+	for np > 0 {
+		n := 0
+		for _, i := range pending[:np] {
+			l := &ls[i]
+			switch l.slot & 3 {
+			case slotChild:
+				k := uint(l.slot>>2&15) + 1
+				l.s -= k
+				l.slot = l.r.slots[l.slot>>6+uint32(l.rel.shrLo(l.s))&(1<<k-1)]
+			case slotDirect:
+				out[i] = int32(l.slot>>2) - 1
+				continue
+			case slotLeaf:
+				out[i] = l.r.leaf(l.slot, l.rel, l.s)
+				continue
+			case slotNode:
+				if res, ok := l.enter(&l.r.nodes[l.slot>>2]); !ok {
+					out[i] = res
+					continue
+				}
+			}
+			pending[n] = i
+			n++
+		}
+		np = n
+	}
+}
+
+// enter starts l's walk of node nd: it reads the slot of l's bucket, or
+// returns the answer (and false) when l's address is outside the node.
+func (l *lane) enter(nd *rangeNode) (int32, bool) {
+	if l.a.less(nd.base) {
+		return nd.before, false
+	}
+	l.rel = l.a.sub(nd.base)
+	if nd.lim.less(l.rel) {
+		return nd.after, false
+	}
+	l.s = uint(nd.shift)
+	l.slot = l.r.slots[nd.slot+uint32(l.rel.shrLo(l.s))]
+	return 0, true
+}

@@ -424,3 +424,16 @@ func TestTablesRouteWriters(t *testing.T) {
 		t.Errorf("after UpdateRoutes: %v %v (%d publications), want 10.1.0.0/16", e, ok, published)
 	}
 }
+
+// TestFIBIndexSize logs the index size at 1M routes (go test -v -run
+// TestFIBIndexSize).
+func TestFIBIndexSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 1M-route FIB")
+	}
+	fib, err := mpls.NewFIB(scaleRoutes(1_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(mpls.FIBIndexSize(fib))
+}
