@@ -212,12 +212,59 @@ func bitsFor(m int) uint {
 	return uint(bits.Len(uint(m / perBucket)))
 }
 
+// chooseBits returns the number of bits k (kmax at most) that splits
+// starts [i0, i1), all in [base, base+2^width), into buckets of width
+// 2^(width-k) at the least memory: the slots, plus the leaves the buckets
+// need (none for a bucket whose only start is its own start), plus an
+// estimate for buckets that need a child. Near bitsFor(m), this often
+// finds a width that matches how the prefixes are laid out (a /24 a
+// bucket), halving the index.
+func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint) uint {
+	k0 := min(max(bitsFor(i1-i0), 1), kmax)
+	best, bestCost := k0, -1
+	for k := max(k0, 2) - 1; k <= min(k0+2, kmax); k++ {
+		shift := width - k
+		cost, cur, n, first := 0, ^uint64(0), 0, false
+		flush := func() {
+			switch {
+			case n == 0 || n == 1 && first:
+			case n <= 1:
+				cost += 16
+			case n <= 3:
+				cost += 32
+			case n <= leafCap:
+				cost += 64
+			default:
+				cost += 64 + 12*n
+			}
+		}
+		for i := i0; i < i1; i++ {
+			rel := b.start(i).sub(base)
+			bk := rel.shrLo(shift)
+			if bk != cur {
+				flush()
+				cur, n, first = bk, 0, rel.lowZero(shift)
+			}
+			n++
+		}
+		flush()
+		cost += 4 * int(cur+1) // the slots, up to the last start's bucket
+		if bestCost < 0 || cost < bestCost {
+			best, bestCost = k, cost
+		}
+	}
+	return best
+}
+
 // node adds a node over starts [i0, i1) and returns its index.
 func (b *indexBuilder) node(i0, i1 int) uint32 {
 	base := b.start(i0)
 	lim := b.start(i1 - 1).sub(base)
-	k := min(max(bitsFor(i1-i0), 1), maxNodeBits)
 	span := uint(lim.bitLen())
+	k := uint(1)
+	if span > 1 {
+		k = b.chooseBits(i0, i1, base, span, min(maxNodeBits, span))
+	}
 	var shift uint
 	if span > k {
 		shift = span - k
@@ -284,12 +331,12 @@ func (b *indexBuilder) bucket(i0, i1 int, start u128, s uint) uint32 {
 		}
 	}
 	spread := uint(b.start(i1 - 1).sub(b.start(i0)).bitLen())
-	k := min(max(bitsFor(m), 1), maxChildBits, s)
-	if spread+8 < s || k == 0 {
+	if spread+8 < s || s < 2 {
 		// The starts crowd a small part of the bucket: a node of their
 		// own, over just them.
 		return b.node(i0, i1)<<2 | slotNode
 	}
+	k := b.chooseBits(i0, i1, start, s, min(maxChildBits, s))
 	slot := len(b.r.slots)
 	if slot+1<<k > maxSlots {
 		b.err = errIndexTooLarge

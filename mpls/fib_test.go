@@ -302,7 +302,8 @@ func scaleRoutes(n int) []mpls.Route {
 // IPv4 and IPv6, over two sets of destinations inside the routes: "hot",
 // 1024 addresses (a node's active flows: the walk stays in cache), and
 // "cold", 1<<20 addresses spread over all the routes (nearly every lookup
-// misses the caches: a lower bound on a full-table scan).
+// misses the caches: a lower bound on a full-table scan), each one
+// address at a time (Lookup) and in batches (LookupBatch).
 func BenchmarkFIB(b *testing.B) {
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
 		routes := scaleRoutes(n)
@@ -339,6 +340,24 @@ func BenchmarkFIB(b *testing.B) {
 						i++
 					}
 					if hits == 0 {
+						b.Fatal("no lookup matched")
+					}
+				})
+				// The same addresses through LookupBatch, 32 at a time (a
+				// receive batch); ns/op is per address.
+				b.Run(fam.name+"/"+itoa(n)+"/"+set.name+"-batch", func(b *testing.B) {
+					b.ReportAllocs()
+					const batch = 32
+					out := make([]*mpls.FIBEntry, batch)
+					hits := 0
+					for i := 0; i < b.N; i += batch {
+						j := i & (set.size - 1)
+						fib.LookupBatch(addrs[j:j+batch], out)
+						if out[0] != nil {
+							hits++
+						}
+					}
+					if hits == 0 && b.N > 0 {
 						b.Fatal("no lookup matched")
 					}
 				})
