@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"runtime"
 	"slices"
 )
 
@@ -163,8 +164,11 @@ func newFIBFunc(n int, route func(i int, r *Route), check func(*Route) error) (*
 			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
 		}
 	}
-	f, i, j := b.build()
-	if f == nil {
+	f, i, j, err := b.build()
+	switch {
+	case err != nil:
+		return nil, &TableError{Table: "FIB", Index: n - 1, Key: b.entries[n-1].Prefix.String(), Err: err}
+	case f == nil:
 		return nil, &TableError{Table: "FIB", Index: j, Key: b.entries[j].Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", i)}
 	}
 	return f, nil
@@ -205,7 +209,10 @@ func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
 			return nil, &TableError{Table: "FIB", Index: i, Key: add[i].Prefix.String(), Err: err}
 		}
 	}
-	nf, _, _ := b.build() // no duplicates: each added prefix was removed first
+	nf, _, _, err := b.build() // no duplicates: each added prefix was removed first
+	if err != nil {
+		return nil, &TableError{Table: "FIB", Index: max(len(add)-1, 0), Err: err}
+	}
 	return nf, nil
 }
 
@@ -302,8 +309,8 @@ func sameHops(a, b []NextHop) bool {
 }
 
 // build builds the FIB; if two entries have the same prefix it returns nil
-// and their indexes i < j.
-func (b *fibBuilder) build() (f *FIB, i, j int) {
+// and their indexes i < j; if the table outgrows its index, an error.
+func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 	f = &FIB{entries: b.entries}
 	var n4 int
 	for i := range f.entries {
@@ -328,21 +335,26 @@ func (b *fibBuilder) build() (f *FIB, i, j int) {
 	}
 	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1})
 	if a >= 0 {
-		return nil, int(a), int(d)
+		return nil, int(a), int(d), nil
 	}
-	var err error
 	if f.v4, err = newRangeIndex(iv4); err != nil {
-		return nil, -1, -1
+		return nil, -1, -1, err
 	}
 	v4 = nil
 	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
-	if a >= 0 {
-		return nil, int(a), int(d)
+	if a < 0 {
+		f.v6, err = newRangeIndex(iv6)
 	}
-	if f.v6, err = newRangeIndex(iv6); err != nil {
-		return nil, -1, -1
+	if a >= 0 || err != nil {
+		unmapIndex([2][]byte{f.v4.mapped})
+		return nil, int(a), int(d), err
 	}
-	return f, -1, -1
+	if f.v4.mapped != nil || f.v6.mapped != nil {
+		// Lookups reach the index through f (its fields), so once f is
+		// unreachable no lookup is in it.
+		runtime.AddCleanup(f, unmapIndex, [2][]byte{f.v4.mapped, f.v6.mapped})
+	}
+	return f, -1, -1, nil
 }
 
 func checkRoute(r *Route) error {

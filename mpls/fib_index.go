@@ -35,6 +35,17 @@ type rangeIndex struct {
 	slots  []uint32
 	leaves []uint32 // 64-byte aligned: no leaf crosses a cache line
 	only   int32    // the answer when nodes is empty
+	// mapped is the memory of slots and leaves when it is not on the Go
+	// heap (mapIndex): the FIB unmaps it when it is collected.
+	mapped []byte
+}
+
+// heapIndex returns n zeroed words on the Go heap, 64-byte aligned (Go
+// aligns a large array to 16 bytes at least).
+func heapIndex(n int) []uint32 {
+	buf := make([]uint32, n+15)
+	pad := (64 - uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%64) % 64 / 4
+	return buf[pad : pad+uintptr(n) : pad+uintptr(n)]
 }
 
 // rangeNode is a node: the addresses [base, base+lim] spread over
@@ -194,13 +205,15 @@ func newRangeIndex(iv intervals) (rangeIndex, error) {
 	if b.err != nil {
 		return rangeIndex{}, b.err
 	}
-	// Copy the leaves to a 64-byte aligned array (Go aligns a large
-	// array to 16 bytes at least), so that no leaf crosses a cache line.
-	buf := make([]uint32, len(b.r.leaves)+15)
-	pad := (64 - uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%64) % 64 / 4
-	b.r.leaves = append(buf[pad:pad:pad+uintptr(len(b.r.leaves))], b.r.leaves...)
+	// Copy the slots and the leaves into one 64-byte aligned array
+	// (mapIndex), the leaves from a line boundary, so that no leaf crosses
+	// a cache line.
+	ns := (len(b.r.slots) + 15) &^ 15
+	mem, mapped := mapIndex(ns + len(b.r.leaves))
+	b.r.slots = mem[:copy(mem, b.r.slots):len(b.r.slots)]
+	b.r.leaves = mem[ns : ns+copy(mem[ns:], b.r.leaves) : ns+len(b.r.leaves)]
 	b.r.nodes = slices.Clip(b.r.nodes)
-	b.r.slots = slices.Clip(b.r.slots)
+	b.r.mapped = mapped
 	return b.r, nil
 }
 
