@@ -12,22 +12,50 @@ func FIBIndexSize(f *FIB) string {
 	return "IPv4: " + sz(&f.v4) + "; IPv6: " + sz(&f.v6)
 }
 
-// FIBIndexKinds counts the slots of f's index by kind (direct, leaf1,
-// leaf3, leaf7, child, node), both families together.
+// FIBIndexKinds counts the buckets of f's index by kind (direct, leaf1,
+// leaf3, leaf7, child, fat: aligned children, inline: fat buckets
+// holding their starts, node), both families together.
 func FIBIndexKinds(f *FIB) map[string]int {
 	m := map[string]int{}
 	for _, r := range []*rangeIndex{&f.v4, &f.v6} {
-		for _, s := range r.slots {
+		var node func(i uint32)
+		var visit func(s uint32)
+		node = func(i uint32) {
+			nd := &r.nodes[i]
+			m["node"]++
+			for b := range uint32(nd.lim.shrLo(uint(nd.shift))) + 1 {
+				visit(r.slots[nd.slot+b])
+			}
+		}
+		visit = func(s uint32) {
 			switch s & 3 {
 			case slotDirect:
 				m["direct"]++
 			case slotLeaf:
 				m["leaf"+fmt.Sprint(leafKeys[s>>2&3])]++
 			case slotChild:
-				m["child"]++
+				k := s>>2&15 + 1
+				if s&fatChild == 0 {
+					m["child"]++
+					for b := range uint32(1) << k {
+						visit(r.slots[s>>7+b])
+					}
+					return
+				}
+				m["fat"]++
+				for b := range uint32(1) << k {
+					if v := r.slots[s>>7+fatWords*b+7]; v == fatInline {
+						m["inline"]++
+					} else {
+						visit(v)
+					}
+				}
 			case slotNode:
-				m["node"]++
+				node(s >> 2)
 			}
+		}
+		if len(r.nodes) > 0 {
+			node(0)
 		}
 	}
 	return m
