@@ -118,8 +118,9 @@ func (e *FIBEntry) Route() Route {
 // Lookup flattens the prefixes into disjoint address ranges (as the FTN)
 // and finds the range of an address through an adaptive radix index over
 // the ranges' start addresses (rangeIndex): a few cache lines per lookup
-// whatever the table size, no allocation. Building costs O(n log n) (one
-// sort).
+// whatever the table size, no allocation. LookupBatch walks many lookups
+// side by side, for bursts of traffic spread over a large table. Building
+// costs O(n log n) (one sort).
 type FIB struct {
 	entries []FIBEntry
 	v4      rangeIndex

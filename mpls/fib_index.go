@@ -11,25 +11,32 @@ import (
 // address ranges (intervals: range i starts at starts[i], starts[0] is
 // address 0) and returns the range's entry. It is a radix tree over the
 // range starts that adapts to where they are, built so that a lookup
-// touches few cache lines and the whole index is small (8 to 16 bytes a
-// range start; the starts themselves are not kept):
+// touches few cache lines and the whole index is small (about 8 to 16
+// bytes a range start; the starts themselves are not kept):
 //
 //   - a node covers the addresses [base, base+lim] and spreads them over
 //     up to 2^maxNodeBits buckets of width 2^shift; below base the answer
 //     is before, above base+lim it is after (the last range's entry);
 //   - a bucket is a 32-bit slot: the answer itself when no range starts
-//     inside the bucket; a leaf when a few do (their starts, as 32-bit
-//     offsets in the bucket, and their entries, side by side in one cache
-//     line); an aligned child when many do (2^k buckets splitting this
-//     one, found in slots, no header to read); or a node of its own when
-//     the starts crowd a small part of the bucket (path compression:
-//     deep clusters, such as IPv6 host routes in one /64, cost one extra
-//     node, not a level per few bits).
+//     inside the bucket (or one starts at its start); a leaf when a few
+//     do (their starts, as 32-bit offsets in the bucket, and their
+//     entries, side by side in one cache line); an aligned child when
+//     many do (2^k buckets splitting this one, found in slots, no header
+//     to read), whose buckets may be fat (a 3-start leaf in place, see
+//     fatChild); or a node of its own when the starts crowd a small part
+//     of the bucket (path compression: deep clusters, such as IPv6 host
+//     routes in one /64, cost one extra node, not a level per few bits);
+//   - each node and child takes the bucket width that costs the least
+//     memory near the average fill (chooseBits), which often matches how
+//     the prefixes are laid out (a run of /24s gets /24 buckets, all
+//     answers in the slots).
 //
 // A lookup reads the root node (in cache: one per table), the root slot,
-// any child slots, and the leaf: for a table of a million routes two to
-// four cache lines. Addresses are handled as offsets from the node's base
-// (rel); IPv4 addresses use only the low 32 bits.
+// any child slots, and the leaf: for a table of a million routes one to
+// three cache lines. Addresses are handled as offsets from the node's
+// base (rel); IPv4 addresses use only the low 32 bits. A large index has
+// its own mapping in huge pages (mapIndex), so that its random reads do
+// not each miss the TLB.
 type rangeIndex struct {
 	nodes  []rangeNode // nodes[0] is the root; empty when one range covers all
 	slots  []uint32
