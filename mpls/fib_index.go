@@ -349,16 +349,8 @@ func (b *indexBuilder) node(i0, i1 int) uint32 {
 func (b *indexBuilder) fill(slot, nb int, start u128, shift uint, i0, i1 int) {
 	i := i0
 	for bk := range nb {
-		j := i
-		end := start.add(u128{0, uint64(bk) + 1}.shl(shift)) // first address after the bucket
-		if bk == nb-1 {
-			j = i1
-		} else {
-			for j < i1 && b.start(j).less(end) {
-				j++
-			}
-		}
 		bstart := start.add(u128{0, uint64(bk)}.shl(shift))
+		j := b.bucketEnd(i, i1, bstart, shift, bk == nb-1)
 		v := b.bucket(i, j, bstart, shift)
 		if b.err != nil {
 			return
@@ -366,6 +358,22 @@ func (b *indexBuilder) fill(slot, nb int, start u128, shift uint, i0, i1 int) {
 		b.r.slots[slot+bk] = v
 		i = j
 	}
+}
+
+// bucketEnd returns the end of the starts, from i (the first at or after
+// bstart) up to i1, inside the bucket [bstart, bstart+2^s); the last
+// bucket of a node or child holds them all. Offsets are taken modulo
+// 2^128: a node's buckets above its last start may run past the top of
+// the address space (bstart+2^s wraps), the offsets of the starts do not.
+func (b *indexBuilder) bucketEnd(i, i1 int, bstart u128, s uint, last bool) int {
+	if last {
+		return i1
+	}
+	width := u128{0, 1}.shl(s)
+	for i < i1 && b.start(i).sub(bstart).less(width) {
+		i++
+	}
+	return i
 }
 
 // bucket returns the slot of the bucket [start, start+2^s) holding starts
@@ -426,12 +434,7 @@ func (b *indexBuilder) fatChild(i0, i1 int, start u128, s, k uint) uint32 {
 	i := i0
 	for bk := range 1 << k {
 		bstart := start.add(u128{0, uint64(bk)}.shl(s))
-		j := i1
-		if bk < 1<<k-1 {
-			end := start.add(u128{0, uint64(bk) + 1}.shl(s))
-			for j = i; j < i1 && b.start(j).less(end); j++ {
-			}
-		}
+		j := b.bucketEnd(i, i1, bstart, s, bk == 1<<k-1)
 		d := uint(0)
 		if s > 32 {
 			d = s - 32

@@ -175,7 +175,8 @@ func clusteredRoutes(rng *rand.Rand, n int) []mpls.Route {
 // over route sets that exercise every kind of index bucket, at every
 // boundary of every prefix (planted bugs: counting leaf starts with < for
 // <=, or a bucket taking the starts up to its end inclusive, fail here at
-// once).
+// once; so does computing bucket ends as addresses, which wrap at the top
+// of the address space).
 func TestFIBIndexMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{1, 2, 5, 50, 500, 5000, 40000} {
@@ -193,6 +194,18 @@ func TestFIBIndexMatchesOracle(t *testing.T) {
 		routes = randomRoutes(rng, n)
 		checkFIB(t, "random/"+itoa1(n), routes, probes(rng, routes, 2000))
 	}
+	// Prefixes high in the address space, where a node's buckets run
+	// past its top (found by FuzzFIBLookup: bucket ends computed as
+	// addresses wrapped to 0 and put every start in the last bucket).
+	var top []mpls.Route
+	for i, p := range []string{"2001:db8::/48", "e430:3030::/48", "f330:3030::/48", "ffff:ffff::/32", "ffff:ffff:ffff::/64", "255.255.255.255/32", "240.0.0.0/4", "255.0.0.0/8"} {
+		via := "2001:db8::1"
+		if netip.MustParsePrefix(p).Addr().Is4() {
+			via = "10.0.0.1"
+		}
+		top = append(top, mpls.Route{Prefix: netip.MustParsePrefix(p), NextHops: hop(via, mpls.Label(16+i))})
+	}
+	checkFIB(t, "top", top, probes(rng, top, 1000))
 	routes := scaleRoutes(100_000)
 	checkFIB(t, "scale/100k", routes, probes(rng, routes[:20000], 20000))
 	// No routes; the zero Addr in a batch.
