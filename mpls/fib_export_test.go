@@ -1,6 +1,9 @@
 package mpls
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // FIBIndexSize describes the size of f's lookup index, for tests and
 // benchmarks.
@@ -10,6 +13,16 @@ func FIBIndexSize(f *FIB) string {
 			len(r.nodes), len(r.slots), float64(len(r.slots)*4)/(1<<20), float64(len(r.leaves)*4)/(1<<20))
 	}
 	return "IPv4: " + sz(&f.v4) + "; IPv6: " + sz(&f.v6)
+}
+
+// FIBIndexBytes returns the bytes of f's lookup index (slots, leaves and
+// nodes of both families).
+func FIBIndexBytes(f *FIB) int {
+	n := 0
+	for _, r := range []*rangeIndex{&f.v4, &f.v6} {
+		n += 4*(len(r.slots)+len(r.leaves)) + int(unsafe.Sizeof(rangeNode{}))*len(r.nodes)
+	}
+	return n
 }
 
 // FIBIndexKinds counts the buckets of f's index by kind (direct, leaf1,

@@ -267,9 +267,8 @@ func bitsFor(m int) uint {
 // finds a width that matches how the prefixes are laid out (a /24 a
 // bucket), halving the index.
 //
-// For an aligned child (child), it also weighs fat buckets (fatChild),
-// and prefers them at up to a quarter more memory, for the leaf read
-// they save.
+// For an aligned child (child), it also weighs fat buckets (fatChild), at
+// four fifths of their memory, for the leaf read they save.
 func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child bool) (best uint, fat bool) {
 	k0 := min(max(bitsFor(i1-i0), 1), kmax)
 	best, bestCost := k0, -1
@@ -310,8 +309,8 @@ func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child
 		if bestCost < 0 || thin < bestCost {
 			best, fat, bestCost = k, false, thin
 		}
-		if child && thick <= thin+thin/4 && thick*4 < bestCost*5 {
-			best, fat, bestCost = k, true, thick*4/5
+		if c := thick * 4 / 5; child && c < bestCost {
+			best, fat, bestCost = k, true, c
 		}
 	}
 	return best, fat
