@@ -447,7 +447,9 @@ func TestTablesRouteWriters(t *testing.T) {
 // TestFIBIndexSize checks that the lookup index of the 1M routes of the
 // route-scaling target stays small: what a cold lookup reads must stay in
 // the caches and the TLB's reach (12 MiB when written; the index before,
-// with 24-byte keys and 8-byte slots, took 80 MiB). go test -v shows its parts.
+// with 24-byte keys and 8-byte slots, took 80 MiB). go test -v shows its parts. (Planted
+// bug: taking the average-fill width without weighing others gives
+// 17.9 MiB and fails.)
 func TestFIBIndexSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a 1M-route FIB")
