@@ -518,24 +518,30 @@ const batchLanes = 16
 
 // lane is one lookup of a batch between levels: the index it searches,
 // the address, its offset from the current node's base, the bucket width
-// (2^s) and the slot read last.
+// (2^s), the slot read last and, when that slot is the last word of a fat
+// bucket, the bucket's offset in slots (fat; else -1).
 type lane struct {
 	r    *rangeIndex
 	a    u128
 	rel  u128
 	s    uint
 	slot uint32
+	fat  int32
 }
 
 // lookupLanes looks up ls[i] (of indexes and addresses set) into out[i],
 // one level of every lane at a time, so that the lanes' cache misses
-// overlap instead of following each other.
+// overlap instead of following each other. A pass only stores what it
+// reads from the index; the next pass branches on it, once it has
+// arrived: a branch on a value still in flight would be mispredicted as
+// often as not, and the loads issued past it discarded.
 func lookupLanes(ls []lane, out []int32) {
 	out = out[:len(ls)]
 	var pending [batchLanes]uint8
 	np := 0
 	for i := range ls {
 		l := &ls[i]
+		l.fat = -1
 		if len(l.r.nodes) == 0 {
 			out[i] = l.r.only
 			continue
@@ -551,6 +557,15 @@ func lookupLanes(ls []lane, out []int32) {
 		n := 0
 		for _, i := range pending[:np] {
 			l := &ls[i]
+			if l.fat >= 0 {
+				if l.slot == fatInline {
+					f := l.r.slots[l.fat : l.fat+fatWords : l.fat+fatWords]
+					x := bucketBits(l.rel, l.s)
+					out[i] = int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
+					continue
+				}
+				l.fat = -1 // l.slot is the bucket's slot
+			}
 			switch l.slot & 3 {
 			case slotChild:
 				k := uint(l.slot>>2&15) + 1
@@ -558,14 +573,9 @@ func lookupLanes(ls []lane, out []int32) {
 				b := uint32(l.rel.shrLo(l.s)) & (1<<k - 1)
 				if l.slot&fatChild == 0 {
 					l.slot = l.r.slots[l.slot>>7+b]
-					break
-				}
-				f := l.r.slots[l.slot>>7+fatWords*b:]
-				f = f[:fatWords:fatWords]
-				if l.slot = f[7]; l.slot == fatInline {
-					x := bucketBits(l.rel, l.s)
-					out[i] = int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
-					continue
+				} else {
+					l.fat = int32(l.slot>>7 + fatWords*b)
+					l.slot = l.r.slots[l.fat+fatWords-1]
 				}
 			case slotDirect:
 				out[i] = int32(l.slot>>2) - 1
