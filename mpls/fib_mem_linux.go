@@ -21,7 +21,10 @@ func mapIndex(n int) (words []uint32, mapped []byte) {
 	if n*4 < hugePage/2 {
 		return heapIndex(n), nil
 	}
-	m, err := unix.Mmap(-1, 0, n*4+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	// Whole huge pages, from a huge page boundary: a partial page at
+	// the end would be backed by 4 KiB pages.
+	size := (n*4+hugePage-1)&^(hugePage-1) + hugePage
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return heapIndex(n), nil
 	}
