@@ -120,7 +120,10 @@ func (e *FIBEntry) Route() Route {
 // the ranges' start addresses (rangeIndex): a few cache lines per lookup
 // whatever the table size, no allocation. LookupBatch walks many lookups
 // side by side, for bursts of traffic spread over a large table. Building
-// costs O(n log n) (one sort).
+// costs O(n log n) (one sort). On Linux the index of a large table (about
+// 12 MiB for a million routes) is mapped outside the Go heap, in huge
+// pages where the kernel grants them, and unmapped when the FIB is
+// garbage collected.
 type FIB struct {
 	entries []FIBEntry
 	v4      rangeIndex
@@ -137,7 +140,9 @@ type FIB struct {
 // prefix or one with host bits, an IPv4-mapped prefix, a duplicate prefix,
 // no next hop or more than MaxNextHops, a next hop of the other family
 // without labels, a label stack too deep or holding implicit null or a
-// label over 20 bits, an MTU under the IP minimum, a weight over 256.
+// label over 20 bits, an MTU under the IP minimum, a weight over 256, or
+// (Index the last route) a table too large for its lookup index (tens of
+// millions of routes).
 func NewFIB(routes []Route) (*FIB, error) {
 	return NewFIBFunc(len(routes), func(i int, r *Route) { *r = routes[i] })
 }
