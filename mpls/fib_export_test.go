@@ -73,3 +73,7 @@ func FIBIndexKinds(f *FIB) map[string]int {
 	}
 	return m
 }
+
+// FIBIndexMapped reports whether f's index lives in its own mapping
+// (mapIndex) rather than on the Go heap.
+func FIBIndexMapped(f *FIB) bool { return f.v4.mapped != nil || f.v6.mapped != nil }
