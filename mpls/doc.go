@@ -29,8 +29,8 @@
 // the start of the label stack, not of the frame.
 //
 // The per-packet functions (ParseStack, EncodeLabels, InferPayload,
-// ForwardTTL, PopTTL, FTN.Lookup, ILM.Lookup, FIB.Lookup, Group.Select,
-// FlowHash, LabelStackHash) allocate nothing on success.
+// ForwardTTL, PopTTL, FTN.Lookup, ILM.Lookup, FIB.Lookup, FIB.LookupBatch,
+// Group.Select, FlowHash, LabelStackHash) allocate nothing on success.
 //
 // Receiving a labelled frame, after the Ethernet header:
 //

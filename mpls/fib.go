@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"runtime"
 	"slices"
 )
 
@@ -117,8 +118,12 @@ func (e *FIBEntry) Route() Route {
 // Lookup flattens the prefixes into disjoint address ranges (as the FTN)
 // and finds the range of an address through an adaptive radix index over
 // the ranges' start addresses (rangeIndex): a few cache lines per lookup
-// whatever the table size, no allocation. Building costs O(n log n) (one
-// sort).
+// whatever the table size, no allocation. LookupBatch walks many lookups
+// side by side, for bursts of traffic spread over a large table. Building
+// costs O(n log n) (one sort). On Linux the index of a large table (about
+// 12 MiB for a million routes) is mapped outside the Go heap, in huge
+// pages where the kernel grants them, and unmapped when the FIB is
+// garbage collected.
 type FIB struct {
 	entries []FIBEntry
 	v4      rangeIndex
@@ -129,160 +134,15 @@ type FIB struct {
 	minMTU uint32
 }
 
-// rangeIndex finds, among sorted range starts, the last start <= an
-// address: the range holding it. It is a radix tree over the key space
-// that adapts to where the keys are: a node spreads its keys over up to
-// 2^maxNodeBits buckets of equal width; a bucket holding more than
-// leafMax keys gets a child node over its own span; a lookup walks down
-// (one cache line a level) and scans at most leafMax keys, stored with
-// their match side by side. Clustered prefixes (a /16 full of /32s, a
-// /32 of IPv6 /64s) cost a level or two more, never a long search.
-type rangeIndex struct {
-	keys  []rangeKey
-	nodes []rangeNode
-	slots []rangeSlot
-}
-
-// rangeKey is a range start and the entry matching the range (-1: none).
-type rangeKey struct {
-	hi, lo uint64
-	idx    int32
-}
-
-// rangeNode covers the keys [slots[s].first, ...): key k is in bucket
-// min((k-base)>>shift, n-1); slots[s+b] is bucket b, slots[s+n] ends the
-// last.
-type rangeNode struct {
-	base  u128
-	shift uint32
-	n     uint32 // buckets
-	slot  uint32 // index of bucket 0 in slots
-}
-
-// rangeSlot is a bucket: the index of its first key and its child node
-// (0: none; the root is node 0 and no one's child).
-type rangeSlot struct {
-	first uint32
-	child uint32
-}
-
-const (
-	leafMax     = 4  // keys scanned in a leaf bucket
-	maxNodeBits = 20 // buckets of a node at most 2^20 (8 MiB of slots)
-)
-
-func (r *rangeIndex) lookup(a u128) int32 {
-	if len(r.nodes) == 0 {
-		if len(r.keys) == 0 {
-			return -1
-		}
-		return r.keys[0].idx // one range: the whole space
-	}
-	nd := &r.nodes[0]
-	for {
-		var b uint64
-		if !a.less(nd.base) {
-			b = a.sub(nd.base).shr(uint(nd.shift))
-			if b >= uint64(nd.n) {
-				b = uint64(nd.n) - 1
-			}
-		}
-		sl := r.slots[nd.slot+uint32(b) : nd.slot+uint32(b)+2 : nd.slot+uint32(b)+2]
-		if a.less(nd.base) || sl[0].child == 0 {
-			lo, hi := sl[0].first, sl[1].first
-			if a.less(nd.base) {
-				hi = lo // below the node: the answer is the key before it
-			}
-			i := lo
-			for i < hi && !a.less(u128{r.keys[i].hi, r.keys[i].lo}) {
-				i++
-			}
-			if i == 0 {
-				return -1
-			}
-			return r.keys[i-1].idx
-		}
-		nd = &r.nodes[sl[0].child]
-	}
-}
-
-// shr returns a>>s, saturated to the largest uint64.
-func (a u128) shr(s uint) uint64 {
-	switch {
-	case s >= 128:
-		return 0
-	case s >= 64:
-		return a.hi >> (s - 64)
-	case s == 0:
-		if a.hi != 0 {
-			return ^uint64(0)
-		}
-		return a.lo
-	}
-	if a.hi>>s != 0 {
-		return ^uint64(0)
-	}
-	return a.hi<<(64-s) | a.lo>>s
-}
-
-func newRangeIndex(iv intervals) rangeIndex {
-	r := rangeIndex{keys: make([]rangeKey, len(iv.starts))}
-	for i, s := range iv.starts {
-		r.keys[i] = rangeKey{hi: s.hi, lo: s.lo, idx: iv.idx[i]}
-	}
-	// keys[0] is address 0 (the range below every prefix): the root
-	// starts at keys[1], so that its buckets cover where prefixes are;
-	// an address below keys[1] falls in range 0.
-	if len(r.keys) > 1 {
-		r.build(1, len(r.keys))
-	}
-	return r
-}
-
-// build adds a node over keys [i0, i1) and returns its index.
-func (r *rangeIndex) build(i0, i1 int) uint32 {
-	n := i1 - i0
-	base := u128{r.keys[i0].hi, r.keys[i0].lo}
-	last := u128{r.keys[i1-1].hi, r.keys[i1-1].lo}
-	k := uint(min(bits.Len(uint(n))+1, maxNodeBits))
-	span := uint(last.sub(base).bitLen())
-	var shift uint
-	if span > k {
-		shift = span - k
-	}
-	nb := int(last.sub(base).shr(shift)) + 1
-	id := uint32(len(r.nodes))
-	slot := uint32(len(r.slots))
-	r.nodes = append(r.nodes, rangeNode{base: base, shift: uint32(shift), n: uint32(nb), slot: slot})
-	r.slots = append(r.slots, make([]rangeSlot, nb+1)...)
-	i := i0
-	for b := range nb {
-		r.slots[slot+uint32(b)].first = uint32(i)
-		for i < i1 && int(u128{r.keys[i].hi, r.keys[i].lo}.sub(base).shr(shift)) <= b {
-			i++
-		}
-	}
-	r.slots[slot+uint32(nb)].first = uint32(i1)
-	if shift == 0 {
-		return id // one key a bucket at most
-	}
-	for b := range nb {
-		lo, hi := int(r.slots[slot+uint32(b)].first), int(r.slots[slot+uint32(b)+1].first)
-		if hi-lo > leafMax {
-			c := r.build(lo, hi)
-			r.slots[slot+uint32(b)].child = c
-		}
-	}
-	return id
-}
-
 // NewFIB validates routes and builds a FIB from them (the hops are copied:
 // later changes to routes do not affect it). Errors are *TableError
 // (Table "FIB", Index into routes) wrapping what is wrong: an invalid
 // prefix or one with host bits, an IPv4-mapped prefix, a duplicate prefix,
 // no next hop or more than MaxNextHops, a next hop of the other family
 // without labels, a label stack too deep or holding implicit null or a
-// label over 20 bits, an MTU under the IP minimum, a weight over 256.
+// label over 20 bits, an MTU under the IP minimum, a weight over 256, or
+// (Index the last route) a table too large for its lookup index (tens of
+// millions of routes).
 func NewFIB(routes []Route) (*FIB, error) {
 	return NewFIBFunc(len(routes), func(i int, r *Route) { *r = routes[i] })
 }
@@ -310,8 +170,11 @@ func newFIBFunc(n int, route func(i int, r *Route), check func(*Route) error) (*
 			return nil, &TableError{Table: "FIB", Index: i, Key: r.Prefix.String(), Err: err}
 		}
 	}
-	f, i, j := b.build()
-	if f == nil {
+	f, i, j, err := b.build()
+	switch {
+	case err != nil:
+		return nil, &TableError{Table: "FIB", Index: n - 1, Key: b.entries[n-1].Prefix.String(), Err: err}
+	case f == nil:
 		return nil, &TableError{Table: "FIB", Index: j, Key: b.entries[j].Prefix.String(), Err: fmt.Errorf("duplicate of entry %d", i)}
 	}
 	return f, nil
@@ -352,7 +215,10 @@ func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
 			return nil, &TableError{Table: "FIB", Index: i, Key: add[i].Prefix.String(), Err: err}
 		}
 	}
-	nf, _, _ := b.build() // no duplicates: each added prefix was removed first
+	nf, _, _, err := b.build() // no duplicates: each added prefix was removed first
+	if err != nil {
+		return nil, &TableError{Table: "FIB", Index: max(len(add)-1, 0), Err: err}
+	}
 	return nf, nil
 }
 
@@ -449,8 +315,8 @@ func sameHops(a, b []NextHop) bool {
 }
 
 // build builds the FIB; if two entries have the same prefix it returns nil
-// and their indexes i < j.
-func (b *fibBuilder) build() (f *FIB, i, j int) {
+// and their indexes i < j; if the table outgrows its index, an error.
+func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 	f = &FIB{entries: b.entries}
 	var n4 int
 	for i := range f.entries {
@@ -475,16 +341,26 @@ func (b *fibBuilder) build() (f *FIB, i, j int) {
 	}
 	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1})
 	if a >= 0 {
-		return nil, int(a), int(d)
+		return nil, int(a), int(d), nil
 	}
-	f.v4 = newRangeIndex(iv4)
+	if f.v4, err = newRangeIndex(iv4); err != nil {
+		return nil, -1, -1, err
+	}
 	v4 = nil
 	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
-	if a >= 0 {
-		return nil, int(a), int(d)
+	if a < 0 {
+		f.v6, err = newRangeIndex(iv6)
 	}
-	f.v6 = newRangeIndex(iv6)
-	return f, -1, -1
+	if a >= 0 || err != nil {
+		unmapIndex([2][]byte{f.v4.mapped})
+		return nil, int(a), int(d), err
+	}
+	if f.v4.mapped != nil || f.v6.mapped != nil {
+		// Lookups reach the index through f (its fields), so once f is
+		// unreachable no lookup is in it.
+		runtime.AddCleanup(f, unmapIndex, [2][]byte{f.v4.mapped, f.v6.mapped})
+	}
+	return f, -1, -1, nil
 }
 
 func checkRoute(r *Route) error {
@@ -583,6 +459,51 @@ func (f *FIB) Lookup6(dst [16]byte) (*FIBEntry, bool) {
 	}
 	return &f.entries[i], true
 }
+
+// LookupBatch sets out[i] to the route with the longest prefix containing
+// dst[i], or to nil when none does, for every i (as Lookup; dst may mix
+// IPv4 and IPv6). It panics if out is shorter than dst. It walks the
+// lookups side by side, one level of each at a time, so that their cache
+// misses overlap: for a burst of frames to addresses not in the caches
+// (a full table, traffic spread over it) it costs a fraction of a Lookup
+// per address. It allocates nothing and is safe for concurrent use.
+func (f *FIB) LookupBatch(dst []netip.Addr, out []*FIBEntry) {
+	out = out[:len(dst)]
+	if f == nil {
+		clear(out)
+		return
+	}
+	var ls [batchLanes]lane
+	var res [batchLanes]int32
+	for len(dst) > 0 {
+		n := min(len(dst), batchLanes)
+		for i, a := range dst[:n] {
+			l := &ls[i]
+			switch {
+			case a.Is4() || a.Is4In6():
+				b := a.Unmap().As4()
+				l.r, l.a = &f.v4, u128{0, uint64(binary.BigEndian.Uint32(b[:]))}
+			case a.Is6():
+				b := a.As16()
+				l.r, l.a = &f.v6, u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+			default: // the zero Addr: no route
+				l.r, l.a = &noRanges, u128{}
+			}
+		}
+		lookupLanes(ls[:n], res[:n])
+		for i, x := range res[:n] {
+			if x < 0 {
+				out[i] = nil
+			} else {
+				out[i] = &f.entries[x]
+			}
+		}
+		dst, out = dst[n:], out[n:]
+	}
+}
+
+// noRanges is the index of a family without routes, for the zero Addr.
+var noRanges = rangeIndex{only: -1}
 
 // Len returns the number of routes.
 func (f *FIB) Len() int {

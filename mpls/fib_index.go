@@ -1,0 +1,612 @@
+package mpls
+
+import (
+	"errors"
+	"math/bits"
+	"slices"
+	"unsafe"
+)
+
+// rangeIndex finds the range of an address among the FIB's disjoint
+// address ranges (intervals: range i starts at starts[i], starts[0] is
+// address 0) and returns the range's entry. It is a radix tree over the
+// range starts that adapts to where they are, built so that a lookup
+// touches few cache lines and the whole index is small (about 8 to 16
+// bytes a range start; the starts themselves are not kept):
+//
+//   - a node covers the addresses [base, base+lim] and spreads them over
+//     up to 2^maxNodeBits buckets of width 2^shift; below base the answer
+//     is before, above base+lim it is after (the last range's entry);
+//   - a bucket is a 32-bit slot: the answer itself when no range starts
+//     inside the bucket (or one starts at its start); a leaf when a few
+//     do (their starts, as 32-bit offsets in the bucket, and their
+//     entries, side by side in one cache line); an aligned child when
+//     many do (2^k buckets splitting this one, found in slots, no header
+//     to read), whose buckets may be fat (a 3-start leaf in place, see
+//     fatChild); or a node of its own when the starts crowd a small part
+//     of the bucket (path compression: deep clusters, such as IPv6 host
+//     routes in one /64, cost one extra node, not a level per few bits);
+//   - each node and child takes the bucket width that costs the least
+//     memory near the average fill (chooseBits), which often matches how
+//     the prefixes are laid out (a run of /24s gets /24 buckets, all
+//     answers in the slots).
+//
+// A lookup reads the root node (in cache: one per table), the root slot,
+// any child slots, and the leaf: for a table of a million routes one to
+// three cache lines. Addresses are handled as offsets from the node's
+// base (rel); IPv4 addresses use only the low 32 bits. A large index has
+// its own mapping in huge pages (mapIndex), so that its random reads do
+// not each miss the TLB.
+type rangeIndex struct {
+	nodes  []rangeNode // nodes[0] is the root; empty when one range covers all
+	slots  []uint32
+	leaves []uint32 // 64-byte aligned: no leaf crosses a cache line
+	only   int32    // the answer when nodes is empty
+	// mapped is the memory of slots and leaves when it is not on the Go
+	// heap (mapIndex): the FIB unmaps it when it is collected.
+	mapped []byte
+}
+
+// heapIndex returns n zeroed words on the Go heap, 64-byte aligned (Go
+// aligns a large array to 16 bytes at least).
+func heapIndex(n int) []uint32 {
+	buf := make([]uint32, n+15)
+	pad := (64 - uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%64) % 64 / 4
+	return buf[pad : pad+uintptr(n) : pad+uintptr(n)]
+}
+
+// rangeNode is a node: the addresses [base, base+lim] spread over
+// lim>>shift+1 buckets, slots[slot:]; below base the answer is before,
+// above base+lim it is after.
+type rangeNode struct {
+	base, lim     u128
+	shift         uint32
+	slot          uint32
+	before, after int32
+}
+
+// Slot encoding: the low two bits are the kind.
+const (
+	slotDirect = 0 // bits 2..31: the answer + 1 (0: no route)
+	slotLeaf   = 1 // bits 2..3: leaf class; bits 4..31: offset in leaves / 4
+	slotChild  = 2 // bits 2..5: k-1; bit 6: fatChild; bits 7..31: offset of the child in slots
+	slotNode   = 3 // bits 2..31: index in nodes
+
+	// fatChild marks an aligned child of fat buckets: 8 words each (32
+	// bytes, aligned), a leaf of up to 3 starts in place (the layout of
+	// a class 1 leaf) whose last word is fatInline, or, for a bucket of
+	// more starts, whose last word is the bucket's slot. Where buckets
+	// hold a few starts each (spaced host routes), this saves the read
+	// of a leaf at about the same size.
+	fatChild  = 1 << 6
+	fatInline = ^uint32(0)
+	fatWords  = 8
+
+	maxNodeBits  = 20      // buckets of a node at most 2^20
+	maxChildBits = 16      // buckets of an aligned child at most 2^16
+	leafCap      = 7       // range starts a leaf holds at most (class 2)
+	perBucket    = 4       // range starts a bucket should hold on average
+	maxSlots     = 1 << 25 // what slotChild can address
+	maxNodes     = 1 << 29 // what slotNode can address, fatInline aside
+	maxLeafUnits = 1 << 28 // what slotLeaf can address, in 4-word units
+)
+
+// A leaf of class c holds up to leafKeys[c] starts in 4<<c words: the
+// starts (offsets in the bucket, shifted right by the bucket's drop bits,
+// padded with 0xffffffff), then the answers for "before the first start"
+// and after each start (padding repeats the last).
+var leafKeys = [3]int{1, 3, 7}
+
+// errIndexTooLarge is returned when a table outgrows the slot encoding
+// (tens of millions of routes).
+var errIndexTooLarge = errors.New("FIB too large for its index")
+
+// lookup returns the entry index of the range holding a, or -1.
+func (r *rangeIndex) lookup(a u128) int32 {
+	if len(r.nodes) == 0 {
+		return r.only
+	}
+	nd := &r.nodes[0]
+	for {
+		if a.less(nd.base) {
+			return nd.before
+		}
+		rel := a.sub(nd.base)
+		if nd.lim.less(rel) {
+			return nd.after
+		}
+		s := uint(nd.shift)
+		slot := r.slots[nd.slot+uint32(rel.shrLo(s))]
+		for slot&3 == slotChild {
+			k := uint(slot>>2&15) + 1
+			s -= k
+			b := uint32(rel.shrLo(s)) & (1<<k - 1)
+			if slot&fatChild == 0 {
+				slot = r.slots[slot>>7+b]
+				continue
+			}
+			f := r.slots[slot>>7+fatWords*b:]
+			f = f[:fatWords:fatWords]
+			if slot = f[7]; slot == fatInline {
+				x := bucketBits(rel, s)
+				return int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
+			}
+		}
+		switch slot & 3 {
+		case slotDirect:
+			return int32(slot>>2) - 1
+		case slotLeaf:
+			return r.leaf(slot, rel, s)
+		}
+		nd = &r.nodes[slot>>2]
+	}
+}
+
+// leaf returns the answer of the leaf in slot for rel in a bucket of
+// width 2^s.
+func (r *rangeIndex) leaf(slot uint32, rel u128, s uint) int32 {
+	x := bucketBits(rel, s)
+	o := slot >> 4 << 2
+	switch slot >> 2 & 3 {
+	case 0:
+		l := r.leaves[o : o+3 : o+3]
+		return int32(l[1+b2u(l[0] <= x)])
+	case 1:
+		l := r.leaves[o : o+7 : o+7]
+		n := b2u(l[0] <= x) + b2u(l[1] <= x) + b2u(l[2] <= x)
+		return int32(l[3+n])
+	}
+	l := r.leaves[o : o+15 : o+15]
+	n := b2u(l[0] <= x) + b2u(l[1] <= x) + b2u(l[2] <= x) + b2u(l[3] <= x) +
+		b2u(l[4] <= x) + b2u(l[5] <= x) + b2u(l[6] <= x)
+	return int32(l[7+n])
+}
+
+// bucketBits returns rel's offset in its bucket of width 2^s as a leaf
+// stores its starts: the top 32 bits of the offset when it is wider.
+func bucketBits(rel u128, s uint) uint32 {
+	d := uint(0)
+	if s > 32 {
+		d = s - 32
+	}
+	return uint32(rel.shrLo(d)) & (^uint32(0) >> (32 - (s - d)))
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// shrLo returns the low 64 bits of a>>s.
+func (a u128) shrLo(s uint) uint64 {
+	if s >= 64 {
+		return a.hi >> (s - 64)
+	}
+	return a.lo>>s | a.hi<<(64-s) // a.hi<<64 is 0 in Go
+}
+
+// shl returns a<<s.
+func (a u128) shl(s uint) u128 {
+	if s >= 64 {
+		return u128{a.lo << (s - 64), 0}
+	}
+	return u128{a.hi<<s | a.lo>>(64-s), a.lo << s}
+}
+
+func (a u128) add(b u128) u128 {
+	lo, carry := bits.Add64(a.lo, b.lo, 0)
+	hi, _ := bits.Add64(a.hi, b.hi, carry)
+	return u128{hi, lo}
+}
+
+// lowZero reports whether the low s bits of a are zero.
+func (a u128) lowZero(s uint) bool {
+	switch {
+	case s == 0:
+		return true
+	case s >= 128:
+		return a == u128{}
+	case s >= 64:
+		return a.lo == 0 && a.hi<<(128-s) == 0
+	}
+	return a.lo<<(64-s) == 0
+}
+
+// indexBuilder builds a rangeIndex over the intervals' starts.
+type indexBuilder struct {
+	r      rangeIndex
+	starts []u128
+	idx    []int32
+	cur    [2]uint32 // per leaf class 0, 1: 4-word units left in its current block, next unit
+	next   [2]uint32
+	err    error
+}
+
+func newRangeIndex(iv intervals) (rangeIndex, error) {
+	if len(iv.starts) <= 1 {
+		only := int32(-1)
+		if len(iv.idx) == 1 {
+			only = iv.idx[0]
+		}
+		return rangeIndex{only: only}, nil
+	}
+	b := &indexBuilder{starts: iv.starts, idx: iv.idx}
+	// starts[0] is address 0 (the range below every prefix): the root
+	// starts at starts[1], so that its buckets cover where prefixes are.
+	b.node(1, len(iv.starts))
+	if b.err != nil {
+		return rangeIndex{}, b.err
+	}
+	// Copy the slots and the leaves into one 64-byte aligned array
+	// (mapIndex), the leaves from a line boundary, so that no leaf crosses
+	// a cache line.
+	ns := (len(b.r.slots) + 15) &^ 15
+	mem, mapped := mapIndex(ns + len(b.r.leaves))
+	b.r.slots = mem[:copy(mem, b.r.slots):len(b.r.slots)]
+	b.r.leaves = mem[ns : ns+copy(mem[ns:], b.r.leaves) : ns+len(b.r.leaves)]
+	b.r.nodes = slices.Clip(b.r.nodes)
+	b.r.mapped = mapped
+	return b.r, nil
+}
+
+func (b *indexBuilder) start(i int) u128 { return b.starts[i] }
+
+// bitsFor returns k such that 2^k buckets hold about perBucket of m
+// starts each.
+func bitsFor(m int) uint {
+	return uint(bits.Len(uint(m / perBucket)))
+}
+
+// chooseBits returns the number of bits k (kmax at most) that splits
+// starts [i0, i1), all in [base, base+2^width), into buckets of width
+// 2^(width-k) at the least memory: the slots, plus the leaves the buckets
+// need (none for a bucket whose only start is its own start), plus an
+// estimate for buckets that need a child. Near bitsFor(m), this often
+// finds a width that matches how the prefixes are laid out (a /24 a
+// bucket), halving the index.
+//
+// For an aligned child (child), it also weighs fat buckets (fatChild), at
+// four fifths of their memory, for the leaf read they save.
+func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child bool) (best uint, fat bool) {
+	k0 := min(max(bitsFor(i1-i0), 1), kmax)
+	best, bestCost := k0, -1
+	for k := max(k0, 2) - 1; k <= min(k0+2, kmax); k++ {
+		shift := width - k
+		thin, thick, cur, n, first := 0, 0, ^uint64(0), 0, false
+		flush := func() {
+			switch {
+			case n == 0 || n == 1 && first:
+			case n <= 1:
+				thin += 16
+			case n <= 3:
+				thin += 32
+			case n <= leafCap:
+				thin += 64
+				thick += 64
+			default:
+				thin += 64 + 12*n
+				thick += 64 + 12*n
+			}
+		}
+		for i := i0; i < i1; i++ {
+			rel := b.start(i).sub(base)
+			bk := rel.shrLo(shift)
+			if bk != cur {
+				flush()
+				cur, n, first = bk, 0, rel.lowZero(shift)
+			}
+			n++
+		}
+		flush()
+		nb := int(cur + 1) // a node's buckets end at the last start's
+		if child {
+			nb = 1 << k
+		}
+		thin += 4 * nb
+		thick += 4 * fatWords * nb
+		if bestCost < 0 || thin < bestCost {
+			best, fat, bestCost = k, false, thin
+		}
+		if c := thick * 4 / 5; child && c < bestCost {
+			best, fat, bestCost = k, true, c
+		}
+	}
+	return best, fat
+}
+
+// node adds a node over starts [i0, i1) and returns its index.
+func (b *indexBuilder) node(i0, i1 int) uint32 {
+	base := b.start(i0)
+	lim := b.start(i1 - 1).sub(base)
+	span := uint(lim.bitLen())
+	k := uint(1)
+	if span > 1 {
+		k, _ = b.chooseBits(i0, i1, base, span, min(maxNodeBits, span), false)
+	}
+	var shift uint
+	if span > k {
+		shift = span - k
+	}
+	nb := int(lim.shrLo(shift)) + 1
+	id := uint32(len(b.r.nodes))
+	slot := len(b.r.slots)
+	if slot+nb > maxSlots || id >= maxNodes {
+		b.err = errIndexTooLarge
+		return id
+	}
+	b.r.nodes = append(b.r.nodes, rangeNode{base: base, lim: lim, shift: uint32(shift), slot: uint32(slot),
+		before: b.idx[i0-1], after: b.idx[i1-1]})
+	b.r.slots = append(b.r.slots, make([]uint32, nb)...)
+	b.fill(slot, nb, base, shift, i0, i1)
+	return id
+}
+
+// fill sets the nb slots from slots[slot] of buckets of width 2^shift
+// from start, over starts [i0, i1) (all inside them).
+func (b *indexBuilder) fill(slot, nb int, start u128, shift uint, i0, i1 int) {
+	i := i0
+	for bk := range nb {
+		bstart := start.add(u128{0, uint64(bk)}.shl(shift))
+		j := b.bucketEnd(i, i1, bstart, shift, bk == nb-1)
+		v := b.bucket(i, j, bstart, shift)
+		if b.err != nil {
+			return
+		}
+		b.r.slots[slot+bk] = v
+		i = j
+	}
+}
+
+// bucketEnd returns the end of the starts, from i (the first at or after
+// bstart) up to i1, inside the bucket [bstart, bstart+2^s); the last
+// bucket of a node or child holds them all. Offsets are taken modulo
+// 2^128: a node's buckets above its last start may run past the top of
+// the address space (bstart+2^s wraps), the offsets of the starts do not.
+func (b *indexBuilder) bucketEnd(i, i1 int, bstart u128, s uint, last bool) int {
+	if last {
+		return i1
+	}
+	width := u128{0, 1}.shl(s)
+	for i < i1 && b.start(i).sub(bstart).less(width) {
+		i++
+	}
+	return i
+}
+
+// bucket returns the slot of the bucket [start, start+2^s) holding starts
+// [i0, i1).
+func (b *indexBuilder) bucket(i0, i1 int, start u128, s uint) uint32 {
+	m := i1 - i0
+	switch {
+	case m == 0:
+		return direct(b.idx[i0-1])
+	case m == 1 && b.start(i0) == start:
+		return direct(b.idx[i0])
+	}
+	d := uint(0)
+	if s > 32 {
+		d = s - 32
+	}
+	if m <= leafCap {
+		ok := true
+		for i := i0; i < i1; i++ {
+			ok = ok && b.start(i).sub(start).lowZero(d)
+		}
+		if ok {
+			return b.leaf(i0, i1, start, d)
+		}
+	}
+	spread := uint(b.start(i1 - 1).sub(b.start(i0)).bitLen())
+	if spread+8 < s || s < 2 {
+		// The starts crowd a small part of the bucket: a node of their
+		// own, over just them.
+		return b.node(i0, i1)<<2 | slotNode
+	}
+	k, fat := b.chooseBits(i0, i1, start, s, min(maxChildBits, s), true)
+	if fat {
+		return b.fatChild(i0, i1, start, s, k)
+	}
+	slot := len(b.r.slots)
+	if slot+1<<k > maxSlots {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	b.r.slots = append(b.r.slots, make([]uint32, 1<<k)...)
+	b.fill(slot, 1<<k, start, s-k, i0, i1)
+	return uint32(slot)<<7 | uint32(k-1)<<2 | slotChild
+}
+
+// fatChild adds an aligned child of 2^k fat buckets (fatChild) over the
+// bucket [start, start+2^s) holding starts [i0, i1), and returns its
+// slot.
+func (b *indexBuilder) fatChild(i0, i1 int, start u128, s, k uint) uint32 {
+	// Align the child to 32 bytes (slots start on a cache line).
+	slot := (len(b.r.slots) + fatWords - 1) &^ (fatWords - 1)
+	if slot+fatWords<<k > maxSlots {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	b.r.slots = append(b.r.slots, make([]uint32, slot+fatWords<<k-len(b.r.slots))...)
+	s -= k
+	i := i0
+	for bk := range 1 << k {
+		bstart := start.add(u128{0, uint64(bk)}.shl(s))
+		j := b.bucketEnd(i, i1, bstart, s, bk == 1<<k-1)
+		d := uint(0)
+		if s > 32 {
+			d = s - 32
+		}
+		inline := j-i <= 3
+		for x := i; x < j && inline; x++ {
+			inline = b.start(x).sub(bstart).lowZero(d)
+		}
+		o := slot + fatWords*bk
+		if inline {
+			f := b.r.slots[o : o+fatWords]
+			for x := range 3 {
+				f[x] = ^uint32(0)
+				f[4+x] = uint32(b.idx[i-1+min(x+1, j-i)])
+				if i+x < j {
+					f[x] = uint32(b.start(i + x).sub(bstart).shrLo(d))
+				}
+			}
+			f[3] = uint32(b.idx[i-1])
+			f[7] = fatInline
+		} else {
+			v := b.bucket(i, j, bstart, s)
+			if b.err != nil {
+				return 0
+			}
+			b.r.slots[o+7] = v
+		}
+		i = j
+	}
+	return uint32(slot)<<7 | uint32(k-1)<<2 | fatChild | slotChild
+}
+
+func direct(idx int32) uint32 { return uint32(idx+1)<<2 | slotDirect }
+
+// leaf writes a leaf for starts [i0, i1) of the bucket from start (drop:
+// the low bits all its offsets have zero) and returns its slot.
+func (b *indexBuilder) leaf(i0, i1 int, start u128, drop uint) uint32 {
+	m := i1 - i0
+	c := 0
+	for leafKeys[c] < m {
+		c++
+	}
+	n := leafKeys[c]
+	var unit uint32 // offset in 4-word units
+	if c == 2 {
+		unit = uint32(len(b.r.leaves) / 4)
+		b.r.leaves = append(b.r.leaves, make([]uint32, 16)...)
+	} else {
+		if b.cur[c] == 0 { // a fresh 64-byte block for this class
+			b.next[c] = uint32(len(b.r.leaves) / 4)
+			b.cur[c] = 4
+			b.r.leaves = append(b.r.leaves, make([]uint32, 16)...)
+		}
+		unit = b.next[c]
+		b.next[c] += 1 << c
+		b.cur[c] -= 1 << c
+	}
+	if int(unit) >= maxLeafUnits {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	l := b.r.leaves[unit*4:]
+	for j := range n {
+		if j < m {
+			l[j] = uint32(b.start(i0 + j).sub(start).shrLo(drop))
+		} else {
+			l[j] = ^uint32(0)
+		}
+	}
+	l[n] = uint32(b.idx[i0-1])
+	for j := range n {
+		l[n+1+j] = uint32(b.idx[i0+min(j, m-1)])
+	}
+	return unit<<4 | uint32(c)<<2 | slotLeaf
+}
+
+// batchLanes is how many lookups lookupBatch walks side by side: enough
+// for the cache misses of one level to overlap (a core keeps 10 to 20
+// loads in flight), few enough for the lanes' state to stay in registers
+// and L1.
+const batchLanes = 16
+
+// lane is one lookup of a batch between levels: the index it searches,
+// the address, its offset from the current node's base, the bucket width
+// (2^s), the slot read last and, when that slot is the last word of a fat
+// bucket, the bucket's offset in slots (fat; else -1).
+type lane struct {
+	r    *rangeIndex
+	a    u128
+	rel  u128
+	s    uint
+	slot uint32
+	fat  int32
+}
+
+// lookupLanes looks up ls[i] (of indexes and addresses set) into out[i],
+// one level of every lane at a time, so that the lanes' cache misses
+// overlap instead of following each other. A pass only stores what it
+// reads from the index; the next pass branches on it, once it has
+// arrived: a branch on a value still in flight would be mispredicted as
+// often as not, and the loads issued past it discarded.
+func lookupLanes(ls []lane, out []int32) {
+	out = out[:len(ls)]
+	var pending [batchLanes]uint8
+	np := 0
+	for i := range ls {
+		l := &ls[i]
+		l.fat = -1
+		if len(l.r.nodes) == 0 {
+			out[i] = l.r.only
+			continue
+		}
+		if res, ok := l.enter(&l.r.nodes[0]); !ok {
+			out[i] = res
+			continue
+		}
+		pending[np] = uint8(i)
+		np++
+	}
+	for np > 0 {
+		n := 0
+		for _, i := range pending[:np] {
+			l := &ls[i]
+			if l.fat >= 0 {
+				if l.slot == fatInline {
+					f := l.r.slots[l.fat : l.fat+fatWords : l.fat+fatWords]
+					x := bucketBits(l.rel, l.s)
+					out[i] = int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
+					continue
+				}
+				l.fat = -1 // l.slot is the bucket's slot
+			}
+			switch l.slot & 3 {
+			case slotChild:
+				k := uint(l.slot>>2&15) + 1
+				l.s -= k
+				b := uint32(l.rel.shrLo(l.s)) & (1<<k - 1)
+				if l.slot&fatChild == 0 {
+					l.slot = l.r.slots[l.slot>>7+b]
+				} else {
+					l.fat = int32(l.slot>>7 + fatWords*b)
+					l.slot = l.r.slots[l.fat+fatWords-1]
+				}
+			case slotDirect:
+				out[i] = int32(l.slot>>2) - 1
+				continue
+			case slotLeaf:
+				out[i] = l.r.leaf(l.slot, l.rel, l.s)
+				continue
+			case slotNode:
+				if res, ok := l.enter(&l.r.nodes[l.slot>>2]); !ok {
+					out[i] = res
+					continue
+				}
+			}
+			pending[n] = i
+			n++
+		}
+		np = n
+	}
+}
+
+// enter starts l's walk of node nd: it reads the slot of l's bucket, or
+// returns the answer (and false) when l's address is outside the node.
+func (l *lane) enter(nd *rangeNode) (int32, bool) {
+	if l.a.less(nd.base) {
+		return nd.before, false
+	}
+	l.rel = l.a.sub(nd.base)
+	if nd.lim.less(l.rel) {
+		return nd.after, false
+	}
+	l.s = uint(nd.shift)
+	l.slot = l.r.slots[nd.slot+uint32(l.rel.shrLo(l.s))]
+	return 0, true
+}
