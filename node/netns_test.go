@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -101,7 +100,7 @@ type capture struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	file string
-	out  bytes.Buffer
+	out  tshark.Stderr
 }
 
 func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *capture {
@@ -120,9 +119,9 @@ func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *ca
 			c.cmd.Wait()
 		}
 	})
-	// tshark says "Capturing on" once the socket is open.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(c.out.String(), "Capturing on") {
+	// Not "Capturing on": tshark prints it before dumpcap opens the socket.
+	deadline := time.Now().Add(30 * time.Second)
+	for !tshark.Ready(c.out.String()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("tshark did not start: %s", c.out.String())
 		}
