@@ -38,10 +38,12 @@
 // partial checksums (the pseudo-header sum, CHECKSUM_PARTIAL), and AF_XDP
 // carries no flag that says so: the form alone cannot be trusted (a
 // crafted or corrupted frame can carry it), so such frames fail
-// verification and are dropped as bad checksums. The peer must send full
-// checksums: `ethtool -K PEER tx off`. Stats.RXChecksumPartialForm counts
-// the frames that arrived in the partial form, to show a peer that does
-// not.
+// verification (dropped as bad_checksum) or, in transit, leave with the
+// checksum they came with and fail at their receiver. The peer must send
+// full checksums: `ethtool -K PEER tx off`. Stats.RXChecksumPartialForm
+// counts the frames that arrived in the partial form, to show a peer that
+// does not.
+//
 // Frames sent must carry full checksums. With XDP attached, a veth's peer
 // stops sending GSO frames (the kernel segments before the veth), so
 // frames are at most MTU + Ethernet header long; GSOFrames is not offered.
