@@ -37,13 +37,17 @@ const (
 	// it runs NAPI and takes frames that ns1's XDP label switch redirects
 	// into virt12 (package forward/xdp).
 	TopoUserLSRPeerGRO
+	// TopoUserLSRXDP: TopoUserLSR with TX checksum offload off on ns2's
+	// virt21: the kernel peer of ns1's AF_XDP link (link type xdp) must
+	// send full checksums, which that link verifies (package link/xdp).
+	TopoUserLSRXDP
 	numTopologies
 )
 
-var topoNames = [numTopologies]string{"kernel", "kernel-notso", "user-host", "user-lsr", "tap", "user-lsr-peer-gro"}
+var topoNames = [numTopologies]string{"kernel", "kernel-notso", "user-host", "user-lsr", "tap", "user-lsr-peer-gro", "user-lsr-xdp"}
 
 // letters name each kind's namespaces: mpb<pid>-<letter><0|1|2>.
-var topoLetters = [numTopologies]string{"k", "n", "h", "l", "t", "x"}
+var topoLetters = [numTopologies]string{"k", "n", "h", "l", "t", "x", "c"}
 
 // String returns the kind's name as results.json records it.
 func (t Topology) String() string {
@@ -193,7 +197,7 @@ func Configs() []Config {
 		{ID: "3", Group: 3, Name: "stock gVisor (fdbased, AF_PACKET), plain IP, no GSO", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientGVisor, Host: hostPlain},
 		{ID: "4", Group: 4, Name: "mplsnode ns0, no labels, kernel forwards in ns1", Test: netperf.TCPStream, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
 		{ID: "5", Group: 5, Name: "mplsnode ns0 -> mplsnode LSR ns1 (pop) -> kernel, 1 label", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
-		{ID: "5x", Group: 5, Name: "as 5, AF_XDP links (link type xdp) in ns0 and ns1", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: onXDP(ns0Label), NS1Conf: onXDP(ns1Pop)},
+		{ID: "5x", Group: 5, Name: "as 5, AF_XDP links (link type xdp) in ns0 and ns1", Test: netperf.TCPStream, Topo: TopoUserLSRXDP, Client: ClientNode, Host: hostLSP, NS0Conf: onXDP(ns0Label), NS1Conf: onXDP(ns1Pop)},
 		{ID: "5m", Group: 5, Name: "as 5, every afpacket link mode mmsg (recvmmsg/sendmmsg; 5 runs auto: packet rings)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "mode mmsg"), NS1Conf: linkWords(ns1Pop, "mode mmsg")},
 		{ID: "5q", Group: 5, Name: "as 5, every afpacket link mode ring with queues 2 (PACKET_FANOUT)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "queues 2 mode ring"), NS1Conf: linkWords(ns1Pop, "queues 2 mode ring")},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},

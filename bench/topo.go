@@ -134,6 +134,9 @@ func buildTopo(ctx context.Context, t *Topo) error {
 	if t.Kind == TopoUserLSRPeerGRO {
 		steps = append(steps, s(ns2, "ethtool", "-K", "virt21", "gro", "on"))
 	}
+	if t.Kind == TopoUserLSRXDP {
+		steps = append(steps, s(ns2, "ethtool", "-K", "virt21", "tx", "off"))
+	}
 	if t.Kind == TopoTAP {
 		for _, b := range []struct{ ns, br, member string }{{ns0, "br0", "virt01"}, {ns1, "br10", "virt10"}, {ns1, "br12", "virt12"}} {
 			steps = append(steps,

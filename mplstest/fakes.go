@@ -1,7 +1,9 @@
 package mplstest
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
@@ -137,3 +139,20 @@ func (s *Sink) Reset() {
 
 // ARPHardwareType implements stack.LinkEndpoint: Ethernet.
 func (*Sink) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
+
+// ReadFrame returns the next packet written to ep, every byte of it
+// (headers and payload), or nil if none comes within timeout.
+func ReadFrame(ep *channel.Endpoint, timeout time.Duration) []byte {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pkt := ep.ReadContext(ctx)
+	if pkt == nil {
+		return nil
+	}
+	defer pkt.DecRef()
+	var b []byte
+	for _, v := range pkt.AsSlices() {
+		b = append(b, v...)
+	}
+	return b
+}

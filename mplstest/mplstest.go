@@ -1,9 +1,10 @@
 // Package mplstest helps embedders and our own tests build MPLS-over-Ethernet
 // frames and fake the pieces around a link/mplsendpoint.Endpoint: labelled
 // frames as bytes (Frame), IPv4/IPv6 TCP and UDP packets with valid
-// checksums (IPv4TCP, IPv6TCP, IPv4UDP), a label switch that records its
-// calls (Forwarder) and a lower link that records or discards what it is
-// given (Sink).
+// checksums (IPv4TCP, IPv6TCP, IPv4UDP, UDP), a label switch that records
+// its calls (Forwarder), a lower link that records or discards what it is
+// given (Sink), and the next frame a gVisor channel endpoint was given
+// (ReadFrame).
 //
 // Everything here allocates freely and favours clarity over speed; it is
 // for tests, never for the packet path.
@@ -155,11 +156,33 @@ func IPv6TCP(t TCP) []byte {
 // IPv4UDP returns an IPv4 packet with TTL 64 carrying a UDP datagram from
 // src to dst with payload, with valid IPv4 and UDP checksums.
 func IPv4UDP(src, dst netip.AddrPort, df bool, payload []byte) []byte {
-	u := make([]byte, header.UDPMinimumSize+len(payload))
-	header.UDP(u).Encode(&header.UDPFields{SrcPort: src.Port(), DstPort: dst.Port(), Length: uint16(len(u))})
-	copy(u[header.UDPMinimumSize:], payload)
-	ip := ipv4(src.Addr(), dst.Addr(), header.UDPProtocolNumber, defaultTTL, 0, 0, df, u)
-	setL4Checksum(ip[header.IPv4MinimumSize:], udpChecksumOffset, header.UDPProtocolNumber, src.Addr(), dst.Addr())
+	return UDP{Src: src, Dst: dst, DF: df, Payload: payload}.IPv4()
+}
+
+// UDP describes a UDP datagram inside an IPv4 packet (IPv4 ID 0, TOS 0).
+type UDP struct {
+	// Src and Dst are the endpoints, both IPv4.
+	Src, Dst netip.AddrPort
+	// TTL is the IPv4 TTL; 0 means 64.
+	TTL uint8
+	// DF sets the IPv4 don't-fragment flag.
+	DF bool
+	// Payload is the UDP payload.
+	Payload []byte
+}
+
+// IPv4 returns the IPv4 packet (20-byte header) carrying u, with valid
+// IPv4 and UDP checksums. It panics if u's addresses are not IPv4.
+func (u UDP) IPv4() []byte {
+	d := make([]byte, header.UDPMinimumSize+len(u.Payload))
+	header.UDP(d).Encode(&header.UDPFields{SrcPort: u.Src.Port(), DstPort: u.Dst.Port(), Length: uint16(len(d))})
+	copy(d[header.UDPMinimumSize:], u.Payload)
+	ttl := u.TTL
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
+	ip := ipv4(u.Src.Addr(), u.Dst.Addr(), header.UDPProtocolNumber, ttl, 0, 0, u.DF, d)
+	setL4Checksum(ip[header.IPv4MinimumSize:], udpChecksumOffset, header.UDPProtocolNumber, u.Src.Addr(), u.Dst.Addr())
 	return ip
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -535,7 +536,7 @@ func startWireCount(t *testing.T, ns *netns.NS, dev, filter string) *wireCount {
 			w.cmd.Wait()
 		}
 	})
-	waitFor(t, 20*time.Second, "tshark to start capturing", func() bool { return strings.Contains(w.out.String(), "Capturing on") })
+	waitFor(t, 30*time.Second, "tshark to start capturing", func() bool { return tshark.Ready(w.out.String()) })
 	return w
 }
 

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"log/slog"
@@ -11,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/refs"
@@ -99,37 +98,23 @@ func nicID(t testing.TB, n *node.Node, name string) tcpip.NICID {
 	return 0
 }
 
-// ipv4UDP returns an IPv4/UDP packet 10.1.0.2 -> 10.9.9.9 with the given TTL
-// and payload size, serialized by gopacket.
+// ipv4UDP returns an IPv4 UDP packet 10.1.0.2:1234 -> 10.9.9.9:5678 with
+// the given TTL and a zero payload of size bytes, checksums valid
+// (mplstest.UDP: the same bytes gopacket serializes).
 func ipv4UDP(t testing.TB, ttl uint8, size int) []byte {
 	t.Helper()
-	ip := &layers.IPv4{Version: 4, TTL: ttl, Protocol: layers.IPProtocolUDP,
-		SrcIP: netip.MustParseAddr("10.1.0.2").AsSlice(), DstIP: netip.MustParseAddr("10.9.9.9").AsSlice()}
-	udp := &layers.UDP{SrcPort: 1234, DstPort: 5678}
-	udp.SetNetworkLayerForChecksum(ip)
-	buf := gopacket.NewSerializeBuffer()
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		ip, udp, gopacket.Payload(make([]byte, size))); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return mplstest.UDP{Src: netip.MustParseAddrPort("10.1.0.2:1234"), Dst: netip.MustParseAddrPort("10.9.9.9:5678"),
+		TTL: ttl, Payload: make([]byte, size)}.IPv4()
 }
 
-// labelled returns an Ethernet frame to in0 carrying the labels (outermost
-// first, S on the last, TTL ttl) over payload.
+// labelled returns an MPLS (0x8847) Ethernet frame to in0 carrying the
+// labels (outermost first, S on the last, TTL ttl) over payload.
 func labelled(labels []uint32, ttl uint8, payload []byte) []byte {
-	f := make([]byte, 14, 14+4*len(labels)+len(payload))
-	copy(f[0:], macIn)
-	copy(f[6:], macPrev)
-	binary.BigEndian.PutUint16(f[12:], 0x8847)
+	ls := make([]mpls.Label, len(labels))
 	for i, l := range labels {
-		v := l<<12 | uint32(ttl)
-		if i == len(labels)-1 {
-			v |= 1 << 8
-		}
-		f = binary.BigEndian.AppendUint32(f, v)
+		ls[i] = mpls.Label(l)
 	}
-	return append(f, payload...)
+	return mplstest.Frame{Dst: macIn, Src: macPrev, EtherType: mplstest.EthertypeMPLS, Labels: mplstest.Stack(ttl, ls...), Payload: payload}.Bytes()
 }
 
 func inject(ep *channel.Endpoint, frame []byte) {
@@ -138,21 +123,10 @@ func inject(ep *channel.Endpoint, frame []byte) {
 	pkt.DecRef()
 }
 
-// readFrame returns the next frame written to ep, or nil after a while.
+// readFrame returns the next frame written to ep, or nil after 2 s.
 func readFrame(t testing.TB, ep *channel.Endpoint) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	pkt := ep.ReadContext(ctx)
-	if pkt == nil {
-		return nil
-	}
-	defer pkt.DecRef()
-	var b []byte
-	for _, v := range pkt.AsSlices() {
-		b = append(b, v...)
-	}
-	return b
+	return mplstest.ReadFrame(ep, 2*time.Second)
 }
 
 func TestReload(t *testing.T) {

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -101,7 +100,7 @@ type capture struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	file string
-	out  bytes.Buffer
+	out  tshark.Stderr
 }
 
 func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *capture {
@@ -120,9 +119,9 @@ func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *ca
 			c.cmd.Wait()
 		}
 	})
-	// tshark says "Capturing on" once the socket is open.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(c.out.String(), "Capturing on") {
+	// Not "Capturing on": tshark prints it before dumpcap opens the socket.
+	deadline := time.Now().Add(30 * time.Second)
+	for !tshark.Ready(c.out.String()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("tshark did not start: %s", c.out.String())
 		}
@@ -219,6 +218,11 @@ func newSeedOf(t *testing.T, linkType, linkWords string, opts func(*seed) (opts0
 	s.ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", s.v21)
 	s.ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
 	s.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
+	if linkType == "xdp" {
+		// An AF_XDP link cannot tell a partial checksum from a wrong one:
+		// its kernel peer must send full checksums (link/xdp's doc).
+		s.ns2.MustExec("ethtool", "-K", s.v21, "tx", "off")
+	}
 	s.conf0 = fmt.Sprintf(`link add %[1]s type %[2]s
 addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 mtu lock 1496

@@ -289,8 +289,8 @@ func startCaptureSnap(t *testing.T, ns *netns.NS, dev, filter string, snap int) 
 			c.cmd.Wait()
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(c.out.String(), "Capturing on") {
+	deadline := time.Now().Add(30 * time.Second)
+	for !tshark.Ready(c.out.String()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("tshark did not start: %s", c.out.String())
 		}
@@ -302,7 +302,23 @@ func startCaptureSnap(t *testing.T, ns *netns.NS, dev, filter string, snap int) 
 // stop ends the capture and returns the given fields of each frame.
 func (c *openCapture) stop(t *testing.T, fields ...string) [][]string {
 	t.Helper()
-	time.Sleep(500 * time.Millisecond) // let the last frames reach the file
+	// Let dumpcap catch up: on a loaded machine it lags behind the traffic,
+	// and what it has not read when SIGINT comes is lost. It flushes the
+	// file as it reads, so wait (at most 60 s) for the file to stop growing
+	// for a second.
+	var last int64 = -1
+	stable := time.Now()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		fi, err := os.Stat(c.file)
+		if err != nil {
+			continue
+		}
+		if fi.Size() != last {
+			last, stable = fi.Size(), time.Now()
+		} else if time.Since(stable) >= time.Second {
+			break
+		}
+	}
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- c.cmd.Wait() }()

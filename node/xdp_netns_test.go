@@ -3,9 +3,13 @@ package node_test
 import (
 	"context"
 	"net"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 )
 
 // TestSeedXDP is the seed topology with every node link on AF_XDP (link
@@ -79,5 +83,61 @@ func TestSeedXDP(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatalf("ns2->ns0: the transfer did not finish; ns1 %+v", s.n1.Stats())
+	}
+}
+
+// TestSeedXDPPartialFormForwarded sends, with python3-scapy from the
+// kernel's namespace ns2, a TCP SYN to ns0's stack whose checksum field
+// holds the pseudo-header sum (what Linux leaves in a CHECKSUM_PARTIAL
+// packet) while its payload makes it wrong, then a good SYN, both through
+// the LSR's AF_XDP links (link/xdp/testdata/partial_form.py). The LSR
+// forwards the crafted one with its checksum as it came (wrong), so ns0
+// counts it as bad_checksum and never answers it; the good SYN draws a
+// SYN-ACK back into ns2. Planted bug: link/xdp flagging frames of the
+// partial form RXChecksumValidated (its old rule): the LSR finishes the
+// "partial" checksum, ns0 takes the crafted SYN and answers it.
+func TestSeedXDPPartialFormForwarded(t *testing.T) {
+	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
+		t.Skipf("needs python3-scapy (Debian package; scripts/deps.sh installs it) to craft frames: %v", err)
+	}
+	s := newSeedOf(t, "xdp", "", nil)
+	ln, err := s.n0.Stack().Listen("tcp", "172.16.20.20:5021")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var lsrMAC net.HardwareAddr
+	if err := s.ns1.Run(func() error {
+		ifc, err := net.InterfaceByName(s.v12)
+		if err == nil {
+			lsrMAC = ifc.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", s.ns2.Name(), scapyPython, "../link/xdp/testdata/partial_form.py",
+		"--iface", s.v21, "--dst-mac", lsrMAC.String(), "--src", "172.16.21.22", "--dst", "172.16.20.20", "--dport", "5021",
+		"--sniff", "--timeout", "60").CombinedOutput()
+	if err != nil {
+		t.Fatalf("partial_form.py: %v: %s", err, out)
+	}
+	var synacks []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "synack" {
+			synacks = append(synacks, f[1])
+		}
+	}
+	bad := s.n0.Stats().Links[s.v01].Drops[mplsendpoint.DropBadChecksum]
+	if !slices.Contains(synacks, "40002") {
+		t.Fatalf("no SYN-ACK to the good SYN: script said %s; ns0 %+v ns1 %+v", out, s.n0.Stats(), s.n1.Stats())
+	}
+	if slices.Contains(synacks, "40001") {
+		t.Errorf("ns0 answered the crafted SYN (its wrong checksum in the partial form was fixed on the way): SYN-ACKs to %v", synacks)
+	}
+	if bad != 1 {
+		t.Errorf("ns0 bad_checksum drops on %s = %d, want 1 (the crafted SYN, forwarded by the LSR with its checksum unchanged)", s.v01, bad)
 	}
 }

@@ -191,15 +191,16 @@ func TestLabelledPathDecodedByTshark(t *testing.T) {
 		t.Fatalf("tshark: %v", err)
 	}
 	t.Cleanup(func() { cap.Process.Kill(); cap.Wait() })
-	// Wait for "Capturing on" so no frame is missed; a tshark silent for
-	// 20 s is killed, which ends the read.
+	// Wait until the capture is live (tshark.Ready: not "Capturing on",
+	// which tshark prints before dumpcap opens the socket) so no frame is
+	// missed; a tshark not ready in 30 s is killed, which ends the read.
 	buf := make([]byte, 4096)
 	var seen strings.Builder
-	startTimeout := time.AfterFunc(20*time.Second, func() { cap.Process.Kill() })
-	for !strings.Contains(seen.String(), "Capturing on") {
+	startTimeout := time.AfterFunc(30*time.Second, func() { cap.Process.Kill() })
+	for !tshark.Ready(seen.String()) {
 		n, err := stderr.Read(buf)
 		if err != nil {
-			t.Fatalf("tshark did not start within 20 s: %v: %s", err, seen.String())
+			t.Fatalf("tshark did not start capturing within 30 s: %v: %s", err, seen.String())
 		}
 		seen.Write(buf[:n])
 	}

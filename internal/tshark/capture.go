@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +36,7 @@ func (c *Capture) stderr() string {
 }
 
 // StartCapture starts tshark in ns on dev with a capture (BPF) filter and
-// returns once it is capturing; it stops after count frames. Need(t) first.
+// returns once it is capturing (Ready); it stops after count frames.
 // The process is killed in t.Cleanup if it is still running.
 func StartCapture(t testing.TB, ns *netns.NS, dev, filter string, count int) *Capture {
 	t.Helper()
@@ -55,9 +54,8 @@ func StartCapture(t testing.TB, ns *netns.NS, dev, filter string, count int) *Ca
 			c.cmd.Wait()
 		}
 	})
-	// tshark says "Capturing on" once the socket is open.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(c.stderr(), "Capturing on") {
+	deadline := time.Now().Add(30 * time.Second)
+	for !Ready(c.stderr()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("tshark did not start: %s", c.stderr())
 		}

@@ -367,7 +367,13 @@ func (f *FIBEndpoint) hop(hop *mpls.NextHop, dst netip.Addr) *fibHop {
 }
 
 // send resolves h's MAC address and writes pkt through h's link with
-// labels, or queues it (a reference of its own) while resolution runs.
+// labels, or queues a clone of it while resolution runs. A clone, not a
+// reference: the caller still reads pkt after send returns (gVisor's NIC
+// takes its size for its counters) while resolved, in the goroutine that
+// handles the neighbour's answer, pushes the link header on what was
+// queued; the clone has its own header offsets, and its bytes are copied
+// on that write (the race detector caught the shared packet in
+// stack's TestNetConn).
 func (f *FIBEndpoint) send(h *fibHop, pkt *stack.PacketBuffer, labels []mpls.Label, fixedTTL uint8) {
 	terr := f.resolve(h.link.NIC, h.addr, h.proto, h.onResolve)
 	switch terr.(type) {
@@ -379,7 +385,7 @@ func (f *FIBEndpoint) send(h *fibHop, pkt *stack.PacketBuffer, labels []mpls.Lab
 	case *tcpip.ErrWouldBlock:
 		h.mu.Lock()
 		if len(h.queue) < maxQueuedPerHop {
-			h.queue = append(h.queue, queuedPacket{pkt: pkt.IncRef(), labels: labels, ttl: fixedTTL})
+			h.queue = append(h.queue, queuedPacket{pkt: pkt.Clone(), labels: labels, ttl: fixedTTL})
 			h.mu.Unlock()
 			return
 		}

@@ -12,14 +12,16 @@ import (
 // a partial checksum (CHECKSUM_PARTIAL): the folded pseudo-header sum,
 // length included, not yet complemented, the rest left to the device.
 //
-// A veth peer with TX checksum offload (the default) sends such frames, and
-// an XDP program passes them to the socket as they are, with no flag to say
-// so (AF_XDP has no checksum metadata on a veth). The link flags these
-// frames as link/afpacket flags TP_STATUS_CSUMNOTREADY ones (the upper
-// endpoint accepts them and finishes the checksum of what it forwards);
-// every other frame is verified in full above. A corruption that happens
-// to turn the field into this one value passes, as a wrong checksum that
-// happens to match does: the chance doubles from 2^-16 to 2^-15.
+// It is a diagnosis, never a verdict: a veth peer with TX checksum offload
+// (the default) sends its own TCP and UDP frames in this form, and the
+// XDP program passes them to the socket as they are, with nothing to say
+// so (AF_XDP carries no checksum metadata; the kernel's XDP metadata
+// kfuncs give a hash, a timestamp and a VLAN tag, no checksum state).
+// Anyone can put this value in the field of a frame whose checksum is
+// wrong, so the endpoint cannot take the form as a sign that the kernel
+// vouches for the data: it delivers every frame unflagged, to be verified
+// in full above, and counts those of this form (Stats.RXChecksumPartialForm)
+// so that a peer that needs `ethtool -K PEER tx off` shows itself.
 // IPv4 fragments, IPv6 extension headers and other protocols are not
 // judged (false).
 func partialChecksum(frame []byte) bool {

@@ -75,17 +75,67 @@ func TestPartialChecksum(t *testing.T) {
 	}
 }
 
-// FuzzPartialChecksum feeds arbitrary frames: no panic, and a frame
-// judged partial is IPv4 or IPv6.
+// FuzzPartialChecksum feeds arbitrary frames to the diagnosis (it reads
+// every received frame's headers): no panic; a frame judged partial is
+// IPv4 or IPv6 TCP or UDP whose checksum field is the one the judgement
+// rests on (changing that field alone undoes it; a parser that read the
+// wrong offset, or judged by anything but the field, fails here). Seeds
+// include the partial form of each kind.
 func FuzzPartialChecksum(f *testing.F) {
-	f.Add(eth(0x0800, mplstest.IPv4TCP(mplstest.TCP{Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: netip.MustParseAddrPort("10.0.0.2:2"), Payload: []byte("x")})))
-	f.Add(eth(0x86dd, mplstest.IPv6TCP(mplstest.TCP{Src: netip.MustParseAddrPort("[fd00::1]:1"), Dst: netip.MustParseAddrPort("[fd00::2]:2")})))
+	a4, b4 := netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:2")
+	a6, b6 := netip.MustParseAddrPort("[fd00::1]:1"), netip.MustParseAddrPort("[fd00::2]:2")
+	s4, d4 := tcpip.AddrFrom4(a4.Addr().As4()), tcpip.AddrFrom4(b4.Addr().As4())
+	s6, d6 := tcpip.AddrFrom16(a6.Addr().As16()), tcpip.AddrFrom16(b6.Addr().As16())
+	t4 := eth(0x0800, mplstest.IPv4TCP(mplstest.TCP{Src: a4, Dst: b4, Payload: []byte("x")}))
+	t6 := eth(0x86dd, mplstest.IPv6TCP(mplstest.TCP{Src: a6, Dst: b6}))
+	u4 := eth(0x0800, mplstest.IPv4UDP(a4, b4, true, []byte("yy")))
+	f.Add(t4)
+	f.Add(t6)
+	f.Add(u4)
+	for _, c := range []struct {
+		frame    []byte
+		l4, off  int
+		proto    tcpip.TransportProtocolNumber
+		src, dst tcpip.Address
+	}{
+		{t4, 34, 16, header.TCPProtocolNumber, s4, d4},
+		{t6, 54, 16, header.TCPProtocolNumber, s6, d6},
+		{u4, 34, 6, header.UDPProtocolNumber, s4, d4},
+	} {
+		p := bytes.Clone(c.frame)
+		partialForm(p, c.l4, c.off, c.proto, c.src, c.dst)
+		f.Add(p)
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		if partialChecksum(frame) {
-			if et := binary.BigEndian.Uint16(frame[12:]); et != 0x0800 && et != 0x86dd {
-				t.Errorf("ethertype %#x judged partial", et)
-			}
+		if !partialChecksum(frame) {
+			return
+		}
+		et := binary.BigEndian.Uint16(frame[12:])
+		var l4 int
+		var proto uint8
+		switch et {
+		case 0x0800:
+			ip := header.IPv4(frame[14:])
+			l4, proto = 14+int(ip.HeaderLength()), ip.Protocol()
+		case 0x86dd:
+			l4, proto = 14+header.IPv6MinimumSize, header.IPv6(frame[14:]).NextHeader()
+		default:
+			t.Fatalf("ethertype %#x judged partial", et)
+		}
+		off := 16
+		switch tcpip.TransportProtocolNumber(proto) {
+		case header.TCPProtocolNumber:
+		case header.UDPProtocolNumber:
+			off = 6
+		default:
+			t.Fatalf("protocol %d judged partial", proto)
+		}
+		g := bytes.Clone(frame)
+		g[l4+off] ^= 0x01
+		g[l4+off+1] ^= 0x01
+		if partialChecksum(g) {
+			t.Errorf("still judged partial with the checksum field at %d changed", l4+off)
 		}
 	})
 }

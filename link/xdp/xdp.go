@@ -31,11 +31,19 @@
 // ring and kicks the kernel with one sendto per 32 frames or so (the
 // kernel's copy-mode budget per call).
 //
-// Checksums: a veth peer with TX checksum offload hands over TCP and UDP
-// frames whose checksum is partial, and AF_XDP carries no flag for it. The
-// endpoint recognises the partial form (see partialChecksum) and delivers
-// those frames with pkt.RXChecksumValidated set, as link/afpacket does for
-// TP_STATUS_CSUMNOTREADY; all others go up unflagged, to be verified.
+// Checksums: every frame goes up with pkt.RXChecksumValidated false, so the
+// layer above verifies its IP, TCP and UDP checksums in software (or, in
+// transit, forwards it with its checksums as they came). A veth peer with
+// TX checksum offload (the default) sends its own TCP and UDP frames with
+// partial checksums (the pseudo-header sum, CHECKSUM_PARTIAL), and AF_XDP
+// carries no flag that says so: the form alone cannot be trusted (a
+// crafted or corrupted frame can carry it), so such frames fail
+// verification (dropped as bad_checksum) or, in transit, leave with the
+// checksum they came with and fail at their receiver. The peer must send
+// full checksums: `ethtool -K PEER tx off`. Stats.RXChecksumPartialForm
+// counts the frames that arrived in the partial form, to show a peer that
+// does not.
+//
 // Frames sent must carry full checksums. With XDP attached, a veth's peer
 // stops sending GSO frames (the kernel segments before the veth), so
 // frames are at most MTU + Ethernet header long; GSOFrames is not offered.
@@ -107,9 +115,14 @@ type Options struct {
 type Stats struct {
 	// RXPackets and RXBytes count frames delivered upward.
 	RXPackets, RXBytes uint64
-	// RXChecksumPartial counts delivered frames whose TCP or UDP checksum
-	// was partial (flagged RXChecksumValidated).
-	RXChecksumPartial uint64
+	// RXChecksumPartialForm counts delivered frames whose TCP or UDP
+	// checksum field held the partial form (see partialChecksum): sent by a
+	// veth peer with TX checksum offload on, they are not trusted and fail
+	// verification above unless their checksum happens to be right. A
+	// frame with a good full checksum lands here too once in 65536 or so
+	// (its checksum equals the pseudo-header sum): a steady count against
+	// RXPackets, not the odd frame, says the peer offloads.
+	RXChecksumPartialForm uint64
 	// RXDrops counts frames the kernel dropped for the sockets: RX ring
 	// full or no free frame in the fill ring (XDP_STATISTICS rx_dropped and
 	// rx_ring_full).
@@ -212,8 +225,8 @@ type queue struct {
 	txClosed   bool
 	released   bool
 
-	rxPackets, rxBytes, rxPartial, rxNoDisp   atomic.Uint64
-	txPackets, txBytes, txDrops, txBig, txErr atomic.Uint64
+	rxPackets, rxBytes, rxPartialForm, rxNoDisp atomic.Uint64
+	txPackets, txBytes, txDrops, txBig, txErr   atomic.Uint64
 }
 
 // New opens Options.Queues AF_XDP sockets on Options.Interface in the
@@ -403,22 +416,23 @@ func (q *queue) deliver(n, idx uint32) {
 	d := q.ep.dispatcher
 	q.ep.mu.RUnlock()
 	cb := q.cb
-	var bytes, partial uint64
+	var bytes, partialForm uint64
 	for i := uint32(0); i < n; i++ {
 		desc := cb.RX.Get(idx + i)
 		if d == nil {
 			continue
 		}
 		frame := cb.UMEM.Get(desc)
-		validated := partialChecksum(frame)
+		if partialChecksum(frame) {
+			partialForm++
+		}
+		// Never flagged RXChecksumValidated: nothing in an AF_XDP frame
+		// says the kernel vouches for its checksums (see the package
+		// doc).
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-		pkt.RXChecksumValidated = validated
 		d.DeliverNetworkPacket(0, pkt)
 		pkt.DecRef()
 		bytes += uint64(len(frame))
-		if validated {
-			partial++
-		}
 	}
 	cb.UMEM.Lock()
 	for i := uint32(0); i < n; i++ {
@@ -433,7 +447,7 @@ func (q *queue) deliver(n, idx uint32) {
 	}
 	q.rxPackets.Add(uint64(n))
 	q.rxBytes.Add(bytes)
-	q.rxPartial.Add(partial)
+	q.rxPartialForm.Add(partialForm)
 	if be, ok := d.(BatchDispatcher); ok {
 		be.EndBatch()
 	}
@@ -580,7 +594,7 @@ func (e *Endpoint) Stats() Stats {
 		}
 		s.RXPackets += q.rxPackets.Load()
 		s.RXBytes += q.rxBytes.Load()
-		s.RXChecksumPartial += q.rxPartial.Load()
+		s.RXChecksumPartialForm += q.rxPartialForm.Load()
 		s.RXNotAttached += q.rxNoDisp.Load()
 		s.TXPackets += q.txPackets.Load()
 		s.TXBytes += q.txBytes.Load()
@@ -625,8 +639,8 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 	e.addr = addr
 }
 
-// Capabilities implements stack.LinkEndpoint.Capabilities: none (checksum
-// status is reported per frame).
+// Capabilities implements stack.LinkEndpoint.Capabilities: none (no
+// frame comes with verified checksums).
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
 // Attach implements stack.LinkEndpoint.Attach. The first non-nil dispatcher

@@ -1,0 +1,39 @@
+package tshark
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+)
+
+// Ready reports whether tshark's standard error so far says its capture is
+// live. tshark prints "Capturing on 'DEV'" before it even starts dumpcap,
+// so a test that sends on that word can send before the socket exists (a
+// loaded machine takes seconds to get there) and capture nothing. "Capture
+// started." comes when dumpcap has opened the interface with the capture
+// filter and created the file: from then on every matching frame is
+// captured. (tshark 4.0, Debian's; -Q would silence it.)
+func Ready(stderr string) bool {
+	return strings.Contains(stderr, "Capture started.")
+}
+
+// Stderr collects a tshark's standard error: exec.Cmd writes it from its
+// own goroutine while the test reads it, so it takes a lock.
+type Stderr struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (s *Stderr) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (s *Stderr) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
