@@ -111,6 +111,15 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// ConnectDial opens each connection of TCP_CRR and TCP_CC from the
+	// local port stock netperf would use (consecutive ports from a random
+	// start in ClientPortMin..ClientPortMax, see clientPorts); nil means
+	// DataDial with whatever port it binds.
+	ConnectDial PortDialFunc
+	// ClientPortMin and ClientPortMax are the test-specific -p min,max:
+	// the local port range of ConnectDial; 0 means DefaultClientPortMin
+	// and DefaultClientPortMax.
+	ClientPortMin, ClientPortMax int
 	// Family is -4, -6 or -H host,family: the address family of the
 	// control and data connections (FamilyUnspec: the host's).
 	Family uint32
@@ -269,6 +278,12 @@ func (c *Config) fill() {
 	}
 	if c.DataDial == nil {
 		c.DataDial = c.Dial
+	}
+	if c.ClientPortMin == 0 {
+		c.ClientPortMin = DefaultClientPortMin
+	}
+	if c.ClientPortMax == 0 {
+		c.ClientPortMax = DefaultClientPortMax
 	}
 	if c.ControlTimeout <= 0 {
 		c.ControlTimeout = DefaultControlTimeout
