@@ -206,6 +206,9 @@ type Result struct {
 
 	// Latency holds the transaction times of RR tests, in microseconds.
 	Latency LatencyStats `json:"latency_us"`
+	// Histogram holds the same times as netperf's -v 2 histogram; nil
+	// outside RR tests.
+	Histogram *Histogram `json:"-"`
 	// Final socket sizes the server reported, its receive size per call,
 	// and its send and receive calls.
 	RemoteSendBufEnd int32  `json:"remote_send_socket_size_end"`
@@ -561,6 +564,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
 	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
 	res.Latency = dr.lat.stats()
+	res.Histogram = dr.lat.histogram()
 	localUsage, localOK := meter.stop()
 
 	if err := readMsg(ctl, &m, timeout); err != nil {

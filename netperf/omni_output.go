@@ -382,3 +382,47 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// WriteHistogram prints what netperf -v 2 adds after the omni outputs
+// (-o, -O, -k) when it was built with --enable-histogram: a blank line,
+// "Histogram of <kind> times" and HIST_report's rows (nettest_omni.c's
+// send_omni_inner, netlib.c's HIST_report), the counts summed over the
+// -i iterations as netperf keeps one histogram for them all. Stream tests
+// print nothing: this client does not time their single sends and
+// receives.
+func (r *Report) WriteHistogram(w io.Writer) error {
+	var kind string
+	switch r.Config.Test {
+	case TCPRR, UDPRR:
+		kind = "request/response"
+	case TCPCRR:
+		kind = "connect/request/response/close"
+	case TCPCC:
+		kind = "connect/close"
+	default:
+		return nil
+	}
+	var h Histogram
+	results := r.Iterations
+	if len(results) == 0 {
+		results = []Result{r.Result}
+	}
+	for _, it := range results {
+		if it.Histogram != nil {
+			h.merge(it.Histogram)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nHistogram of %s times\n", kind)
+	for row, title := range histogramRows {
+		b.WriteString(title)
+		for _, c := range h.Rows[row] {
+			fmt.Fprintf(&b, ": %4d", c)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, ">100_SECS: %d\n", h.Over100)
+	fmt.Fprintf(&b, "HIST_TOTAL:      %d\n", h.Total)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -49,7 +49,8 @@ test-specific ones after it, as in netperf:
   -l N           run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
-  -v 0|1         0: only the result (throughput or service demand)
+  -v 0|1|2       0: only the result (throughput or service demand); 2 with -- -o/-O/-k: and the
+                 histogram of transaction times (RR, CRR, CC tests), as a histogram-enabled netperf
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
   -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
@@ -515,6 +516,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = rep.WriteJSON(stdout)
 	case a.omniMode != 0:
 		err = rep.WriteOmni(stdout, a.omniMode, a.omniSelection, a.headers)
+		if err == nil && a.verbosity > 1 {
+			err = rep.WriteHistogram(stdout)
+		}
 	case a.verbosity <= 0:
 		err = rep.WriteTerse(stdout, a.headers)
 	default:
