@@ -128,6 +128,13 @@ type Config struct {
 	RemoteCPURate float32
 	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
 	RemoteSendOffset, RemoteRecvOffset uint32
+	// CommandLine is the command line as typed, words joined by spaces
+	// (COMMAND_LINE, as netperf prints its argv).
+	CommandLine string
+	// LocalSendOffset and LocalRecvOffset are the global -o offsets; Go's
+	// buffers have no alignment to offset, so they are only reported
+	// (LOCAL_SEND_OFFSET, LOCAL_RECV_OFFSET).
+	LocalSendOffset, LocalRecvOffset int32
 	// Routing is -R: 1 allowed, -1 SO_DONTROUTE on the server's data
 	// socket, 0 the test's default (allowed, except UDP_STREAM).
 	Routing int
@@ -209,6 +216,11 @@ type Result struct {
 	// Histogram holds the same times as netperf's -v 2 histogram; nil
 	// outside RR tests.
 	Histogram *Histogram `json:"-"`
+	// The buffer ring widths of the omni tests: ours as sent in DO_OMNI
+	// (stock's send_width, recv_width), the server's as it answered; 0
+	// where the direction has none or the test is classic.
+	LocalSendWidth, LocalRecvWidth   uint32 `json:"-"`
+	RemoteSendWidth, RemoteRecvWidth int32  `json:"-"`
 	// Final socket sizes the server reported, its receive size per call,
 	// and its send and receive calls.
 	RemoteSendBufEnd int32  `json:"remote_send_socket_size_end"`
@@ -462,6 +474,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		plan.keepOpen = req.Test == ClassicRR
 	} else {
 		req := omniRequest(cfg, family, lsnd, lrcv, plan)
+		res.LocalSendWidth, res.LocalRecvWidth = req.SendWidth, req.RecvWidth
 		req.Marshal(&m)
 		if _, err := ctl.Write(m[:]); err != nil {
 			return res, fmt.Errorf("netperf: send request: %w", err)
@@ -475,6 +488,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			return res, &RemoteError{s.Errno}
 		}
 		dataPort, remoteCPU = s.DataPort, s.Flags&FlagMeasureCPU != 0
+		res.RemoteSendWidth, res.RemoteRecvWidth = s.SendWidth, s.RecvWidth
 		if cfg.MaxIterations > 1 {
 			// As stock: the next iteration asks for this data port again.
 			cfg.RemoteDataPort = int(dataPort)

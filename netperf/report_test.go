@@ -144,3 +144,43 @@ func TestWriteOmniGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestOmniBufferOutputs checks the buffer-handling output names against
+// nettest_omni.c's print_omni_init_list and netsh.c's defaults: headers
+// (-O columns), bytes per call as "%.2f" (0 without calls), the ring widths
+// we sent and the server answered, the -o offsets, alignment 8, dirty and
+// clean counts -1 (a netperf built without DIRTY), CPU binding -1, cork 0,
+// and COMMAND_LINE in double quotes. Planted bug: LOCAL_BYTES_PER_RECV
+// dividing by the send calls: 2048.00 instead of 1024.00.
+func TestOmniBufferOutputs(t *testing.T) {
+	cfg := netperf.NewConfig("127.0.0.1", netperf.TCPMaerts)
+	cfg.LocalSendOffset, cfg.LocalRecvOffset = 100, 200
+	cfg.CommandLine = "netperf -H 127.0.0.1 -t TCP_MAERTS -o 100,200"
+	res := netperf.Result{BytesReceived: 1 << 20, RecvCalls: 1024, SendCalls: 512, RemoteBytesSent: 1 << 20, RemoteSendCalls: 64,
+		LocalRecvWidth: 9, RemoteSendWidth: 3}
+	rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: res, ConfidenceMet: true}
+	var got strings.Builder
+	sel := "LOCAL_BYTES_PER_RECV,LOCAL_BYTES_PER_SEND,REMOTE_BYTES_PER_SEND,LOCAL_RECV_WIDTH,LOCAL_SEND_WIDTH,REMOTE_SEND_WIDTH," +
+		"LOCAL_SEND_OFFSET,LOCAL_RECV_OFFSET,REMOTE_RECV_OFFSET,LOCAL_SEND_ALIGN,REMOTE_RECV_ALIGN,LOCAL_SEND_DIRTY_COUNT," +
+		"REMOTE_RECV_CLEAN_COUNT,LOCAL_CPU_BIND,REMOTE_CPU_BIND,LOCAL_CORK,REMOTE_CORK,COMMAND_LINE"
+	if err := rep.WriteOmni(&got, netperf.OmniKeyval, sel, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "LOCAL_BYTES_PER_RECV=1024.00\nLOCAL_BYTES_PER_SEND=0.00\nREMOTE_BYTES_PER_SEND=16384.00\n" +
+		"LOCAL_RECV_WIDTH=9\nLOCAL_SEND_WIDTH=0\nREMOTE_SEND_WIDTH=3\n" +
+		"LOCAL_SEND_OFFSET=100\nLOCAL_RECV_OFFSET=200\nREMOTE_RECV_OFFSET=0\nLOCAL_SEND_ALIGN=8\nREMOTE_RECV_ALIGN=8\n" +
+		"LOCAL_SEND_DIRTY_COUNT=-1\nREMOTE_RECV_CLEAN_COUNT=-1\nLOCAL_CPU_BIND=-1\nREMOTE_CPU_BIND=-1\nLOCAL_CORK=0\nREMOTE_CORK=0\n" +
+		"COMMAND_LINE=\"netperf -H 127.0.0.1 -t TCP_MAERTS -o 100,200\"\n"
+	if got.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got.String(), want)
+	}
+	// Columns: each as wide as its longest header line or value + 1, + 1.
+	got.Reset()
+	if err := rep.WriteOmni(&got, netperf.OmniHuman, "LOCAL_BYTES_PER_RECV,REMOTE_SEND_DIRTY_COUNT,LOCAL_CORK", true); err != nil {
+		t.Fatal(err)
+	}
+	hdr := "Local    Remote Local \nBytes    Send   Cork  \nPer      Dirty        \nRecv     Count        \n1024.00  -1     0     \n"
+	if !strings.HasSuffix(got.String(), hdr) {
+		t.Errorf("columns:\n%q\nwant the suffix\n%q", got.String(), hdr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -309,6 +310,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			snd, rcv, err = pair(o.value, true, 0, 0)
 			if err == nil && o.name == "-O" {
 				c.RemoteSendOffset, c.RemoteRecvOffset = uint32(snd), uint32(rcv)
+			} else if err == nil {
+				c.LocalSendOffset, c.LocalRecvOffset = int32(snd), int32(rcv) // reported only
 			}
 		case "--kernel":
 			a.kernel = true
@@ -445,6 +448,9 @@ func kernelPortDialer(local string) (netperf.PortDialFunc, error) {
 
 func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a, err := parseNetperfArgs(args)
+	if err == nil {
+		a.cfg.CommandLine = strings.Join(os.Args, " ") // COMMAND_LINE: argv as netperf keeps it
+	}
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(stdout, netperfUsage)
 		return exitOK
