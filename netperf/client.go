@@ -266,6 +266,9 @@ type Report struct {
 	ThroughputInterval float64 `json:"throughput_interval_pct"`
 	LocalCPUInterval   float64 `json:"local_cpu_interval_pct"`
 	RemoteCPUInterval  float64 `json:"remote_cpu_interval_pct"`
+	// UUID names this run (the UUID output), a random (version 4) UUID
+	// as netperf makes one per run.
+	UUID string `json:"uuid"`
 	// BannerPrinted says the banner went out before the test (-D prints
 	// it ahead of the interim results), so WriteText leaves it out.
 	BannerPrinted bool `json:"-"`
@@ -337,7 +340,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer ctl.Close()
 	stop := context.AfterFunc(ctx, func() { ctl.Close() })
 	defer stop()
-	rep := &Report{Config: cfg, Family: familyOf(ctl.RemoteAddr())}
+	rep := &Report{Config: cfg, Family: familyOf(ctl.RemoteAddr()), UUID: newUUID()}
 	if cfg.DataHost != "" {
 		if a, err := netip.ParseAddr(cfg.DataHost); err == nil && !a.Unmap().Is4() {
 			rep.Family = FamilyIPv6

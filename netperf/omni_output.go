@@ -216,7 +216,18 @@ var omniOutputs = map[string]omniOutput{
 	"REMOTE_CPU_BIND":         {[4]string{"Remote", "CPU", "Bind"}, func(r *Report) (string, bool) { return "-1", true }},
 	"LOCAL_CORK":              {[4]string{"Local", "Cork"}, func(r *Report) (string, bool) { return "0", true }},
 	"REMOTE_CORK":             {[4]string{"Remote", "Cork"}, func(r *Report) (string, bool) { return "0", true }},
-	"COMMAND_LINE":            {[4]string{"Command", "Line"}, func(r *Report) (string, bool) { return `"` + r.Config.CommandLine + `"`, true }},
+	// No -w/-b pacing (a netperf built without intervals reports 0).
+	"LOCAL_INTERVAL_USECS":  {[4]string{"Local", "Interval", "Usecs"}, func(r *Report) (string, bool) { return "0", true }},
+	"LOCAL_INTERVAL_BURST":  {[4]string{"Local", "Interval", "Burst"}, func(r *Report) (string, bool) { return "0", true }},
+	"REMOTE_INTERVAL_USECS": {[4]string{"Remote", "Interval", "Usecs"}, func(r *Report) (string, bool) { return "0", true }},
+	"REMOTE_INTERVAL_BURST": {[4]string{"Remote", "Interval", "Burst"}, func(r *Report) (string, bool) { return "0", true }},
+	"UUID":                  {[4]string{"Test", "UUID"}, func(r *Report) (string, bool) { return fmtStr(r.UUID) }},
+	// uname(2) of this host, as netperf's get_local_system_info.
+	"LOCAL_SYSNAME": {[4]string{"Local", "Sysname"}, func(r *Report) (string, bool) { return fmtStr(localUname().sysname) }},
+	"LOCAL_RELEASE": {[4]string{"Local", "Release"}, func(r *Report) (string, bool) { return fmtStr(localUname().release) }},
+	"LOCAL_VERSION": {[4]string{"Local", "Version"}, func(r *Report) (string, bool) { return fmtStr(localUname().version) }},
+	"LOCAL_MACHINE": {[4]string{"Local", "Machine"}, func(r *Report) (string, bool) { return fmtStr(localUname().machine) }},
+	"COMMAND_LINE":  {[4]string{"Command", "Line"}, func(r *Report) (string, bool) { return `"` + r.Config.CommandLine + `"`, true }},
 }
 
 // perCall is bytes per call, 0 without calls (netperf's bytes_per_recv,

@@ -1,6 +1,9 @@
 package netperf_test
 
 import (
+	"os/exec"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +185,54 @@ func TestOmniBufferOutputs(t *testing.T) {
 	hdr := "Local    Remote Local \nBytes    Send   Cork  \nPer      Dirty        \nRecv     Count        \n1024.00  -1     0     \n"
 	if !strings.HasSuffix(got.String(), hdr) {
 		t.Errorf("columns:\n%q\nwant the suffix\n%q", got.String(), hdr)
+	}
+}
+
+// TestOmniSystemOutputs checks LOCAL_SYSNAME, LOCAL_RELEASE, LOCAL_VERSION
+// and LOCAL_MACHINE against uname(1) (the oracle: coreutils reads the same
+// uname(2) netperf's get_local_system_info does), UUID as a random version
+// 4 UUID that differs between runs, and the interval outputs 0 as a
+// netperf without -w/-b reports them. Planted bug: LOCAL_RELEASE printing
+// the version field: "#1 SMP ..." against uname -r.
+func TestOmniSystemOutputs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uname(2) fields are read on Linux only")
+	}
+	addr, _ := startServer(t, &netperf.Server{})
+	cfg := loopbackConfig(t, addr, netperf.TCPRR, -10)
+	var uuids []string
+	for range 2 {
+		rep, err := netperf.Run(runCtx(t), cfg)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		var got strings.Builder
+		if err := rep.WriteOmni(&got, netperf.OmniKeyval, "LOCAL_SYSNAME,LOCAL_RELEASE,LOCAL_VERSION,LOCAL_MACHINE,UUID,LOCAL_INTERVAL_USECS,REMOTE_INTERVAL_BURST", false); err != nil {
+			t.Fatal(err)
+		}
+		kv := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(got.String()), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			kv[k] = v
+		}
+		for name, flag := range map[string]string{"LOCAL_SYSNAME": "-s", "LOCAL_RELEASE": "-r", "LOCAL_VERSION": "-v", "LOCAL_MACHINE": "-m"} {
+			out, err := exec.Command("uname", flag).Output()
+			if err != nil {
+				t.Fatalf("uname %s: %v", flag, err)
+			}
+			if want := strings.TrimSpace(string(out)); kv[name] != want {
+				t.Errorf("%s = %q, want %q (uname %s)", name, kv[name], want, flag)
+			}
+		}
+		if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(kv["UUID"]) {
+			t.Errorf("UUID = %q, want a version 4 UUID", kv["UUID"])
+		}
+		uuids = append(uuids, kv["UUID"])
+		if kv["LOCAL_INTERVAL_USECS"] != "0" || kv["REMOTE_INTERVAL_BURST"] != "0" {
+			t.Errorf("intervals %q, %q; want 0", kv["LOCAL_INTERVAL_USECS"], kv["REMOTE_INTERVAL_BURST"])
+		}
+	}
+	if uuids[0] == uuids[1] {
+		t.Errorf("two runs share UUID %s", uuids[0])
 	}
 }
