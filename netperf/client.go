@@ -240,10 +240,14 @@ type Result struct {
 	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
 	LocalPeakCPU  float64 `json:"local_peak_cpu_util,omitempty"`
 	RemotePeakCPU float64 `json:"remote_peak_cpu_util,omitempty"`
-	LocalCPUUser  float64 `json:"local_cpu_user,omitempty"`
-	LocalCPUSys   float64 `json:"local_cpu_system,omitempty"`
-	RemoteCPUUser float64 `json:"remote_cpu_user,omitempty"`
-	RemoteCPUSys  float64 `json:"remote_cpu_system,omitempty"`
+	// LocalPeakCPUID and RemotePeakCPUID number the busiest CPU (0 when
+	// not measured, as netperf's zeroed globals).
+	LocalPeakCPUID  int     `json:"local_peak_cpu_id,omitempty"`
+	RemotePeakCPUID int     `json:"remote_peak_cpu_id,omitempty"`
+	LocalCPUUser    float64 `json:"local_cpu_user,omitempty"`
+	LocalCPUSys     float64 `json:"local_cpu_system,omitempty"`
+	RemoteCPUUser   float64 `json:"remote_cpu_user,omitempty"`
+	RemoteCPUSys    float64 `json:"remote_cpu_system,omitempty"`
 	// The rest of netperf's CPU breakdown (percent).
 	LocalCPUIOWait   float64 `json:"local_cpu_iowait,omitempty"`
 	LocalCPUIRQ      float64 `json:"local_cpu_irq,omitempty"`
@@ -622,6 +626,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.RemoteRetrans = r.TransportRetrans
 		if cfg.RemoteCPU && remoteCPU {
 			res.RemoteCPUUser, res.RemoteCPUSys, res.RemotePeakCPU = float64(r.CPUUser), float64(r.CPUSystem), float64(r.PeakCPUUtil)
+			res.RemotePeakCPUID = int(r.PeakCPUID)
 			res.RemoteCPUIOWait, res.RemoteCPUIRQ, res.RemoteCPUSoftIRQ = float64(r.CPUIOWait), float64(r.CPUIRQ), float64(r.CPUSoftIRQ)
 		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
@@ -656,6 +661,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	if localOK {
 		res.LocalCPU = float64(localUsage.Util)
 		res.LocalNumCPUs, res.LocalPeakCPU = localUsage.NumCPUs, float64(localUsage.PeakUtil)
+		res.LocalPeakCPUID = localUsage.PeakCPU
 		res.LocalCPUUser, res.LocalCPUSys = float64(localUsage.User), float64(localUsage.System)
 		res.LocalCPUIOWait, res.LocalCPUIRQ, res.LocalCPUSoftIRQ = float64(localUsage.IOWait), float64(localUsage.IRQ), float64(localUsage.SoftIRQ)
 		res.LocalServiceDemand = serviceDemand(res.LocalCPU, localUsage.NumCPUs, units)

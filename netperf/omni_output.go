@@ -212,6 +212,8 @@ var omniOutputs = map[string]omniOutput{
 	"REMOTE_SEND_DIRTY_COUNT": {[4]string{"Remote", "Send", "Dirty", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
 	"REMOTE_RECV_DIRTY_COUNT": {[4]string{"Remote", "Recv", "Dirty", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
 	"REMOTE_RECV_CLEAN_COUNT": {[4]string{"Remote", "Recv", "Clean", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"LOCAL_CPU_PEAK_ID":       {[4]string{"Local", "Peak", "Per CPU", "ID"}, func(r *Report) (string, bool) { return fmtInt(r.Result.LocalPeakCPUID) }},
+	"REMOTE_CPU_PEAK_ID":      {[4]string{"Remote", "Peak", "Per CPU", "ID"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemotePeakCPUID) }},
 	"LOCAL_CPU_BIND":          {[4]string{"Local", "CPU", "Bind"}, func(r *Report) (string, bool) { return "-1", true }},
 	"REMOTE_CPU_BIND":         {[4]string{"Remote", "CPU", "Bind"}, func(r *Report) (string, bool) { return "-1", true }},
 	"LOCAL_CORK":              {[4]string{"Local", "Cork"}, func(r *Report) (string, bool) { return "0", true }},

@@ -177,6 +177,15 @@ func TestOmniBufferOutputs(t *testing.T) {
 	if got.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got.String(), want)
 	}
+	// The busiest CPU's number, as the -c/-C measurement found it.
+	got.Reset()
+	rep.Result.LocalPeakCPUID, rep.Result.RemotePeakCPUID = 1, 3
+	if err := rep.WriteOmni(&got, netperf.OmniCSV, "LOCAL_CPU_PEAK_ID,REMOTE_CPU_PEAK_ID", true); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Local Peak Per CPU ID,Remote Peak Per CPU ID\n1,3\n"; !strings.HasSuffix(got.String(), want) {
+		t.Errorf("peak CPU ids:\n%q\nwant the suffix %q", got.String(), want)
+	}
 	// Columns: each as wide as its longest header line or value + 1, + 1.
 	got.Reset()
 	if err := rep.WriteOmni(&got, netperf.OmniHuman, "LOCAL_BYTES_PER_RECV,REMOTE_SEND_DIRTY_COUNT,LOCAL_CORK", true); err != nil {
