@@ -111,6 +111,15 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// ConnectDial opens each connection of TCP_CRR and TCP_CC from the
+	// local port stock netperf would use (consecutive ports from a random
+	// start in ClientPortMin..ClientPortMax, see clientPorts); nil means
+	// DataDial with whatever port it binds.
+	ConnectDial PortDialFunc
+	// ClientPortMin and ClientPortMax are the test-specific -p min,max:
+	// the local port range of ConnectDial; 0 means DefaultClientPortMin
+	// and DefaultClientPortMax.
+	ClientPortMin, ClientPortMax int
 	// Family is -4, -6 or -H host,family: the address family of the
 	// control and data connections (FamilyUnspec: the host's).
 	Family uint32
@@ -119,6 +128,13 @@ type Config struct {
 	RemoteCPURate float32
 	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
 	RemoteSendOffset, RemoteRecvOffset uint32
+	// CommandLine is the command line as typed, words joined by spaces
+	// (COMMAND_LINE, as netperf prints its argv).
+	CommandLine string
+	// LocalSendOffset and LocalRecvOffset are the global -o offsets; Go's
+	// buffers have no alignment to offset, so they are only reported
+	// (LOCAL_SEND_OFFSET, LOCAL_RECV_OFFSET).
+	LocalSendOffset, LocalRecvOffset int32
 	// Routing is -R: 1 allowed, -1 SO_DONTROUTE on the server's data
 	// socket, 0 the test's default (allowed, except UDP_STREAM).
 	Routing int
@@ -197,6 +213,14 @@ type Result struct {
 
 	// Latency holds the transaction times of RR tests, in microseconds.
 	Latency LatencyStats `json:"latency_us"`
+	// Histogram holds the same times as netperf's -v 2 histogram; nil
+	// outside RR tests.
+	Histogram *Histogram `json:"-"`
+	// The buffer ring widths of the omni tests: ours as sent in DO_OMNI
+	// (stock's send_width, recv_width), the server's as it answered; 0
+	// where the direction has none or the test is classic.
+	LocalSendWidth, LocalRecvWidth   uint32 `json:"-"`
+	RemoteSendWidth, RemoteRecvWidth int32  `json:"-"`
 	// Final socket sizes the server reported, its receive size per call,
 	// and its send and receive calls.
 	RemoteSendBufEnd int32  `json:"remote_send_socket_size_end"`
@@ -216,10 +240,14 @@ type Result struct {
 	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
 	LocalPeakCPU  float64 `json:"local_peak_cpu_util,omitempty"`
 	RemotePeakCPU float64 `json:"remote_peak_cpu_util,omitempty"`
-	LocalCPUUser  float64 `json:"local_cpu_user,omitempty"`
-	LocalCPUSys   float64 `json:"local_cpu_system,omitempty"`
-	RemoteCPUUser float64 `json:"remote_cpu_user,omitempty"`
-	RemoteCPUSys  float64 `json:"remote_cpu_system,omitempty"`
+	// LocalPeakCPUID and RemotePeakCPUID number the busiest CPU (0 when
+	// not measured, as netperf's zeroed globals).
+	LocalPeakCPUID  int     `json:"local_peak_cpu_id,omitempty"`
+	RemotePeakCPUID int     `json:"remote_peak_cpu_id,omitempty"`
+	LocalCPUUser    float64 `json:"local_cpu_user,omitempty"`
+	LocalCPUSys     float64 `json:"local_cpu_system,omitempty"`
+	RemoteCPUUser   float64 `json:"remote_cpu_user,omitempty"`
+	RemoteCPUSys    float64 `json:"remote_cpu_system,omitempty"`
 	// The rest of netperf's CPU breakdown (percent).
 	LocalCPUIOWait   float64 `json:"local_cpu_iowait,omitempty"`
 	LocalCPUIRQ      float64 `json:"local_cpu_irq,omitempty"`
@@ -242,6 +270,9 @@ type Report struct {
 	ThroughputInterval float64 `json:"throughput_interval_pct"`
 	LocalCPUInterval   float64 `json:"local_cpu_interval_pct"`
 	RemoteCPUInterval  float64 `json:"remote_cpu_interval_pct"`
+	// UUID names this run (the UUID output), a random (version 4) UUID
+	// as netperf makes one per run.
+	UUID string `json:"uuid"`
 	// BannerPrinted says the banner went out before the test (-D prints
 	// it ahead of the interim results), so WriteText leaves it out.
 	BannerPrinted bool `json:"-"`
@@ -269,6 +300,12 @@ func (c *Config) fill() {
 	}
 	if c.DataDial == nil {
 		c.DataDial = c.Dial
+	}
+	if c.ClientPortMin == 0 {
+		c.ClientPortMin = DefaultClientPortMin
+	}
+	if c.ClientPortMax == 0 {
+		c.ClientPortMax = DefaultClientPortMax
 	}
 	if c.ControlTimeout <= 0 {
 		c.ControlTimeout = DefaultControlTimeout
@@ -307,7 +344,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer ctl.Close()
 	stop := context.AfterFunc(ctx, func() { ctl.Close() })
 	defer stop()
-	rep := &Report{Config: cfg, Family: familyOf(ctl.RemoteAddr())}
+	rep := &Report{Config: cfg, Family: familyOf(ctl.RemoteAddr()), UUID: newUUID()}
 	if cfg.DataHost != "" {
 		if a, err := netip.ParseAddr(cfg.DataHost); err == nil && !a.Unmap().Is4() {
 			rep.Family = FamilyIPv6
@@ -444,6 +481,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		plan.keepOpen = req.Test == ClassicRR
 	} else {
 		req := omniRequest(cfg, family, lsnd, lrcv, plan)
+		res.LocalSendWidth, res.LocalRecvWidth = req.SendWidth, req.RecvWidth
 		req.Marshal(&m)
 		if _, err := ctl.Write(m[:]); err != nil {
 			return res, fmt.Errorf("netperf: send request: %w", err)
@@ -457,6 +495,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			return res, &RemoteError{s.Errno}
 		}
 		dataPort, remoteCPU = s.DataPort, s.Flags&FlagMeasureCPU != 0
+		res.RemoteSendWidth, res.RemoteRecvWidth = s.SendWidth, s.RecvWidth
 		if cfg.MaxIterations > 1 {
 			// As stock: the next iteration asks for this data port again.
 			cfg.RemoteDataPort = int(dataPort)
@@ -546,6 +585,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
 	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
 	res.Latency = dr.lat.stats()
+	res.Histogram = dr.lat.histogram()
 	localUsage, localOK := meter.stop()
 
 	if err := readMsg(ctl, &m, timeout); err != nil {
@@ -586,6 +626,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.RemoteRetrans = r.TransportRetrans
 		if cfg.RemoteCPU && remoteCPU {
 			res.RemoteCPUUser, res.RemoteCPUSys, res.RemotePeakCPU = float64(r.CPUUser), float64(r.CPUSystem), float64(r.PeakCPUUtil)
+			res.RemotePeakCPUID = int(r.PeakCPUID)
 			res.RemoteCPUIOWait, res.RemoteCPUIRQ, res.RemoteCPUSoftIRQ = float64(r.CPUIOWait), float64(r.CPUIRQ), float64(r.CPUSoftIRQ)
 		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
@@ -620,6 +661,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	if localOK {
 		res.LocalCPU = float64(localUsage.Util)
 		res.LocalNumCPUs, res.LocalPeakCPU = localUsage.NumCPUs, float64(localUsage.PeakUtil)
+		res.LocalPeakCPUID = localUsage.PeakCPU
 		res.LocalCPUUser, res.LocalCPUSys = float64(localUsage.User), float64(localUsage.System)
 		res.LocalCPUIOWait, res.LocalCPUIRQ, res.LocalCPUSoftIRQ = float64(localUsage.IOWait), float64(localUsage.IRQ), float64(localUsage.SoftIRQ)
 		res.LocalServiceDemand = serviceDemand(res.LocalCPU, localUsage.NumCPUs, units)

@@ -170,12 +170,15 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 	tctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	d.lat = new(latencyHist)
+	ports := &clientPorts{min: cfg.ClientPortMin, max: cfg.ClientPortMax}
+	_, sport, _ := net.SplitHostPort(addr)
+	serverPort, _ := strconv.Atoi(sport)
 	for {
 		t0 := time.Now()
 		if !t0.Before(end) {
 			break
 		}
-		c, err := cfg.DataDial(tctx, "tcp", addr)
+		c, err := dialConnectTest(tctx, cfg, addr, ports, serverPort)
 		if err != nil {
 			if ctx.Err() == nil && (tctx.Err() != nil || isTimeout(err) || !time.Now().Before(end)) {
 				break // the test time ran out while connecting
@@ -199,6 +202,28 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 	}
 	d.elapsed = time.Since(start)
 	return d, nil
+}
+
+// dialConnectTest opens one connection of a TCP_CRR or TCP_CC test: with
+// cfg.ConnectDial from the next of ports, going on to the port after it
+// while the kernel (or stack) says the port or its 4-tuple is still in use,
+// as stock netperf does; else with cfg.DataDial.
+func dialConnectTest(ctx context.Context, cfg *Config, addr string, ports *clientPorts, serverPort int) (net.Conn, error) {
+	if cfg.ConnectDial == nil {
+		return cfg.DataDial(ctx, "tcp", addr)
+	}
+	const tries = 64 // then give up: something other than TIME_WAIT is wrong
+	var err error
+	for range tries {
+		var c net.Conn
+		if c, err = cfg.ConnectDial(ctx, cfg.network("tcp"), addr, ports.next(serverPort)); err == nil {
+			return c, nil
+		}
+		if !transientBindError(err) {
+			break
+		}
+	}
+	return nil, err
 }
 
 // connectTransaction runs one CRR or CC transaction on c; ok is false when

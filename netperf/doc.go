@@ -18,4 +18,11 @@
 // big-endian IEEE-754 bit patterns, strings raw after a per-message cutoff.
 // What the protocol write-up does not cover (UDP, connection tests, output
 // selectors) follows the second batch of captures in the same folder.
+//
+// Where no capture shows a behaviour, the public netperf source is the
+// reference: TCP_CRR and TCP_CC connect from consecutive client ports
+// (Config.ConnectDial, nettest_omni.c's pick_next_port_number), -v 2 adds
+// the histogram of transaction times (Report.WriteHistogram, netlib.c's
+// HIST_report), and the omni output names take their headers and defaults
+// from print_omni_init_list and netsh.c.
 package netperf

@@ -78,3 +78,59 @@ func (h *latencyHist) percentile(p float64) int {
 	}
 	return int(h.max)
 }
+
+// Histogram is netperf's histogram of transaction times (netlib.c's HIST,
+// as a netperf built with --enable-histogram keeps it): ten buckets per
+// decade from 1 usec to 100 s, each decade's bucket i counting the times
+// t with t/10^decade == i, and the times of 100 s and longer.
+type Histogram struct {
+	Rows    [8][10]uint64
+	Over100 uint64
+	Total   uint64
+}
+
+// histogramRows are HIST_report's row titles, one per decade.
+var histogramRows = [8]string{"UNIT_USEC     ", "TEN_USEC      ", "HUNDRED_USEC  ", "UNIT_MSEC     ",
+	"TEN_MSEC      ", "HUNDRED_MSEC  ", "UNIT_SEC      ", "TEN_SEC       "}
+
+// add counts one time of us microseconds, as HIST_add: divide by ten
+// until it is a single digit, the number of divisions being the decade.
+func (h *Histogram) add(us uint64, n uint64) {
+	h.Total += n
+	for row := range h.Rows {
+		if us <= 9 {
+			h.Rows[row][us] += n
+			return
+		}
+		us /= 10
+	}
+	h.Over100 += n
+}
+
+// histogram returns the recorded times as netperf's histogram.
+func (h *latencyHist) histogram() *Histogram {
+	if h == nil {
+		return nil
+	}
+	var out Histogram
+	for us, c := range h.counts {
+		if c > 0 {
+			out.add(uint64(us), uint64(c))
+		}
+	}
+	for _, us := range h.long {
+		out.add(uint64(us), 1)
+	}
+	return &out
+}
+
+// merge adds o's counts to h.
+func (h *Histogram) merge(o *Histogram) {
+	for r := range h.Rows {
+		for i := range h.Rows[r] {
+			h.Rows[r][i] += o.Rows[r][i]
+		}
+	}
+	h.Over100 += o.Over100
+	h.Total += o.Total
+}

@@ -3,7 +3,10 @@ package netperf_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,4 +195,64 @@ func TestLoopbackPassphrase(t *testing.T) {
 	if !strings.Contains(logs.String(), "passphrase mismatch") {
 		t.Errorf("server log lacks the passphrase mismatch line:\n%s", logs.String())
 	}
+}
+
+// TestLoopbackConnectPorts runs TCP_CRR and TCP_CC with a ConnectDial on
+// kernel sockets (SO_REUSEADDR, as stock's data sockets) over a port
+// range of 40 (the test-specific -p min,max, below the kernel's ephemeral
+// ports) for 100 connections: every connection is tried from the port
+// after the previous try, wrapping from max-1 to min, so ports whose
+// earlier connection sits in TIME_WAIT are used again; a port another
+// socket holds is skipped (EADDRINUSE), as stock netperf does. Planted
+// bug: the connections dialled with DataDial (the kernel's ephemeral
+// ports): none came through ConnectDial and the test failed.
+func TestLoopbackConnectPorts(t *testing.T) {
+	addr, _ := startServer(t, &netperf.Server{})
+	for _, test := range []netperf.TestType{netperf.TCPCRR, netperf.TCPCC} {
+		t.Run(string(test), func(t *testing.T) {
+			const lo, hi = 20000, 20040
+			cfg := loopbackConfig(t, addr, test, -100)
+			cfg.ClientPortMin, cfg.ClientPortMax = lo, hi
+			var tried []int
+			connected := 0
+			var mu sync.Mutex
+			cfg.ConnectDial = func(ctx context.Context, network, address string, port int) (net.Conn, error) {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, Control: reuseAddr}
+				c, err := d.DialContext(ctx, network, address)
+				mu.Lock()
+				tried = append(tried, port)
+				if err == nil {
+					connected++
+				}
+				mu.Unlock()
+				return c, err
+			}
+			rep, err := netperf.Run(runCtx(t), cfg)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if rep.Result.Transactions != 100 || connected != 100 {
+				t.Fatalf("%d transactions over %d connections, want 100 each", rep.Result.Transactions, connected)
+			}
+			for i, p := range tried {
+				if p < lo || p >= hi {
+					t.Fatalf("try %d from port %d, want %d..%d: %v", i+1, p, lo, hi-1, tried)
+				}
+				if i > 0 && p != tried[i-1]+1 && !(tried[i-1] == hi-1 && p == lo) {
+					t.Fatalf("try %d from port %d after %d: want the next port: %v", i+1, p, tried[i-1], tried)
+				}
+			}
+		})
+	}
+}
+
+// reuseAddr sets SO_REUSEADDR, as stock netperf does on its data sockets.
+func reuseAddr(network, address string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }

@@ -183,6 +183,62 @@ var omniOutputs = map[string]omniOutput{
 	"REMOTE_CPU_PERCENT_IOWAIT": {[4]string{"Remote", "CPU", "I/O", "%"}, func(r *Report) (string, bool) { return fmtF2(r.Result.RemoteCPUIOWait) }},
 	"REMOTE_CPU_PERCENT_IRQ":    {[4]string{"Remote", "CPU", "IRQ", "%"}, func(r *Report) (string, bool) { return fmtF2(r.Result.RemoteCPUIRQ) }},
 	"REMOTE_CPU_PERCENT_SWINTR": {[4]string{"Remote", "CPU", "swintr", "%"}, func(r *Report) (string, bool) { return fmtF2(r.Result.RemoteCPUSoftIRQ) }},
+	// Buffer handling: ring widths, offsets and alignments (netsh.c's
+	// defaults: alignment 8, offset 0), dirty/clean counts (-1: netperf
+	// built without DIRTY), CPU binding (-1: no -T), TCP_CORK (0: off).
+	"LOCAL_BYTES_PER_RECV": {[4]string{"Local", "Bytes", "Per", "Recv"}, func(r *Report) (string, bool) { return fmtF2(perCall(r.Result.BytesReceived, r.Result.RecvCalls)) }},
+	"LOCAL_BYTES_PER_SEND": {[4]string{"Local", "Bytes", "Per", "Send"}, func(r *Report) (string, bool) { return fmtF2(perCall(r.Result.BytesSent, r.Result.SendCalls)) }},
+	"REMOTE_BYTES_PER_RECV": {[4]string{"Remote", "Bytes", "Per", "Recv"}, func(r *Report) (string, bool) {
+		return fmtF2(perCall(r.Result.RemoteBytesReceived, r.Result.RemoteRecvCalls))
+	}},
+	"REMOTE_BYTES_PER_SEND": {[4]string{"Remote", "Bytes", "Per", "Send"}, func(r *Report) (string, bool) {
+		return fmtF2(perCall(r.Result.RemoteBytesSent, r.Result.RemoteSendCalls))
+	}},
+	"LOCAL_SEND_WIDTH":        {[4]string{"Local", "Send", "Width"}, func(r *Report) (string, bool) { return fmtInt(r.Result.LocalSendWidth) }},
+	"LOCAL_RECV_WIDTH":        {[4]string{"Local", "Recv", "Width"}, func(r *Report) (string, bool) { return fmtInt(r.Result.LocalRecvWidth) }},
+	"REMOTE_SEND_WIDTH":       {[4]string{"Remote", "Send", "Width"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteSendWidth) }},
+	"REMOTE_RECV_WIDTH":       {[4]string{"Remote", "Recv", "Width"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemoteRecvWidth) }},
+	"LOCAL_SEND_OFFSET":       {[4]string{"Local", "Send", "Offset"}, func(r *Report) (string, bool) { return fmtInt(r.Config.LocalSendOffset) }},
+	"LOCAL_RECV_OFFSET":       {[4]string{"Local", "Recv", "Offset"}, func(r *Report) (string, bool) { return fmtInt(r.Config.LocalRecvOffset) }},
+	"REMOTE_SEND_OFFSET":      {[4]string{"Remote", "Send", "Offset"}, func(r *Report) (string, bool) { return fmtInt(r.Config.RemoteSendOffset) }},
+	"REMOTE_RECV_OFFSET":      {[4]string{"Remote", "Recv", "Offset"}, func(r *Report) (string, bool) { return fmtInt(r.Config.RemoteRecvOffset) }},
+	"LOCAL_SEND_ALIGN":        {[4]string{"Local", "Send", "Alignment"}, func(r *Report) (string, bool) { return fmtInt(defaultAlignment) }},
+	"LOCAL_RECV_ALIGN":        {[4]string{"Local", "Recv", "Alignment"}, func(r *Report) (string, bool) { return fmtInt(defaultAlignment) }},
+	"REMOTE_SEND_ALIGN":       {[4]string{"Remote", "Send", "Alignment"}, func(r *Report) (string, bool) { return fmtInt(defaultAlignment) }},
+	"REMOTE_RECV_ALIGN":       {[4]string{"Remote", "Recv", "Alignment"}, func(r *Report) (string, bool) { return fmtInt(defaultAlignment) }},
+	"LOCAL_SEND_DIRTY_COUNT":  {[4]string{"Local", "Send", "Dirty", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"LOCAL_RECV_DIRTY_COUNT":  {[4]string{"Local", "Recv", "Dirty", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"LOCAL_RECV_CLEAN_COUNT":  {[4]string{"Local", "Recv", "Clean", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"REMOTE_SEND_DIRTY_COUNT": {[4]string{"Remote", "Send", "Dirty", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"REMOTE_RECV_DIRTY_COUNT": {[4]string{"Remote", "Recv", "Dirty", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"REMOTE_RECV_CLEAN_COUNT": {[4]string{"Remote", "Recv", "Clean", "Count"}, func(r *Report) (string, bool) { return "-1", true }},
+	"LOCAL_CPU_PEAK_ID":       {[4]string{"Local", "Peak", "Per CPU", "ID"}, func(r *Report) (string, bool) { return fmtInt(r.Result.LocalPeakCPUID) }},
+	"REMOTE_CPU_PEAK_ID":      {[4]string{"Remote", "Peak", "Per CPU", "ID"}, func(r *Report) (string, bool) { return fmtInt(r.Result.RemotePeakCPUID) }},
+	"LOCAL_CPU_BIND":          {[4]string{"Local", "CPU", "Bind"}, func(r *Report) (string, bool) { return "-1", true }},
+	"REMOTE_CPU_BIND":         {[4]string{"Remote", "CPU", "Bind"}, func(r *Report) (string, bool) { return "-1", true }},
+	"LOCAL_CORK":              {[4]string{"Local", "Cork"}, func(r *Report) (string, bool) { return "0", true }},
+	"REMOTE_CORK":             {[4]string{"Remote", "Cork"}, func(r *Report) (string, bool) { return "0", true }},
+	// No -w/-b pacing (a netperf built without intervals reports 0).
+	"LOCAL_INTERVAL_USECS":  {[4]string{"Local", "Interval", "Usecs"}, func(r *Report) (string, bool) { return "0", true }},
+	"LOCAL_INTERVAL_BURST":  {[4]string{"Local", "Interval", "Burst"}, func(r *Report) (string, bool) { return "0", true }},
+	"REMOTE_INTERVAL_USECS": {[4]string{"Remote", "Interval", "Usecs"}, func(r *Report) (string, bool) { return "0", true }},
+	"REMOTE_INTERVAL_BURST": {[4]string{"Remote", "Interval", "Burst"}, func(r *Report) (string, bool) { return "0", true }},
+	"UUID":                  {[4]string{"Test", "UUID"}, func(r *Report) (string, bool) { return fmtStr(r.UUID) }},
+	// uname(2) of this host, as netperf's get_local_system_info.
+	"LOCAL_SYSNAME": {[4]string{"Local", "Sysname"}, func(r *Report) (string, bool) { return fmtStr(localUname().sysname) }},
+	"LOCAL_RELEASE": {[4]string{"Local", "Release"}, func(r *Report) (string, bool) { return fmtStr(localUname().release) }},
+	"LOCAL_VERSION": {[4]string{"Local", "Version"}, func(r *Report) (string, bool) { return fmtStr(localUname().version) }},
+	"LOCAL_MACHINE": {[4]string{"Local", "Machine"}, func(r *Report) (string, bool) { return fmtStr(localUname().machine) }},
+	"COMMAND_LINE":  {[4]string{"Command", "Line"}, func(r *Report) (string, bool) { return `"` + r.Config.CommandLine + `"`, true }},
+}
+
+// perCall is bytes per call, 0 without calls (netperf's bytes_per_recv,
+// bytes_per_send).
+func perCall(bytes, calls uint64) float64 {
+	if calls == 0 {
+		return 0
+	}
+	return float64(bytes) / float64(calls)
 }
 
 func boolInt(b bool) string {
@@ -379,6 +435,50 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 			b.WriteString(val.String() + "\n")
 		}
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteHistogram prints what netperf -v 2 adds after the omni outputs
+// (-o, -O, -k) when it was built with --enable-histogram: a blank line,
+// "Histogram of <kind> times" and HIST_report's rows (nettest_omni.c's
+// send_omni_inner, netlib.c's HIST_report), the counts summed over the
+// -i iterations as netperf keeps one histogram for them all. Stream tests
+// print nothing: this client does not time their single sends and
+// receives.
+func (r *Report) WriteHistogram(w io.Writer) error {
+	var kind string
+	switch r.Config.Test {
+	case TCPRR, UDPRR:
+		kind = "request/response"
+	case TCPCRR:
+		kind = "connect/request/response/close"
+	case TCPCC:
+		kind = "connect/close"
+	default:
+		return nil
+	}
+	var h Histogram
+	results := r.Iterations
+	if len(results) == 0 {
+		results = []Result{r.Result}
+	}
+	for _, it := range results {
+		if it.Histogram != nil {
+			h.merge(it.Histogram)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nHistogram of %s times\n", kind)
+	for row, title := range histogramRows {
+		b.WriteString(title)
+		for _, c := range h.Rows[row] {
+			fmt.Fprintf(&b, ": %4d", c)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, ">100_SECS: %d\n", h.Over100)
+	fmt.Fprintf(&b, "HIST_TOTAL:      %d\n", h.Total)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

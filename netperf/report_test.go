@@ -1,6 +1,9 @@
 package netperf_test
 
 import (
+	"os/exec"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +145,103 @@ func TestWriteOmniGolden(t *testing.T) {
 				t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
 			}
 		})
+	}
+}
+
+// TestOmniBufferOutputs checks the buffer-handling output names against
+// nettest_omni.c's print_omni_init_list and netsh.c's defaults: headers
+// (-O columns), bytes per call as "%.2f" (0 without calls), the ring widths
+// we sent and the server answered, the -o offsets, alignment 8, dirty and
+// clean counts -1 (a netperf built without DIRTY), CPU binding -1, cork 0,
+// and COMMAND_LINE in double quotes. Planted bug: LOCAL_BYTES_PER_RECV
+// dividing by the send calls: 2048.00 instead of 1024.00.
+func TestOmniBufferOutputs(t *testing.T) {
+	cfg := netperf.NewConfig("127.0.0.1", netperf.TCPMaerts)
+	cfg.LocalSendOffset, cfg.LocalRecvOffset = 100, 200
+	cfg.CommandLine = "netperf -H 127.0.0.1 -t TCP_MAERTS -o 100,200"
+	res := netperf.Result{BytesReceived: 1 << 20, RecvCalls: 1024, SendCalls: 512, RemoteBytesSent: 1 << 20, RemoteSendCalls: 64,
+		LocalRecvWidth: 9, RemoteSendWidth: 3}
+	rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: res, ConfidenceMet: true}
+	var got strings.Builder
+	sel := "LOCAL_BYTES_PER_RECV,LOCAL_BYTES_PER_SEND,REMOTE_BYTES_PER_SEND,LOCAL_RECV_WIDTH,LOCAL_SEND_WIDTH,REMOTE_SEND_WIDTH," +
+		"LOCAL_SEND_OFFSET,LOCAL_RECV_OFFSET,REMOTE_RECV_OFFSET,LOCAL_SEND_ALIGN,REMOTE_RECV_ALIGN,LOCAL_SEND_DIRTY_COUNT," +
+		"REMOTE_RECV_CLEAN_COUNT,LOCAL_CPU_BIND,REMOTE_CPU_BIND,LOCAL_CORK,REMOTE_CORK,COMMAND_LINE"
+	if err := rep.WriteOmni(&got, netperf.OmniKeyval, sel, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "LOCAL_BYTES_PER_RECV=1024.00\nLOCAL_BYTES_PER_SEND=0.00\nREMOTE_BYTES_PER_SEND=16384.00\n" +
+		"LOCAL_RECV_WIDTH=9\nLOCAL_SEND_WIDTH=0\nREMOTE_SEND_WIDTH=3\n" +
+		"LOCAL_SEND_OFFSET=100\nLOCAL_RECV_OFFSET=200\nREMOTE_RECV_OFFSET=0\nLOCAL_SEND_ALIGN=8\nREMOTE_RECV_ALIGN=8\n" +
+		"LOCAL_SEND_DIRTY_COUNT=-1\nREMOTE_RECV_CLEAN_COUNT=-1\nLOCAL_CPU_BIND=-1\nREMOTE_CPU_BIND=-1\nLOCAL_CORK=0\nREMOTE_CORK=0\n" +
+		"COMMAND_LINE=\"netperf -H 127.0.0.1 -t TCP_MAERTS -o 100,200\"\n"
+	if got.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got.String(), want)
+	}
+	// The busiest CPU's number, as the -c/-C measurement found it.
+	got.Reset()
+	rep.Result.LocalPeakCPUID, rep.Result.RemotePeakCPUID = 1, 3
+	if err := rep.WriteOmni(&got, netperf.OmniCSV, "LOCAL_CPU_PEAK_ID,REMOTE_CPU_PEAK_ID", true); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Local Peak Per CPU ID,Remote Peak Per CPU ID\n1,3\n"; !strings.HasSuffix(got.String(), want) {
+		t.Errorf("peak CPU ids:\n%q\nwant the suffix %q", got.String(), want)
+	}
+	// Columns: each as wide as its longest header line or value + 1, + 1.
+	got.Reset()
+	if err := rep.WriteOmni(&got, netperf.OmniHuman, "LOCAL_BYTES_PER_RECV,REMOTE_SEND_DIRTY_COUNT,LOCAL_CORK", true); err != nil {
+		t.Fatal(err)
+	}
+	hdr := "Local    Remote Local \nBytes    Send   Cork  \nPer      Dirty        \nRecv     Count        \n1024.00  -1     0     \n"
+	if !strings.HasSuffix(got.String(), hdr) {
+		t.Errorf("columns:\n%q\nwant the suffix\n%q", got.String(), hdr)
+	}
+}
+
+// TestOmniSystemOutputs checks LOCAL_SYSNAME, LOCAL_RELEASE, LOCAL_VERSION
+// and LOCAL_MACHINE against uname(1) (the oracle: coreutils reads the same
+// uname(2) netperf's get_local_system_info does), UUID as a random version
+// 4 UUID that differs between runs, and the interval outputs 0 as a
+// netperf without -w/-b reports them. Planted bug: LOCAL_RELEASE printing
+// the version field: "#1 SMP ..." against uname -r.
+func TestOmniSystemOutputs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uname(2) fields are read on Linux only")
+	}
+	addr, _ := startServer(t, &netperf.Server{})
+	cfg := loopbackConfig(t, addr, netperf.TCPRR, -10)
+	var uuids []string
+	for range 2 {
+		rep, err := netperf.Run(runCtx(t), cfg)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		var got strings.Builder
+		if err := rep.WriteOmni(&got, netperf.OmniKeyval, "LOCAL_SYSNAME,LOCAL_RELEASE,LOCAL_VERSION,LOCAL_MACHINE,UUID,LOCAL_INTERVAL_USECS,REMOTE_INTERVAL_BURST", false); err != nil {
+			t.Fatal(err)
+		}
+		kv := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(got.String()), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			kv[k] = v
+		}
+		for name, flag := range map[string]string{"LOCAL_SYSNAME": "-s", "LOCAL_RELEASE": "-r", "LOCAL_VERSION": "-v", "LOCAL_MACHINE": "-m"} {
+			out, err := exec.Command("uname", flag).Output()
+			if err != nil {
+				t.Fatalf("uname %s: %v", flag, err)
+			}
+			if want := strings.TrimSpace(string(out)); kv[name] != want {
+				t.Errorf("%s = %q, want %q (uname %s)", name, kv[name], want, flag)
+			}
+		}
+		if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(kv["UUID"]) {
+			t.Errorf("UUID = %q, want a version 4 UUID", kv["UUID"])
+		}
+		uuids = append(uuids, kv["UUID"])
+		if kv["LOCAL_INTERVAL_USECS"] != "0" || kv["REMOTE_INTERVAL_BURST"] != "0" {
+			t.Errorf("intervals %q, %q; want 0", kv["LOCAL_INTERVAL_USECS"], kv["REMOTE_INTERVAL_BURST"])
+		}
+	}
+	if uuids[0] == uuids[1] {
+		t.Errorf("two runs share UUID %s", uuids[0])
 	}
 }

@@ -17,16 +17,23 @@ import (
 type socketOptions struct{ ep tcpip.Endpoint }
 
 // SetReadBuffer sets the receive buffer size in bytes, as SO_RCVBUF does;
-// the stack clamps it to its receive buffer range.
+// the size is clamped to the stack's receive buffer range (for TCP
+// TCPOptions.ReceiveBufferMax, which the links' receive queues bound), as
+// Linux clamps to net.core.rmem_max: a socket cannot advertise more window
+// than the stack lets it.
 func (o socketOptions) SetReadBuffer(bytes int) error {
-	o.ep.SocketOptions().SetReceiveBufferSize(int64(bytes), true)
+	so := o.ep.SocketOptions()
+	lo, hi := so.ReceiveBufferLimits()
+	so.SetReceiveBufferSize(min(max(int64(bytes), lo), hi), true)
 	return nil
 }
 
-// SetWriteBuffer sets the send buffer size in bytes, as SO_SNDBUF does; the
-// stack clamps it to its send buffer range.
+// SetWriteBuffer sets the send buffer size in bytes, as SO_SNDBUF does,
+// clamped to the stack's send buffer range.
 func (o socketOptions) SetWriteBuffer(bytes int) error {
-	o.ep.SocketOptions().SetSendBufferSize(int64(bytes), true)
+	so := o.ep.SocketOptions()
+	lo, hi := so.SendBufferLimits()
+	so.SetSendBufferSize(min(max(int64(bytes), lo), hi), true)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"math/bits"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -26,11 +27,21 @@ type TCPOptions struct {
 	// the largest throughput lever under loss.
 	DisableRACK bool
 
-	// SendBufferMax and ReceiveBufferMax cap the per-connection buffers in
-	// bytes (default 8 MiB each: enough for a 10 Gbit/s flow over a 5 ms
-	// path; receive buffers grow towards the cap by auto-tuning).
+	// SendBufferMax caps the per-connection send buffer in bytes (default
+	// 8 MiB: enough for a 10 Gbit/s flow over a 5 ms path).
 	SendBufferMax int
-	// ReceiveBufferMax: see SendBufferMax.
+
+	// ReceiveBufferMax caps the per-connection receive buffer, and so the
+	// window the stack advertises, in bytes; buffers grow towards it by
+	// auto-tuning. The default is 8 MiB, bounded by the links the stack
+	// opens: ReceiveWindowFlows connections at full window must fit the
+	// smallest receive queue of its AF_PACKET links
+	// (afpacket.Endpoint.ReceiveCapacity; 256 KiB with the default ring
+	// and a 1500-byte MTU). A receiver that advertises more than its link
+	// can absorb lets bulk senders fill the queue: frames are lost
+	// (lower_rx_overflow, lower_rx_truncated) and every other flow's
+	// segments wait behind the standing queue (a TCP_RR against 3
+	// TCP_STREAM and 3 TCP_MAERTS fell to a quarter of the kernel's).
 	ReceiveBufferMax int
 
 	// NoDelay disables Nagle's algorithm on new connections (default off,
@@ -41,8 +52,33 @@ type TCPOptions struct {
 // defaultBufferMax is the default cap of the send and receive buffers.
 const defaultBufferMax = 8 << 20
 
-// apply sets the options on the stack's TCP protocol.
-func (o TCPOptions) apply(s *gstack.Stack) error {
+// ReceiveWindowFlows is how many connections receiving at full window the
+// default ReceiveBufferMax lets a link's receive queue absorb without loss.
+const ReceiveWindowFlows = 8
+
+// minReceiveBufferMax is the smallest default receive cap a link's
+// capacity can bring: 64 KiB, a window that needs no scaling.
+const minReceiveBufferMax = 64 << 10
+
+// receiveBufferMaxFor returns the default receive buffer cap for links
+// whose smallest receive queue holds capacity bytes (0: unknown, no
+// bound): capacity over ReceiveWindowFlows, rounded down to a power of two,
+// between minReceiveBufferMax and defaultBufferMax.
+func receiveBufferMaxFor(capacity int) int {
+	if capacity <= 0 {
+		return defaultBufferMax
+	}
+	share := capacity / ReceiveWindowFlows
+	if share < minReceiveBufferMax {
+		return minReceiveBufferMax
+	}
+	return min(defaultBufferMax, 1<<(bits.Len(uint(share))-1))
+}
+
+// apply sets the options on the stack's TCP protocol. linkCapacity is the
+// smallest receive queue of the stack's links in bytes (0: unknown), which
+// bounds the default ReceiveBufferMax.
+func (o TCPOptions) apply(s *gstack.Stack, linkCapacity int) error {
 	cc := o.CongestionControl
 	if cc == "" {
 		cc = "cubic"
@@ -52,7 +88,7 @@ func (o TCPOptions) apply(s *gstack.Stack) error {
 		sendMax = defaultBufferMax
 	}
 	if recvMax == 0 {
-		recvMax = defaultBufferMax
+		recvMax = receiveBufferMaxFor(linkCapacity)
 	}
 	if sendMax < 4096 || recvMax < 4096 {
 		return fmt.Errorf("TCP buffer caps must be at least 4096 bytes, got send %d, receive %d", sendMax, recvMax)

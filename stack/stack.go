@@ -260,6 +260,9 @@ type link struct {
 	// lowerStats reads the drops of the lower link the stack opened (nil
 	// for a caller's LinkEndpoint).
 	lowerStats func() LowerStats
+	// rxCapacity is the bytes one receive queue of the lower link holds
+	// (afpacket.Endpoint.ReceiveCapacity); 0 if unknown.
+	rxCapacity int
 }
 
 // ICMP errors the stack sends (fragmentation needed, time exceeded, port
@@ -300,9 +303,6 @@ func New(cfg Config) (s *Stack, err error) {
 	}()
 	s.ns.SetICMPLimit(rate.Limit(ICMPRateLimit))
 	s.ns.SetICMPBurst(ICMPBurst)
-	if err := cfg.TCP.apply(s.ns); err != nil {
-		return s, err
-	}
 	ilm, err := buildILM(cfg.ILM)
 	if err != nil {
 		return s, err
@@ -318,6 +318,11 @@ func New(cfg Config) (s *Stack, err error) {
 		}
 	}
 	if err := s.addFIBNIC(tcpip.NICID(len(cfg.Links)+1), cfg); err != nil {
+		return s, err
+	}
+	// The TCP options follow the links: their receive queues bound the
+	// default receive window. No connection exists before this.
+	if err := cfg.TCP.apply(s.ns, s.receiveCapacity()); err != nil {
 		return s, err
 	}
 	for _, a := range cfg.Addresses {
@@ -349,6 +354,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	}
 	var lower gstack.LinkEndpoint
 	var lowerStats func() LowerStats
+	rxCapacity := 0
 	switch l.Kind {
 	case LinkAFPacket:
 		// GSOFrames: the label switch's coalesced TCP packets (node's
@@ -362,6 +368,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			ep.SetMTU(l.MTU)
 		}
 		lower = ep
+		rxCapacity = ep.ReceiveCapacity()
 		if why := ep.FallbackReason(); why != "" {
 			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
 		} else if ep.Mode() == afpacket.ModeRing {
@@ -428,7 +435,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		ep.Close()
 		return fmt.Errorf("link %s: create NIC: %s", l.Name, terr)
 	}
-	ln := &link{Link: l, nic: id, endpoint: ep, lowerStats: lowerStats}
+	ln := &link{Link: l, nic: id, endpoint: ep, lowerStats: lowerStats, rxCapacity: rxCapacity}
 	s.links = append(s.links, ln)
 	s.byName[l.Name] = ln
 	return nil
@@ -613,6 +620,19 @@ func (s *Stack) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
+}
+
+// receiveCapacity returns the smallest receive queue, in bytes, of the
+// links that report one (afpacket.Endpoint.ReceiveCapacity); 0 if none
+// does.
+func (s *Stack) receiveCapacity() int {
+	capacity := 0
+	for _, l := range s.links {
+		if l.rxCapacity > 0 && (capacity == 0 || l.rxCapacity < capacity) {
+			capacity = l.rxCapacity
+		}
+	}
+	return capacity
 }
 
 // applySocketOptions sets per-socket options that follow from TCPOptions.

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mplsnode/mplsnode/netperf"
@@ -27,7 +29,7 @@ const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H
          [-v LEVEL] [-D [SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
          [--json] [--classic] [--cpuprofile FILE]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
-             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]] [-R 0|1] [-o|-O|-k [OUTPUT,...]]]
+             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]] [-p MIN[,MAX]] [-R 0|1] [-o|-O|-k [OUTPUT,...]]]
 
 A netperf 2.x client that speaks the stock control protocol, so it measures
 against stock netserver as well as "mplsnode netserver". With --config the
@@ -48,13 +50,15 @@ test-specific ones after it, as in netperf:
   -l N           run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
-  -v 0|1         0: only the result (throughput or service demand)
+  -v 0|1|2       0: only the result (throughput or service demand); 2 with -- -o/-O/-k: and the
+                 histogram of transaction times (RR, CRR, CC tests), as a histogram-enabled netperf
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
   -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
   -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
   -- -r R,S   request and response size -- -D     TCP_NODELAY
   -- -H, -L, -P   data connection's remote host, local address, local,remote ports
+  -- -p MIN,MAX   TCP_CRR/TCP_CC: client ports, consecutive from a random start (5000,65535)
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
                  THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...)
   --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
@@ -206,7 +210,7 @@ var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": n
 	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg}
 
 var testSpec = optSpec{"-m": needsArg, "-M": needsArg, "-s": needsArg, "-S": needsArg, "-r": needsArg,
-	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-h": noArg,
+	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-p": needsArg, "-h": noArg,
 	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg}
 
 // parseNetperfArgs turns a netperf command line into a Config.
@@ -306,6 +310,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			snd, rcv, err = pair(o.value, true, 0, 0)
 			if err == nil && o.name == "-O" {
 				c.RemoteSendOffset, c.RemoteRecvOffset = uint32(snd), uint32(rcv)
+			} else if err == nil {
+				c.LocalSendOffset, c.LocalRecvOffset = int32(snd), int32(rcv) // reported only
 			}
 		case "--kernel":
 			a.kernel = true
@@ -359,6 +365,12 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			c.LocalDataAddr, _, _ = strings.Cut(o.value, ",")
 		case "-P":
 			c.LocalDataPort, c.RemoteDataPort, err = pair(o.value, false, 0, 0)
+		case "-p":
+			// TCP_CRR and TCP_CC: the range of the client's ports.
+			c.ClientPortMin, c.ClientPortMax, err = pair(o.value, false, netperf.DefaultClientPortMin, netperf.DefaultClientPortMax)
+			if err == nil && (c.ClientPortMin < 1 || c.ClientPortMax > 0xffff || c.ClientPortMin > c.ClientPortMax) {
+				err = errors.New("want min,max with 1 <= min <= max <= 65535")
+			}
 		case "-o", "-O", "-k":
 			a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
 			a.omniSelection = o.value
@@ -410,8 +422,35 @@ func kernelDialer(local string, port int) (netperf.DialFunc, error) {
 	}, nil
 }
 
+// kernelPortDialer returns TCP_CRR's and TCP_CC's dialer on kernel
+// sockets: each connection from local (empty: any) and the port the
+// client picks, with SO_REUSEADDR as stock netperf's data sockets, so a
+// port whose earlier connection is in TIME_WAIT binds again.
+func kernelPortDialer(local string) (netperf.PortDialFunc, error) {
+	ip := net.ParseIP(local)
+	if local != "" && ip == nil {
+		return nil, fmt.Errorf("local address %q is not an IP address", local)
+	}
+	reuse := func(network, address string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}
+	return func(ctx context.Context, network, address string, port int) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip, Port: port}, Control: reuse}
+		return d.DialContext(ctx, network, address)
+	}, nil
+}
+
 func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a, err := parseNetperfArgs(args)
+	if err == nil {
+		a.cfg.CommandLine = strings.Join(os.Args, " ") // COMMAND_LINE: argv as netperf keeps it
+	}
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(stdout, netperfUsage)
 		return exitOK
@@ -437,6 +476,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = nodeDialer(n, a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
 		}
+		if err == nil {
+			a.cfg.ConnectDial, err = nodePortDialer(n, a.cfg.LocalDataAddr)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
 			return exitUsage
@@ -444,6 +486,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	} else {
 		if a.cfg.Dial, err = kernelDialer(a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = kernelDialer(a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
+		}
+		if err == nil {
+			a.cfg.ConnectDial, err = kernelPortDialer(a.cfg.LocalDataAddr)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
@@ -477,6 +522,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = rep.WriteJSON(stdout)
 	case a.omniMode != 0:
 		err = rep.WriteOmni(stdout, a.omniMode, a.omniSelection, a.headers)
+		if err == nil && a.verbosity > 1 {
+			err = rep.WriteHistogram(stdout)
+		}
 	case a.verbosity <= 0:
 		err = rep.WriteTerse(stdout, a.headers)
 	default:

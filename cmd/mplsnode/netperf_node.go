@@ -82,3 +82,23 @@ func printNodeDrops(w io.Writer, n *node.Node) {
 	fmt.Fprintf(w, "mplsnode TCP: %d segments sent, %d retransmitted, %d timeouts\n",
 		r.TCP.SegmentsSent, r.TCP.Retransmits, r.TCP.Timeouts)
 }
+
+// nodePortDialer returns TCP_CRR's and TCP_CC's dialer on the node's
+// stack: each connection from local (empty: the route's source address)
+// and the port the client picks.
+func nodePortDialer(n *node.Node, local string) (netperf.PortDialFunc, error) {
+	var ip netip.Addr
+	if local != "" {
+		var err error
+		if ip, err = netip.ParseAddr(local); err != nil {
+			return nil, fmt.Errorf("local address %q is not an IP address", local)
+		}
+	}
+	return func(ctx context.Context, network, address string, port int) (net.Conn, error) {
+		to, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		return n.Stack().DialTCPFrom(ctx, netip.AddrPortFrom(ip, uint16(port)), to)
+	}, nil
+}

@@ -50,6 +50,18 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		{"-H h -t TCP_CRR -- -p 6000,6100", func(a *netperfArgs) string {
+			if a.cfg.ClientPortMin != 6000 || a.cfg.ClientPortMax != 6100 {
+				return "-p min,max"
+			}
+			return ""
+		}},
+		{"-H h -t TCP_CC -- -p 7000", func(a *netperfArgs) string {
+			if a.cfg.ClientPortMin != 7000 || a.cfg.ClientPortMax != netperf.DefaultClientPortMax {
+				return "-p min (max stays stock's 65535)"
+			}
+			return ""
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.args, func(t *testing.T) {
@@ -62,7 +74,7 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f x", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x"} {
+	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f x", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000"} {
 		if _, err := parseNetperfArgs(strings.Fields(bad)); err == nil {
 			t.Errorf("parse %q: got no error, want one", bad)
 		}

@@ -1184,6 +1184,36 @@ func (e *Endpoint) FallbackReason() string { return e.fallback }
 // Queues returns the number of queues (sockets in the fanout group).
 func (e *Endpoint) Queues() int { return len(e.queues) }
 
+// ReceiveCapacity returns how many bytes of frames one receive queue holds
+// before the kernel drops (Stats.RXDrops) or cuts (Stats.RXTruncated) what
+// arrives while the reader is behind: with a frame ring the fewer of its
+// slots times the MTU and the socket receive buffer (which holds the frames
+// too long for a slot: a veth peer's GSO frames); with a block ring its
+// blocks; in mmsg mode the socket receive buffer. The buffer counts as the
+// size asked for, half what the kernel reports, which keeps the other half
+// for the kernel's per-frame overhead. A TCP receiver on this link keeps
+// the windows it advertises, summed over its connections, below it: the
+// peers then cannot overrun the queue (package stack does, see
+// stack.TCPOptions.ReceiveBufferMax). Fanout spreads flows over queues by
+// hash but may put them all in one, so this is one queue's capacity.
+func (e *Endpoint) ReceiveCapacity() int {
+	if len(e.queues) == 0 {
+		return 0
+	}
+	q := e.queues[0]
+	if q.rx != nil {
+		return q.rx.blockSize * q.rx.blockNr
+	}
+	buf := 0
+	if n, err := unix.GetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
+		buf = n / 2
+	}
+	if q.rx2 != nil {
+		return min(q.rx2.frameNr*int(e.MTU()), buf)
+	}
+	return buf
+}
+
 // QueueRXPackets returns the frames each queue delivered upward, in queue
 // order (FlowHash % Queues picks the queue).
 func (e *Endpoint) QueueRXPackets() []uint64 {

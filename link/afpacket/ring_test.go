@@ -469,3 +469,35 @@ func TestFanoutFlowHash(t *testing.T) {
 		t.Errorf("the flows all hash to one queue: the test spreads nothing")
 	}
 }
+
+// TestReceiveCapacity checks what one receive queue holds in each mode:
+// a frame ring's slots times the MTU (here fewer than its socket buffer
+// holds), a block ring's blocks, and in mmsg mode or with a small socket
+// buffer, the buffer asked for (the kernel reports twice the request:
+// socket(7), SO_RCVBUF). Planted bug: counting the slots' size (2 KiB)
+// instead of the MTU gave 131072 for the first case.
+func TestReceiveCapacity(t *testing.T) {
+	tp := newTopo(t)
+	for _, tc := range []struct {
+		name string
+		opts afpacket.Options
+		want int
+	}{
+		{"frame ring", afpacket.Options{Mode: afpacket.ModeRing, RXRingFrames: 64}, 64 * 1500},
+		{"frame ring, small buffer", afpacket.Options{Mode: afpacket.ModeRing, RXRingFrames: 2048, ReceiveBufferSize: 1 << 20}, 1 << 20},
+		{"block ring", afpacket.Options{Mode: afpacket.ModeRing, RXRing: afpacket.RXRingBlock, RingBlockSize: 64 << 10, RingBlocks: 4}, 4 * 64 << 10},
+		{"mmsg", afpacket.Options{Mode: afpacket.ModeMMsg, ReceiveBufferSize: 2 << 20}, 2 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Interface = tp.va
+			ep, err := openIn(t, tp.a, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ep.Close()
+			if got := ep.ReceiveCapacity(); got != tc.want {
+				t.Errorf("ReceiveCapacity() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

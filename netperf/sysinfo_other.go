@@ -1,0 +1,5 @@
+//go:build !linux
+
+package netperf
+
+func readUname() uname { return uname{} }
