@@ -249,7 +249,7 @@ func TestGROTrimsPadding(t *testing.T) {
 type discard struct{ n int }
 
 func (d *discard) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) { d.n++ }
-func (*discard) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer)        {}
+func (*discard) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer)      {}
 
 // BenchmarkReceivePop measures the host's receive path per frame: a batch
 // of 32 labelled 1448-byte TCP segments of one flow, each copied into a
