@@ -1,7 +1,6 @@
 package mplsendpoint
 
 import (
-	"github.com/mplsnode/mplsnode/gso"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -185,18 +184,11 @@ func (e *Endpoint) writeGSOSlots(s *txScratch, pkt *stack.PacketBuffer, linkMTU 
 		e.mtuExceeded(pkt, linkMTU)
 		return 0, errGSO
 	}
-	lh, nh, th := pkt.LinkHeader().Slice(), pkt.NetworkHeader().Slice(), pkt.TransportHeader().Slice()
-	hdr := append(append(append(s.hdr[:0], lh...), nh...), th...)
-	s.hdr = hdr
-	c, err := gso.NewCutter(hdr, len(lh), proto, len(lh)+len(nh), pkt.Data().Size(), mss)
+	c, r, err := e.cutterFor(s, pkt, proto, mss)
 	if err != nil {
-		e.drop(DropGSOUnsupported, -1, err)
 		return 0, err
 	}
-	// The payload follows the headers in the packet's views.
-	vl, off := pkt.AsViewList()
-	r := viewReader{v: vl.Front(), off: off}
-	r.skip(len(hdr))
+	hdr := c.Header()
 	nSegs := c.Segments()
 	for i := 0; i < nSegs; i++ {
 		n := c.SegmentLen(i)
