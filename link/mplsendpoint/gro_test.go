@@ -136,10 +136,10 @@ func TestGROCoalescesBatch(t *testing.T) {
 // host: a segment whose TCP (or IPv4 header) checksum is wrong, between
 // good segments of the same flow in one batch, must be dropped as
 // bad_checksum and never merged into a good packet, whose checksum no one
-// checks again. Checked by planting the bug: deliver skipping its own check
-// for the segments GRO takes (marking them validated unchecked, leaving
-// the check to the merged packet) makes the corrupt segment's bytes reach
-// the stack inside the merged packet, and this test fails.
+// checks again. Checked by planting the bug: deliver marking unflagged
+// packets validated without its own check (leaving it to the merged
+// packet) makes the corrupt segment's bytes reach the stack inside a
+// 4040-byte merged packet, and this test fails.
 func TestGROKeepsBadChecksumsOut(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
