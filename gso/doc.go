@@ -59,6 +59,16 @@
 // are SYN, RST and URG on a packet that needs more than one segment (their
 // meaning does not survive splitting).
 //
+// # Scattered payload
+//
+// [Cutter] writes the same segments one at a time for a caller whose
+// payload is not contiguous (a packet buffer's chained views): it
+// validates the headers and payload length as Segment validates the whole
+// packet, the caller copies the headers and each payload chunk straight
+// into the segment's final buffer (a transmit ring slot), and
+// [Cutter.Finish] writes lengths, IDs, sequence numbers, flags and
+// checksums. The payload is copied once, by the caller.
+//
 // # Buffers and allocations
 //
 // The caller owns every buffer. [Segment] reads p.Buf and never writes it;

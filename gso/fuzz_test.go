@@ -74,7 +74,7 @@ func writeSeedCorpus(dir string) error {
 // input must yield segments satisfying every invariant of checkSegments
 // (sizes, prefix, headers, consecutive sequence numbers, flags, checksums
 // verified by an independent implementation, payload concatenation equal to
-// the input payload); rejected input must yield an *Error, never a panic.
+// the input payload), and a Cutter must write the same bytes; rejected input must yield an *Error, never a panic.
 func FuzzSegment(f *testing.F) {
 	for _, p := range seedPackets() {
 		f.Add(p.Buf, p.PrefixLen, uint8(p.Proto), p.L4Offset, p.MSS)
@@ -107,6 +107,9 @@ func FuzzSegment(f *testing.F) {
 			t.Fatal(err)
 		}
 		if err := checkSegments(p, segs); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkCutter(p); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(buf, orig) {

@@ -101,7 +101,12 @@ type layout struct {
 }
 
 // parse validates p and returns its geometry.
-func parse(p Packet) (layout, error) {
+func parse(p Packet) (layout, error) { return parseLen(p, len(p.Buf)) }
+
+// parseLen validates p as a packet of total bytes of which p.Buf holds at
+// least the headers (Cutter: the headers only; the payload runs to total)
+// and returns its geometry.
+func parseLen(p Packet, total int) (layout, error) {
 	buf := p.Buf
 	if p.PrefixLen < 0 || p.PrefixLen > len(buf) {
 		return layout{}, newError(ErrBadPrefix, "PrefixLen", p.PrefixLen, -1)
@@ -182,7 +187,7 @@ func parse(p Packet) (layout, error) {
 	if doff > len(buf)-l4 {
 		return layout{}, newError(ErrTruncated, "TCP data offset", doff/4, l4+tcpDoffOff)
 	}
-	lo := layout{ip: ip, l4: l4, tcpEnd: l4 + doff, payload: len(buf) - l4 - doff}
+	lo := layout{ip: ip, l4: l4, tcpEnd: l4 + doff, payload: total - l4 - doff}
 	lo.n = lo.payload / p.MSS
 	if lo.payload%p.MSS != 0 || lo.n == 0 {
 		lo.n++
@@ -200,10 +205,10 @@ func parse(p Packet) (layout, error) {
 	}
 	// n-1 extra header copies; guard the product against int overflow
 	// (possible only with 32-bit int).
-	if lo.n-1 > (math.MaxInt-len(buf))/lo.tcpEnd {
+	if lo.n-1 > (math.MaxInt-total)/lo.tcpEnd {
 		return layout{}, newError(ErrTooLarge, "segments", lo.n, -1)
 	}
-	lo.total = len(buf) + (lo.n-1)*lo.tcpEnd
+	lo.total = total + (lo.n-1)*lo.tcpEnd
 	return lo, nil
 }
 
@@ -243,24 +248,9 @@ func Segment(p Packet, dst []byte, segs [][]byte) ([][]byte, error) {
 		return segs, newError(ErrShortDst, "len(dst)", len(dst), -1)
 	}
 	buf := p.Buf
-	ip, l4, hdrLen := lo.ip, lo.l4, lo.tcpEnd
+	hdrLen := lo.tcpEnd
 	payload := buf[hdrLen:]
-	v4 := p.Proto == ProtoIPv4
-
-	// The pseudo-header's addresses and protocol are the same in every
-	// segment; only the TCP length changes.
-	var pseudo uint32
-	var id uint16
-	if v4 {
-		pseudo = sum(buf[ip+ipv4AddrsOff : ip+ipv4AddrsOff+ipv4AddrsLen])
-		id = binary.BigEndian.Uint16(buf[ip+ipv4IDOff:])
-	} else {
-		pseudo = sum(buf[ip+ipv6AddrsOff : ip+ipv6AddrsOff+ipv6AddrsLen])
-	}
-	pseudo += protoTCP
-	seq := binary.BigEndian.Uint32(buf[l4+tcpSeqOff:])
-	flags := buf[l4+tcpFlagsOff]
-
+	f := newFinisher(buf, lo, p.Proto)
 	for i, off := 0, 0; i < lo.n; i++ {
 		chunk := min(p.MSS, len(payload)-off)
 		segLen := hdrLen + chunk
@@ -268,34 +258,128 @@ func Segment(p Packet, dst []byte, segs [][]byte) ([][]byte, error) {
 		dst = dst[segLen:]
 		copy(seg, buf[:hdrLen])
 		copy(seg[hdrLen:], payload[off:off+chunk])
-
-		if v4 {
-			iph := seg[ip:l4]
-			binary.BigEndian.PutUint16(iph[ipv4TotalLenOff:], uint16(segLen-ip))
-			binary.BigEndian.PutUint16(iph[ipv4IDOff:], id+uint16(i)) // wraps, as IDs do
-			iph[ipv4CsumOff], iph[ipv4CsumOff+1] = 0, 0
-			binary.BigEndian.PutUint16(iph[ipv4CsumOff:], ^fold(sum(iph)))
-		} else {
-			binary.BigEndian.PutUint16(seg[ip+ipv6PayloadLenOff:], uint16(segLen-ip-ipv6HeaderLen))
-		}
-
-		tcp := seg[l4:hdrLen]
-		binary.BigEndian.PutUint32(tcp[tcpSeqOff:], seq+uint32(off)) // wraps mod 2^32 (RFC 9293)
-		f := flags
-		if i > 0 {
-			f &^= tcpCWR
-		}
-		if i < lo.n-1 {
-			f &^= tcpFIN | tcpPSH
-		}
-		tcp[tcpFlagsOff] = f
-		tcp[tcpCsumOff], tcp[tcpCsumOff+1] = 0, 0
-		tcpLen := uint32(segLen - l4) // < 2^16, checked by parse
-		c := pseudo + tcpLen + sum(tcp) + sum(seg[hdrLen:])
-		binary.BigEndian.PutUint16(tcp[tcpCsumOff:], ^fold(c))
-
+		f.finish(seg, i, off)
 		segs = append(segs, seg)
 		off += chunk
 	}
 	return segs, nil
+}
+
+// finisher rewrites a segment's copied headers; the fields that do not
+// change from segment to segment are read once from the packet's headers.
+type finisher struct {
+	lo     layout
+	v4     bool
+	pseudo uint32 // the pseudo-header's addresses and protocol
+	id     uint16 // the IPv4 identification of the first segment
+	seq    uint32 // the sequence number of the first segment
+	flags  byte   // the packet's TCP flags
+}
+
+func newFinisher(hdr []byte, lo layout, proto Proto) finisher {
+	f := finisher{lo: lo, v4: proto == ProtoIPv4}
+	ip, l4 := lo.ip, lo.l4
+	if f.v4 {
+		f.pseudo = sum(hdr[ip+ipv4AddrsOff : ip+ipv4AddrsOff+ipv4AddrsLen])
+		f.id = binary.BigEndian.Uint16(hdr[ip+ipv4IDOff:])
+	} else {
+		f.pseudo = sum(hdr[ip+ipv6AddrsOff : ip+ipv6AddrsOff+ipv6AddrsLen])
+	}
+	f.pseudo += protoTCP
+	f.seq = binary.BigEndian.Uint32(hdr[l4+tcpSeqOff:])
+	f.flags = hdr[l4+tcpFlagsOff]
+	return f
+}
+
+// finish turns seg, the packet's headers followed by the payload chunk
+// that starts off bytes into the payload, into segment i: IP length, IPv4
+// ID and header checksum, sequence number, flags and TCP checksum.
+func (f *finisher) finish(seg []byte, i, off int) {
+	ip, l4, hdrLen := f.lo.ip, f.lo.l4, f.lo.tcpEnd
+	segLen := len(seg)
+	if f.v4 {
+		iph := seg[ip:l4]
+		binary.BigEndian.PutUint16(iph[ipv4TotalLenOff:], uint16(segLen-ip))
+		binary.BigEndian.PutUint16(iph[ipv4IDOff:], f.id+uint16(i)) // wraps, as IDs do
+		iph[ipv4CsumOff], iph[ipv4CsumOff+1] = 0, 0
+		binary.BigEndian.PutUint16(iph[ipv4CsumOff:], ^fold(sum(iph)))
+	} else {
+		binary.BigEndian.PutUint16(seg[ip+ipv6PayloadLenOff:], uint16(segLen-ip-ipv6HeaderLen))
+	}
+	tcp := seg[l4:hdrLen]
+	binary.BigEndian.PutUint32(tcp[tcpSeqOff:], f.seq+uint32(off)) // wraps mod 2^32 (RFC 9293)
+	fl := f.flags
+	if i > 0 {
+		fl &^= tcpCWR
+	}
+	if i < f.lo.n-1 {
+		fl &^= tcpFIN | tcpPSH
+	}
+	tcp[tcpFlagsOff] = fl
+	tcp[tcpCsumOff], tcp[tcpCsumOff+1] = 0, 0
+	tcpLen := uint32(segLen - l4) // < 2^16, checked by parse
+	c := f.pseudo + tcpLen + sum(tcp) + sum(seg[hdrLen:])
+	binary.BigEndian.PutUint16(tcp[tcpCsumOff:], ^fold(c))
+}
+
+// Cutter segments a packet whose payload is not in one buffer (a packet
+// buffer's chained views, say) straight into the caller's buffers, one
+// segment at a time, with one copy of the payload: the caller copies the
+// headers (Header) and the segment's payload chunk into a buffer of
+// SegmentLen(i) bytes, then Finish writes the lengths, IPv4 ID, sequence
+// number, flags and checksums, exactly as Segment writes segment i. A
+// Cutter holds no buffer of its own and allocates nothing.
+type Cutter struct {
+	hdr []byte
+	mss int
+	f   finisher
+}
+
+// NewCutter validates a packet given as its headers (hdr: the prefix, IP
+// header and TCP header with options, exactly; read, never written, and
+// kept until the Cutter is done) and its payload length, as Segment would
+// validate the whole packet, and returns its Cutter. The errors are
+// Segment's; hdr longer than the headers is ErrBadHeaderLength.
+func NewCutter(hdr []byte, prefixLen int, proto Proto, l4Offset, payloadLen, mss int) (Cutter, error) {
+	if payloadLen < 0 {
+		return Cutter{}, newError(ErrTooLarge, "payload length", payloadLen, -1)
+	}
+	p := Packet{Buf: hdr, PrefixLen: prefixLen, Proto: proto, L4Offset: l4Offset, MSS: mss}
+	lo, err := parseLen(p, len(hdr)+payloadLen)
+	if err != nil {
+		return Cutter{}, err
+	}
+	if lo.tcpEnd != len(hdr) {
+		return Cutter{}, newError(ErrBadHeaderLength, "header bytes beyond the TCP header", len(hdr)-lo.tcpEnd, lo.tcpEnd)
+	}
+	return Cutter{hdr: hdr, mss: mss, f: newFinisher(hdr, lo, proto)}, nil
+}
+
+// Segments returns the number of segments (at least 1).
+func (c *Cutter) Segments() int { return c.f.lo.n }
+
+// Header returns the packet's headers, to copy in front of each segment.
+func (c *Cutter) Header() []byte { return c.hdr }
+
+// PayloadRange returns where segment i's payload chunk lies in the
+// packet's payload: from off, n bytes.
+func (c *Cutter) PayloadRange(i int) (off, n int) {
+	off = i * c.mss
+	return off, min(c.mss, c.f.lo.payload-off)
+}
+
+// SegmentLen returns the length of segment i: the headers and its chunk.
+func (c *Cutter) SegmentLen(i int) int {
+	_, n := c.PayloadRange(i)
+	return len(c.hdr) + n
+}
+
+// Finish makes seg (SegmentLen(i) bytes: Header, then payload chunk i)
+// segment i of the packet. It panics if len(seg) is not SegmentLen(i).
+func (c *Cutter) Finish(i int, seg []byte) {
+	if len(seg) != c.SegmentLen(i) {
+		panic("gso: Cutter.Finish: segment length " + strconv.Itoa(len(seg)) + ", want " + strconv.Itoa(c.SegmentLen(i)))
+	}
+	off, _ := c.PayloadRange(i)
+	c.f.finish(seg, i, off)
 }

@@ -635,6 +635,10 @@ func (q *queue) openTX(opts *Options, ifindex, maxFrame int) error {
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sndbuf) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf)
 	}
+	// A virtio-net header in front of each frame (txDataOff).
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		return fail("setsockopt PACKET_VNET_HDR", err.(syscall.Errno))
+	}
 	r, call, errno := setupTXRing(fd, maxFrame, frames)
 	if errno != 0 {
 		return fail(call, errno)

@@ -309,7 +309,7 @@ func setupTXRing(fd, maxFrame, frameNr int) (*txRing, string, unix.Errno) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_LOSS, 1); err != nil {
 		return nil, "setsockopt PACKET_LOSS", err.(unix.Errno)
 	}
-	frameSize := tpacket2HdrLen + maxFrame
+	frameSize := tpacket2HdrLen + virtioNetHdrLen + maxFrame
 	frameSize = (frameSize + tpacketAlign - 1) &^ (tpacketAlign - 1)
 	// Power-of-two slots so that slots never straddle a block.
 	fs := 1
@@ -339,7 +339,16 @@ func setupTXRing(fd, maxFrame, frameNr int) (*txRing, string, unix.Errno) {
 }
 
 // capacity is the largest frame a slot holds.
-func (r *txRing) capacity() int { return r.frameSize - tpacket2HdrLen }
+func (r *txRing) capacity() int { return r.frameSize - txDataOff }
+
+// txDataOff is where a transmit slot's frame starts: after the TPACKET_V2
+// header and a virtio-net header (PACKET_VNET_HDR on the transmit socket)
+// whose hdr_len covers the whole frame, so that the kernel copies the frame
+// into the skb's linear part. Without it the frame's bytes would ride as
+// page fragments of the ring (zero-copy), which a veth must copy again
+// into freshly allocated pages (skb_copy_ubufs) before the peer takes the
+// skb: a page allocation and free per frame.
+const txDataOff = tpacket2HdrLen + virtioNetHdrLen
 
 func (r *txRing) slot(i int) []byte {
 	return r.mem[i*r.frameSize : (i+1)*r.frameSize : (i+1)*r.frameSize]
@@ -420,7 +429,7 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 			}
 			q.txRingFull.Add(1)
 		}
-		data := r.slot(r.next)[tpacket2HdrLen : tpacket2HdrLen+size]
+		data := r.slot(r.next)[txDataOff : txDataOff+size]
 		vl, off := pkt.AsViewList()
 		w := 0
 		for v := vl.Front(); v != nil; v = v.Next() {
@@ -767,7 +776,7 @@ func (e *Endpoint) TXSlot(queue, size int) ([]byte, tcpip.Error) {
 		}
 		q.txRingFull.Add(1)
 	}
-	return r.slot(r.next)[tpacket2HdrLen : tpacket2HdrLen+size], nil
+	return r.slot(r.next)[txDataOff : txDataOff+size], nil
 }
 
 // TXCommit marks the slot TXSlot returned as a frame of n bytes to send.
@@ -790,7 +799,11 @@ func (e *Endpoint) TXEnd(queue int) (int, tcpip.Error) {
 // commit marks slot next as a frame of n bytes to send and moves on.
 func (r *txRing) commit(n int) {
 	s := r.slot(r.next)
-	binary.NativeEndian.PutUint32(s[f2LenOff:], uint32(n))
+	// The virtio-net header: no offload, hdr_len the whole frame.
+	h := s[tpacket2HdrLen:txDataOff]
+	clear(h)
+	binary.NativeEndian.PutUint16(h[2:], uint16(n))
+	binary.NativeEndian.PutUint32(s[f2LenOff:], uint32(virtioNetHdrLen+n))
 	u32at(s, f2StatusOff).Store(unix.TP_STATUS_SEND_REQUEST)
 	r.lens[r.next] = uint32(n)
 	r.next++

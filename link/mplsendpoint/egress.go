@@ -15,23 +15,10 @@ import (
 // txScratch holds the per-call buffers of the segmentation path; pooled so
 // that steady state allocates nothing per segment.
 type txScratch struct {
-	src  appendWriter // the gathered GSO packet
-	hdr  []byte       // pristine copy of its headers
-	segs [][]byte
-	pkts []*stack.PacketBuffer // one GSO packet's segments
-	out  stack.PacketBufferList
+	hdr []byte // a copy of the GSO packet's headers (gso.Cutter)
+	out stack.PacketBufferList
 	// batch is the open transmit batch on a TXRing lower link.
 	batch slotBatch
-}
-
-// appendWriter is an io.Writer appending to b (gathering a packet's data
-// views without an intermediate [][]byte).
-type appendWriter struct{ b []byte }
-
-// Write implements io.Writer.
-func (w *appendWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
 }
 
 func (e *Endpoint) getTX() *txScratch {
@@ -42,9 +29,6 @@ func (e *Endpoint) getTX() *txScratch {
 }
 
 func (e *Endpoint) putTX(s *txScratch) {
-	s.segs = s.segs[:0]
-	clear(s.pkts)
-	s.pkts = s.pkts[:0]
 	e.scratch.Put(s)
 }
 
@@ -261,53 +245,42 @@ func (e *Endpoint) gsoShape(pkt *stack.PacketBuffer, linkMTU int) (gso.Proto, in
 	return proto, mss, nil
 }
 
-// gatherGSO copies pkt's headers and payload once into the scratch buffer
-// (package gso needs them contiguous), keeps a copy of the headers in
-// s.hdr, and validates the whole packet once (headers, and SYN/RST/URG that
-// must not be split, which a one-segment group would no longer see). It
-// returns the packet and its header length; an invalid packet is counted
-// (gso_unsupported).
-func (e *Endpoint) gatherGSO(s *txScratch, pkt *stack.PacketBuffer, proto gso.Proto, mss int) (gso.Packet, int, error) {
-	lh := pkt.LinkHeader().Slice()
-	nh := pkt.NetworkHeader().Slice()
-	th := pkt.TransportHeader().Slice()
-	prefixLen, l3Len := len(lh), len(nh)
-	hdrLen := prefixLen + l3Len + len(th)
-	src := s.src.b[:0]
-	src = append(src, lh...)
-	src = append(src, nh...)
-	src = append(src, th...)
-	s.src.b = src
-	pkt.Data().ReadTo(&s.src, true)
-	src = s.src.b
-	full := gso.Packet{Buf: src, PrefixLen: prefixLen, Proto: proto, L4Offset: prefixLen + l3Len, MSS: mss}
-	if _, err := gso.SegmentedLen(full); err != nil {
+// cutterFor copies pkt's headers into s.hdr and returns the gso.Cutter
+// that segments pkt at mss, having validated the whole packet once
+// (headers, and SYN/RST/URG that must not be split); an invalid packet is
+// counted (gso_unsupported). The returned reader stands at the payload.
+func (e *Endpoint) cutterFor(s *txScratch, pkt *stack.PacketBuffer, proto gso.Proto, mss int) (gso.Cutter, viewReader, error) {
+	lh, nh, th := pkt.LinkHeader().Slice(), pkt.NetworkHeader().Slice(), pkt.TransportHeader().Slice()
+	hdr := append(append(append(s.hdr[:0], lh...), nh...), th...)
+	s.hdr = hdr
+	c, err := gso.NewCutter(hdr, len(lh), proto, len(lh)+len(nh), pkt.Data().Size(), mss)
+	if err != nil {
 		e.drop(DropGSOUnsupported, -1, err)
-		return gso.Packet{}, 0, err
+		return gso.Cutter{}, viewReader{}, err
 	}
-	s.hdr = append(s.hdr[:0], src[:hdrLen]...)
-	return full, hdrLen, nil
+	// The payload follows the headers in the packet's views.
+	vl, off := pkt.AsViewList()
+	r := viewReader{v: vl.Front(), off: off}
+	r.skip(len(hdr))
+	return c, r, nil
 }
 
 // writeGSO handles one host-GSO TCP packet: a packet that fits in one
 // segment only gets its partial checksum finished in place; a larger one
 // without labels goes whole to a lower link that takes GSO frames
-// (LowerGSOFrames); any other is segmented with package gso and its
-// segments queued in s.out.
+// (LowerGSOFrames); any other is segmented (gso.Cutter) and its segments
+// queued in s.out.
 //
-// Copies: the packet is gathered once into a contiguous scratch buffer
-// (package gso needs one), and gso writes the segments straight into pooled
-// buffer chunks that become the segments' PacketBuffers (buffer.MakeWithView
-// on a shared chunk): two copies of the payload, no per-segment allocation.
-// A chunk holds at most buffer.MaxChunkSize (64 KiB) bytes, a little less
-// than the segments of a 64 KiB packet with their headers, so the packet is
-// segmented in groups of whole segments, each group a smaller GSO packet
-// whose headers are written just before its payload in the scratch buffer
-// (over payload already segmented) with the sequence number, IPv4 ID and
-// flags that package gso would have given its first segment.
+// Copies: each segment's headers and payload chunk are copied once, from
+// the packet's views, into pooled buffer chunks that become the segments'
+// PacketBuffers (buffer.MakeWithView on a shared chunk): no gathering, no
+// per-segment allocation. A chunk holds at most buffer.MaxChunkSize (64
+// KiB) bytes, a little less than the segments of a 64 KiB packet with
+// their headers, so the segments fill as many chunks as they need, each
+// holding whole segments.
 func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) error {
 	th := pkt.TransportHeader().Slice()
-	prefixLen, l3Len := len(pkt.LinkHeader().Slice()), len(pkt.NetworkHeader().Slice())
+	prefixLen := len(pkt.LinkHeader().Slice())
 	proto, mss, err := e.gsoShape(pkt, linkMTU)
 	if err != nil {
 		return err
@@ -334,104 +307,44 @@ func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) 
 		s.out.PushBack(pkt.IncRef())
 		return nil
 	}
-	full, hdrLen, err := e.gatherGSO(s, pkt, proto, mss)
+	c, r, err := e.cutterFor(s, pkt, proto, mss)
 	if err != nil {
 		return err
 	}
-	src := full.Buf
-	nSegs := (len(src) - hdrLen + mss - 1) / mss
-	perChunk := max(1, buffer.MaxChunkSize/(hdrLen+mss))
-	typ := header.Ethernet(src).Type()
-	pkts := s.pkts[:0]
-	for first := 0; first < nSegs; first += perChunk {
-		last := min(first+perChunk, nSegs)
-		pay := hdrLen + first*mss
-		base := pay - hdrLen
-		if first > 0 {
-			copy(src[base:pay], s.hdr)
+	hdr := c.Header()
+	typ := header.Ethernet(hdr).Type()
+	nSegs := c.Segments()
+	for first := 0; first < nSegs; {
+		// The segments from first on that fit one chunk (at least one).
+		last, size := first+1, c.SegmentLen(first)
+		for last < nSegs && size+c.SegmentLen(last) <= buffer.MaxChunkSize {
+			size += c.SegmentLen(last)
+			last++
 		}
-		if first > 0 || last < nSegs {
-			groupHeaders(src[base:pay], prefixLen, l3Len, proto, first, uint32(first*mss), last == nSegs)
-		}
-		gp := full
-		gp.Buf = src[base:min(hdrLen+last*mss, len(src))]
-		need, err := gso.SegmentedLen(gp)
-		if err != nil {
-			e.dropGroup(pkts, err)
-			s.pkts = pkts[:0]
-			return err
-		}
-		v := buffer.NewViewSize(need)
-		segs, err := gso.Segment(gp, v.AsSlice(), s.segs[:0])
-		s.segs = segs
-		if err != nil {
-			v.Release()
-			e.dropGroup(pkts, err)
-			s.pkts = pkts[:0]
-			return err
-		}
+		v := buffer.NewViewSize(size)
+		b := v.AsSlice()
 		off := 0
-		for _, seg := range segs {
+		for i := first; i < last; i++ {
+			n := c.SegmentLen(i)
+			seg := b[off : off+n]
+			copy(seg, hdr)
+			r.read(seg[len(hdr):])
+			c.Finish(i, seg)
 			sv := v.Clone()
 			sv.TrimFront(off)
-			sv.CapLength(len(seg))
-			off += len(seg)
+			sv.CapLength(n)
+			off += n
 			sp := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithView(sv)})
 			sp.NetworkProtocolNumber = typ
 			sp.EgressRoute = pkt.EgressRoute
 			sp.PktType = tcpip.PacketOutgoing
-			pkts = append(pkts, sp)
+			s.out.PushBack(sp)
 		}
 		v.Release()
+		first = last
 	}
 	e.ctr.gsoPackets.Add(1)
-	for i, sp := range pkts {
-		s.out.PushBack(sp)
-		pkts[i] = nil
-	}
-	s.pkts = pkts[:0]
 	return nil
-}
-
-// dropGroup releases the segments already built for a GSO packet that
-// failed part way and counts the packet as gso_unsupported.
-func (e *Endpoint) dropGroup(pkts []*stack.PacketBuffer, err error) {
-	for i, p := range pkts {
-		p.DecRef()
-		pkts[i] = nil
-	}
-	e.drop(DropGSOUnsupported, -1, err)
-}
-
-// TCP flags package gso keeps on the first segment only (CWR) or on the
-// last segment only (FIN, PSH); RFC 3168 §6.1.2 and Linux's tcp_gso_segment.
-const (
-	tcpFlagsLastOnly  = uint8(header.TCPFlagFin | header.TCPFlagPsh)
-	tcpFlagsFirstOnly = uint8(header.TCPFlagCwr)
-)
-
-// groupHeaders rewrites the copied headers hdr (prefix, IP, TCP) of a GSO
-// packet into those of the group of segments starting at segment index
-// first, seqOff payload bytes in: sequence number advanced, IPv4 ID
-// advanced by first (as gso numbers segments), CWR cleared unless first is
-// 0, FIN and PSH cleared unless the group is the last.
-func groupHeaders(hdr []byte, prefixLen, l3Len int, proto gso.Proto, first int, seqOff uint32, lastGroup bool) {
-	if proto == gso.ProtoIPv4 && first > 0 {
-		ip := header.IPv4(hdr[prefixLen:])
-		ip.SetID(ip.ID() + uint16(first))
-	}
-	tcp := header.TCP(hdr[prefixLen+l3Len:])
-	if seqOff > 0 {
-		tcp.SetSequenceNumber(tcp.SequenceNumber() + seqOff)
-	}
-	flags := uint8(tcp.Flags())
-	if first > 0 {
-		flags &^= tcpFlagsFirstOnly
-	}
-	if !lastGroup {
-		flags &^= tcpFlagsLastOnly
-	}
-	tcp.SetFlags(flags)
 }
 
 // errGSO marks a GSO packet already counted as dropped.

@@ -217,6 +217,11 @@ type Options struct {
 	// must not inject labels into the core. Sending labelled frames is
 	// unaffected.
 	RejectMPLS bool
+	// DisableGRO turns off receive coalescing on a host (gro.go): the
+	// consecutive TCP segments of a flow in one receive batch are then
+	// delivered to the stack one by one. Coalescing is off anyway when
+	// Forwarding or IPForwarder is set.
+	DisableGRO bool
 }
 
 // Endpoint is the MPLS-over-Ethernet link endpoint. Create it with New and
@@ -242,6 +247,9 @@ type Endpoint struct {
 	// batched is set once the lower link has called EndBatch: from then
 	// on it ends every receive batch so (docs/CONTRACTS.md).
 	batched atomic.Bool
+	// groOn says whether received TCP segments are coalesced (gro.go).
+	groOn bool
+	gro   rxGRO
 
 	linkAddrMu sync.RWMutex
 	linkAddr   tcpip.LinkAddress // override; empty means the lower's
@@ -322,6 +330,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 	}
 	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
 	e.ring, _ = lower.(TXRing)
+	e.initGRO(!opts.DisableGRO && !opts.Forwarding && opts.IPForwarder == nil)
 	e.Endpoint.Init(lower, e)
 	return e, nil
 }

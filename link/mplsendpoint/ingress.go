@@ -38,6 +38,7 @@ func (e *Endpoint) EndBatch() {
 	if !e.batched.Load() {
 		e.batched.Store(true)
 	}
+	e.groFlush()
 	if bf, ok := e.fwd.(BatchForwarder); ok {
 		bf.EndBatch(e)
 	} else if bf, ok := e.ipFwd.(BatchForwarder); ok {
@@ -115,7 +116,9 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 		ok := true
 		switch {
 		case !pkt.RXChecksumValidated:
+			// Verified here: flagged so, for GRO (gro.go).
 			ok = verifyRXChecksum(proto, pkt)
+			pkt.RXChecksumValidated = ok
 		case e.forwarding:
 			// A flagged TCP packet larger than MTU() (a veth peer's GSO
 			// frame) is split with checksums computed per segment
@@ -150,6 +153,10 @@ func (e *Endpoint) up(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer
 	}
 	if e.forwarding && e.localAddr != nil && proto == header.IPv4ProtocolNumber {
 		e.expireTTL1(pkt)
+	}
+	if e.groEligible(proto, pkt) {
+		e.groEnqueue(proto, pkt)
+		return
 	}
 	e.ctr.rxDelivered.Add(1)
 	e.Endpoint.DeliverNetworkPacket(proto, pkt)

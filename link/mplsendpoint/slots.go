@@ -1,7 +1,7 @@
 package mplsendpoint
 
 import (
-	"github.com/mplsnode/mplsnode/gso"
+	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -167,13 +167,14 @@ func copyPacket(buf []byte, pkt *stack.PacketBuffer) {
 }
 
 // writeGSOSlots is writeGSO writing each segment straight into a slot of
-// the open batch: the packet is gathered once into the scratch buffer (gso
-// needs it contiguous), then every segment is cut with its own headers
-// (as a one-segment group, see groupHeaders) into its slot. It returns the
-// frames it committed; a packet it could not finish is counted dropped.
+// the open batch, with one copy of the payload: the headers are copied
+// once into the scratch buffer, and for each segment (gso.Cutter) the
+// headers and the segment's payload chunk, read from the packet's views,
+// go into its slot, where Finish writes lengths, sequence number, flags and
+// checksums. It returns the frames it committed; a packet it could not
+// finish is counted dropped.
 func (e *Endpoint) writeGSOSlots(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) (int, error) {
 	b := &s.batch
-	prefixLen, l3Len := len(pkt.LinkHeader().Slice()), len(pkt.NetworkHeader().Slice())
 	proto, mss, err := e.gsoShape(pkt, linkMTU)
 	if err != nil {
 		return 0, err
@@ -183,24 +184,15 @@ func (e *Endpoint) writeGSOSlots(s *txScratch, pkt *stack.PacketBuffer, linkMTU 
 		e.mtuExceeded(pkt, linkMTU)
 		return 0, errGSO
 	}
-	full, hdrLen, err := e.gatherGSO(s, pkt, proto, mss)
+	c, r, err := e.cutterFor(s, pkt, proto, mss)
 	if err != nil {
 		return 0, err
 	}
-	src := full.Buf
-	nSegs := max(1, (len(src)-hdrLen+mss-1)/mss)
+	hdr := c.Header()
+	nSegs := c.Segments()
 	for i := 0; i < nSegs; i++ {
-		pay := hdrLen + i*mss
-		base := pay - hdrLen
-		if i > 0 {
-			copy(src[base:pay], s.hdr)
-		}
-		if nSegs > 1 {
-			groupHeaders(src[base:pay], prefixLen, l3Len, proto, i, uint32(i*mss), i == nSegs-1)
-		}
-		gp := full
-		gp.Buf = src[base:min(pay+mss, len(src))]
-		buf, ok := b.slot(len(gp.Buf))
+		n := c.SegmentLen(i)
+		buf, ok := b.slot(n)
 		if buf == nil {
 			// No slot: the link failed, or a segment is longer than a
 			// slot (a link MTU above what the ring was sized for).
@@ -211,16 +203,44 @@ func (e *Endpoint) writeGSOSlots(s *txScratch, pkt *stack.PacketBuffer, linkMTU 
 			e.drop(DropLowerWriteError, -1, err)
 			return i, err
 		}
-		segs, err := gso.Segment(gp, buf, s.segs[:0])
-		s.segs = segs
-		if err != nil || len(segs) != 1 {
-			// gso validated the whole packet above; a group of one
-			// segment cannot fail where it did not.
-			e.drop(DropGSOUnsupported, -1, err)
-			return i, errGSO
-		}
-		b.commit(len(segs[0]))
+		copy(buf, hdr)
+		r.read(buf[len(hdr):n])
+		c.Finish(i, buf[:n])
+		b.commit(n)
 	}
 	e.ctr.gsoPackets.Add(1)
 	return nSegs, nil
+}
+
+// viewReader reads a packet's bytes in order, view by view, without
+// gathering them.
+type viewReader struct {
+	v   *buffer.View
+	off int // into v
+}
+
+// skip moves n bytes on.
+func (r *viewReader) skip(n int) {
+	for r.v != nil {
+		rest := r.v.Size() - r.off
+		if n < rest {
+			r.off += n
+			return
+		}
+		n -= rest
+		r.v, r.off = r.v.Next(), 0
+	}
+}
+
+// read fills dst with the next len(dst) bytes (the packet's data is long
+// enough: Cutter checked its length).
+func (r *viewReader) read(dst []byte) {
+	for len(dst) > 0 && r.v != nil {
+		n := copy(dst, r.v.AsSlice()[r.off:])
+		dst = dst[n:]
+		r.off += n
+		if r.off == r.v.Size() {
+			r.v, r.off = r.v.Next(), 0
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
+	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -85,70 +86,113 @@ func ringEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *ringSink) {
 // wrapping, FIN/PSH last only, CWR first only, checksums), in one batch.
 // Planted bug: the last segment not told it is last (FIN and PSH cleared
 // there too): frame 43 of 44 differed.
+//
+// scattered: the payload in views of 1, 999, 7 and the rest bytes, as
+// gVisor's send buffer chains them, so the segments' chunks are read across
+// view boundaries. Planted bug: the view reader moving to the next view
+// without resetting its offset: frame 0 differed.
 func TestGSOSlotsMatchWholePacket(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		for _, nl := range []int{1, 3} {
-			t.Run(fmt.Sprintf("v6=%v/labels=%d", v6, nl), func(t *testing.T) {
-				ep, r := ringEndpoint(t, nl)
-				r.record = true
-				payload := make([]byte, benchGSOPayload)
-				for i := range payload {
-					payload[i] = byte(i * 7)
-				}
-				src, dst, l3 := addrA4, addrB4, header.IPv4MinimumSize
-				if v6 {
-					src, dst, l3 = addrA6, addrB6, header.IPv6MinimumSize
-				}
-				tc := mplstest.TCP{
-					Src: netip.AddrPortFrom(src, 40000), Dst: netip.AddrPortFrom(dst, 80),
-					Seq: 0xfffff000, Ack: 1, Window: 502, DF: true, ID: 0xfff0,
-					Flags:   header.TCPFlagAck | header.TCPFlagPsh | header.TCPFlagFin | header.TCPFlagCwr,
-					Payload: payload,
-				}
-				var ip []byte
-				if v6 {
-					ip = mplstest.IPv6TCP(tc)
-				} else {
-					ip = mplstest.IPv4TCP(tc)
-				}
-				mss := 1500 - 4*nl - l3 - header.TCPMinimumSize
-				pkt := gsoPacketFromIP(ep, ip, mss)
-				ep.AddHeader(pkt)
-				var l stack.PacketBufferList
-				l.PushBack(pkt)
-				if n, err := ep.WritePackets(l); n != 1 || err != nil {
-					t.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
-				}
-				l.DecRef()
-				frame := mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, labelStack(nl)...), Payload: ip}.Bytes()
-				prefix := header.EthernetMinimumSize + 4*nl
-				proto := gso.ProtoIPv4
-				if v6 {
-					proto = gso.ProtoIPv6
-				}
-				gp := gso.Packet{Buf: frame, PrefixLen: prefix, Proto: proto, L4Offset: prefix + l3, MSS: mss}
-				need, err := gso.SegmentedLen(gp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := gso.Segment(gp, make([]byte, need), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(r.frames) != len(want) || r.batches != 1 || r.Written() != 0 {
-					t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.frames), r.batches, r.Written(), len(want))
-				}
-				for i := range want {
-					if !bytes.Equal(r.frames[i], want[i]) {
-						t.Fatalf("frame %d of %d differs from gso.Segment's:\ngot  %x\nwant %x", i, len(want), r.frames[i][:prefix+l3+20], want[i][:prefix+l3+20])
-					}
-				}
-				if st := ep.Stats(); st.TXFrames != uint64(len(want)) || st.GSOPackets != 1 {
-					t.Errorf("got TXFrames %d, GSOPackets %d; want %d, 1", st.TXFrames, st.GSOPackets, len(want))
-				}
-			})
+			for _, scattered := range []bool{false, true} {
+				t.Run(fmt.Sprintf("v6=%v/labels=%d/scattered=%v", v6, nl, scattered), func(t *testing.T) {
+					testGSOSlotsMatchWholePacket(t, v6, nl, scattered)
+				})
+			}
 		}
 	}
+}
+
+func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool) {
+	ep, r := ringEndpoint(t, nl)
+	r.record = true
+	payload := make([]byte, benchGSOPayload)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	src, dst, l3 := addrA4, addrB4, header.IPv4MinimumSize
+	if v6 {
+		src, dst, l3 = addrA6, addrB6, header.IPv6MinimumSize
+	}
+	tc := mplstest.TCP{
+		Src: netip.AddrPortFrom(src, 40000), Dst: netip.AddrPortFrom(dst, 80),
+		Seq: 0xfffff000, Ack: 1, Window: 502, DF: true, ID: 0xfff0,
+		Flags:   header.TCPFlagAck | header.TCPFlagPsh | header.TCPFlagFin | header.TCPFlagCwr,
+		Payload: payload,
+	}
+	var ip []byte
+	if v6 {
+		ip = mplstest.IPv6TCP(tc)
+	} else {
+		ip = mplstest.IPv4TCP(tc)
+	}
+	mss := 1500 - 4*nl - l3 - header.TCPMinimumSize
+	pkt := gsoPacketFromIP(ep, ip, mss)
+	if scattered {
+		pkt.DecRef()
+		pkt = gsoPacketScattered(ep, ip, mss, 1, 999, 7)
+	}
+	ep.AddHeader(pkt)
+	var l stack.PacketBufferList
+	l.PushBack(pkt)
+	if n, err := ep.WritePackets(l); n != 1 || err != nil {
+		t.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
+	}
+	l.DecRef()
+	frame := mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, labelStack(nl)...), Payload: ip}.Bytes()
+	prefix := header.EthernetMinimumSize + 4*nl
+	proto := gso.ProtoIPv4
+	if v6 {
+		proto = gso.ProtoIPv6
+	}
+	gp := gso.Packet{Buf: frame, PrefixLen: prefix, Proto: proto, L4Offset: prefix + l3, MSS: mss}
+	need, err := gso.SegmentedLen(gp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := gso.Segment(gp, make([]byte, need), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.frames) != len(want) || r.batches != 1 || r.Written() != 0 {
+		t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.frames), r.batches, r.Written(), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(r.frames[i], want[i]) {
+			t.Fatalf("frame %d of %d differs from gso.Segment's:\ngot  %x\nwant %x", i, len(want), r.frames[i][:prefix+l3+20], want[i][:prefix+l3+20])
+		}
+	}
+	if st := ep.Stats(); st.TXFrames != uint64(len(want)) || st.GSOPackets != 1 {
+		t.Errorf("got TXFrames %d, GSOPackets %d; want %d, 1", st.TXFrames, st.GSOPackets, len(want))
+	}
+}
+
+// gsoPacketScattered is gsoPacketFromIP with the payload in several views:
+// the given sizes, then the rest.
+func gsoPacketScattered(ep *mplsendpoint.Endpoint, ip []byte, mss int, sizes ...int) *stack.PacketBuffer {
+	l3, typ, proto := header.IPv4MinimumSize, stack.GSOTCPv4, header.IPv4ProtocolNumber
+	if ip[0]>>4 == 6 {
+		l3, typ, proto = header.IPv6MinimumSize, stack.GSOTCPv6, header.IPv6ProtocolNumber
+	}
+	rest := ip[l3+header.TCPMinimumSize:]
+	var payload buffer.Buffer
+	for _, n := range sizes {
+		payload.Append(buffer.NewViewWithData(rest[:n]))
+		rest = rest[n:]
+	}
+	payload.Append(buffer.NewViewWithData(rest))
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
+		ReserveHeaderBytes: int(ep.MaxHeaderLength()) + l3 + header.TCPMinimumSize,
+		Payload:            payload,
+	})
+	copy(pkt.TransportHeader().Push(header.TCPMinimumSize), ip[l3:])
+	copy(pkt.NetworkHeader().Push(l3), ip)
+	pkt.NetworkProtocolNumber = proto
+	pkt.TransportProtocolNumber = header.TCPProtocolNumber
+	pkt.EgressRoute.LocalLinkAddress = macA
+	pkt.EgressRoute.RemoteLinkAddress = macB
+	pkt.GSOOptions = stack.GSO{Type: typ, NeedsCsum: true, CsumOffset: 16, MSS: uint16(mss), L3HdrLen: uint16(l3)}
+	return pkt
 }
 
 // BenchmarkWriteGSOSlots is BenchmarkWriteGSO over a lower link with a

@@ -159,6 +159,10 @@ type Stats struct {
 	// RXSplit counts received TCP packets larger than the link MTU that
 	// were segmented before delivery (Options.Forwarding).
 	RXSplit uint64
+	// RXCoalesced counts received TCP segments merged into the packet
+	// before them by receive coalescing (GRO) on a host: RXDelivered
+	// counts the merged packets.
+	RXCoalesced uint64
 	// FTNHits counts outgoing packets that matched an FTN entry.
 	FTNHits uint64
 	// ILMHits counts incoming labels that matched an ILM entry.
@@ -190,6 +194,7 @@ type counters struct {
 // Stats returns a snapshot of the counters.
 func (e *Endpoint) Stats() Stats {
 	c := &e.ctr
+	groOut := e.gro.out.Load() // before in: out <= in at every instant
 	s := Stats{
 		RXFrames:    c.rxFrames.Load(),
 		RXDelivered: c.rxDelivered.Load(),
@@ -199,6 +204,7 @@ func (e *Endpoint) Stats() Stats {
 		GSOPackets:  c.gsoPackets.Load(),
 		GSOFrames:   c.gsoFrames.Load(),
 		RXSplit:     c.rxSplit.Load(),
+		RXCoalesced: e.gro.in.Load() - groOut,
 		FTNHits:     c.ftnHits.Load(),
 		ILMHits:     c.ilmHits.Load(),
 	}
