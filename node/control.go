@@ -189,6 +189,13 @@ type LinkReport struct {
 	// TXRingFull counts sends that found the transmit ring full and
 	// waited for the kernel (ring mode).
 	TXRingFull uint64 `json:"tx_ring_full"`
+	// RXCoalesced counts received TCP segments merged by the host's
+	// receive coalescing (GRO) into the packet before them.
+	RXCoalesced uint64 `json:"rx_coalesced"`
+	// RXChecksumPartialForm counts frames of an AF_XDP link whose TCP or
+	// UDP checksum held the pseudo-header sum (a peer offloading transmit
+	// checksums; they fail verification: `ethtool -K PEER tx off`).
+	RXChecksumPartialForm uint64 `json:"rx_checksum_partial_form"`
 }
 
 // SwitchReport is the label switch counters.
@@ -273,6 +280,7 @@ func (n *Node) Report() Report {
 		}
 		lo := lower[name]
 		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
+		lr.RXCoalesced, lr.RXChecksumPartialForm = ls.RXCoalesced, lo.RXChecksumPartialForm
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}

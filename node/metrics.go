@@ -37,6 +37,8 @@ var linkCounters = []linkCounter{
 	{"ftn_hits_total", "Outgoing packets that matched an FTN entry.", func(l *LinkReport) uint64 { return l.FTNHits }},
 	{"ilm_hits_total", "Incoming labels that matched an ILM entry.", func(l *LinkReport) uint64 { return l.ILMHits }},
 	{"rx_ring_blocks_total", "Receive ring blocks read (afpacket ring mode): one wakeup and one receive batch each.", func(l *LinkReport) uint64 { return l.RXBlocks }},
+	{"rx_coalesced_segments_total", "Received TCP segments merged by the host's receive coalescing (GRO) into the packet before them.", func(l *LinkReport) uint64 { return l.RXCoalesced }},
+	{"rx_checksum_partial_form_total", "Frames of an AF_XDP link whose TCP or UDP checksum held the pseudo-header sum (a peer offloading transmit checksums: they fail verification; ethtool -K PEER tx off).", func(l *LinkReport) uint64 { return l.RXChecksumPartialForm }},
 	{"tx_ring_full_total", "Sends that found the transmit ring full and waited for the kernel (afpacket ring mode).", func(l *LinkReport) uint64 { return l.TXRingFull }},
 }
 

@@ -399,7 +399,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig}
+			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig,
+				RXChecksumPartialForm: st.RXChecksumPartialForm}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {
@@ -678,6 +679,12 @@ type LowerStats struct {
 	RXBlocks uint64
 	// TXRingFull counts sends that found the transmit ring full and waited.
 	TXRingFull uint64
+	// RXChecksumPartialForm counts frames (AF_XDP links) whose TCP or UDP
+	// checksum field held the pseudo-header sum: a veth peer with
+	// transmit checksum offload on (`ethtool -K PEER tx off` fixes it).
+	// They are verified in full like every frame, so such frames from an
+	// offloading peer also count as bad_checksum drops.
+	RXChecksumPartialForm uint64
 }
 
 // Stats is a snapshot of the stack's counters.
