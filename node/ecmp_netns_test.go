@@ -400,7 +400,6 @@ func waitXDPEntries(t *testing.T, n *node.Node, want int) {
 	}
 }
 
-
 // xdpPoppedIP is what n's XDP program popped to IP (0 without XDP).
 func xdpPoppedIP(n *node.Node) uint64 {
 	if x := n.Report().XDP; x != nil {
