@@ -185,6 +185,18 @@ func newTap(t *testing.T, ns *netns.NS, dev string, keep func([]byte) bool) *tap
 	return tp
 }
 
+// firstN keeps the first n frames keep keeps (for a tap: one goroutine
+// calls it).
+func firstN(n int, keep func([]byte) bool) func([]byte) bool {
+	return func(f []byte) bool {
+		if n == 0 || !keep(f) {
+			return false
+		}
+		n--
+		return true
+	}
+}
+
 // htons is the network byte order of a 16-bit protocol number.
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
@@ -328,6 +340,7 @@ func settle(t *testing.T, n *node.Node, before, want map[string]uint64) map[stri
 
 // modeResult is what one mode put on the wire and counted for the probes.
 type modeResult struct {
+	frames map[string][][]byte          // capture name -> frames
 	wire   map[string][]string          // capture name -> decoded frames
 	counts map[string]map[string]uint64 // node name -> counter deltas
 }
@@ -354,4 +367,99 @@ func compareModes(t *testing.T, results map[string]*modeResult) {
 			}
 		}
 	}
+}
+
+// probe is frames sent into a topology and what they must do there.
+type probe struct {
+	// ns and dev are where the frames are sent from (a kernel's end of a
+	// veth, or a host node's link: the frames go to its peer).
+	ns  *netns.NS
+	dev string
+	// frames are whole Ethernet frames.
+	frames [][]byte
+	// taps, started before the frames are sent, and the number of frames
+	// each must see.
+	taps     map[string]*tap
+	tapCount map[string]int
+	// nodes and the exact moves of their plane counters (planeCounts).
+	nodes  map[string]*node.Node
+	counts map[string]map[string]uint64
+}
+
+// run sends the probe's frames and returns what the taps saw and the
+// counters moved, failing t where they differ from what p wants.
+func (p probe) run(t *testing.T) *modeResult {
+	t.Helper()
+	before := map[string]map[string]uint64{}
+	for name, n := range p.nodes {
+		before[name] = planeCounts(n.Report())
+	}
+	injectFrames(t, p.ns, p.dev, p.frames)
+	res := newModeResult()
+	for name, tp := range p.taps {
+		res.frames[name] = tp.wait(p.tapCount[name])
+		res.wire[name] = wire(t, res.frames[name])
+	}
+	for name, n := range p.nodes {
+		res.counts[name] = settle(t, n, before[name], p.counts[name])
+		if got, want := res.counts[name], p.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: counters moved by %v, want %v", name, got, want)
+		}
+	}
+	return res
+}
+
+// newModeResult returns an empty result.
+func newModeResult() *modeResult {
+	return &modeResult{frames: map[string][][]byte{}, wire: map[string][]string{}, counts: map[string]map[string]uint64{}}
+}
+
+// expectFields fails t unless every frame decodes (tshark) to want in the
+// given fields, each row joined by commas.
+func expectFields(t *testing.T, what string, frames [][]byte, fields []string, want ...string) {
+	t.Helper()
+	for i, row := range decode(t, frames, fields...) {
+		if got := strings.Join(row, ","); !slices.Contains(want, got) {
+			t.Errorf("%s frame %d: %s = %s, want one of %q", what, i, strings.Join(fields, ","), got, want)
+		}
+	}
+}
+
+// xdpCounts returns n's XDP program counters: carried (swapped,
+// popped_ip, popped_labelled) and passed up by reason; nil without XDP.
+func xdpCounts(n *node.Node) map[string]uint64 {
+	x := n.Report().XDP
+	if x == nil {
+		return nil
+	}
+	m := map[string]uint64{"swapped": x.Swapped, "popped_ip": x.PoppedIP, "popped_labelled": x.PoppedLabelled}
+	for k, v := range x.Passed {
+		m["passed "+k] = v
+	}
+	return m
+}
+
+// udpSink listens on UDP port in ns (both families), so that probes to
+// it draw no ICMP port unreachable back through the nodes, and drains
+// what arrives until the test ends.
+func udpSink(t *testing.T, ns *netns.NS, port int) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := ns.Run(func() (err error) {
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { pc.Close(); <-done })
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // startNode parses conf and starts a node on a thread inside ns, so that
@@ -416,14 +419,32 @@ func TestSeedTTLExpiry(t *testing.T) {
 }
 
 // TestSwapChain runs ns0 (host, pushes 100 / 101) -- A (LSR, swaps 100 to
-// 200, 101 to 201) -- B (LSR, pops to IP) -- ns3 (the kernel), over IPv4 and
-// IPv6, with the plain return path routed by B and A.
+// 200, 101 to 201) -- T (a Linux bridge: the wire between A and B, where
+// tshark watches) -- B (LSR, pops to IP) -- ns3 (the kernel), over IPv4
+// and IPv6, with the plain return path routed by B and A.
+//
+// It runs in both forwarding modes (issue 14): the LSRs' XDP program
+// swaps at A and pops at B in mode=xdp. In each: 32 MiB over each IP
+// family arrive whole, tshark on the wire sees the swapped label with TTL
+// 63; then probes (UDP over labels 100 and 101, sent from ns0's kernel
+// end of its link, three sizes each) are swapped and popped, with the
+// same frames on the wire A-B and B-ns3 (tshark decodes, MD5 of each
+// frame) and the same counter moves in both modes, all of them carried
+// by the program in mode=xdp. Planted bug: the program's pop leaving the
+// IP TTL alone (bpf/lsr.c, make bpf): mode=xdp's popped probes differ.
 func TestSwapChain(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	ns0, nsA, nsB, ns3 := netns.New(t, "c0"), netns.New(t, "ca"), netns.New(t, "cb"), netns.New(t, "c3")
+	ns0, nsA, nsT, nsB, ns3 := netns.New(t, "c0"), netns.New(t, "ca"), netns.New(t, "ct"), netns.New(t, "cb"), netns.New(t, "c3")
+	// The bridge's ports stay silent (no IPv6 chatter for the nodes).
+	disableIPv6(t, nsT)
 	v0a, va0 := netns.VethPair(t, ns0, nsA)
-	vab, vba := netns.VethPair(t, nsA, nsB)
+	vab, vta := netns.VethPair(t, nsA, nsT)
+	vtb, vba := netns.VethPair(t, nsT, nsB)
+	netns.Bridge(t, nsT, vta, vtb)
 	vb3, v3b := netns.VethPair(t, nsB, ns3)
+	// NAPI on the kernel ends A and B redirect into (both modes alike).
+	groOn(t, nsT, vta)
+	groOn(t, ns3, v3b)
 	for _, args := range [][]string{
 		{"ip", "addr", "add", "172.16.21.22/24", "dev", v3b},
 		{"ip", "addr", "add", "fd00:21::22/64", "dev", v3b, "nodad"},
@@ -434,13 +455,15 @@ func TestSwapChain(t *testing.T) {
 	} {
 		ns3.MustExec(args...)
 	}
-	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	const probePort = 7777
+	udpSink(t, ns3, probePort)
+	conf0 := fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 addr add fd00:20::20/64 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 mtu lock 1496
 route add fd00:10::10/128 encap mpls 101 via inet6 fd00:20::21 mtu lock 1496
-`, v0a))
-	nA := startNode(t, nsA, "a.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, v0a)
+	confA := fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
 addr add fd00:20::21/64 dev %[1]s
@@ -448,8 +471,8 @@ addr add 172.16.22.1/24 dev %[2]s
 addr add fd00:22::1/64 dev %[2]s
 -f mpls route add 100 as to 200 via inet 172.16.22.2
 -f mpls route add 101 as to 201 via inet6 fd00:22::2
-`, va0, vab))
-	nB := startNode(t, nsB, "b.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, va0, vab)
+	confB := fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.22.2/24 dev %[1]s
 addr add fd00:22::2/64 dev %[1]s
@@ -459,8 +482,71 @@ route add 172.16.20.0/24 via 172.16.22.1
 route add fd00:20::/64 via fd00:22::1
 -f mpls route add 200 via inet 172.16.21.22
 -f mpls route add 201 via inet6 fd00:21::22
-`, vba, vb3))
+`, vba, vb3)
 
+	results := map[string]*modeResult{}
+	for _, m := range fwdModes {
+		t.Run(m.name, func(t *testing.T) {
+			n0 := startNode(t, ns0, "ns0.conf", conf0)
+			nA := startNode(t, nsA, "a.conf", confA+m.conf())
+			nB := startNode(t, nsB, "b.conf", confB+m.conf())
+			swapChainTransfers(t, n0, nA, nB, ns3, nsT, vta)
+			// Labelled frames are only swapped at A; the plain return
+			// path (the ACKs) is routed by the forwarding plane too, as
+			// transit IP.
+			if st := planeCounts(nA.Report()); st["swapped"] == 0 || st["popped_ip"]+st["popped_labelled"] != 0 || st["ip_forwarded"] == 0 {
+				t.Errorf("A: got %v, want only swaps and transit IP", st)
+			}
+			if m.xdp {
+				waitXDPEntries(t, nA, 2)
+				waitXDPEntries(t, nB, 2)
+			}
+
+			// Probes, from ns0's kernel end of its link into A.
+			aMAC, srcMAC := macOf(t, nsA, va0), macOf(t, ns0, v0a)
+			var frames [][]byte
+			for _, size := range []int{0, 200, 1400} {
+				payload := make([]byte, size)
+				for i := range payload {
+					payload[i] = byte(i * 7)
+				}
+				frames = append(frames,
+					mplstest.Frame{Dst: tcpip.LinkAddress(aMAC), Src: tcpip.LinkAddress(srcMAC), Labels: mplstest.Stack(64, 100),
+						Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.20.20:5000"), netip.AddrPortFrom(netip.MustParseAddr("10.10.10.10"), probePort), true, payload)}.Bytes(),
+					mplstest.Frame{Dst: tcpip.LinkAddress(aMAC), Src: tcpip.LinkAddress(srcMAC), Labels: mplstest.Stack(64, 101),
+						Payload: mplstest.IPv6UDP(netip.MustParseAddrPort("[fd00:20::20]:5000"), netip.AddrPortFrom(netip.MustParseAddr("fd00:10::10"), probePort), payload)}.Bytes())
+			}
+			n := uint64(len(frames))
+			xA, xB := xdpCounts(nA), xdpCounts(nB)
+			res := probe{ns: ns0, dev: v0a, frames: frames,
+				taps:     map[string]*tap{"A-B": newTap(t, nsT, vta, udpTo(probePort)), "B-ns3": newTap(t, ns3, v3b, udpTo(probePort))},
+				tapCount: map[string]int{"A-B": len(frames), "B-ns3": len(frames)},
+				nodes:    map[string]*node.Node{"A": nA, "B": nB},
+				counts:   map[string]map[string]uint64{"A": {"swapped": n}, "B": {"popped_ip": n}},
+			}.run(t)
+			results[m.name] = res
+			if m.xdp {
+				if got := xdpCounts(nA)["swapped"] - xA["swapped"]; got != n {
+					t.Errorf("A's XDP program swapped %d probes, want %d", got, n)
+				}
+				if got := xdpCounts(nB)["popped_ip"] - xB["popped_ip"]; got != n {
+					t.Errorf("B's XDP program popped %d probes, want %d", got, n)
+				}
+			}
+			// What tshark reads: label 200/201 with TTL 63 between A and
+			// B; IP TTL / hop limit 62 and good checksums after B.
+			expectFields(t, "A-B", res.frames["A-B"], []string{"mpls.label", "mpls.exp", "mpls.bottom", "mpls.ttl"}, "200,0,1,63", "201,0,1,63")
+			expectFields(t, "B-ns3", res.frames["B-ns3"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "ipv6.hlim", "udp.checksum.status"},
+				",62,1,,1", ",,,62,1")
+		})
+	}
+	compareModes(t, results)
+}
+
+// swapChainTransfers sends 32 MiB over IPv4 and over IPv6 from n0 through
+// the chain to the kernel in ns3, tshark watching the A-B wire at dev in
+// nsT.
+func swapChainTransfers(t *testing.T, n0, nA, nB *node.Node, ns3, nsT *netns.NS, dev string) {
 	for _, tc := range []struct {
 		name, listen string
 		label        string
@@ -472,34 +558,34 @@ route add fd00:20::/64 via fd00:22::1
 			// A failed or stalled transfer says how far the LSRs got.
 			t.Cleanup(func() {
 				if t.Failed() {
-					t.Logf("A: %+v; B: %+v", nA.Stats().Switch, nB.Stats().Switch)
+					t.Logf("A: %+v %+v; B: %+v %+v", nA.Stats().Switch, nA.Report().XDP, nB.Stats().Switch, nB.Report().XDP)
 				}
 			})
 			addr, result := kernelSink(t, ns3, tc.listen)
-			swapped := startCapture(t, nsB, vba, "mpls and greater 1000", 10)
+			// The first 10 full-size labelled frames on the wire (an
+			// AF_PACKET tap: tshark's own capture starts a moment after
+			// it says so, when an XDP transfer may be over).
+			swapped := newTap(t, nsT, dev, firstN(10, func(f []byte) bool { return len(f) > 1000 && f[12] == 0x88 && f[13] == 0x47 }))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			c, err := n0.Stack().DialContext(ctx, "tcp", addr)
 			if err != nil {
 				t.Fatalf("dial %s: %v; A %+v B %+v", addr, err, nA.Stats().Switch, nB.Stats().Switch)
 			}
-			const size = 64 << 20
+			// Enough to fill the window on this path and to outlast
+			// tshark's start.
+			const size = 32 << 20
 			sum := send(t, c, size, nil)
 			r := <-result
 			if r.err != nil || r.n != size || r.sum != sum {
 				t.Fatalf("got %d bytes, sha256 %x, err %v; want %d bytes, sha256 %x", r.n, r.sum, r.err, size, sum)
 			}
-			for i, row := range swapped.fields("mpls.label", "mpls.bottom", "mpls.ttl") {
+			for i, row := range decode(t, swapped.wait(10), "mpls.label", "mpls.bottom", "mpls.ttl") {
 				// Pushed with TTL 64 by ns0, swapped by A: 63.
 				if want := []string{tc.label, "1", "63"}; strings.Join(row, ",") != strings.Join(want, ",") {
-					t.Errorf("frame %d on %s: got label,S,TTL %v, want %v", i, vba, row, want)
+					t.Errorf("frame %d on %s: got label,S,TTL %v, want %v", i, dev, row, want)
 				}
 			}
 		})
-	}
-	// Labelled frames are only swapped at A; the plain return path (the
-	// ACKs) is routed by the forwarding plane too, as transit IP.
-	if st := nA.Stats().Switch; st.Swapped == 0 || st.Forwarded != st.Swapped+st.IPForwarded || st.PoppedIP+st.PoppedLabelled != 0 {
-		t.Errorf("A: got %+v, want only swaps and transit IP", st)
 	}
 }
