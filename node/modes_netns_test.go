@@ -110,8 +110,10 @@ var wireFields = []string{"frame.len", "eth.src", "eth.dst", "mpls.label", "mpls
 // which says it captures a moment before it does; tshark then decodes
 // what the tap kept (decode).
 type tap struct {
-	t      *testing.T
-	dev    string
+	t   *testing.T
+	dev string
+	// sent: keep what dev sends too.
+	sent   bool
 	mu     sync.Mutex
 	cond   *sync.Cond
 	frames [][]byte
@@ -121,7 +123,18 @@ type tap struct {
 // keep says which frames to keep. It stops when the test ends.
 func newTap(t *testing.T, ns *netns.NS, dev string, keep func([]byte) bool) *tap {
 	t.Helper()
-	tp := &tap{t: t, dev: dev}
+	return startTap(t, &tap{t: t, dev: dev}, ns, keep)
+}
+
+// newTapBoth is newTap for what dev sends and receives.
+func newTapBoth(t *testing.T, ns *netns.NS, dev string, keep func([]byte) bool) *tap {
+	t.Helper()
+	return startTap(t, &tap{t: t, dev: dev, sent: true}, ns, keep)
+}
+
+func startTap(t *testing.T, tp *tap, ns *netns.NS, keep func([]byte) bool) *tap {
+	t.Helper()
+	dev := tp.dev
 	tp.cond = sync.NewCond(&tp.mu)
 	var fd int
 	if err := ns.Run(func() error {
@@ -168,7 +181,7 @@ func newTap(t *testing.T, ns *netns.NS, dev string, keep func([]byte) bool) *tap
 				}
 				return
 			}
-			if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype == unix.PACKET_OUTGOING || !keep(buf[:n]) {
+			if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype == unix.PACKET_OUTGOING && !tp.sent || !keep(buf[:n]) {
 				continue
 			}
 			tp.mu.Lock()
@@ -407,6 +420,19 @@ func (p probe) run(t *testing.T) *modeResult {
 		}
 	}
 	return res
+}
+
+// add adds r's captures and counters to res, under prefix.
+func (res *modeResult) add(prefix string, r *modeResult) {
+	for k, v := range r.frames {
+		res.frames[prefix+k] = v
+	}
+	for k, v := range r.wire {
+		res.wire[prefix+k] = v
+	}
+	for k, v := range r.counts {
+		res.counts[prefix+k] = v
+	}
 }
 
 // newModeResult returns an empty result.
