@@ -351,6 +351,31 @@ func settle(t *testing.T, n *node.Node, before, want map[string]uint64) map[stri
 	return countsDelta(before, planeCounts(n.Report()))
 }
 
+// quiesce waits until the nodes' plane counters have stood still for 300
+// ms (the last segments of a transfer before, a FIN, an ACK, cross as
+// transit too) and returns them; it gives up waiting after 10 s.
+func quiesce(t *testing.T, nodes map[string]*node.Node) map[string]map[string]uint64 {
+	t.Helper()
+	read := func() map[string]map[string]uint64 {
+		m := map[string]map[string]uint64{}
+		for name, n := range nodes {
+			m[name] = planeCounts(n.Report())
+		}
+		return m
+	}
+	last, still := read(), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		now := read()
+		if fmt.Sprint(now) != fmt.Sprint(last) {
+			last, still = now, time.Now()
+		} else if time.Since(still) >= 300*time.Millisecond {
+			break
+		}
+	}
+	return last
+}
+
 // modeResult is what one mode put on the wire and counted for the probes.
 type modeResult struct {
 	frames map[string][][]byte          // capture name -> frames
@@ -403,10 +428,7 @@ type probe struct {
 // counters moved, failing t where they differ from what p wants.
 func (p probe) run(t *testing.T) *modeResult {
 	t.Helper()
-	before := map[string]map[string]uint64{}
-	for name, n := range p.nodes {
-		before[name] = planeCounts(n.Report())
-	}
+	before := quiesce(t, p.nodes)
 	injectFrames(t, p.ns, p.dev, p.frames)
 	res := newModeResult()
 	for name, tp := range p.taps {
