@@ -99,8 +99,7 @@ func kernelSink(t *testing.T, ns *netns.NS, addr string) (string, <-chan sinkRes
 }
 
 // capture runs tshark in ns on dev with a capture filter, writing count
-// frames (0: until stop) to a file; fields returns the fields of the
-// captured frames.
+// frames to a file; fields returns the fields of the captured frames.
 type capture struct {
 	t    *testing.T
 	cmd  *exec.Cmd
@@ -112,11 +111,8 @@ func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *ca
 	t.Helper()
 	tshark.Need(t)
 	c := &capture{t: t, file: filepath.Join(t.TempDir(), dev+".pcap")}
-	args := []string{"netns", "exec", ns.Name(), "tshark", "-i", dev, "-f", filter, "-w", c.file}
-	if count > 0 {
-		args = append(args, "-c", fmt.Sprint(count))
-	}
-	c.cmd = exec.Command("ip", args...)
+	c.cmd = exec.Command("ip", "netns", "exec", ns.Name(), "tshark", "-i", dev, "-c", fmt.Sprint(count),
+		"-f", filter, "-w", c.file)
 	c.cmd.Stderr = &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -136,15 +132,6 @@ func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *ca
 		time.Sleep(50 * time.Millisecond)
 	}
 	return c
-}
-
-// stop ends a capture started with count 0 (SIGINT: tshark writes out
-// what it has and exits).
-func (c *capture) stop() {
-	c.t.Helper()
-	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
-		c.t.Fatalf("tshark: %v", err)
-	}
 }
 
 // fields waits for the capture to end and returns the given fields of each
