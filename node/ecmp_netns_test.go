@@ -160,6 +160,12 @@ addr add %[4]s dev %[2]s
 			// no flow changes path (userspace to kernel) while measured.
 			send(ecmpWarmPort, 16, 0)
 			recv.wait(t, ecmpWarmPort, 2*16)
+			// (With the fixed seed, the warm-up flows take both LSRs.)
+			for name, n := range map[string]*node.Node{"A": lsrA, "B": lsrB} {
+				if planeCounts(n.Report())["popped_ip"] == 0 {
+					t.Fatalf("no warm-up flow went through LSR %s: its next hop is unresolved, the first round may overflow its queue", name)
+				}
+			}
 			if m.xdp {
 				for _, n := range []*node.Node{lsrA, lsrB} {
 					waitXDPEntries(t, n, 1)
