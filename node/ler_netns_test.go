@@ -30,7 +30,10 @@ import (
 // labels them. In each mode UDP probes from ns2's kernel end of its link
 // (three sizes) leave ns1 with label 200 and TTL 63 (the IP TTL less one,
 // uniform model), and both modes must give the same frames at ns0 (tshark
-// decodes, MD5) and the same counters (pushed, ip_forwarded).
+// decodes, MD5) and the same counters (pushed, ip_forwarded). Planted
+// bug: the forwarding plane pushing the received TTL instead of the
+// decremented one (forward/ip.go): label TTL 64, in both modes (TestECMP
+// fails too: TTL 63 after the pop).
 func TestLERReturnPath(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	ns0, ns1, ns2 := netns.New(t, "r0"), netns.New(t, "r1"), netns.New(t, "r2")
