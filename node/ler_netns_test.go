@@ -69,12 +69,13 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 			}
 			t.Cleanup(func() { pc.Close() })
 			var frames [][]byte
+			lerMAC, peerMAC := tcpip.LinkAddress(macOf(t, ns1, v12)), tcpip.LinkAddress(macOf(t, ns2, v21))
 			for _, size := range []int{0, 300, 1400} {
 				payload := make([]byte, size)
 				for i := range payload {
 					payload[i] = byte(i * 11)
 				}
-				frames = append(frames, mplstest.Frame{Dst: tcpip.LinkAddress(macOf(t, ns1, v12)), Src: tcpip.LinkAddress(macOf(t, ns2, v21)),
+				frames = append(frames, mplstest.Frame{Dst: lerMAC, Src: peerMAC,
 					Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.21.22:5000"), netip.AddrPortFrom(netip.MustParseAddr("172.16.20.20"), probePort), true, payload)}.Bytes())
 			}
 			n := uint64(len(frames))

@@ -65,7 +65,9 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 		t.Run(m.name, func(t *testing.T) {
 			n0 := startNode(t, ns0, "ns0.conf", conf0)
 			n1 := startNode(t, ns1, "ns1.conf", conf1+m.conf())
+			start := time.Now()
 			sixPETransfer(t, n0, ns0, ns2, v01)
+			t.Logf("16 MiB over 6PE in %v; ns1 %+v", time.Since(start).Round(time.Millisecond), n1.Report().XDP)
 			if m.xdp {
 				waitXDPEntries(t, n1, 1)
 			}
@@ -85,10 +87,11 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			host, peer := netip.MustParseAddr("2001:db8:1::20"), netip.MustParseAddr("2001:db8:2::1")
 			var out, back [][]byte
 			lsrIn, lsrOut := tcpip.LinkAddress(macOf(t, ns1, v10)), tcpip.LinkAddress(macOf(t, ns1, v12))
+			hostMAC, peerMAC := tcpip.LinkAddress(macOf(t, ns0, v01)), tcpip.LinkAddress(macOf(t, ns2, v21))
 			for _, p := range payloads {
-				out = append(out, mplstest.Frame{Dst: lsrIn, Src: tcpip.LinkAddress(macOf(t, ns0, v01)), Labels: mplstest.Stack(64, 300),
+				out = append(out, mplstest.Frame{Dst: lsrIn, Src: hostMAC, Labels: mplstest.Stack(64, 300),
 					Payload: mplstest.IPv6UDP(netip.AddrPortFrom(host, 5000), netip.AddrPortFrom(peer, probePort), p)}.Bytes())
-				back = append(back, mplstest.Frame{Dst: lsrOut, Src: tcpip.LinkAddress(macOf(t, ns2, v21)),
+				back = append(back, mplstest.Frame{Dst: lsrOut, Src: peerMAC,
 					Payload: mplstest.IPv6UDP(netip.AddrPortFrom(peer, 5000), netip.AddrPortFrom(host, probePort), p)}.Bytes())
 			}
 			res := newModeResult()
