@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
@@ -85,7 +85,7 @@ func TestECMP(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	nsS, nsL, nsA, nsB, nsR := netns.New(t, "es"), netns.New(t, "el"), netns.New(t, "ea"), netns.New(t, "eb"), netns.New(t, "er")
 	for _, ns := range []*netns.NS{nsS, nsL, nsA, nsB, nsR} {
-		disableIPv6(t, ns)
+		wiretest.DisableIPv6(t, ns)
 	}
 	vSL, vLS := netns.VethPair(t, nsS, nsL)
 	vLA, vAL := netns.VethPair(t, nsL, nsA)
@@ -104,10 +104,10 @@ func TestECMP(t *testing.T) {
 	// Datagrams from 192.168.50.2 arrive over both links; only one is the
 	// route back.
 	for _, dev := range []string{"all", "default", vRA, vRB} {
-		writeSysctl(t, nsR, "net/ipv4/conf/"+dev+"/rp_filter", "0")
+		wiretest.WriteSysctl(t, nsR, "net/ipv4/conf/"+dev+"/rp_filter", "0")
 	}
-	groOn(t, nsR, vRA, vRB)
-	lerMAC, srcMAC := macOf(t, nsL, vLS), macOf(t, nsS, vSL)
+	wiretest.GROOn(t, nsR, vRA, vRB)
+	lerMAC, srcMAC := wiretest.MAC(t, nsL, vLS), wiretest.MAC(t, nsS, vSL)
 
 	lerConf := fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
@@ -153,7 +153,7 @@ addr add %[4]s dev %[2]s
 						frames = append(frames, ecmpFrame(lerMAC, srcMAC, d.addr, port, f, seq))
 					}
 				}
-				injectFrames(t, nsS, vSL, frames)
+				wiretest.Inject(t, nsS, vSL, frames)
 			}
 			// Warm up: every next hop resolved (the LER's two LSRs, each
 			// LSR's R), and in XDP mode in the program's maps, so that
@@ -189,7 +189,7 @@ addr add %[4]s dev %[2]s
 					wantFrames[lsr] += ecmpPerFlow
 				}
 			}
-			tapA, tapB := newTap(t, nsR, vRA, udpTo(ecmpPort)), newTap(t, nsR, vRB, udpTo(ecmpPort))
+			tapA, tapB := wiretest.NewTap(t, nsR, vRA, wiretest.UDPTo(ecmpPort)), wiretest.NewTap(t, nsR, vRB, wiretest.UDPTo(ecmpPort))
 			before := map[string]map[string]uint64{"ler": planeCounts(ler.Report()), "A": planeCounts(lsrA.Report()), "B": planeCounts(lsrB.Report())}
 			xdpBefore := map[string]uint64{"A": xdpPoppedIP(lsrA), "B": xdpPoppedIP(lsrB)}
 			// Round by round (each flow's seq-th datagram), each round
@@ -239,11 +239,11 @@ addr add %[4]s dev %[2]s
 			seen := map[string]map[string]int{} // flow -> LSR -> datagrams
 			// R's socket read them all: the taps, which see them first,
 			// have them all too (or fail saying so).
-			waitTaps(t, total, tapA, tapB)
-			for lsr, tp := range map[string]*tap{"A": tapA, "B": tapB} {
-				frames := tp.wait(tp.count())
-				res.wire[lsr] = wire(t, frames)
-				for _, row := range decode(t, frames, "ip.dst", "udp.srcport", "ip.ttl", "ip.checksum.status", "udp.checksum.status") {
+			wiretest.WaitTaps(t, total, tapA, tapB)
+			for lsr, tp := range map[string]*wiretest.Tap{"A": tapA, "B": tapB} {
+				frames := tp.Wait(tp.Count())
+				res.wire[lsr] = wiretest.Wire(t, frames)
+				for _, row := range wiretest.Decode(t, frames, "ip.dst", "udp.srcport", "ip.ttl", "ip.checksum.status", "udp.checksum.status") {
 					if row[2] != "62" || row[3] != "1" || row[4] != "1" {
 						t.Errorf("frame from LSR %s: ip.dst,udp.srcport,ip.ttl,ip.checksum.status,udp.checksum.status %v; want TTL 62, checksums good", lsr, row)
 					}
@@ -376,22 +376,6 @@ func (r *ecmpReceiver) flows(port int) map[string][]int {
 	return out
 }
 
-// disableIPv6 turns IPv6 off in ns before its interfaces exist: the
-// kernels' link-local chatter would reach the nodes.
-func disableIPv6(t *testing.T, ns *netns.NS) {
-	t.Helper()
-	writeSysctl(t, ns, "net/ipv6/conf/default/disable_ipv6", "1")
-	writeSysctl(t, ns, "net/ipv6/conf/all/disable_ipv6", "1")
-}
-
-// writeSysctl writes value to /proc/sys/<key> in ns.
-func writeSysctl(t *testing.T, ns *netns.NS, key, value string) {
-	t.Helper()
-	if err := ns.Run(func() error { return os.WriteFile("/proc/sys/"+key, []byte(value), 0o644) }); err != nil {
-		t.Fatalf("sysctl %s=%s in %s: %v", key, value, ns.Name(), err)
-	}
-}
-
 // waitXDPEntries waits until n's XDP program carries at least want ILM
 // entries with a resolved next hop.
 func waitXDPEntries(t *testing.T, n *node.Node, want int) {
@@ -418,23 +402,4 @@ func xdpPoppedIP(n *node.Node) uint64 {
 		return x.PoppedIP
 	}
 	return 0
-}
-
-// waitTaps waits until the taps together kept n frames (20 s at most).
-func waitTaps(t *testing.T, n int, taps ...*tap) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := 0
-		for _, tp := range taps {
-			got += tp.count()
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the taps kept %d frames in 20 s, want %d", got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

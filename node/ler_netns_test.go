@@ -12,6 +12,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -37,8 +38,8 @@ import (
 func TestLERReturnPath(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	ns0, ns1, ns2 := netns.New(t, "r0"), netns.New(t, "r1"), netns.New(t, "r2")
-	disableIPv6(t, ns0)
-	disableIPv6(t, ns1)
+	wiretest.DisableIPv6(t, ns0)
+	wiretest.DisableIPv6(t, ns1)
 	v01, v10 := netns.VethPair(t, ns0, ns1)
 	v12, v21 := netns.VethPair(t, ns1, ns2)
 	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
@@ -69,7 +70,7 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 			}
 			t.Cleanup(func() { pc.Close() })
 			var frames [][]byte
-			lerMAC, peerMAC := tcpip.LinkAddress(macOf(t, ns1, v12)), tcpip.LinkAddress(macOf(t, ns2, v21))
+			lerMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v12)), tcpip.LinkAddress(wiretest.MAC(t, ns2, v21))
 			for _, size := range []int{0, 300, 1400} {
 				payload := make([]byte, size)
 				for i := range payload {
@@ -81,7 +82,7 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 			n := uint64(len(frames))
 			x := xdpCounts(n1)
 			res := probe{ns: ns2, dev: v21, frames: frames,
-				taps: map[string]*tap{"ns0": newTap(t, ns0, v01, udpTo(probePort))}, tapCount: map[string]int{"ns0": len(frames)},
+				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(frames)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"pushed": n, "ip_forwarded": n}},
 			}.run(t)
 			results[m.name] = res

@@ -19,10 +19,10 @@ import (
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // startNode parses conf and starts a node on a thread inside ns, so that
@@ -412,7 +412,7 @@ func TestSeedReloadUnderTraffic(t *testing.T) {
 // made ttl < 1: no ICMP, the probe's counters and frames differ).
 func TestSeedTTLExpiry(t *testing.T) {
 	s := newSeedNets(t, "afpacket", "")
-	groOn(t, s.ns2, s.v21)
+	wiretest.GROOn(t, s.ns2, s.v21)
 	const probePort = 7777
 	udpSink(t, s.ns2, probePort)
 	results := map[string]*modeResult{}
@@ -425,7 +425,7 @@ func TestSeedTTLExpiry(t *testing.T) {
 			if m.xdp {
 				waitXDPEntries(t, s.n1, 1)
 			}
-			lsrMAC, srcMAC := macOf(t, s.ns1, s.v10), macOf(t, s.ns0, s.v01)
+			lsrMAC, srcMAC := wiretest.MAC(t, s.ns1, s.v10), wiretest.MAC(t, s.ns0, s.v01)
 			var frames [][]byte
 			// Expiring datagrams under 128 bytes, quoted whole in the
 			// ICMP: tshark 4.0 does not decode the RFC 4884 extension
@@ -443,8 +443,8 @@ func TestSeedTTLExpiry(t *testing.T) {
 			}
 			x := xdpCounts(s.n1)
 			res := probe{ns: s.ns0, dev: s.v01, frames: frames,
-				taps: map[string]*tap{"popped": newTap(t, s.ns2, s.v21, udpTo(probePort)),
-					"icmp": newTap(t, s.ns0, s.v01, func(f []byte) bool { return len(f) > 23 && f[12] == 8 && f[13] == 0 && f[23] == 1 })},
+				taps: map[string]*wiretest.Tap{"popped": wiretest.NewTap(t, s.ns2, s.v21, wiretest.UDPTo(probePort)),
+					"icmp": wiretest.NewTap(t, s.ns0, s.v01, func(f []byte) bool { return len(f) > 23 && f[12] == 8 && f[13] == 0 && f[23] == 1 })},
 				tapCount: map[string]int{"popped": 3, "icmp": 3},
 				nodes:    map[string]*node.Node{"ns1": s.n1},
 				counts:   map[string]map[string]uint64{"ns1": {"popped_ip": 3, "drop ttl_expired": 3, "icmp_sent": 3}},
@@ -452,7 +452,7 @@ func TestSeedTTLExpiry(t *testing.T) {
 			results[m.name] = res
 			// The ICMP errors' own IPv4 ID is the stack's (salted per
 			// node start): compared without it.
-			res.wire["icmp"] = wire(t, withoutIPv4ID(res.frames["icmp"]))
+			res.wire["icmp"] = wiretest.Wire(t, wiretest.WithoutIPv4ID(res.frames["icmp"]))
 			if m.xdp {
 				if d := countsDelta(x, xdpCounts(s.n1)); d["popped_ip"] != 3 || d["passed ttl_expired"] != 3 {
 					t.Errorf("the XDP program's counters moved by %v, want popped_ip 3 and passed ttl_expired 3", d)
@@ -468,23 +468,6 @@ func TestSeedTTLExpiry(t *testing.T) {
 	compareModes(t, results)
 }
 
-// withoutIPv4ID returns copies of frames with the IPv4 header's ID zeroed
-// and its checksum made again.
-func withoutIPv4ID(frames [][]byte) [][]byte {
-	out := make([][]byte, len(frames))
-	for i, f := range frames {
-		f = append([]byte(nil), f...)
-		if len(f) >= 34 && f[12] == 8 && f[13] == 0 {
-			ip := header.IPv4(f[14:])
-			ip.SetID(0)
-			ip.SetChecksum(0)
-			ip.SetChecksum(^ip.CalculateChecksum())
-		}
-		out[i] = f
-	}
-	return out
-}
-
 // seedTTLExpiryDial has ns0's node push TTL 1 and dial through ns1, which
 // must answer ICMP time exceeded with an RFC 4950 label stack object.
 func seedTTLExpiryDial(t *testing.T, s *seed) {
@@ -496,13 +479,13 @@ func seedTTLExpiryDial(t *testing.T, s *seed) {
 	if err := s.n0.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}
-	icmp := newTap(t, s.ns0, s.v01, firstN(1, func(f []byte) bool { return len(f) > 23 && f[12] == 8 && f[13] == 0 && f[23] == 1 }))
+	icmp := wiretest.NewTap(t, s.ns0, s.v01, wiretest.FirstN(1, func(f []byte) bool { return len(f) > 23 && f[12] == 8 && f[13] == 0 && f[23] == 1 }))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if _, err := s.n0.Stack().DialContext(ctx, "tcp", "10.10.10.10:9"); err == nil {
 		t.Errorf("dial through an expiring LSP succeeded")
 	}
-	rows := decode(t, icmp.wait(1), "ip.src", "ip.dst", "icmp.type", "icmp.code", "icmp.mpls.label", "icmp.mpls.s", "icmp.mpls.ttl")
+	rows := wiretest.Decode(t, icmp.Wait(1), "ip.src", "ip.dst", "icmp.type", "icmp.code", "icmp.mpls.label", "icmp.mpls.s", "icmp.mpls.ttl")
 	// ip.src and ip.dst list the outer header, then the quoted datagram's.
 	want := "172.16.20.21,172.16.20.20|172.16.20.20,10.10.10.10|11|0|100|1|1"
 	if len(rows) != 1 || strings.Join(rows[0], "|") != want {
@@ -537,15 +520,15 @@ func TestSwapChain(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	ns0, nsA, nsT, nsB, ns3 := netns.New(t, "c0"), netns.New(t, "ca"), netns.New(t, "ct"), netns.New(t, "cb"), netns.New(t, "c3")
 	// The bridge's ports stay silent (no IPv6 chatter for the nodes).
-	disableIPv6(t, nsT)
+	wiretest.DisableIPv6(t, nsT)
 	v0a, va0 := netns.VethPair(t, ns0, nsA)
 	vab, vta := netns.VethPair(t, nsA, nsT)
 	vtb, vba := netns.VethPair(t, nsT, nsB)
 	netns.Bridge(t, nsT, vta, vtb)
 	vb3, v3b := netns.VethPair(t, nsB, ns3)
 	// NAPI on the kernel ends A and B redirect into (both modes alike).
-	groOn(t, nsT, vta)
-	groOn(t, ns3, v3b)
+	wiretest.GROOn(t, nsT, vta)
+	wiretest.GROOn(t, ns3, v3b)
 	for _, args := range [][]string{
 		{"ip", "addr", "add", "172.16.21.22/24", "dev", v3b},
 		{"ip", "addr", "add", "fd00:21::22/64", "dev", v3b, "nodad"},
@@ -604,7 +587,7 @@ route add fd00:20::/64 via fd00:22::1
 			}
 
 			// Probes, from ns0's kernel end of its link into A.
-			aMAC, srcMAC := macOf(t, nsA, va0), macOf(t, ns0, v0a)
+			aMAC, srcMAC := wiretest.MAC(t, nsA, va0), wiretest.MAC(t, ns0, v0a)
 			var frames [][]byte
 			for _, size := range []int{0, 200, 1400} {
 				payload := make([]byte, size)
@@ -620,7 +603,7 @@ route add fd00:20::/64 via fd00:22::1
 			n := uint64(len(frames))
 			xA, xB := xdpCounts(nA), xdpCounts(nB)
 			res := probe{ns: ns0, dev: v0a, frames: frames,
-				taps:     map[string]*tap{"A-B": newTap(t, nsT, vta, udpTo(probePort)), "B-ns3": newTap(t, ns3, v3b, udpTo(probePort))},
+				taps:     map[string]*wiretest.Tap{"A-B": wiretest.NewTap(t, nsT, vta, wiretest.UDPTo(probePort)), "B-ns3": wiretest.NewTap(t, ns3, v3b, wiretest.UDPTo(probePort))},
 				tapCount: map[string]int{"A-B": len(frames), "B-ns3": len(frames)},
 				nodes:    map[string]*node.Node{"A": nA, "B": nB},
 				counts:   map[string]map[string]uint64{"A": {"swapped": n}, "B": {"popped_ip": n}},
@@ -666,7 +649,7 @@ func swapChainTransfers(t *testing.T, n0, nA, nB *node.Node, ns3, nsT *netns.NS,
 			// The first 10 full-size labelled frames on the wire (an
 			// AF_PACKET tap: tshark's own capture starts a moment after
 			// it says so, when an XDP transfer may be over).
-			swapped := newTap(t, nsT, dev, firstN(10, func(f []byte) bool { return len(f) > 1000 && f[12] == 0x88 && f[13] == 0x47 }))
+			swapped := wiretest.NewTap(t, nsT, dev, wiretest.FirstN(10, func(f []byte) bool { return len(f) > 1000 && f[12] == 0x88 && f[13] == 0x47 }))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			c, err := n0.Stack().DialContext(ctx, "tcp", addr)
@@ -681,7 +664,7 @@ func swapChainTransfers(t *testing.T, n0, nA, nB *node.Node, ns3, nsT *netns.NS,
 			if r.err != nil || r.n != size || r.sum != sum {
 				t.Fatalf("got %d bytes, sha256 %x, err %v; want %d bytes, sha256 %x", r.n, r.sum, r.err, size, sum)
 			}
-			for i, row := range decode(t, swapped.wait(10), "mpls.label", "mpls.bottom", "mpls.ttl") {
+			for i, row := range wiretest.Decode(t, swapped.Wait(10), "mpls.label", "mpls.bottom", "mpls.ttl") {
 				// Pushed with TTL 64 by ns0, swapped by A: 63.
 				if want := []string{tc.label, "1", "63"}; strings.Join(row, ",") != strings.Join(want, ",") {
 					t.Errorf("frame %d on %s: got label,S,TTL %v, want %v", i, dev, row, want)

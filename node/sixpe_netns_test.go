@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -35,14 +36,14 @@ func Test6PEEndToEnd(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	ns0, ns1, ns2 := netns.New(t, "6p0"), netns.New(t, "6p1"), netns.New(t, "6p2")
 	// The nodes own ns0's and ns1's links: their kernels stay quiet.
-	disableIPv6(t, ns0)
-	disableIPv6(t, ns1)
+	wiretest.DisableIPv6(t, ns0)
+	wiretest.DisableIPv6(t, ns1)
 	v01, v10 := netns.VethPair(t, ns0, ns1)
 	v12, v21 := netns.VethPair(t, ns1, ns2)
 	ns2.MustExec("ip", "-6", "addr", "add", "2001:db8:21::22/64", "dev", v21, "nodad")
 	ns2.MustExec("ip", "-6", "addr", "add", "2001:db8:2::1/128", "dev", "lo")
 	ns2.MustExec("ip", "-6", "route", "add", "2001:db8:1::/64", "via", "2001:db8:21::21")
-	groOn(t, ns2, v21)
+	wiretest.GROOn(t, ns2, v21)
 	const probePort = 7777
 	udpSink(t, ns2, probePort)
 	conf0 := fmt.Sprintf(`link add %[1]s type afpacket
@@ -86,8 +87,8 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			}
 			host, peer := netip.MustParseAddr("2001:db8:1::20"), netip.MustParseAddr("2001:db8:2::1")
 			var out, back [][]byte
-			lsrIn, lsrOut := tcpip.LinkAddress(macOf(t, ns1, v10)), tcpip.LinkAddress(macOf(t, ns1, v12))
-			hostMAC, peerMAC := tcpip.LinkAddress(macOf(t, ns0, v01)), tcpip.LinkAddress(macOf(t, ns2, v21))
+			lsrIn, lsrOut := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10)), tcpip.LinkAddress(wiretest.MAC(t, ns1, v12))
+			hostMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01)), tcpip.LinkAddress(wiretest.MAC(t, ns2, v21))
 			for _, p := range payloads {
 				out = append(out, mplstest.Frame{Dst: lsrIn, Src: hostMAC, Labels: mplstest.Stack(64, 300),
 					Payload: mplstest.IPv6UDP(netip.AddrPortFrom(host, 5000), netip.AddrPortFrom(peer, probePort), p)}.Bytes())
@@ -97,11 +98,11 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			res := newModeResult()
 			x := xdpCounts(n1)
 			res.add("out ", probe{ns: ns0, dev: v01, frames: out,
-				taps: map[string]*tap{"ns2": newTap(t, ns2, v21, udpTo(probePort))}, tapCount: map[string]int{"ns2": len(out)},
+				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(out)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"popped_ip": uint64(len(out))}},
 			}.run(t))
 			res.add("back ", probe{ns: ns2, dev: v21, frames: back,
-				taps: map[string]*tap{"ns0": newTap(t, ns0, v01, udpTo(probePort))}, tapCount: map[string]int{"ns0": len(back)},
+				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(back)},
 				nodes:  map[string]*node.Node{"ns1": n1},
 				counts: map[string]map[string]uint64{"ns1": {"pushed": uint64(len(back)), "ip_forwarded": uint64(len(back))}},
 			}.run(t))
@@ -122,7 +123,7 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 // on ns0's link v01 sees label 300 over IPv6 leave and 400 come back.
 func sixPETransfer(t *testing.T, n0 *node.Node, ns0, ns2 *netns.NS, v01 string) {
 	t.Helper()
-	capt := newTapBoth(t, ns0, v01, firstN(200, func(f []byte) bool { return len(f) > 14 && f[12] == 0x88 && f[13] == 0x47 }))
+	capt := wiretest.NewTapBoth(t, ns0, v01, wiretest.FirstN(200, func(f []byte) bool { return len(f) > 14 && f[12] == 0x88 && f[13] == 0x47 }))
 	addr, sums := kernelSink(t, ns2, "[2001:db8:2::1]:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -141,7 +142,7 @@ func sixPETransfer(t *testing.T, n0 *node.Node, ns0, ns2 *netns.NS, v01 string) 
 	case <-time.After(time.Minute):
 		t.Fatal("the kernel did not receive the transfer")
 	}
-	rows := decode(t, capt.wait(200), "mpls.label", "mpls.bottom", "ipv6.dst", "ipv6.src")
+	rows := wiretest.Decode(t, capt.Wait(200), "mpls.label", "mpls.bottom", "ipv6.dst", "ipv6.src")
 	out, in := 0, 0
 	for _, f := range rows {
 		switch {
