@@ -1,4 +1,4 @@
-package node_test
+package main
 
 import (
 	"fmt"
@@ -13,7 +13,6 @@ import (
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
-	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
@@ -46,7 +45,9 @@ var ecmpSender = netip.MustParseAddr("192.168.50.2")
 // from the kernel's end of its veth) -- L (our LER: multipath routes that
 // push label 100 towards LSR A or 200 towards LSR B) -- A, B (our LSRs,
 // each popping its label towards R) -- R (the kernel, 10.10.10.10 and
-// 10.10.10.11 on lo, a UDP socket). 64 UDP flows (source ports 40000..40063)
+// 10.10.10.11 on lo, a UDP socket). L, A and B are `mplsnode run`
+// processes, started again for each mode on the same links, their
+// counters read with `mplsnode stats --json`. 64 UDP flows (source ports 40000..40063)
 // to each destination, 6 datagrams each, sent round by round; the weights
 // are 1:1 to 10.10.10.10 and 1:3 to 10.10.10.11.
 //
@@ -133,13 +134,26 @@ addr add %[4]s dev %[2]s
 	confA := lsrConf(vAL, vAR, "172.16.61.2/24", "172.16.63.1/24", "172.16.63.2", 100)
 	confB := lsrConf(vBL, vBR, "172.16.62.2/24", "172.16.64.1/24", "172.16.64.2", 200)
 
+	bin := buildBinary(t)
+	// The LER's groups, as its config writes them: the hop of each flow
+	// is predicted from them.
+	var routes []mpls.Route
+	for _, d := range ecmpDests {
+		routes = append(routes, mpls.Route{Prefix: netip.PrefixFrom(d.addr, 32), NextHops: []mpls.NextHop{
+			{Via: netip.MustParseAddr("172.16.61.2"), Device: vLA, Labels: []mpls.Label{100}, Weight: uint16(d.weight[0])},
+			{Via: netip.MustParseAddr("172.16.62.2"), Device: vLB, Labels: []mpls.Label{200}, Weight: uint16(d.weight[1])}}})
+	}
+	fib, err := mpls.NewFIB(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
 	results := map[string]*modeResult{}
 	for _, m := range fwdModes {
 		t.Run(m.name, func(t *testing.T) {
 			recv := newECMPReceiver(t, nsR)
-			ler := startNode(t, nsL, "ler.conf", lerConf+m.conf())
-			lsrA := startNode(t, nsA, "a.conf", confA+m.conf())
-			lsrB := startNode(t, nsB, "b.conf", confB+m.conf())
+			ler := startProcNode(t, bin, nsL, lerConf+m.conf())
+			lsrA := startProcNode(t, bin, nsA, confA+m.conf())
+			lsrB := startProcNode(t, bin, nsB, confB+m.conf())
 			t.Cleanup(func() {
 				if t.Failed() {
 					t.Logf("LER %+v\nA %+v %+v\nB %+v %+v", ler.Report().LabelSwitch, lsrA.Report().LabelSwitch, lsrA.Report().XDP,
@@ -161,13 +175,13 @@ addr add %[4]s dev %[2]s
 			send(ecmpWarmPort, 16, 0)
 			recv.wait(t, ecmpWarmPort, 2*16)
 			// (With the fixed seed, the warm-up flows take both LSRs.)
-			for name, n := range map[string]*node.Node{"A": lsrA, "B": lsrB} {
+			for name, n := range map[string]*procNode{"A": lsrA, "B": lsrB} {
 				if planeCounts(n.Report())["popped_ip"] == 0 {
-					t.Fatalf("no warm-up flow went through LSR %s: its next hop is unresolved, the first round may overflow its queue", name)
+					t.Errorf("no warm-up flow went through LSR %s (its first frames may wait for ARP; the spread is judged below)", name)
 				}
 			}
 			if m.xdp {
-				for _, n := range []*node.Node{lsrA, lsrB} {
+				for _, n := range []*procNode{lsrA, lsrB} {
 					waitXDPEntries(t, n, 1)
 				}
 			}
@@ -176,7 +190,6 @@ addr add %[4]s dev %[2]s
 			// flow hash of its 5-tuple with the configured seed.
 			want := map[string]string{} // flow -> LSR
 			wantFrames := map[string]int{}
-			fib := ler.Stack().Tables().FIB()
 			for _, d := range ecmpDests {
 				e, ok := fib.Lookup(d.addr)
 				if !ok {
@@ -225,7 +238,7 @@ addr add %[4]s dev %[2]s
 			if got := res.counts["ler"]; got["pushed"] != uint64(total) || got["ip_forwarded"] != uint64(total) || len(got) != 2 {
 				t.Errorf("LER counters moved by %v, want pushed and ip_forwarded %d", got, total)
 			}
-			for lsr, n := range map[string]*node.Node{"A": lsrA, "B": lsrB} {
+			for lsr, n := range map[string]*procNode{"A": lsrA, "B": lsrB} {
 				if got := res.counts[lsr]; fmt.Sprint(got) != fmt.Sprint(wantLSR[lsr]) {
 					t.Errorf("LSR %s counters moved by %v, want %v (the flows the hash puts on it)", lsr, got, wantLSR[lsr])
 				}
@@ -376,30 +389,3 @@ func (r *ecmpReceiver) flows(port int) map[string][]int {
 	return out
 }
 
-// waitXDPEntries waits until n's XDP program carries at least want ILM
-// entries with a resolved next hop.
-func waitXDPEntries(t *testing.T, n *node.Node, want int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		x := n.Report().XDP
-		if x == nil {
-			t.Fatal("XDP mode without an XDP report")
-		}
-		if x.Entries >= want && len(x.EgressOK) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the XDP program carries %d resolved entries (egress ok %v) after 20 s, want %d", x.Entries, x.EgressOK, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// xdpPoppedIP is what n's XDP program popped to IP (0 without XDP).
-func xdpPoppedIP(n *node.Node) uint64 {
-	if x := n.Report().XDP; x != nil {
-		return x.PoppedIP
-	}
-	return 0
-}
