@@ -388,4 +388,3 @@ func (r *ecmpReceiver) flows(port int) map[string][]int {
 	}
 	return out
 }
-
