@@ -81,7 +81,7 @@ func Inject(t *testing.T, ns *netns.NS, dev string, frames [][]byte) {
 // whole frame.
 var WireFields = []string{"frame.len", "eth.src", "eth.dst", "mpls.label", "mpls.exp", "mpls.bottom", "mpls.ttl",
 	"ip.src", "ip.dst", "ip.ttl", "ip.checksum", "ip.checksum.status", "ipv6.src", "ipv6.dst", "ipv6.hlim",
-	"udp.srcport", "udp.checksum.status", "icmp.type", "icmp.code", "icmp.mpls.label", "frame.md5_hash"}
+	"udp.srcport", "udp.checksum.status", "tcp.srcport", "tcp.seq_raw", "tcp.checksum.status", "icmp.type", "icmp.code", "icmp.mpls.label", "frame.md5_hash"}
 
 // Tap records the frames an interface receives, through an AF_PACKET
 // socket opened (and so capturing) before NewTap returns, unlike tshark,
@@ -315,6 +315,18 @@ func WithoutIPv4ID(frames [][]byte) [][]byte {
 			ip.SetChecksum(0)
 			ip.SetChecksum(^ip.CalculateChecksum())
 		}
+		out[i] = f
+	}
+	return out
+}
+
+// WithoutMACs returns copies of frames with both Ethernet addresses
+// zeroed: to compare what two topologies built alike put on the wire.
+func WithoutMACs(frames [][]byte) [][]byte {
+	out := make([][]byte, len(frames))
+	for i, f := range frames {
+		f = append([]byte(nil), f...)
+		clear(f[:min(12, len(f))])
 		out[i] = f
 	}
 	return out
