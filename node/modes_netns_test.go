@@ -8,14 +8,12 @@ package node_test
 // each mode's subtest (their t.Cleanup closes them, and the XDP program
 // is detached, at the subtest's end), so both modes see the same
 // interfaces and MAC addresses and their frames can be compared byte for
-// byte. Captures sit where no XDP program runs (a kernel's end of a veth,
-// a bridge port, a host node's link): a program on an interface runs
-// before the capture taps and its redirects bypass them.
-//
-// Probes are frames built here (mplstest) and sent from a kernel's end of
-// a veth with an AF_PACKET socket, so that both modes get the same input
-// bytes; tshark decodes what leaves, with checksums verified and an MD5
-// of each whole frame.
+// byte. Probes are frames built with mplstest and sent from a kernel's
+// end of a veth (wiretest.Inject), so that both modes get the same input
+// bytes; taps where no XDP program runs keep what leaves, and tshark
+// decodes it, with checksums verified and an MD5 of each whole frame
+// (wiretest.Wire). cmd/mplsnode's tests have the same helpers for nodes
+// run as processes.
 
 import (
 	"fmt"
