@@ -37,6 +37,7 @@ import (
 // fails too: TTL 63 after the pop).
 func TestLERReturnPath(t *testing.T) {
 	netns.SkipUnlessRoot(t)
+	wiretest.Need(t)
 	ns0, ns1, ns2 := netns.New(t, "r0"), netns.New(t, "r1"), netns.New(t, "r2")
 	wiretest.DisableIPv6(t, ns0)
 	wiretest.DisableIPv6(t, ns1)

@@ -411,6 +411,7 @@ func TestSeedReloadUnderTraffic(t *testing.T) {
 // popped frames differ); the program forwarding TTL 1 (its ttl <= 1 check
 // made ttl < 1: no ICMP, the probe's counters and frames differ).
 func TestSeedTTLExpiry(t *testing.T) {
+	wiretest.Need(t)
 	s := newSeedNets(t, "afpacket", "")
 	wiretest.GROOn(t, s.ns2, s.v21)
 	const probePort = 7777
@@ -518,6 +519,7 @@ func seedTTLExpiryDial(t *testing.T, s *seed) {
 // IP TTL alone (bpf/lsr.c, make bpf): mode=xdp's popped probes differ.
 func TestSwapChain(t *testing.T) {
 	netns.SkipUnlessRoot(t)
+	wiretest.Need(t)
 	ns0, nsA, nsT, nsB, ns3 := netns.New(t, "c0"), netns.New(t, "ca"), netns.New(t, "ct"), netns.New(t, "cb"), netns.New(t, "c3")
 	// The bridge's ports stay silent (no IPv6 chatter for the nodes).
 	wiretest.DisableIPv6(t, nsT)

@@ -34,6 +34,7 @@ import (
 // (bpf/lsr.c, make bpf): mode=xdp's popped probes differ.
 func Test6PEEndToEnd(t *testing.T) {
 	netns.SkipUnlessRoot(t)
+	wiretest.Need(t)
 	ns0, ns1, ns2 := netns.New(t, "6p0"), netns.New(t, "6p1"), netns.New(t, "6p2")
 	// The nodes own ns0's and ns1's links: their kernels stay quiet.
 	wiretest.DisableIPv6(t, ns0)

@@ -84,6 +84,7 @@ var ecmpSender = netip.MustParseAddr("192.168.50.2")
 // carry TTL 63 and another checksum, the mode comparison fails.
 func TestECMP(t *testing.T) {
 	netns.SkipUnlessRoot(t)
+	wiretest.Need(t)
 	nsS, nsL, nsA, nsB, nsR := netns.New(t, "es"), netns.New(t, "el"), netns.New(t, "ea"), netns.New(t, "eb"), netns.New(t, "er")
 	for _, ns := range []*netns.NS{nsS, nsL, nsA, nsB, nsR} {
 		wiretest.DisableIPv6(t, ns)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -219,6 +220,7 @@ func (tp *Tap) Count() int {
 // Decode returns tshark's Decode of frames, fields per frame.
 func Decode(t *testing.T, frames [][]byte, fields ...string) [][]string {
 	t.Helper()
+	tshark.Need(t)
 	return tshark.Fields(t, tshark.WritePcap(t, pcap.LinkTypeEthernet, frames), fields...)
 }
 
@@ -330,4 +332,14 @@ func WithoutMACs(frames [][]byte) [][]byte {
 		out[i] = f
 	}
 	return out
+}
+
+// Need skips t unless the tools these helpers run are installed: tshark
+// (the decoder) and ethtool (GROOn). scripts/deps.sh installs both.
+func Need(t *testing.T) {
+	t.Helper()
+	tshark.Need(t)
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Skip("needs ethtool (Debian package ethtool; scripts/deps.sh installs it) to turn GRO on where XDP redirects")
+	}
 }
