@@ -419,6 +419,11 @@ type Sysctl struct {
 	IPv4Forward bool
 	// IPv6Forward is net.ipv6.conf.all.forwarding (default false).
 	IPv6Forward bool
+	// MultipathHashSeed is net.ipv4.fib_multipath_hash_seed (Linux 6.11's
+	// words): the seed of the flow hash that picks a multipath route's hop,
+	// for IPv4 and IPv6. 0 (default) means a random seed per start; a fixed
+	// seed makes the placement of flows repeatable across restarts.
+	MultipathHashSeed uint32
 }
 
 // Settings holds mplsnode's own `set` words.
@@ -559,6 +564,9 @@ func (c *Config) Format() string {
 	fmt.Fprintf(&b, "sysctl net.mpls.platform_labels=%d\n", s.PlatformLabels)
 	fmt.Fprintf(&b, "sysctl net.ipv4.ip_forward=%d\n", b2i(s.IPv4Forward))
 	fmt.Fprintf(&b, "sysctl net.ipv6.conf.all.forwarding=%d\n", b2i(s.IPv6Forward))
+	if s.MultipathHashSeed != 0 {
+		fmt.Fprintf(&b, "sysctl net.ipv4.fib_multipath_hash_seed=%d\n", s.MultipathHashSeed)
+	}
 	st := c.Settings
 	fmt.Fprintf(&b, "set gso %s\nset tcp cc %s\nset tcp sack %s\nset tcp rack %s\n",
 		st.GSO, st.TCPCongestion, onOff(st.TCPSACK), onOff(st.TCPRACK))

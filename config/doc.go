@@ -81,6 +81,7 @@
 //	    net.mpls.conf.DEV.input     1 (default) accept labelled frames on DEV, 0 drop them
 //	    net.ipv4.ip_forward         0 (default) or 1: forward IPv4 not for the node
 //	    net.ipv6.conf.all.forwarding 0 (default) or 1
+//	    net.ipv4.fib_multipath_hash_seed 0 (default: random) or the seed of the multipath flow hash
 //
 //	set gso endpoint|stack|off
 //	    Where TCP segments are cut to the MTU: endpoint (default) in the

@@ -16,6 +16,7 @@ var sysctlNames = []string{
 	"net.mpls.conf.DEV.input",
 	"net.ipv4.ip_forward",
 	"net.ipv6.conf.all.forwarding",
+	"net.ipv4.fib_multipath_hash_seed",
 }
 
 // sysctl parses `sysctl [-w] NAME=VALUE` (also `NAME = VALUE`, and the
@@ -63,6 +64,8 @@ func (p *parser) sysctl(pos Pos) {
 		s.IPv4Forward = p.bool01(valTok, name)
 	case name == "net.ipv6.conf.all.forwarding":
 		s.IPv6Forward = p.bool01(valTok, name)
+	case name == "net.ipv4.fib_multipath_hash_seed":
+		s.MultipathHashSeed = uint32(p.value(valTok, name, 0, 1<<32-1))
 	case strings.HasPrefix(name, "net.mpls.conf.") && strings.HasSuffix(name, ".input") &&
 		len(name) > len("net.mpls.conf..input"):
 		dev := name[len("net.mpls.conf.") : len(name)-len(".input")]

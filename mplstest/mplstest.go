@@ -186,6 +186,18 @@ func (u UDP) IPv4() []byte {
 	return ip
 }
 
+// IPv6UDP returns an IPv6 packet with hop limit 64 (no extension headers)
+// carrying a UDP datagram from src to dst with payload, with a valid UDP
+// checksum (mandatory over IPv6, RFC 8200 §8.1).
+func IPv6UDP(src, dst netip.AddrPort, payload []byte) []byte {
+	u := make([]byte, header.UDPMinimumSize+len(payload))
+	header.UDP(u).Encode(&header.UDPFields{SrcPort: src.Port(), DstPort: dst.Port(), Length: uint16(len(u))})
+	copy(u[header.UDPMinimumSize:], payload)
+	ip := ipv6(src.Addr(), dst.Addr(), header.UDPProtocolNumber, defaultTTL, 0, u)
+	setL4Checksum(ip[header.IPv6MinimumSize:], udpChecksumOffset, header.UDPProtocolNumber, src.Addr(), dst.Addr())
+	return ip
+}
+
 func ipv4(src, dst netip.Addr, proto tcpip.TransportProtocolNumber, ttl, tos uint8, id uint16, df bool, l4 []byte) []byte {
 	if !src.Is4() || !dst.Is4() {
 		panic("mplstest: IPv4 packet with non-IPv4 addresses")

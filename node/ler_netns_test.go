@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/mplstest"
+	"github.com/mplsnode/mplsnode/node"
+	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
 // TestLERReturnPath makes the seed's LSR (ns1) an LER on the return path:
@@ -20,26 +25,82 @@ import (
 // tell, so ns1 must cut them to fit the labelled route (1496): 8 MiB arrive
 // whole at ns0. Before, ns1 cut at the link MTU and the packets were too
 // big for the labelled route: a trickle of retransmits.
+//
+// It runs in both forwarding modes (issue 14): in mode=xdp the program on
+// ns1's links passes the IP packets up (not_mpls) and the userspace path
+// labels them. In each mode UDP probes from ns2's kernel end of its link
+// (three sizes) leave ns1 with label 200 and TTL 63 (the IP TTL less one,
+// uniform model), and both modes must give the same frames at ns0 (tshark
+// decodes, MD5) and the same counters (pushed, ip_forwarded). Planted
+// bug: the forwarding plane pushing the received TTL instead of the
+// decremented one (forward/ip.go): label TTL 64, in both modes (TestECMP
+// fails too: TTL 63 after the pop).
 func TestLERReturnPath(t *testing.T) {
 	netns.SkipUnlessRoot(t)
+	wiretest.Need(t)
 	ns0, ns1, ns2 := netns.New(t, "r0"), netns.New(t, "r1"), netns.New(t, "r2")
+	wiretest.DisableIPv6(t, ns0)
+	wiretest.DisableIPv6(t, ns1)
 	v01, v10 := netns.VethPair(t, ns0, ns1)
 	v12, v21 := netns.VethPair(t, ns1, ns2)
 	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
 	ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
-	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	conf0 := fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 route add 172.16.21.0/24 via 172.16.20.21
 -f mpls route add 200 dev lo
-`, v01))
-	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, v01)
+	conf1 := fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
 addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
-`, v10, v12))
+`, v10, v12)
+	const probePort = 7777
+	results := map[string]*modeResult{}
+	for _, m := range fwdModes {
+		t.Run(m.name, func(t *testing.T) {
+			n0 := startNode(t, ns0, "ns0.conf", conf0)
+			n1 := startNode(t, ns1, "ns1.conf", conf1+m.conf())
+			lerTransfer(t, n0, n1, ns2)
 
+			pc, err := n0.Stack().ListenUDP(netip.MustParseAddrPort(fmt.Sprintf("172.16.20.20:%d", probePort)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pc.Close() })
+			var frames [][]byte
+			lerMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v12)), tcpip.LinkAddress(wiretest.MAC(t, ns2, v21))
+			for _, size := range []int{0, 300, 1400} {
+				payload := make([]byte, size)
+				for i := range payload {
+					payload[i] = byte(i * 11)
+				}
+				frames = append(frames, mplstest.Frame{Dst: lerMAC, Src: peerMAC,
+					Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.21.22:5000"), netip.AddrPortFrom(netip.MustParseAddr("172.16.20.20"), probePort), true, payload)}.Bytes())
+			}
+			n := uint64(len(frames))
+			x := xdpCounts(n1)
+			res := probe{ns: ns2, dev: v21, frames: frames,
+				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(frames)},
+				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"pushed": n, "ip_forwarded": n}},
+			}.run(t)
+			results[m.name] = res
+			if d := countsDelta(x, xdpCounts(n1)); m.xdp && d["passed not_mpls"] < n {
+				t.Errorf("the XDP program's counters moved by %v, want passed not_mpls %d", d, n)
+			}
+			expectFields(t, "ns1-ns0", res.frames["ns0"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, "200,1,63,63,1,1")
+		})
+	}
+	compareModes(t, results)
+}
+
+// lerTransfer sends 8 MiB from the kernel in ns2 to n0 through n1, the
+// LER, which must cut the kernel's GSO frames to its labelled route's MTU
+// and push label 200 on them in its forwarding plane.
+func lerTransfer(t *testing.T, n0, n1 *node.Node, ns2 *netns.NS) {
+	t.Helper()
 	ln, err := n0.Stack().Listen("tcp", "172.16.20.20:5001")
 	if err != nil {
 		t.Fatal(err)

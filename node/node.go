@@ -145,7 +145,9 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		IPForwarder: ipForwarder,
 		TTLModel:    c.ttl,
 		PipeTTL:     c.pipe,
-		GSO:         c.gso,
+		// net.ipv4.fib_multipath_hash_seed: 0 is random.
+		MultipathHashSeed: cfg.Sysctl.MultipathHashSeed,
+		GSO:               c.gso,
 		// The links finish partial checksums and split large TCP packets
 		// for what they forward (the LER role and plain transit: the
 		// seed's return path needs no kernel routing).
@@ -173,7 +175,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	}
 	ls.SetRouter(forward.NewFIBRouter(forward.FIBRouterOptions{
 		Tables: s.Tables(), Connected: connectedRoutes(c),
-		Seed: uint32(new(maphash.Hash).Sum64()), PipeTTL: pipeTTL,
+		Seed: multipathSeed(cfg.Sysctl.MultipathHashSeed), PipeTTL: pipeTTL,
 	}))
 	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
 	if err != nil {
@@ -414,4 +416,13 @@ func (n *Node) Close() error {
 	n.claims.Close()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err
+}
+
+// multipathSeed returns the flow hash seed of multipath routes: the
+// configured one, or a random one when it is 0.
+func multipathSeed(seed uint32) uint32 {
+	for seed == 0 {
+		seed = uint32(new(maphash.Hash).Sum64())
+	}
+	return seed
 }

@@ -211,6 +211,9 @@ type Config struct {
 	TTLModel mpls.TTLModel
 	// PipeTTL is the TTL of pushed labels in the pipe model (0 means 255).
 	PipeTTL uint8
+	// MultipathHashSeed seeds the flow hash that picks a multipath route's
+	// hop for the stack's own traffic; 0 means a random seed.
+	MultipathHashSeed uint32
 	// CopyTCFromDSCP sets pushed labels' TC from the top three bits of the
 	// IP DSCP; otherwise TC is 0.
 	CopyTCFromDSCP bool

@@ -63,11 +63,13 @@ func WritePcap(t testing.TB, linkType uint32, frames [][]byte) string {
 // Rows decodes the pcap file with tshark and returns one line a frame: the
 // fields' values joined by tabs, empty for a field the frame lacks, several
 // occurrences of one field joined by commas. IP, TCP and UDP checksums are
-// verified, so their *.checksum.status fields read 1 (good) or 0 (bad).
+// verified, so their *.checksum.status fields read 1 (good) or 0 (bad);
+// frame.md5_hash is the MD5 of the whole frame.
 func Rows(t testing.TB, file string, fields ...string) []string {
 	t.Helper()
 	args := []string{"-r", file, "-T", "fields",
-		"-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"}
+		"-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+		"-o", "frame.generate_md5_hash:TRUE"}
 	for _, f := range fields {
 		args = append(args, "-e", f)
 	}

@@ -1,0 +1,288 @@
+package node_test
+
+// Helpers of the forwarding-plane tests that run twice, with the label
+// switch in userspace and with its XDP program (issue 14: the same bytes
+// on the wire and the same counters in both modes).
+//
+// The topology of such a test is built once; the nodes are started in
+// each mode's subtest (their t.Cleanup closes them, and the XDP program
+// is detached, at the subtest's end), so both modes see the same
+// interfaces and MAC addresses and their frames can be compared byte for
+// byte. Probes are frames built with mplstest and sent from a kernel's
+// end of a veth (wiretest.Inject), so that both modes get the same input
+// bytes; taps where no XDP program runs keep what leaves, and tshark
+// decodes it, with checksums verified and an MD5 of each whole frame
+// (wiretest.Wire). cmd/mplsnode's tests have the same helpers for nodes
+// run as processes.
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/node"
+)
+
+// fwdMode is one way the forwarding plane runs.
+type fwdMode struct {
+	name string
+	xdp  bool
+}
+
+// fwdModes are the two modes every forwarding-plane e2e test runs in.
+var fwdModes = []fwdMode{{"mode=userspace", false}, {"mode=xdp", true}}
+
+// conf is the config line of the mode (empty in userspace mode).
+func (m fwdMode) conf() string {
+	if m.xdp {
+		return "set forward xdp on\n"
+	}
+	return ""
+}
+
+// planeCounts returns the forwarding plane's counters of n, the userspace
+// switch's and the XDP program's summed: in XDP mode what the program
+// carried shows in its counters, what it passed up in the switch's. Only
+// counters that the same input must move the same way in both modes are
+// kept (not queued or coalesced, which depend on timing).
+func planeCounts(r node.Report) map[string]uint64 {
+	sw := r.LabelSwitch
+	m := map[string]uint64{
+		"swapped": sw.Swapped, "popped_ip": sw.PoppedIP, "popped_labelled": sw.PoppedLabelled,
+		"icmp_sent": sw.ICMPSent, "fragmented": sw.Fragmented, "ip_forwarded": sw.IPForwarded, "pushed": sw.Pushed,
+	}
+	for k, v := range sw.Drops {
+		if v != 0 {
+			m["drop "+k] = v
+		}
+	}
+	if x := r.XDP; x != nil {
+		m["swapped"] += x.Swapped
+		m["popped_ip"] += x.PoppedIP
+		m["popped_labelled"] += x.PoppedLabelled
+	}
+	for k, v := range m {
+		if v == 0 {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+// countsDelta returns after - before for every counter of after.
+func countsDelta(before, after map[string]uint64) map[string]uint64 {
+	d := map[string]uint64{}
+	for k, v := range after {
+		if v != before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	return d
+}
+
+// settle polls n's plane counters until they have moved from before by at
+// least want's values (or 10 s passed), waits a moment for stragglers and
+// returns the delta.
+func settle(t *testing.T, n *node.Node, before, want map[string]uint64) map[string]uint64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := countsDelta(before, planeCounts(n.Report()))
+		done := true
+		for k, v := range want {
+			done = done && d[k] >= v
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	return countsDelta(before, planeCounts(n.Report()))
+}
+
+// quiesce waits until the nodes' plane counters have stood still for 300
+// ms (the last segments of a transfer before, a FIN, an ACK, cross as
+// transit too) and returns them; it gives up waiting after 10 s.
+func quiesce(t *testing.T, nodes map[string]*node.Node) map[string]map[string]uint64 {
+	t.Helper()
+	read := func() map[string]map[string]uint64 {
+		m := map[string]map[string]uint64{}
+		for name, n := range nodes {
+			m[name] = planeCounts(n.Report())
+		}
+		return m
+	}
+	last, still := read(), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		now := read()
+		if fmt.Sprint(now) != fmt.Sprint(last) {
+			last, still = now, time.Now()
+		} else if time.Since(still) >= 300*time.Millisecond {
+			break
+		}
+	}
+	return last
+}
+
+// modeResult is what one mode put on the wire and counted for the probes.
+type modeResult struct {
+	frames map[string][][]byte          // capture name -> frames
+	wire   map[string][]string          // capture name -> decoded frames
+	counts map[string]map[string]uint64 // node name -> counter deltas
+}
+
+// compareModes fails t unless every mode's result equals the first one's.
+func compareModes(t *testing.T, results map[string]*modeResult) {
+	t.Helper()
+	base := results[fwdModes[0].name]
+	for _, m := range fwdModes[1:] {
+		r := results[m.name]
+		if base == nil || r == nil {
+			// A mode left out by -run, or one that failed (and said
+			// why): nothing to compare.
+			return
+		}
+		for name, want := range base.wire {
+			if got := r.wire[name]; !slices.Equal(got, want) {
+				t.Errorf("%s: %s: frames differ from %s:\n got  %q\n want %q", m.name, name, fwdModes[0].name, got, want)
+			}
+		}
+		for name, want := range base.counts {
+			if got := r.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s: %s: counters moved by %v, %s by %v", m.name, name, got, fwdModes[0].name, want)
+			}
+		}
+	}
+}
+
+// probe is frames sent into a topology and what they must do there.
+type probe struct {
+	// ns and dev are where the frames are sent from (a kernel's end of a
+	// veth, or a host node's link: the frames go to its peer).
+	ns  *netns.NS
+	dev string
+	// frames are whole Ethernet frames.
+	frames [][]byte
+	// taps, started before the frames are sent, and the number of frames
+	// each must see.
+	taps     map[string]*wiretest.Tap
+	tapCount map[string]int
+	// nodes and the exact moves of their plane counters (planeCounts).
+	nodes  map[string]*node.Node
+	counts map[string]map[string]uint64
+}
+
+// run sends the probe's frames and returns what the taps saw and the
+// counters moved, failing t where they differ from what p wants.
+func (p probe) run(t *testing.T) *modeResult {
+	t.Helper()
+	before := quiesce(t, p.nodes)
+	wiretest.Inject(t, p.ns, p.dev, p.frames)
+	res := newModeResult()
+	for name, tp := range p.taps {
+		res.frames[name] = tp.Wait(p.tapCount[name])
+		res.wire[name] = wiretest.Wire(t, res.frames[name])
+	}
+	for name, n := range p.nodes {
+		res.counts[name] = settle(t, n, before[name], p.counts[name])
+		if got, want := res.counts[name], p.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: counters moved by %v, want %v", name, got, want)
+		}
+	}
+	return res
+}
+
+// add adds r's captures and counters to res, under prefix.
+func (res *modeResult) add(prefix string, r *modeResult) {
+	for k, v := range r.frames {
+		res.frames[prefix+k] = v
+	}
+	for k, v := range r.wire {
+		res.wire[prefix+k] = v
+	}
+	for k, v := range r.counts {
+		res.counts[prefix+k] = v
+	}
+}
+
+// newModeResult returns an empty result.
+func newModeResult() *modeResult {
+	return &modeResult{frames: map[string][][]byte{}, wire: map[string][]string{}, counts: map[string]map[string]uint64{}}
+}
+
+// expectFields fails t unless every frame decodes (tshark) to want in the
+// given fields, each row joined by commas.
+func expectFields(t *testing.T, what string, frames [][]byte, fields []string, want ...string) {
+	t.Helper()
+	for i, row := range wiretest.Decode(t, frames, fields...) {
+		if got := strings.Join(row, ","); !slices.Contains(want, got) {
+			t.Errorf("%s frame %d: %s = %s, want one of %q", what, i, strings.Join(fields, ","), got, want)
+		}
+	}
+}
+
+// xdpCounts returns n's XDP program counters: carried (swapped,
+// popped_ip, popped_labelled) and passed up by reason; nil without XDP.
+func xdpCounts(n *node.Node) map[string]uint64 {
+	x := n.Report().XDP
+	if x == nil {
+		return nil
+	}
+	m := map[string]uint64{"swapped": x.Swapped, "popped_ip": x.PoppedIP, "popped_labelled": x.PoppedLabelled}
+	for k, v := range x.Passed {
+		m["passed "+k] = v
+	}
+	return m
+}
+
+// udpSink listens on UDP port in ns (both families), so that probes to
+// it draw no ICMP port unreachable back through the nodes, and drains
+// what arrives until the test ends.
+func udpSink(t *testing.T, ns *netns.NS, port int) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := ns.Run(func() (err error) {
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { pc.Close(); <-done })
+}
+
+// waitXDPEntries waits until n's XDP program carries at least want ILM
+// entries with a resolved next hop.
+func waitXDPEntries(t *testing.T, n *node.Node, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		x := n.Report().XDP
+		if x == nil {
+			t.Fatal("XDP mode without an XDP report")
+		}
+		if x.Entries >= want && len(x.EgressOK) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the XDP program carries %d resolved entries (egress ok %v) after 20 s, want %d", x.Entries, x.EgressOK, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
