@@ -189,6 +189,13 @@ type LinkReport struct {
 	// TXRingFull counts sends that found the transmit ring full and
 	// waited for the kernel (ring mode).
 	TXRingFull uint64 `json:"tx_ring_full"`
+	// BusyPolls counts the busy polls (link option busy-poll) the link's
+	// goroutines ran, BusyPollHits the receive batches they delivered
+	// without a wake-up (on any busy-polled link), and BusyPollUS the
+	// microseconds they spent spinning: the CPU the option costs.
+	BusyPolls    uint64 `json:"busy_polls"`
+	BusyPollHits uint64 `json:"busy_poll_hits"`
+	BusyPollUS   uint64 `json:"busy_poll_us"`
 }
 
 // SwitchReport is the label switch counters.
@@ -273,6 +280,7 @@ func (n *Node) Report() Report {
 		}
 		lo := lower[name]
 		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
+		lr.BusyPolls, lr.BusyPollHits, lr.BusyPollUS = lo.BusyPolls, lo.BusyPollHits, uint64(lo.BusyPollTime.Microseconds())
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}

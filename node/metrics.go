@@ -38,6 +38,9 @@ var linkCounters = []linkCounter{
 	{"ilm_hits_total", "Incoming labels that matched an ILM entry.", func(l *LinkReport) uint64 { return l.ILMHits }},
 	{"rx_ring_blocks_total", "Receive ring blocks read (afpacket ring mode): one wakeup and one receive batch each.", func(l *LinkReport) uint64 { return l.RXBlocks }},
 	{"tx_ring_full_total", "Sends that found the transmit ring full and waited for the kernel (afpacket ring mode).", func(l *LinkReport) uint64 { return l.TXRingFull }},
+	{"busy_polls_total", "Busy polls (link option busy-poll) the link's receive goroutines ran.", func(l *LinkReport) uint64 { return l.BusyPolls }},
+	{"busy_poll_hits_total", "Receive batches the link's busy polls delivered without a wake-up (on any busy-polled link).", func(l *LinkReport) uint64 { return l.BusyPollHits }},
+	{"busy_poll_microseconds_total", "Microseconds the link's busy polls spent spinning: the CPU the option costs.", func(l *LinkReport) uint64 { return l.BusyPollUS }},
 }
 
 // switchCounter is one label switch counter, exported without labels.

@@ -98,7 +98,12 @@ func (q *queue) ringLoop(ready func() bool, deliver func(), unmap func()) {
 		unmap()
 		q.rxMu.Unlock()
 	}()
-	recv := func(uintptr) bool { return ready() }
+	// The ring's read position is rxMu's (a spinner may be moving it).
+	recv := func(uintptr) bool {
+		q.rxMu.Lock()
+		defer q.rxMu.Unlock()
+		return ready()
+	}
 	for {
 		if err := q.rc.Read(recv); err != nil {
 			return // closed
@@ -118,27 +123,26 @@ func (q *queue) ringLoop(ready func() bool, deliver func(), unmap func()) {
 // endpoint closes. Its time is counted as q's.
 func (q *queue) spin() {
 	members := *busyGroup.members.Load()
-	start := time.Now()
-	now, last := start, start // last: when the last frame was delivered
-	var hits uint64
+	q.rxBusySpins.Add(1)
+	now := time.Now()
+	last := now // when the last frame was delivered
 	for now.Sub(last) < q.busyPoll && !q.ep.closing.Load() {
-		got := false
+		var hits uint64
 		for i := 0; i < spinCheck; i++ {
 			for _, m := range members {
 				if m.tryDeliver() {
 					hits++
-					got = true
 				}
 			}
 		}
-		now = time.Now()
-		if got {
+		t := time.Now()
+		q.rxBusyNanos.Add(uint64(t.Sub(now)))
+		now = t
+		if hits != 0 {
+			q.rxBusyHits.Add(hits)
 			last = now
 		}
 	}
-	q.rxBusySpins.Add(1)
-	q.rxBusyHits.Add(hits)
-	q.rxBusyNanos.Add(uint64(now.Sub(start)))
 }
 
 // tryDeliver delivers what is ready in q's ring unless another goroutine
