@@ -19,7 +19,17 @@
 //     into preallocated buffers, sendmmsg over a WritePackets batch.
 //
 // Either way each queue (Options.Queues, one socket of a PACKET_FANOUT hash
-// group) has its own receive goroutine and its own transmit lock. It knows nothing of MPLS or of any
+// group) has its own receive goroutine and its own transmit lock.
+//
+// Waiting (wait.go): a receive goroutine parks in the Go netpoller until
+// its socket has a frame. In ring mode the transmit socket stays out of
+// the netpoller and a kick is a raw sendto(MSG_DONTWAIT), so sending a
+// frame wakes no other thread (neither the netpoller's nor the runtime's
+// sysmon). Options.BusyPoll trades CPU for latency: after a batch one
+// goroutine of the process spins over the rings of every busy-polled
+// queue and takes a frame that arrives meanwhile without a wake-up, until
+// BusyPoll has passed since the last frame; then it parks again, so an
+// idle endpoint costs nothing. Stats.BusyPollTime is what it spent. It knows nothing of MPLS or of any
 // network protocol: it is a "lower link" as docs/CONTRACTS.md defines it.
 // Frames go up with DeliverNetworkPacket(0, pkt), the Ethernet header
 // unconsumed in pkt.Data(); wrap the endpoint (for example with gVisor's
