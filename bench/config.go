@@ -214,6 +214,8 @@ func Configs() []Config {
 		{ID: "9f", Group: 9, Name: "as 5, TCP_RR", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop},
 		{ID: "9g", Group: 9, Name: "as 4, TCP_RR: our host, ns1's kernel forwards plain IP", Test: netperf.TCPRR, Topo: TopoUserHost, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Plain},
 		{ID: "9h", Group: 9, Name: "TCP_RR: our host, our LSR forwards plain IP (forward/), same hosts as 9g", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label, NS1Conf: ns1Pop},
+		{ID: "9i", Group: 9, Name: "as 9h, the LSR's links with busy-poll 50 (latency for CPU)", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label,
+			NS1Conf: strings.ReplaceAll(ns1Pop, "type afpacket\n", "type afpacket busy-poll 50\n")},
 	}
 }
 

@@ -184,6 +184,7 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		ratio("5/2 (ahead of the kernel segmenting per frame)", "5", "2", 1.0),
 		ratio("7/5 (TAP near AF_PACKET)", "7", "5", 0.9),
 		ratio("9h/9g (TCP_RR through our LSR near the kernel's forwarding)", "9h", "9g", 0.8),
+		ratio("9i/9g (the same, the LSR's links with busy-poll 50)", "9i", "9g", 0.8),
 	}
 	// 5/2 on the best link mode of configuration 5 (5, 5m, 5q).
 	best := ""

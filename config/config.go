@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mplsnode/mplsnode/gso"
@@ -129,6 +130,11 @@ const (
 	LinkXDP
 )
 
+// MaxBusyPoll is the longest busy-poll a link may have, in microseconds
+// (a millisecond: longer only burns CPU; the kernel's own block timeout
+// is that long).
+const MaxBusyPoll = 1000
+
 // MaxQueues is the most queues a link may have.
 const MaxQueues = 256
 
@@ -173,7 +179,8 @@ func (m LinkMode) String() string {
 }
 
 // Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC]
-// [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]`.
+// [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
+// [busy-poll USEC]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -200,6 +207,11 @@ type Link struct {
 	// queueing discipline (PACKET_QDISC_BYPASS), and captures on the
 	// interface no longer see them. Only for LinkAFPacket.
 	QdiscBypass bool
+	// BusyPoll is `busy-poll USEC`: after a receive batch, the node keeps
+	// checking its busy-polled links' receive rings for that long before
+	// it sleeps (afpacket.Options.BusyPoll); 0 (the default) sleeps at
+	// once. Only for LinkAFPacket.
+	BusyPoll time.Duration
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -494,6 +506,9 @@ func (l Link) String() string {
 	}
 	if l.QdiscBypass {
 		s += " qdisc-bypass on"
+	}
+	if l.BusyPoll != 0 {
+		s += " busy-poll " + strconv.FormatInt(l.BusyPoll.Microseconds(), 10)
 	}
 	return s
 }

@@ -14,7 +14,7 @@
 // -4, -6, -M and -f inet|inet6|mpls (-family too). A config describes
 // state, so the only verb is add.
 //
-//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
+//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off] [busy-poll USEC]
 //	link add NAME type tap [bridge BRIDGE] [address MAC] [mtu N] [queues N]
 //	link add NAME type xdp [mtu N] [queues N]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
@@ -37,6 +37,10 @@
 //	    each link runs. qdisc-bypass on (default off) sends past the
 //	    interface's queueing discipline (PACKET_QDISC_BYPASS): no tc
 //	    shaping, and captures on the interface miss the frames sent.
+//	    busy-poll USEC (0..1000, default 0: off) trades CPU for latency:
+//	    after a receive batch one goroutine keeps checking the rings of
+//	    every busy-polled link until USEC has passed since the last frame
+//	    (a core at 100% while frames keep coming; idle after).
 //
 //	addr add ADDRESS[/LEN] dev NAME
 //	    An interface address, IPv4 or IPv6 (no /LEN: a host address).

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxFileSize bounds what Parse reads: far above any real node config
@@ -380,7 +381,7 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass", "busy-poll"}
 
 var linkModes = []string{"auto", "mmsg", "ring"}
 
@@ -431,6 +432,10 @@ func (p *parser) link(pos Pos) {
 		case "qdisc-bypass":
 			afTok = t
 			l.QdiscBypass = p.onOff("qdisc-bypass")
+		case "busy-poll":
+			afTok = t
+			v, _ := p.number("busy-poll microseconds", 0, MaxBusyPoll)
+			l.BusyPoll = time.Duration(v) * time.Microsecond
 		case "mode":
 			afTok = t
 			mt := p.next("link mode auto, mmsg or ring")

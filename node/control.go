@@ -196,6 +196,13 @@ type LinkReport struct {
 	// UDP checksum held the pseudo-header sum (a peer offloading transmit
 	// checksums; they fail verification: `ethtool -K PEER tx off`).
 	RXChecksumPartialForm uint64 `json:"rx_checksum_partial_form"`
+	// BusyPolls counts the busy polls (link option busy-poll) the link's
+	// goroutines ran, BusyPollHits the receive batches they delivered
+	// without a wake-up (on any busy-polled link), and BusyPollUS the
+	// microseconds they spent spinning: the CPU the option costs.
+	BusyPolls    uint64 `json:"busy_polls"`
+	BusyPollHits uint64 `json:"busy_poll_hits"`
+	BusyPollUS   uint64 `json:"busy_poll_us"`
 }
 
 // SwitchReport is the label switch counters.
@@ -281,6 +288,7 @@ func (n *Node) Report() Report {
 		lo := lower[name]
 		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
 		lr.RXCoalesced, lr.RXChecksumPartialForm = ls.RXCoalesced, lo.RXChecksumPartialForm
+		lr.BusyPolls, lr.BusyPollHits, lr.BusyPollUS = lo.BusyPolls, lo.BusyPollHits, uint64(lo.BusyPollTime.Microseconds())
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}

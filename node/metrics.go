@@ -40,6 +40,14 @@ var linkCounters = []linkCounter{
 	{"rx_coalesced_segments_total", "Received TCP segments merged by the host's receive coalescing (GRO) into the packet before them.", func(l *LinkReport) uint64 { return l.RXCoalesced }},
 	{"rx_checksum_partial_form_total", "Frames of an AF_XDP link whose TCP or UDP checksum held the pseudo-header sum (a peer offloading transmit checksums: they fail verification; ethtool -K PEER tx off).", func(l *LinkReport) uint64 { return l.RXChecksumPartialForm }},
 	{"tx_ring_full_total", "Sends that found the transmit ring full and waited for the kernel (afpacket ring mode).", func(l *LinkReport) uint64 { return l.TXRingFull }},
+	{"busy_polls_total", "Busy polls (link option busy-poll) the link's receive goroutines ran.", func(l *LinkReport) uint64 { return l.BusyPolls }},
+	{"busy_poll_hits_total", "Receive batches the link's busy polls delivered without a wake-up (on any busy-polled link).", func(l *LinkReport) uint64 { return l.BusyPollHits }},
+}
+
+// linkMicros are per-link counters kept in microseconds, exported in
+// seconds (the base unit Prometheus wants).
+var linkMicros = []linkCounter{
+	{"busy_poll_seconds_total", "Time the link's busy polls spent spinning: the CPU the option costs.", func(l *LinkReport) uint64 { return l.BusyPollUS }},
 }
 
 // switchCounter is one label switch counter, exported without labels.
@@ -100,6 +108,7 @@ var ipCounters = []ipCounter{
 type collector struct {
 	n          *Node
 	link       []*prometheus.Desc
+	linkMicros []*prometheus.Desc
 	linkDrops  *prometheus.Desc
 	linkInfo   *prometheus.Desc
 	sw         []*prometheus.Desc
@@ -119,6 +128,9 @@ func NewCollector(n *Node) prometheus.Collector {
 	for _, m := range linkCounters {
 		c.link = append(c.link, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
 	}
+	for _, m := range linkMicros {
+		c.linkMicros = append(c.linkMicros, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
+	}
 	c.linkDrops = prometheus.NewDesc(name("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil)
 	c.linkInfo = prometheus.NewDesc(name("link_info"), "Always 1; the labels say how the link's lower link moves frames (mode: ring, mmsg, or none for a link that is not afpacket) and its number of fanout queues.", []string{"device", "mode", "queues"}, nil)
 	for _, m := range switchCounters {
@@ -129,6 +141,7 @@ func NewCollector(n *Node) prometheus.Collector {
 		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
 	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops, c.linkInfo), c.sw...), c.swDrops)
+	c.everything = append(c.everything, c.linkMicros...)
 	for _, m := range ipCounters {
 		c.ip = append(c.ip, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
@@ -152,6 +165,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		l := &r.Links[i]
 		for j, m := range linkCounters {
 			ch <- prometheus.MustNewConstMetric(c.link[j], prometheus.CounterValue, float64(m.get(l)), l.Name)
+		}
+		for j, m := range linkMicros {
+			ch <- prometheus.MustNewConstMetric(c.linkMicros[j], prometheus.CounterValue, float64(m.get(l))/1e6, l.Name)
 		}
 		for reason, v := range l.Drops {
 			ch <- prometheus.MustNewConstMetric(c.linkDrops, prometheus.CounterValue, float64(v), l.Name, reason)

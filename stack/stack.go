@@ -55,6 +55,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -134,6 +135,10 @@ type Link struct {
 	// Mode, for LinkAFPacket, is how frames move: packet rings, or
 	// recvmmsg/sendmmsg (afpacket.Mode; the zero value is auto).
 	Mode afpacket.Mode
+	// BusyPoll, for LinkAFPacket in ring mode, spins that long over the
+	// busy-polled links' receive rings after a batch before sleeping
+	// (afpacket.Options.BusyPoll): lower latency for CPU; 0 is off.
+	BusyPoll time.Duration
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -363,7 +368,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX})
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
@@ -382,7 +387,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
 			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
-				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull}
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
+				BusyPolls: st.BusyPolls, BusyPollHits: st.BusyPollHits, BusyPollTime: st.BusyPollTime}
 		}
 	case LinkTAP:
 		ep, err := openTAP(l)
@@ -688,6 +694,11 @@ type LowerStats struct {
 	// They are verified in full like every frame, so such frames from an
 	// offloading peer also count as bad_checksum drops.
 	RXChecksumPartialForm uint64
+	// BusyPolls counts the busy polls the link's goroutines ran
+	// (Link.BusyPoll), BusyPollHits the receive batches they delivered
+	// (wake-ups saved), BusyPollTime the time they spun: its CPU cost.
+	BusyPolls, BusyPollHits uint64
+	BusyPollTime            time.Duration
 }
 
 // Stats is a snapshot of the stack's counters.

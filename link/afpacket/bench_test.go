@@ -100,7 +100,7 @@ func (c *countingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *sta
 func (c *countingDispatcher) EndBatch()                                                          { c.batches.Add(1) }
 
 // BenchmarkFrames measures one endpoint, in mmsg or ring mode (with
-// PACKET_QDISC_BYPASS too, sending), sending
+// PACKET_QDISC_BYPASS too, sending; with Options.BusyPoll, receiving), sending
 // ("tx") or receiving ("rx") 1000-byte frames to or from a peer endpoint
 // in mmsg mode across a veth; an op is one frame. The frames sent are
 // built once and written again and again, so the allocations reported
@@ -110,17 +110,19 @@ func BenchmarkFrames(b *testing.B) {
 		name   string
 		mode   afpacket.Mode
 		bypass bool
-	}{{"mmsg", afpacket.ModeMMsg, false}, {"ring", afpacket.ModeRing, false}, {"ring-qdiscbypass", afpacket.ModeRing, true}} {
+		busy   time.Duration
+	}{{"mmsg", afpacket.ModeMMsg, false, 0}, {"ring", afpacket.ModeRing, false, 0}, {"ring-qdiscbypass", afpacket.ModeRing, true, 0},
+		{"ring-busypoll", afpacket.ModeRing, false, 50 * time.Microsecond}} {
 		mode := v.mode
 		for _, dir := range []string{"tx", "rx"} {
-			if v.bypass && dir == "rx" {
-				continue // PACKET_QDISC_BYPASS changes sending only
+			if v.bypass && dir == "rx" || v.busy != 0 && dir == "tx" {
+				continue // PACKET_QDISC_BYPASS changes sending only, BusyPoll receiving
 			}
 			b.Run(v.name+"/"+dir, func(b *testing.B) {
 				tp := newTopo(b)
 				tp.a.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.va+".disable_ipv6=1")
 				tp.b.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.vb+".disable_ipv6=1")
-				ours, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, Mode: mode, QdiscBypass: v.bypass})
+				ours, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, Mode: mode, QdiscBypass: v.bypass, BusyPoll: v.busy})
 				if err != nil {
 					b.Fatal(err)
 				}

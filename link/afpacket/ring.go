@@ -191,23 +191,18 @@ func (r *rxRing) release() {
 	}
 }
 
-// ringRecv is the RawConn.Read callback in ring mode: it returns true when
-// the current block is ours, false to wait for the kernel to retire one.
-func (q *queue) ringRecv(uintptr) bool { return q.rx.ready() }
-
-// rxRingLoop reads blocks until the socket is closed, then unmaps the ring.
+// rxRingLoop reads blocks, one batch each, until the socket is closed,
+// then unmaps the ring (wait.go's ringLoop).
 func (q *queue) rxRingLoop() {
 	defer q.ep.wg.Done()
-	defer q.rx.unmap()
-	for {
-		if err := q.rc.Read(q.recvFn); err != nil {
-			return // closed
-		}
-		// Every block the kernel retired since the wakeup, one batch each.
-		for q.rx.ready() {
-			q.deliverBlock(q.rx.block(q.rx.cur))
-			q.rx.release()
-		}
+	q.ringLoop(q.rx.ready, q.deliverBlocks, q.rx.unmap)
+}
+
+// deliverBlocks delivers every block the kernel retired, one batch each.
+func (q *queue) deliverBlocks() {
+	for q.rx.ready() {
+		q.deliverBlock(q.rx.block(q.rx.cur))
+		q.rx.release()
 	}
 }
 
@@ -462,7 +457,10 @@ func (q *queue) kick(wait bool) tcpip.Error {
 	r := q.tx
 	q.txWait = wait
 	q.txErr = 0
-	err := q.txRC.Write(q.kickFn)
+	err := q.txRC.Control(q.kickFn)
+	if err == nil && q.txClosing.Load() {
+		err = errClosing
+	}
 	frames, bytes := r.reap()
 	q.txPackets.Add(frames)
 	q.txBytes.Add(bytes)
@@ -473,7 +471,7 @@ func (q *queue) kick(wait bool) tcpip.Error {
 		n := r.withdraw(true)
 		q.txErrors.Add(uint64(n))
 		// One more kick lets the kernel skip the withdrawn slots.
-		_, _, _ = unix.Syscall6(unix.SYS_SENDTO, uintptr(q.txFD), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		_, _, _ = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(q.txFD), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		f, b := r.reap()
 		q.txPackets.Add(f)
 		q.txBytes.Add(b)
@@ -482,12 +480,13 @@ func (q *queue) kick(wait bool) tcpip.Error {
 	return nil
 }
 
-// kickOnce is the RawConn.Write callback of kick: false waits for the
-// socket to become writable.
+// kickOnce is one round of kick (kickLoop): false waits for the socket to
+// become writable. The send never blocks (MSG_DONTWAIT), so it is a raw
+// system call (wait.go says why).
 func (q *queue) kickOnce(fd uintptr) bool {
 	r := q.tx
 	for {
-		_, _, errno := unix.Syscall6(unix.SYS_SENDTO, fd, 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, fd, 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		frames, bytes := r.reap()
 		q.txPackets.Add(frames)
 		q.txBytes.Add(bytes)
@@ -641,22 +640,18 @@ func (r *rxFrameRing) release() {
 	}
 }
 
-// frameRingRecv is the RawConn.Read callback with a frame ring.
-func (q *queue) frameRingRecv(uintptr) bool { return q.rx2.ready() }
-
-// rxFrameRingLoop reads frames until the socket is closed, then unmaps the
-// ring. A receive batch is at most Options.RecvBatch frames: the ready
-// ones, never waiting for more.
+// rxFrameRingLoop reads frames until the endpoint is closed (wait.go),
+// then unmaps the ring. A receive batch is at most Options.RecvBatch
+// frames: the ready ones, never waiting for more.
 func (q *queue) rxFrameRingLoop() {
 	defer q.ep.wg.Done()
-	defer q.rx2.unmap()
-	for {
-		if err := q.rc.Read(q.recvFn); err != nil {
-			return // closed
-		}
-		for q.rx2.ready() {
-			q.deliverFrames()
-		}
+	q.ringLoop(q.rx2.ready, q.deliverAllFrames, q.rx2.unmap)
+}
+
+// deliverAllFrames delivers the ready frames, a batch at a time.
+func (q *queue) deliverAllFrames() {
+	for q.rx2.ready() {
+		q.deliverFrames()
 	}
 }
 
