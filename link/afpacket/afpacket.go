@@ -1303,7 +1303,8 @@ func hasGSO(pkts []*stack.PacketBuffer) bool {
 
 // isGSOFrame reports whether pkt is a TCP GSO frame for the virtio-net
 // socket: GSOOptions say TCP, the link header is a plain Ethernet header
-// over IPv4 or IPv6 (the kernel cannot segment MPLS here), and the data is
+// over IPv4 or IPv6 (the kernel drops a labelled GSO frame from user space
+// unless it has CONFIG_NET_MPLS_GSO: TestKernelLabelledGSOOverVeth), and the data is
 // longer than one segment. (Segments an upper endpoint cut itself keep the
 // GSOOptions of the packet they came from; they go out as plain frames.)
 func isGSOFrame(pkt *stack.PacketBuffer) bool {

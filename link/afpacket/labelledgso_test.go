@@ -60,9 +60,8 @@ func vnetHdrTCPv4(l2Len, tcpLen int, mss uint16) [10]byte {
 // TestVnetHdrTCPv4Golden pins the header bytes against struct
 // virtio_net_hdr's layout (flags, gso_type, hdr_len, gso_size, csum_start,
 // csum_offset) for a frame with one label: 14 + 4 bytes before IPv4.
-// Planted bug checked: csum_start without the label (34) fails here, and
-// the kernel then rejects the IPv4 control frame in
-// TestKernelLabelledGSOOverVeth with EINVAL.
+// Planted bug checked: csum_start without the label (34) or csum_offset 17
+// fails here.
 func TestVnetHdrTCPv4Golden(t *testing.T) {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		t.Skip("golden bytes are little-endian")
@@ -185,9 +184,11 @@ func txDropped(t *testing.T, ns *netns.NS, ifname string) uint64 {
 // without GSO must fail with EMSGSIZE.
 //
 // Planted bugs checked: expecting the labelled frame to arrive (fails with
-// the ENOMEM recorded); csum_offset 17 in the control header (the kernel
-// rejects it, EINVAL: fails); hdr_len/csum_start computed without the label
-// on the labelled frame (fails with EINVAL, not the ENOMEM recorded).
+// the ENOMEM recorded); csum_offset 17 in the header (the kernel rejects
+// the IPv4 frame, EINVAL: fails); the no-GSO send cut to 1000 bytes (sent:
+// fails). Not caught here: csum_start without the label on the labelled
+// frame (34, inside the IPv4 header) passes the kernel's checks and meets
+// the same drop; TestVnetHdrTCPv4Golden pins those bytes.
 func TestKernelLabelledGSOOverVeth(t *testing.T) {
 	tp := newTopo(t)
 	tx := packetSocket(t, tp.a, tp.va)
