@@ -136,13 +136,13 @@ func packetSocket(t *testing.T, ns *netns.NS, ifname string) int {
 	if err != nil {
 		t.Fatalf("packet socket on %s: %v", ifname, err)
 	}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 300_000}); err != nil {
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return fd
 }
 
-// framesFrom reads fd until it stays quiet for the receive timeout (at most
+// framesFrom reads fd until it stays quiet for the receive timeout (1 s; at most
 // 64 reads) and returns each frame sent from src, with its virtio-net
 // header.
 func framesFrom(fd int, src net.HardwareAddr) (frames [][]byte, vnet [][10]byte) {
@@ -171,17 +171,52 @@ func txDropped(t *testing.T, ns *netns.NS, ifname string) uint64 {
 	return n
 }
 
+// tapIn creates a TAP device with IFF_VNET_HDR in ns, brings it up, puts
+// it in a new bridge with the given member and returns its file
+// descriptor: a frame written to it reaches the member's xmit through the
+// bridge (configuration 7's path).
+func tapIn(t *testing.T, ns *netns.NS, member string) int {
+	t.Helper()
+	name := netns.Name("tp")
+	fd := -1
+	err := ns.Run(func() error {
+		var err error
+		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		ifr, err := unix.NewIfreq(name)
+		if err != nil {
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		return unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr)
+	})
+	if fd >= 0 {
+		t.Cleanup(func() { unix.Close(fd) })
+	}
+	if err != nil {
+		t.Fatalf("TAP %s: %v", name, err)
+	}
+	ns.MustExec("ip", "link", "set", name, "up")
+	netns.Bridge(t, ns, name, member)
+	return fd
+}
+
 // TestKernelLabelledGSOOverVeth sends one 20000-byte TCP GSO frame (MSS
-// 1400) from a packet socket with PACKET_VNET_HDR into a veth, once with an
-// IPv4 ethertype and once behind label 100, and reads the peer end with a
+// 1400) behind a virtio-net header into a veth, once with an IPv4
+// ethertype and once behind label 100, and reads the peer end with a
 // packet socket (the kernel as oracle: its virtio-net header says what skb
-// arrived). The IPv4 frame must arrive whole, with the GSO metadata the
-// kernel derived. The labelled frame either arrives whole (a kernel with
-// CONFIG_NET_MPLS_GSO: the test logs that a labelled-GSO link option can be
-// built) or the send fails with ENOMEM and the veth counts one tx_dropped
-// and nothing arrives (this kernel; see the file comment). Half a frame or
-// segments fail the test either way. A labelled frame above the MTU
-// without GSO must fail with EMSGSIZE.
+// arrived). Two ways in: a packet socket with PACKET_VNET_HDR on the veth
+// (link/afpacket's GSOFrames path), and a TAP with IFF_VNET_HDR bridged
+// with the veth (link/tap's path, configuration 7). The IPv4 frame must
+// arrive whole, with the GSO metadata the kernel derived. The labelled
+// frame either arrives whole (a kernel with CONFIG_NET_MPLS_GSO: the test
+// logs that a labelled-GSO link option can be built) or the veth counts
+// one tx_dropped and nothing arrives, the packet socket's send failing with
+// ENOMEM, the TAP's write succeeding (this kernel; see the file comment).
+// Half a frame or segments fail the test either way. A labelled frame
+// above the MTU without GSO must fail on the packet socket with EMSGSIZE.
 //
 // Planted bugs checked: expecting the labelled frame to arrive (fails with
 // the ENOMEM recorded); csum_offset 17 in the header (the kernel rejects
@@ -190,9 +225,25 @@ func txDropped(t *testing.T, ns *netns.NS, ifname string) uint64 {
 // frame (34, inside the IPv4 header) passes the kernel's checks and meets
 // the same drop; TestVnetHdrTCPv4Golden pins those bytes.
 func TestKernelLabelledGSOOverVeth(t *testing.T) {
-	tp := newTopo(t)
-	tx := packetSocket(t, tp.a, tp.va)
-	rx := packetSocket(t, tp.b, tp.vb)
+	for _, way := range []string{"packet-socket", "tap-bridged"} {
+		t.Run(way, func(t *testing.T) {
+			tp := newTopo(t)
+			var tx int
+			wantErr := unix.ENOMEM
+			if way == "tap-bridged" {
+				tx, wantErr = tapIn(t, tp.a, tp.va), 0
+			} else {
+				tx = packetSocket(t, tp.a, tp.va)
+			}
+			rx := packetSocket(t, tp.b, tp.vb)
+			labelledGSOOverVeth(t, tp, tx, rx, wantErr, way == "packet-socket")
+		})
+	}
+}
+
+// labelledGSOOverVeth is TestKernelLabelledGSOOverVeth for one way in: tx
+// takes a virtio-net header and a frame per write, rx reads the peer end.
+func labelledGSOOverVeth(t *testing.T, tp topo, tx, rx int, wantErr unix.Errno, checkMTU bool) {
 	// A source address of our own: the namespaces' kernels send from the
 	// veths' addresses (neighbour discovery) while the test runs.
 	txMAC := net.HardwareAddr{0x02, 0x6c, 0x67, 0x73, 0x6f, 0x01}
@@ -224,20 +275,23 @@ func TestKernelLabelledGSOOverVeth(t *testing.T) {
 	err := send(vnetHdrTCPv4(header.EthernetMinimumSize+4, header.TCPMinimumSize, mss), labelled)
 	frames, _ = framesFrom(rx, txMAC)
 	dropped := txDropped(t, tp.a, tp.va) - before
+	errAsWanted := err == nil && wantErr == 0 || wantErr != 0 && errors.Is(err, wantErr)
 	switch {
 	case err == nil && len(frames) == 1 && bytes.Equal(frames[0], labelled):
 		t.Logf("this kernel carries a labelled TCP GSO frame across a veth whole (%d bytes): a labelled-GSO link option can be built here", len(labelled))
-	case errors.Is(err, unix.ENOMEM) && len(frames) == 0 && dropped == 1:
+	case errAsWanted && len(frames) == 0 && dropped == 1:
 		t.Logf("labelled TCP GSO frame: send: %v, veth tx_dropped +1, nothing reached the peer: "+
 			"the kernel has no MPLS GSO handler (CONFIG_NET_MPLS_GSO) to check the DODGY skb from user space", err)
 	default:
 		t.Fatalf("labelled TCP GSO frame: send: %v, peer read %d frame(s) from us, veth tx_dropped +%d; "+
-			"want the %d-byte frame whole, or ENOMEM with one tx_dropped and nothing at the peer",
-			err, len(frames), dropped, len(labelled))
+			"want the %d-byte frame whole, or send error %v with one tx_dropped and nothing at the peer",
+			err, len(frames), dropped, len(labelled), error(wantErr))
 	}
 
 	// Without GSO, a labelled frame above the MTU never leaves.
-	if err := send([10]byte{}, labelled); !errors.Is(err, unix.EMSGSIZE) {
-		t.Fatalf("labelled %d-byte frame without GSO: send: %v, want EMSGSIZE", len(labelled), err)
+	if checkMTU {
+		if err := send([10]byte{}, labelled); !errors.Is(err, unix.EMSGSIZE) {
+			t.Fatalf("labelled %d-byte frame without GSO: send: %v, want EMSGSIZE", len(labelled), err)
+		}
 	}
 }
