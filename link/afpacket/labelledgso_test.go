@@ -283,9 +283,13 @@ func labelledGSOOverVeth(t *testing.T, tp topo, tx, rx int, wantErr unix.Errno, 
 		t.Logf("labelled TCP GSO frame: send: %v, veth tx_dropped +1, nothing reached the peer: "+
 			"the kernel has no MPLS GSO handler (CONFIG_NET_MPLS_GSO) to check the DODGY skb from user space", err)
 	default:
+		want := "send: <nil>"
+		if wantErr != 0 {
+			want = "send error " + wantErr.Error()
+		}
 		t.Fatalf("labelled TCP GSO frame: send: %v, peer read %d frame(s) from us, veth tx_dropped +%d; "+
-			"want the %d-byte frame whole, or send error %v with one tx_dropped and nothing at the peer",
-			err, len(frames), dropped, len(labelled), error(wantErr))
+			"want the %d-byte frame whole, or %s with one tx_dropped and nothing at the peer",
+			err, len(frames), dropped, len(labelled), want)
 	}
 
 	// Without GSO, a labelled frame above the MTU never leaves.
