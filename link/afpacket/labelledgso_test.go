@@ -1,10 +1,13 @@
 package afpacket_test
 
 import (
+	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,8 +32,9 @@ import (
 // the skb needs software segmentation and calls skb_mac_gso_segment
 // (net/core/gso.c), which looks up a GSO handler for the skb's network
 // protocol, ETH_P_MPLS_UC. Only net/mpls/mpls_gso.c registers one, and it
-// is not built (CONFIG_NET_MPLS_GSO), so the lookup returns
-// ERR_PTR(-EPROTONOSUPPORT); validate_xmit_skb frees the skb and counts
+// is not built (CONFIG_NET_MPLS_GSO), so the lookup returns its default,
+// "struct sk_buff *segs = ERR_PTR(-EPROTONOSUPPORT);" (gso.c line 40 in
+// Linus' tree); validate_xmit_skb frees the skb and counts
 // it in the device's tx_dropped, and __dev_queue_xmit returns its initial
 // rc = -ENOMEM, which send(2) reports as ENOMEM (ENOBUFS with
 // PACKET_QDISC_BYPASS, where packet_direct_xmit returns NET_XMIT_DROP).
@@ -39,7 +43,11 @@ import (
 // device can take TSO. (veth's mpls_features would let a labelled GSO skb
 // through unsegmented; it is the DODGY check that stops it.) A labelled
 // frame longer than the MTU without GSO meets packet_snd's length check:
-// EMSGSIZE.
+// EMSGSIZE. A TAP with IFF_VNET_HDR (tun_get_user, the same
+// virtio_net_hdr_to_skb) takes the frame, and a bridge then hands the DODGY
+// skb to the veth's xmit: the same drop. tc BPF cannot help:
+// bpf_skb_adjust_room marks a grown GSO skb DODGY too and can only encap in
+// IP.
 
 // vnetHdrTCPv4 returns the virtio-net header (struct virtio_net_hdr, host
 // byte order as PACKET_VNET_HDR wants it) for a TCP/IPv4 GSO frame whose
@@ -281,7 +289,7 @@ func labelledGSOOverVeth(t *testing.T, tp topo, tx, rx int, wantErr unix.Errno, 
 		t.Logf("this kernel carries a labelled TCP GSO frame across a veth whole (%d bytes): a labelled-GSO link option can be built here", len(labelled))
 	case errAsWanted && len(frames) == 0 && dropped == 1:
 		t.Logf("labelled TCP GSO frame: send: %v, veth tx_dropped +1, nothing reached the peer: "+
-			"the kernel has no MPLS GSO handler (CONFIG_NET_MPLS_GSO) to check the DODGY skb from user space", err)
+			"the kernel has no MPLS GSO handler (CONFIG_NET_MPLS_GSO) to check the DODGY skb from user space (%s)", err, kernelConfig("CONFIG_NET_MPLS_GSO"))
 	default:
 		want := "send: <nil>"
 		if wantErr != 0 {
@@ -298,4 +306,25 @@ func labelledGSOOverVeth(t *testing.T, tp topo, tx, rx int, wantErr unix.Errno, 
 			t.Fatalf("labelled %d-byte frame without GSO: send: %v, want EMSGSIZE", len(labelled), err)
 		}
 	}
+}
+
+// kernelConfig returns the line of /proc/config.gz that sets or leaves
+// unset option, or why it cannot tell.
+func kernelConfig(option string) string {
+	f, err := os.Open("/proc/config.gz")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return "/proc/config.gz: " + err.Error()
+	}
+	sc := bufio.NewScanner(z)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, option+"=") || l == "# "+option+" is not set" {
+			return "/proc/config.gz: " + l
+		}
+	}
+	return "/proc/config.gz does not name " + option
 }
