@@ -45,9 +45,11 @@ import (
 // frame longer than the MTU without GSO meets packet_snd's length check:
 // EMSGSIZE. A TAP with IFF_VNET_HDR (tun_get_user, the same
 // virtio_net_hdr_to_skb) takes the frame, and a bridge then hands the DODGY
-// skb to the veth's xmit: the same drop. tc BPF cannot help:
-// bpf_skb_adjust_room marks a grown GSO skb DODGY too and can only encap in
-// IP.
+// skb to the veth's xmit: the same drop. From net/core/filter.c (not
+// tried), a tc egress program pushing the label onto an IPv4 GSO skb does
+// not help either: bpf_skb_net_grow marks the skb DODGY, keeps
+// skb->protocol IPv4 and moves the network header onto the label, where
+// the IPv4 GSO check would read it as an IPv4 header.
 
 // vnetHdrTCPv4 returns the virtio-net header (struct virtio_net_hdr, host
 // byte order as PACKET_VNET_HDR wants it) for a TCP/IPv4 GSO frame whose
