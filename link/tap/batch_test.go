@@ -67,8 +67,10 @@ func (r *batchRecorder) EndBatch() {
 // and reads more than one frame per batch under a burst. Planted bugs:
 // rxLoop not calling endBatch when the device is drained (frames stay
 // pending: fails); deliver run twice per read callback (every frame twice:
-// fails); RecvBatch ignored so that a batch ends after every frame (the
-// "more than one frame per batch" check fails).
+// fails); endBatch called after every delivered frame (the
+// "more than one frame per batch" check fails). Each was planted and
+// watched to fail: the first after its 20 s deadline (frames pending),
+// the second with every frame seen twice, the third with 4000 batches of one.
 func TestEveryFrameOnceAndBatchesEnd(t *testing.T) {
 	tp := newTapTopo(t, tap.Options{})
 	rec := &batchRecorder{seen: map[uint32]int{}}
