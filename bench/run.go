@@ -76,7 +76,7 @@ type Options struct {
 }
 
 // ProfileIDs are the hot configurations profiled with Options.Profile.
-var ProfileIDs = []string{"5", "9c"}
+var ProfileIDs = []string{"5", "7", "9c"}
 
 // Run is one netperf run of one configuration.
 type Run struct {
