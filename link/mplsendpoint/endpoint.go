@@ -265,6 +265,9 @@ type Endpoint struct {
 	splitPool sync.Pool
 
 	ctr counters
+	// frag holds fragments until their datagram's checksum verifies
+	// (fragsum.go).
+	frag fragTable
 }
 
 type mtuCacheEntry struct {
@@ -329,6 +332,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		rejectMPLS: opts.RejectMPLS,
 	}
 	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
+	e.frag.init()
 	e.ring, _ = lower.(TXRing)
 	e.initGRO(!opts.DisableGRO && !opts.Forwarding && opts.IPForwarder == nil)
 	e.Endpoint.Init(lower, e)
