@@ -24,6 +24,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 // The tests here check that the endpoint, which tells gVisor it verified
@@ -33,14 +34,17 @@ import (
 // datagrams are read back through a real gVisor stack's UDP socket.
 //
 // Planted bugs, each seen to fail these tests: deliverFragment passing
-// fragments up at once without holding them (the pre-fix behaviour:
-// TestFragmentChecksum/*/corrupt received the corrupted datagram);
-// complete() delivering without verifyFragmentSum (same); place() ignoring
-// overlaps (TestFragmentOverlap: the overlapping set was delivered by
-// gVisor, which keeps the first copy of an exactly duplicated range, and
-// fragment_overlap stayed 0); ipv6Transport returning the first next
-// header without walking (TestIPv6ExtensionHeaderChecksum/*/corrupt
-// received the datagram and the SYN was answered).
+// fragments up at once without holding them (the behaviour before
+// fragsum.go: TestFragmentChecksum/*/corrupt read the corrupted 3000-byte
+// datagram instead of the marker); complete() delivering without
+// verifyFragmentSum (the same); place() ignoring overlaps and duplicates
+// (TestFragmentOverlap: fragment_overlap stayed 0, the set being dropped
+// only because the doubly summed bytes broke its checksum); ipv6Transport
+// returning the first next header without walking the chain
+// (TestIPv6ExtensionHeaderChecksum: bad_checksum stayed 0, the corrupted
+// datagram was read and the corrupted SYN answered). FuzzFragmentChecksum
+// with fragments passed up at once found a received datagram whose
+// checksum does not verify within seconds.
 
 const fragPort = 9
 
@@ -444,12 +448,34 @@ func synAckPorts(frames [][]byte) map[uint16]bool {
 // verifies over what it received (nothing turns a corrupt datagram into a
 // valid one), nothing panics and no packet buffer leaks (TestMain).
 func FuzzFragmentChecksum(f *testing.F) {
-	f.Add([]byte("hello fragments"), uint8(1), []byte{2, 1, 0}, uint16(0), uint8(0), false)
-	f.Add(payload3000()[:2000], uint8(60), []byte{0, 1, 2}, uint16(1500), uint8(0x20), true)
-	f.Add(payload3000()[:900], uint8(8), []byte{3, 3, 0, 1, 2, 4, 5, 6}, uint16(5), uint8(1), false)
+	f.Add([]byte("hello fragments"), uint8(1), []byte{2, 1, 0}, []byte{}, uint16(0), uint8(0), false)
+	f.Add(payload3000()[:2000], uint8(60), []byte{0, 1, 2}, []byte{}, uint16(1500), uint8(0x20), true)
+	f.Add(payload3000()[:2000], uint8(60), []byte{9, 4}, []byte{}, uint16(700), uint8(0x01), false)
+	f.Add(payload3000()[:900], uint8(8), []byte{3, 3, 0}, []byte{1, 130}, uint16(5), uint8(1), false)
 	h := newFragHost(f)
-	f.Fuzz(func(t *testing.T, data []byte, unit uint8, order []byte, flipAt uint16, flip uint8, v6 bool) {
-		if len(data) > 8000 || len(order) > 64 {
+	// Raw endpoints in place of the sockets: their Read does not block.
+	h.udp4.Close()
+	h.udp6.Close()
+	h.udp4, h.udp6 = nil, nil
+	raw := map[bool]tcpip.Endpoint{}
+	for _, v6 := range []bool{false, true} {
+		proto, a := ipv4.ProtocolNumber, addrA4
+		if v6 {
+			proto, a = ipv6.ProtocolNumber, addrA6
+		}
+		var wq waiter.Queue
+		ep, terr := h.st.NewEndpoint(udp.ProtocolNumber, proto, &wq)
+		if terr != nil {
+			f.Fatal(terr)
+		}
+		f.Cleanup(ep.Close)
+		if terr := ep.Bind(tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(a.AsSlice()), Port: fragPort}); terr != nil {
+			f.Fatal(terr)
+		}
+		raw[v6] = ep
+	}
+	f.Fuzz(func(t *testing.T, data []byte, unit uint8, order, extra []byte, flipAt uint16, flip uint8, v6 bool) {
+		if len(data) > 8000 || len(order) > 64 || len(extra) > 8 {
 			return
 		}
 		l4 := udpDatagram(t, v6, 5000, data)
@@ -460,30 +486,39 @@ func FuzzFragmentChecksum(f *testing.F) {
 			sent[int(flipAt)%len(sent)] ^= flip
 		}
 		ps := split(sent, size)
-		h.nextID++
-		for _, o := range order {
+		// Every piece once, in an order the input shuffles, then the
+		// extra pieces: duplicates, or (extra byte >= 128) pieces that
+		// overlap the one before, each at a place the input says.
+		seq := append([]fragPiece(nil), ps...)
+		for i := len(seq) - 1; i > 0 && len(order) > 0; i-- {
+			j := int(order[i%len(order)]) % (i + 1)
+			seq[i], seq[j] = seq[j], seq[i]
+		}
+		for k, o := range extra {
 			p := ps[int(o)%len(ps)]
-			if o >= 128 && p.off >= 8 { // an overlapping piece
+			if o >= 128 && p.off >= 8 {
 				p = fragPiece{off: p.off - 8, data: sent[p.off-8 : p.off+len(p.data)], more: p.more}
 			}
+			at := (int(o) + k) % (len(seq) + 1)
+			seq = append(seq[:at], append([]fragPiece{p}, seq[at:]...)...)
+		}
+		h.nextID++
+		for _, p := range seq {
 			h.inject(fragFrame(t, v6, h.nextID, layers.IPProtocolUDP, p))
 		}
-		c := h.udp4
 		src, dst := addrB4, addrA4
 		if v6 {
-			c, src, dst = h.udp6, addrB6, addrA6
+			src, dst = addrB6, addrA6
 		}
-		buf := make([]byte, 70000)
+		// Everything the stack accepted is queued by now: delivery is
+		// synchronous.
 		for {
-			// Everything the stack accepted is queued by now (delivery
-			// is synchronous); a deadline in the past ends the read.
-			_ = c.SetReadDeadline(time.Now().Add(-time.Second))
-			n, _, err := c.ReadFrom(buf)
-			if err != nil {
+			var got bytes.Buffer
+			if _, err := raw[v6].Read(&got, tcpip.ReadOptions{}); err != nil {
 				break
 			}
-			if !udpChecksumOK(src, dst, sent[:8], buf[:n], v6) {
-				t.Fatalf("received a %d-byte datagram whose checksum does not verify", n)
+			if !udpChecksumOK(src, dst, sent[:8], got.Bytes(), v6) {
+				t.Fatalf("received a %d-byte datagram whose checksum does not verify", got.Len())
 			}
 		}
 	})
