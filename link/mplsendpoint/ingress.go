@@ -450,15 +450,6 @@ func l4Sum(pkt *stack.PacketBuffer, hl, l4len int) uint16 {
 	return checksum.Checksum(b[hl:hl+l4len], 0)
 }
 
-// verifyRXChecksum reports whether the IP packet in pkt (link header
-// consumed) has a valid IPv4 header checksum and a valid TCP, UDP or ICMP
-// checksum, behind any IPv6 extension headers. Other protocols pass;
-// fragments are verified whole by deliverFragment (fragsum.go) and pass
-// here.
-func verifyRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
-	return checkRXChecksum(proto, pkt, false)
-}
-
 // rxVerdict is checkRX's answer.
 type rxVerdict uint8
 
@@ -483,8 +474,8 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 // segments left makes gVisor drop the packet (it supports no routing
 // type; RFC 8200 §4.4), so its verdict is rxOK with protocol 0: nothing
 // reaches a transport. A fragment header that is not atomic, after other
-// headers, is rxFragment; too many headers rxUnverifiable; a header beyond
-// the packet rxBad.
+// headers, is rxFragment; too many headers, or hop-by-hop options after
+// another header, rxUnverifiable; a header beyond the packet rxBad.
 func ipv6Transport(pkt *stack.PacketBuffer, next uint8, end int) (tcpip.TransportProtocolNumber, int, rxVerdict) {
 	off := header.IPv6MinimumSize
 	for i := 0; ; i++ {
@@ -498,7 +489,7 @@ func ipv6Transport(pkt *stack.PacketBuffer, next uint8, end int) (tcpip.Transpor
 			return 0, 0, rxUnverifiable
 		}
 		if next == nhHopByHop && i != 0 {
-			return 0, 0, rxOK // gVisor drops it (hop-by-hop must come first)
+			return 0, 0, rxUnverifiable // hop-by-hop must come first (RFC 8200 §4.1)
 		}
 		if end-off < 8 {
 			return 0, 0, rxBad
