@@ -93,16 +93,19 @@ type fragPiece struct {
 
 // fragEntry is the state of one datagram in reassembly.
 type fragEntry struct {
-	key      fragKey
-	used     bool
-	poison   DropReason // numDropReasons: not poisoned
-	deadline int64      // monotonic ns
-	n        int
-	pieces   [fragMaxPieces]fragPiece
-	total    int64  // fragmentable length, -1 until the final fragment
-	covered  int64  // bytes of the pieces held
-	sum      uint16 // ones' complement sum of the transport bytes held
-	held     int    // bytes held (whole packets)
+	key  fragKey
+	used bool
+	// releasing: a goroutine is handing the verified fragments up, the
+	// table unlocked; the entry is its own until it frees it.
+	releasing bool
+	poison    DropReason // numDropReasons: not poisoned
+	deadline  int64      // monotonic ns
+	n         int
+	pieces    [fragMaxPieces]fragPiece
+	total     int64  // fragmentable length, -1 until the final fragment
+	covered   int64  // bytes of the pieces held
+	sum       uint16 // ones' complement sum of the transport bytes held
+	held      int    // bytes held (whole packets)
 	// Known from the first fragment (offset 0).
 	haveFirst bool
 	tp        tcpip.TransportProtocolNumber
@@ -111,9 +114,13 @@ type fragEntry struct {
 }
 
 // fragTable is the endpoint's reassembly-checksum state. A lower link with
-// several queues delivers from several goroutines, so mu guards it; it is
-// held while a verified datagram's fragments go up (as in gro.go), so
-// that they reach gVisor's reassembler together.
+// several queues delivers from several goroutines, so mu guards it. It is
+// not held while a verified datagram's fragments go up (gVisor may answer
+// at once, through a lower link that delivers synchronously to a peer that
+// answers back): the entry stays in the table, marked releasing, and a
+// fragment with the same key that arrives meanwhile is dropped
+// (fragment_overlap), so that no other fragment of that key reaches
+// gVisor's reassembler among them.
 type fragTable struct {
 	mu      sync.Mutex
 	entries []fragEntry
@@ -321,12 +328,17 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	now := int64(time.Since(t.epoch))
 	t.expire(e, now, 2)
 	i, ok := t.index[f.key]
-	if ok && t.entries[i].deadline <= now {
+	if ok && !t.entries[i].releasing && t.entries[i].deadline <= now {
 		t.discard(e, int(i), DropFragmentTimeout)
 		ok = false
 	}
 	if !ok {
-		i = int32(t.alloc(e, now))
+		n := t.alloc(e)
+		if n < 0 {
+			e.drop(DropFragmentTimeout, -1, nil) // every entry is being released
+			return
+		}
+		i = int32(n)
 		ent := &t.entries[i]
 		ent.key, ent.used, ent.poison, ent.total = f.key, true, numDropReasons, -1
 		ent.n, ent.covered, ent.sum, ent.held = 0, 0, 0, 0
@@ -339,6 +351,10 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 		t.index[f.key] = i
 	}
 	ent := &t.entries[i]
+	if ent.releasing {
+		e.drop(DropFragmentOverlap, -1, nil)
+		return
+	}
 	if ent.poison != numDropReasons {
 		e.drop(ent.poison, -1, nil)
 		return
@@ -418,17 +434,20 @@ func (t *fragTable) place(ent *fragEntry, first, end uint32, more bool) DropReas
 }
 
 // complete verifies entry i's datagram, whose last fragment is pkt, and
-// hands all its fragments up, or drops them all.
+// hands all its fragments up, or drops them all. t.mu is held; it is
+// released while the fragments go up.
 func (t *fragTable) complete(e *Endpoint, i int, proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, f *fragInfo) {
 	ent := &t.entries[i]
 	if verifyFragmentSum(ent, f.src, f.dst) {
+		ent.releasing = true
+		t.mu.Unlock()
 		for k := 0; k < ent.n; k++ {
-			p := ent.pieces[k].pkt
 			e.ctr.rxDelivered.Add(1)
-			e.Endpoint.DeliverNetworkPacket(proto, p)
+			e.Endpoint.DeliverNetworkPacket(proto, ent.pieces[k].pkt)
 		}
 		e.ctr.rxDelivered.Add(1)
 		e.Endpoint.DeliverNetworkPacket(proto, pkt)
+		t.mu.Lock()
 		t.release(i)
 		return
 	}
@@ -480,7 +499,7 @@ func (t *fragTable) release(i int) {
 	ent := &t.entries[i]
 	t.unhold(ent)
 	delete(t.index, ent.key)
-	ent.used = false
+	ent.used, ent.releasing = false, false
 }
 
 // discard drops entry i's held fragments for reason r and frees it.
@@ -497,15 +516,15 @@ func (t *fragTable) expire(e *Endpoint, now int64, n int) {
 	for range n {
 		i := t.sweep
 		t.sweep = (t.sweep + 1) % len(t.entries)
-		if t.entries[i].used && t.entries[i].deadline <= now {
+		if t.entries[i].used && !t.entries[i].releasing && t.entries[i].deadline <= now {
 			t.discard(e, i, DropFragmentTimeout)
 		}
 	}
 }
 
 // alloc returns a free entry, evicting the one nearest its deadline if
-// the table is full.
-func (t *fragTable) alloc(e *Endpoint, now int64) int {
+// the table is full; -1 if every entry is being released.
+func (t *fragTable) alloc(e *Endpoint) int {
 	if len(t.index) < len(t.entries) {
 		for k := range t.entries {
 			i := (t.sweep + k) % len(t.entries)
@@ -514,13 +533,15 @@ func (t *fragTable) alloc(e *Endpoint, now int64) int {
 			}
 		}
 	}
-	oldest := 0
+	oldest := -1
 	for i := range t.entries {
-		if t.entries[i].deadline < t.entries[oldest].deadline {
+		if !t.entries[i].releasing && (oldest < 0 || t.entries[i].deadline < t.entries[oldest].deadline) {
 			oldest = i
 		}
 	}
-	t.discard(e, oldest, DropFragmentTimeout)
+	if oldest >= 0 {
+		t.discard(e, oldest, DropFragmentTimeout)
+	}
 	return oldest
 }
 
@@ -529,7 +550,7 @@ func (t *fragTable) alloc(e *Endpoint, now int64) int {
 func (t *fragTable) evictOldest(e *Endpoint, keep int) bool {
 	oldest := -1
 	for i := range t.entries {
-		if i == keep || !t.entries[i].used || t.entries[i].n == 0 {
+		if i == keep || !t.entries[i].used || t.entries[i].releasing || t.entries[i].n == 0 {
 			continue
 		}
 		if oldest < 0 || t.entries[i].deadline < t.entries[oldest].deadline {
@@ -555,7 +576,7 @@ func (t *fragTable) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range t.entries {
-		if t.entries[i].used {
+		if t.entries[i].used && !t.entries[i].releasing {
 			t.release(i)
 		}
 	}
