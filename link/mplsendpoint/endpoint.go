@@ -332,7 +332,6 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		rejectMPLS: opts.RejectMPLS,
 	}
 	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
-	e.frag.init()
 	e.ring, _ = lower.(TXRing)
 	e.initGRO(!opts.DisableGRO && !opts.Forwarding && opts.IPForwarder == nil)
 	e.Endpoint.Init(lower, e)

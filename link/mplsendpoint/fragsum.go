@@ -325,6 +325,9 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	t := &e.frag
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.entries == nil {
+		t.init() // on the first fragment: 2 MiB a link never needs otherwise
+	}
 	now := int64(time.Since(t.epoch))
 	t.expire(e, now, 2)
 	i, ok := t.index[f.key]
