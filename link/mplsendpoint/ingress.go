@@ -431,9 +431,10 @@ const (
 // header consumed) whose lower link reported it validated or partial
 // acceptable to the stack: a valid checksum is left alone; otherwise the
 // field is taken to hold the pseudo-header sum (CHECKSUM_PARTIAL) and the
-// full checksum is written, as the kernel's skb_checksum_help does.
-// Fragments, extension headers and other protocols are left alone. It
-// returns false for a malformed packet.
+// full checksum is written, as the kernel's skb_checksum_help does, behind
+// any IPv6 extension headers. Other protocols are left alone; fragments
+// never get here (deliverFragment checks them whole). It returns false for
+// a malformed packet.
 func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
 	return checkRXChecksum(proto, pkt, true)
 }
