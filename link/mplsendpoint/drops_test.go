@@ -95,6 +95,22 @@ func ipv4Packet(df bool, n int) []byte {
 	return b
 }
 
+// ipv4Fragment returns a fragment (offset off bytes, More set or not) of
+// an IPv4/UDP datagram with ID id: 16 payload bytes.
+func ipv4Fragment(id uint16, off int, more bool) []byte {
+	b := ipv4Packet(false, 8)
+	ip := header.IPv4(b)
+	var flags uint8
+	if more {
+		flags = header.IPv4FlagMoreFragments
+	}
+	ip.SetFlagsFragmentOffset(flags, uint16(off))
+	ip.SetID(id)
+	ip.SetChecksum(0)
+	ip.SetChecksum(^ip.CalculateChecksum())
+	return b
+}
+
 func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Forwarder, mods ...func(*mplsendpoint.Options)) (*mplsendpoint.Endpoint, *recorder) {
 	t.Helper()
 	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Labels: []mpls.Label{100, 200}, NextHop: addrB4}})
@@ -235,7 +251,31 @@ func TestDropCounters(t *testing.T) {
 				func(stack.LinkResolutionResult) tcpip.Error { return &tcpip.ErrHostUnreachable{} })
 			writeFIB(fib, ipv4Packet(false, 8))
 		}, nil},
+		{"fragment overlap", mplsendpoint.DropFragmentOverlap, false, func(ep *mplsendpoint.Endpoint) {
+			// The duplicate poisons the datagram: both are counted.
+			inject(ep, ethFrame(macA, 0x0800, ipv4Fragment(1, 0, true)), false)
+			inject(ep, ethFrame(macA, 0x0800, ipv4Fragment(1, 0, true)), false)
+		}, nil},
+		{"fragment timeout", mplsendpoint.DropFragmentTimeout, false, func(ep *mplsendpoint.Endpoint) {
+			// One datagram more than the table holds evicts the oldest.
+			for id := range 1025 {
+				inject(ep, ethFrame(macA, 0x0800, ipv4Fragment(uint16(id), 0, true)), false)
+			}
+		}, nil},
+		{"unverifiable checksum", mplsendpoint.DropUnverifiableChecksum, false, func(ep *mplsendpoint.Endpoint) {
+			// IPv4 options on a fragment.
+			ip := ipv4Fragment(1, 0, true)
+			opt := append(append(append([]byte(nil), ip[:20]...), 1, 1, 1, 0), ip[20:]...) // NOP NOP NOP EOL
+			h := header.IPv4(opt)
+			h.SetHeaderLength(24)
+			h.SetTotalLength(uint16(len(opt)))
+			h.SetChecksum(0)
+			h.SetChecksum(^h.CalculateChecksum())
+			inject(ep, ethFrame(macA, 0x0800, opt), false)
+		}, nil},
 	}
+	// Reasons a case counts more than once.
+	counts := map[mplsendpoint.DropReason]uint64{mplsendpoint.DropFragmentOverlap: 2}
 	covered := map[mplsendpoint.DropReason]bool{}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,10 +291,11 @@ func TestDropCounters(t *testing.T) {
 			before := ep.Stats()
 			tc.run(ep)
 			after := ep.Stats()
+			ep.Close() // releases held fragments
 			for _, r := range mplsendpoint.DropReasons() {
 				want := before.Drop(r)
 				if r == tc.reason {
-					want++
+					want += max(counts[r], 1)
 				}
 				if got := after.Drop(r); got != want {
 					t.Errorf("got %s = %d, want %d", r, got, want)

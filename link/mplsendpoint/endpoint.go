@@ -265,6 +265,9 @@ type Endpoint struct {
 	splitPool sync.Pool
 
 	ctr counters
+	// frag holds fragments until their datagram's checksum verifies
+	// (fragsum.go).
+	frag fragTable
 }
 
 type mtuCacheEntry struct {

@@ -152,9 +152,12 @@ func newFuzzEndpoint(tb testing.TB) *fuzzEndpoint {
 }
 
 // ingressOutcomes sums the counters one received frame must move by
-// exactly one: delivered, forwarded, or one receive-side drop reason.
+// exactly one: delivered, forwarded, held (a fragment waiting for its
+// datagram: the gauge RXFragmentsHeld, which falls by the held fragments
+// delivered or dropped with the datagram's last), or one receive-side
+// drop reason.
 func ingressOutcomes(s mplsendpoint.Stats) uint64 {
-	n := s.RXDelivered + s.RXForwarded
+	n := s.RXDelivered + s.RXForwarded + s.RXFragmentsHeld
 	for _, r := range mplsendpoint.DropReasons() {
 		if !egressDrop(r) {
 			n += s.Drop(r)

@@ -113,11 +113,33 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			pkt.Data().Size() <= int(e.MTU()) && ipHeaderOK(proto, pkt) && e.offerIP(proto, pkt) {
 			return
 		}
+		switch fragmentKind(proto, pkt) {
+		case deepFragment:
+			// gVisor checks no transport checksum after reassembly, and
+			// this one would need the headers before the fragment header
+			// to agree in every fragment.
+			e.drop(DropUnverifiableChecksum, -1, nil)
+			return
+		case fragment:
+			// A fragment's transport checksum is checked over its whole
+			// datagram (fragsum.go), flagged or not: no lower link
+			// validates one.
+			if pkt.RXChecksumValidated && e.ipFwd != nil && pkt.PktType == tcpip.PacketHost && e.offerIP(proto, pkt) {
+				return
+			}
+			e.deliverFragment(proto, pkt)
+			return
+		}
 		ok := true
 		switch {
 		case !pkt.RXChecksumValidated:
 			// Verified here: flagged so, for GRO (gro.go).
-			ok = verifyRXChecksum(proto, pkt)
+			v := checkRX(proto, pkt, false)
+			if v == rxUnverifiable || v == rxFragment {
+				e.drop(DropUnverifiableChecksum, -1, nil)
+				return
+			}
+			ok = v == rxOK
 			pkt.RXChecksumValidated = ok
 		case e.forwarding:
 			// A flagged TCP packet larger than MTU() (a veth peer's GSO
@@ -409,9 +431,10 @@ const (
 // header consumed) whose lower link reported it validated or partial
 // acceptable to the stack: a valid checksum is left alone; otherwise the
 // field is taken to hold the pseudo-header sum (CHECKSUM_PARTIAL) and the
-// full checksum is written, as the kernel's skb_checksum_help does.
-// Fragments, extension headers and other protocols are left alone. It
-// returns false for a malformed packet.
+// full checksum is written, as the kernel's skb_checksum_help does, behind
+// any IPv6 extension headers. Other protocols are left alone; fragments
+// never get here (deliverFragment checks them whole). It returns false for
+// a malformed packet.
 func finishRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
 	return checkRXChecksum(proto, pkt, true)
 }
@@ -428,20 +451,81 @@ func l4Sum(pkt *stack.PacketBuffer, hl, l4len int) uint16 {
 	return checksum.Checksum(b[hl:hl+l4len], 0)
 }
 
-// verifyRXChecksum reports whether the IP packet in pkt (link header
-// consumed) has a valid IPv4 header checksum and a valid TCP, UDP or ICMP
-// checksum. Fragments, IPv6 extension headers and other protocols pass:
-// the stack checks what it reassembles.
-func verifyRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
-	return checkRXChecksum(proto, pkt, false)
+// rxVerdict is checkRX's answer.
+type rxVerdict uint8
+
+const (
+	rxOK           rxVerdict = iota // valid, or not checked by the stack either
+	rxBad                           // a checksum or header that does not verify
+	rxUnverifiable                  // cannot be verified (DropUnverifiableChecksum)
+	rxFragment                      // a fragment: verified whole (fragsum.go)
+)
+
+// checkRXChecksum is checkRX as a bool: fragments and unverifiable
+// packets pass.
+func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish bool) bool {
+	return checkRX(proto, pkt, finish) != rxBad
 }
 
-// checkRXChecksum verifies the packet's checksums; with finish, a transport
+// ipv6Transport walks the IPv6 extension header chain of the packet in
+// pkt (fixed header checked, l4len payload bytes): hop-by-hop options
+// (first only), routing and destination options, (b[1]+1)*8 bytes each,
+// and atomic fragment headers (RFC 6946), at most fragMaxExtHeaders. It
+// returns the transport protocol and its offset. A routing header with
+// segments left makes gVisor drop the packet (it supports no routing
+// type; RFC 8200 §4.4), so its verdict is rxOK with protocol 0: nothing
+// reaches a transport. A fragment header that is not atomic, after other
+// headers, is rxFragment; too many headers, or hop-by-hop options after
+// another header, rxUnverifiable; a header beyond the packet rxBad.
+func ipv6Transport(pkt *stack.PacketBuffer, next uint8, end int) (tcpip.TransportProtocolNumber, int, rxVerdict) {
+	off := header.IPv6MinimumSize
+	for i := 0; ; i++ {
+		switch next {
+		case nhHopByHop, nhRouting,
+			nhDestOpts, nhFragment:
+		default:
+			return tcpip.TransportProtocolNumber(next), off, rxOK
+		}
+		if i == fragMaxExtHeaders {
+			return 0, 0, rxUnverifiable
+		}
+		if next == nhHopByHop && i != 0 {
+			return 0, 0, rxUnverifiable // hop-by-hop must come first (RFC 8200 §4.1)
+		}
+		if end-off < 8 {
+			return 0, 0, rxBad
+		}
+		b, ok := pkt.Data().PullUp(off + 8)
+		if !ok {
+			return 0, 0, rxBad
+		}
+		h := b[off:]
+		n := (int(h[1]) + 1) * 8
+		switch next {
+		case nhFragment:
+			if binary.BigEndian.Uint16(h[2:])&0xfff9 != 0 {
+				return 0, 0, rxFragment
+			}
+			n = header.IPv6FragmentHeaderSize
+		case nhRouting:
+			if h[3] != 0 {
+				return 0, 0, rxOK
+			}
+		}
+		if end-off < n {
+			return 0, 0, rxBad
+		}
+		next = h[0]
+		off += n
+	}
+}
+
+// checkRX verifies the packet's checksums; with finish, a transport
 // checksum that does not verify is taken to be partial and completed. A
 // malformed IP header (a version nibble other than the ethertype's, an
 // IHL below 5, a length beyond the frame) fails too: the stack would drop
 // it without a counter of ours.
-func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish bool) bool {
+func checkRX(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish bool) rxVerdict {
 	var (
 		hl, l4len int
 		tp        tcpip.TransportProtocolNumber
@@ -451,35 +535,41 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 	case header.IPv4ProtocolNumber:
 		b, ok := pkt.Data().PullUp(header.IPv4MinimumSize)
 		if !ok {
-			return false
+			return rxBad
 		}
 		ip := header.IPv4(b)
 		hl = int(ip.HeaderLength())
 		tot := int(ip.TotalLength())
 		if ip[0]>>4 != header.IPv4Version || hl < header.IPv4MinimumSize || tot < hl || tot > pkt.Data().Size() {
-			return false
+			return rxBad
 		}
 		if h, ok := pkt.Data().PullUp(hl); !ok || checksum.Checksum(h, 0) != 0xffff {
-			return false // the kernel always completes the IPv4 header checksum
+			return rxBad // the kernel always completes the IPv4 header checksum
 		}
 		if ip.More() || ip.FragmentOffset() != 0 {
-			return true
+			return rxOK
 		}
 		l4len, tp, src, dst = tot-hl, ip.TransportProtocol(), ip.SourceAddress(), ip.DestinationAddress()
 	case header.IPv6ProtocolNumber:
 		b, ok := pkt.Data().PullUp(header.IPv6MinimumSize)
 		if !ok {
-			return false
+			return rxBad
 		}
 		ip := header.IPv6(b)
 		hl = header.IPv6MinimumSize
 		l4len = int(ip.PayloadLength())
 		if b[0]>>4 != header.IPv6Version || hl+l4len > pkt.Data().Size() {
-			return false
+			return rxBad
 		}
-		tp, src, dst = tcpip.TransportProtocolNumber(ip.NextHeader()), ip.SourceAddress(), ip.DestinationAddress()
+		src, dst = ip.SourceAddress(), ip.DestinationAddress()
+		var v rxVerdict
+		tp, hl, v = ipv6Transport(pkt, ip.NextHeader(), header.IPv6MinimumSize+l4len)
+		if v != rxOK || tp == 0 {
+			return v
+		}
+		l4len -= hl - header.IPv6MinimumSize
 	default:
-		return true
+		return rxOK
 	}
 	var off int
 	switch tp {
@@ -489,25 +579,25 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 		off = udpChecksumOffset
 		if proto == header.IPv4ProtocolNumber && l4len >= off+2 {
 			if b, ok := pkt.Data().PullUp(hl + off + 2); ok && b[hl+off] == 0 && b[hl+off+1] == 0 {
-				return true // IPv4 UDP without a checksum (RFC 768)
+				return rxOK // IPv4 UDP without a checksum (RFC 768)
 			}
 		}
 	case header.ICMPv4ProtocolNumber:
 		if finish {
-			return true // never offloaded by the kernel
+			return rxOK // never offloaded by the kernel
 		}
-		return l4len >= header.ICMPv4MinimumSize && l4Sum(pkt, hl, l4len) == 0xffff
+		return verdict(l4len >= header.ICMPv4MinimumSize && l4Sum(pkt, hl, l4len) == 0xffff)
 	case header.ICMPv6ProtocolNumber:
 		if finish {
-			return true
+			return rxOK
 		}
 		pseudo := header.PseudoHeaderChecksum(tp, src, dst, uint16(l4len))
-		return l4len >= header.ICMPv6MinimumSize && checksum.Combine(pseudo, l4Sum(pkt, hl, l4len)) == 0xffff
+		return verdict(l4len >= header.ICMPv6MinimumSize && checksum.Combine(pseudo, l4Sum(pkt, hl, l4len)) == 0xffff)
 	default:
-		return true
+		return rxOK
 	}
 	if l4len < off+2 {
-		return false
+		return rxBad
 	}
 	// Drop Ethernet padding so the sum covers the datagram only.
 	if pkt.Data().Size() > hl+l4len {
@@ -516,19 +606,26 @@ func checkRXChecksum(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer,
 	pseudo := header.PseudoHeaderChecksum(tp, src, dst, uint16(l4len))
 	sum := l4Sum(pkt, hl, l4len)
 	if checksum.Combine(pseudo, sum) == 0xffff {
-		return true
+		return rxOK
 	}
 	if !finish {
-		return false
+		return rxBad
 	}
 	f, ok := pkt.Data().PullUp(hl + off + 2)
 	if !ok {
-		return false
+		return rxBad
 	}
 	final := ^sum
 	if tp == header.UDPProtocolNumber && final == 0 {
 		final = 0xffff // RFC 768: zero is transmitted as all ones
 	}
 	binary.BigEndian.PutUint16(f[hl+off:], final)
-	return true
+	return rxOK
+}
+
+func verdict(ok bool) rxVerdict {
+	if ok {
+		return rxOK
+	}
+	return rxBad
 }

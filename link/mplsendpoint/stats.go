@@ -70,6 +70,23 @@ const (
 	// stack would forward by the FIB although the node does not forward
 	// (FIBOptions.Forwarding off); counted on the first link.
 	DropForwardingDisabled
+	// DropFragmentOverlap: a fragment that overlaps or duplicates another
+	// of its datagram, or a final fragment that disagrees with the
+	// datagram's length (RFC 5722): the datagram's held fragments and the
+	// later ones until the reassembly timeout are dropped.
+	DropFragmentOverlap
+	// DropFragmentTimeout: held fragments of a datagram that did not
+	// complete within the reassembly timeout (30 s IPv4, 60 s IPv6), or
+	// that were evicted to make room (1024 datagrams, 4 MiB held).
+	DropFragmentTimeout
+	// DropUnverifiableChecksum: a packet whose transport checksum the
+	// endpoint cannot verify and gVisor would not verify either: more
+	// than 8 IPv6 extension headers, a fragment header after other
+	// extension headers, a fragment with IPv4 options, more than 128
+	// fragments, a first fragment without its whole upper-layer header,
+	// a fragment length gVisor refuses; with every fragment of its
+	// datagram.
+	DropUnverifiableChecksum
 
 	numDropReasons
 )
@@ -94,6 +111,9 @@ var dropNames = [numDropReasons]string{
 	DropNoRoute:              "no_route",
 	DropNoNeighbor:           "no_neighbor",
 	DropForwardingDisabled:   "forwarding_disabled",
+	DropFragmentOverlap:      "fragment_overlap",
+	DropFragmentTimeout:      "fragment_timeout",
+	DropUnverifiableChecksum: "unverifiable_checksum",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -118,6 +138,9 @@ var remedies = [numDropReasons]string{
 	DropNoRoute:              "add a route to the destination (route add PREFIX ...) or a default route",
 	DropNoNeighbor:           "check that the route's next hop is up and answers ARP/NDP on the egress link",
 	DropForwardingDisabled:   "a peer sends this host IP for others; enable forwarding (sysctl net.ipv4.ip_forward=1) if the node is a router",
+	DropFragmentOverlap:      "a sender (or the path) emits overlapping or duplicate IP fragments; capture on the lower link",
+	DropFragmentTimeout:      "fragments of a datagram were lost on the way, or too many datagrams were in reassembly at once; lower the senders' datagram size below the path MTU",
+	DropUnverifiableChecksum: "the sender emits fragments or extension header chains whose checksum cannot be checked (IPv4 options on fragments, extension headers before or after a fragment header, tiny fragments); capture on the lower link",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
@@ -163,6 +186,11 @@ type Stats struct {
 	// before them by receive coalescing (GRO) on a host: RXDelivered
 	// counts the merged packets.
 	RXCoalesced uint64
+	// RXFragmentsHeld is the number of IP fragments held right now until
+	// their datagram is whole and its transport checksum verified
+	// (delivered, or dropped as bad_checksum, fragment_overlap,
+	// fragment_timeout or unverifiable_checksum).
+	RXFragmentsHeld uint64
 	// FTNHits counts outgoing packets that matched an FTN entry.
 	FTNHits uint64
 	// ILMHits counts incoming labels that matched an ILM entry.
@@ -196,17 +224,18 @@ func (e *Endpoint) Stats() Stats {
 	c := &e.ctr
 	groOut := e.gro.out.Load() // before in: out <= in at every instant
 	s := Stats{
-		RXFrames:    c.rxFrames.Load(),
-		RXDelivered: c.rxDelivered.Load(),
-		RXForwarded: c.rxForwarded.Load(),
-		TXPackets:   c.txPackets.Load(),
-		TXFrames:    c.txFrames.Load(),
-		GSOPackets:  c.gsoPackets.Load(),
-		GSOFrames:   c.gsoFrames.Load(),
-		RXSplit:     c.rxSplit.Load(),
-		RXCoalesced: e.gro.in.Load() - groOut,
-		FTNHits:     c.ftnHits.Load(),
-		ILMHits:     c.ilmHits.Load(),
+		RXFrames:        c.rxFrames.Load(),
+		RXDelivered:     c.rxDelivered.Load(),
+		RXForwarded:     c.rxForwarded.Load(),
+		TXPackets:       c.txPackets.Load(),
+		TXFrames:        c.txFrames.Load(),
+		GSOPackets:      c.gsoPackets.Load(),
+		GSOFrames:       c.gsoFrames.Load(),
+		RXSplit:         c.rxSplit.Load(),
+		RXCoalesced:     e.gro.in.Load() - groOut,
+		RXFragmentsHeld: e.frag.heldFragments(),
+		FTNHits:         c.ftnHits.Load(),
+		ILMHits:         c.ilmHits.Load(),
 	}
 	c.drops.Snapshot(s.Drops[:])
 	return s
