@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -143,6 +144,16 @@ func buildTopo(ctx context.Context, t *Topo) error {
 				s(b.ns, "ip", "link", "add", b.br, "type", "bridge"),
 				s(b.ns, "ip", "link", "set", b.member, "master", b.br),
 				s(b.ns, "ip", "link", "set", b.br, "up"))
+		}
+		// With br_netfilter loaded (it is here), every bridged frame
+		// also runs the namespace's iptables hooks (br_nf_pre_routing,
+		// br_nf_forward in the profiles): a cost of the bridges this
+		// topology needs, not of TAP. The switches are per namespace.
+		if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil {
+			for _, ns := range []string{ns0, ns1} {
+				steps = append(steps, s(ns, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0",
+					"net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"))
+			}
 		}
 	}
 	for _, st := range steps {
