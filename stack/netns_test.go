@@ -124,16 +124,16 @@ func TestAFPacketToKernel(t *testing.T) {
 	defer peer.Close()
 	// The receive window is bounded by the link's receive ring (2048
 	// slots x 1500 bytes over stack.ReceiveWindowFlows, rounded down to a
-	// power of two), also for a socket that asks for more: eight flows at
+	// power of two), also for a socket that asks for more: four flows at
 	// full window fit the ring. Planted bug: the bound not applied, the
 	// default receive buffer was 1 MiB and SetReadBuffer(8 MiB) got 8 MiB.
 	tc := c.(*stack.TCPConn)
-	if _, recv := tc.BufferSizes(); recv != 256<<10 {
-		t.Errorf("receive buffer %d, want 262144 (the default ring over %d flows)", recv, stack.ReceiveWindowFlows)
+	if _, recv := tc.BufferSizes(); recv != 512<<10 {
+		t.Errorf("receive buffer %d, want 524288 (the default ring over %d flows)", recv, stack.ReceiveWindowFlows)
 	}
 	tc.SetReadBuffer(8 << 20)
-	if _, recv := tc.BufferSizes(); recv != 256<<10 {
-		t.Errorf("SetReadBuffer(8 MiB): receive buffer %d, want the cap 262144", recv)
+	if _, recv := tc.BufferSizes(); recv != 512<<10 {
+		t.Errorf("SetReadBuffer(8 MiB): receive buffer %d, want the cap 524288", recv)
 	}
 	exchange(t, c, peer, 64<<20)
 }

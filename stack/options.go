@@ -36,7 +36,7 @@ type TCPOptions struct {
 	// auto-tuning. The default is 8 MiB, bounded by the links the stack
 	// opens: ReceiveWindowFlows connections at full window must fit the
 	// smallest receive queue of its AF_PACKET links
-	// (afpacket.Endpoint.ReceiveCapacity; 256 KiB with the default ring
+	// (afpacket.Endpoint.ReceiveCapacity; 512 KiB with the default ring
 	// and a 1500-byte MTU). A receiver that advertises more than its link
 	// can absorb lets bulk senders fill the queue: frames are lost
 	// (lower_rx_overflow, lower_rx_truncated) and every other flow's
@@ -54,7 +54,7 @@ const defaultBufferMax = 8 << 20
 
 // ReceiveWindowFlows is how many connections receiving at full window the
 // default ReceiveBufferMax lets a link's receive queue absorb without loss.
-const ReceiveWindowFlows = 8
+const ReceiveWindowFlows = 4
 
 // minReceiveBufferMax is the smallest default receive cap a link's
 // capacity can bring: 64 KiB, a window that needs no scaling.
