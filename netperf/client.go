@@ -111,6 +111,10 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// LocalDataFamily and RemoteDataFamily are the data families the
+	// test-specific -4, -6 and -L/-H name,family named (FamilyUnspec:
+	// none); reported as SOURCE_FAMILY and DEST_FAMILY.
+	LocalDataFamily, RemoteDataFamily uint32
 	// ConnectDial opens each connection of TCP_CRR and TCP_CC from the
 	// local port stock netperf would use (consecutive ports from a random
 	// start in ClientPortMin..ClientPortMax, see clientPorts); nil means

@@ -57,7 +57,8 @@ test-specific ones after it, as in netperf:
   -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
   -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
   -- -r R,S   request and response size -- -D     TCP_NODELAY
-  -- -H, -L, -P   data connection's remote host, local address, local,remote ports
+  -- -H, -L, -P   data connection's remote host, local address (each NAME[,FAM]), local,remote ports
+  -- -4, -6   the data connection's family
   -- -p MIN,MAX   TCP_CRR/TCP_CC: client ports, consecutive from a random start (5000,65535)
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
                  THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...)
@@ -211,7 +212,7 @@ var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": n
 
 var testSpec = optSpec{"-m": needsArg, "-M": needsArg, "-s": needsArg, "-S": needsArg, "-r": needsArg,
 	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-p": needsArg, "-h": noArg,
-	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg}
+	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg, "-4": noArg, "-6": noArg}
 
 // parseNetperfArgs turns a netperf command line into a Config.
 func parseNetperfArgs(args []string) (*netperfArgs, error) {
@@ -360,9 +361,25 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-D":
 			c.NoDelay = true
 		case "-H":
-			c.DataHost, _, _ = strings.Cut(o.value, ",")
+			// -H name[,family]: where the data connection goes.
+			var fam string
+			c.DataHost, fam, _ = strings.Cut(o.value, ",")
+			if fam != "" {
+				c.RemoteDataFamily, err = parseFamily(fam)
+			}
 		case "-L":
-			c.LocalDataAddr, _, _ = strings.Cut(o.value, ",")
+			var fam string
+			c.LocalDataAddr, fam, _ = strings.Cut(o.value, ",")
+			if fam != "" {
+				c.LocalDataFamily, err = parseFamily(fam)
+			}
+		case "-4", "-6":
+			// The data connection's family, both ends.
+			f := map[string]uint32{"-4": netperf.FamilyIPv4, "-6": netperf.FamilyIPv6}[o.name]
+			c.LocalDataFamily, c.RemoteDataFamily = f, f
+			if c.Family == netperf.FamilyUnspec {
+				c.Family = f
+			}
 		case "-P":
 			c.LocalDataPort, c.RemoteDataPort, err = pair(o.value, false, 0, 0)
 		case "-p":

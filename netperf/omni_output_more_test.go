@@ -1,0 +1,195 @@
+package netperf_test
+
+import (
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/mplsnode/mplsnode/netperf"
+)
+
+// TestOmniStockOnlyOutputs checks every output name stock netperf 2.7.1
+// accepts but fills from no measurement against nettest_omni.c's
+// print_omni_init_list (header lines, joined by spaces in -o's header)
+// and the values its globals start with: "Deprecated" for the system,
+// interface, driver and security strings (deprecated_str), "0x%.4x" of -2
+// for interface ids, 0 for never-assigned ints and CPU frequencies, -1 and
+// "0x%.2x" of -1 for socket priority and TOS (netsh.c), "0" ports
+// (scan_omni_args), AF_UNSPEC families unless -4/-6 say otherwise, an empty
+// fill file. Planted bugs, each caught: REMOTE_SECURITY_ENABLED_NUM with
+// the "Enabled Num" header the local one has (stock's remote header lacks
+// "Num"); interface ids printed as "-2"; DEST_FAMILY 6 instead of Linux's
+// AF_INET6 10.
+func TestOmniStockOnlyOutputs(t *testing.T) {
+	tests := []struct{ name, header, value string }{
+		{"OUTPUT_NONE", " ", " "},
+		{"SOURCE_PORT", "Source Port", "0"},
+		{"SOURCE_ADDR", "Source Address", "0.0.0.0"},
+		{"SOURCE_FAMILY", "Source Family", "0"},
+		{"DEST_PORT", "Destination Port", "0"},
+		{"DEST_FAMILY", "Destination Family", "0"},
+		{"LOCAL_DRIVER_NAME", "Local Driver Name", "Deprecated"},
+		{"LOCAL_DRIVER_VERSION", "Local Driver Version", "Deprecated"},
+		{"LOCAL_DRIVER_FIRMWARE", "Local Driver Firmware", "Deprecated"},
+		{"LOCAL_DRIVER_BUS", "Local Driver Bus", "Deprecated"},
+		{"REMOTE_DRIVER_NAME", "Remote Driver Name", "Deprecated"},
+		{"REMOTE_DRIVER_BUS", "Remote Driver Bus", "Deprecated"},
+		{"LOCAL_INTERFACE_NAME", "Local Interface Name", "Deprecated"},
+		{"REMOTE_INTERFACE_NAME", "Remote Interface Name", "Deprecated"},
+		{"LOCAL_INTERFACE_SLOT", "Local Interface Slot", "Deprecated"},
+		{"REMOTE_INTERFACE_SLOT", "Remote Interface Slot", "Deprecated"},
+		{"LOCAL_INTERFACE_VENDOR", "Local Interface Vendor", "0xfffffffe"},
+		{"LOCAL_INTERFACE_DEVICE", "Local Interface Device", "0xfffffffe"},
+		{"LOCAL_INTERFACE_SUBVENDOR", "Local Interface Subvendor", "0xfffffffe"},
+		{"REMOTE_INTERFACE_SUBDEVICE", "Remote Interface Subdevice", "0xfffffffe"},
+		{"REMOTE_SYSNAME", "Remote Sysname", "Deprecated"},
+		{"REMOTE_RELEASE", "Remote Release", "Deprecated"},
+		{"REMOTE_VERSION", "Remote Version", "Deprecated"},
+		{"REMOTE_MACHINE", "Remote Machine", "Deprecated"},
+		{"REMOTE_SYSTEM_MODEL", "Remote System Model", "Deprecated"},
+		{"REMOTE_CPU_MODEL", "Remote CPU Model", "Deprecated"},
+		{"REMOTE_CPU_FREQUENCY", "Remote CPU Frequency MHz", "0"},
+		{"LOCAL_SECURITY_ENABLED", "Local OS Security Enabled", "Deprecated"},
+		{"LOCAL_SECURITY_TYPE", "Local OS Security Type", "Deprecated"},
+		{"LOCAL_SECURITY_SPECIFIC", "Local OS Security Specific", "Deprecated"},
+		{"LOCAL_SECURITY_ENABLED_NUM", "Local OS Security Enabled Num", "0"},
+		{"LOCAL_SECURITY_TYPE_ID", "Local OS Security Type ID", "0"},
+		{"REMOTE_SECURITY_ENABLED", "Remote OS Security Enabled", "Deprecated"},
+		{"REMOTE_SECURITY_ENABLED_NUM", "Remote OS Security Enabled", "0"},
+		{"REMOTE_SECURITY_TYPE_ID", "Remote OS Security Type", "0"},
+		{"LOCAL_SOCKET_PRIO", "Local Socket Priority", "-1"},
+		{"REMOTE_SOCKET_PRIO", "Remote Socket Priority", "-1"},
+		{"LOCAL_SOCKET_TOS", "Local Socket TOS", "0xffffffff"},
+		{"REMOTE_SOCKET_TOS", "Remote Socket TOS", "0xffffffff"},
+		{"LOCAL_FILL_FILE", "Local Fill File", ""},
+		{"REMOTE_FILL_FILE", "Remote Fill File", ""},
+	}
+	cfg := netperf.NewConfig("127.0.0.1", netperf.TCPStream)
+	rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ConfidenceMet: true}
+	for _, tc := range tests {
+		if !netperf.KnownOmniOutput(tc.name) {
+			t.Errorf("%s rejected as unknown", tc.name)
+			continue
+		}
+		got := csvLines(t, rep, tc.name)
+		if got[0] != tc.header || got[1] != tc.value {
+			t.Errorf("%s: header %q value %q, want %q %q", tc.name, got[0], got[1], tc.header, tc.value)
+		}
+	}
+
+	// Addressing as the test-specific options set it: -P ports, -L/-H
+	// names, -6 (AF_INET6 is 10 on Linux); with -H but no -L the source is
+	// the data family's wildcard.
+	cfg.LocalDataPort, cfg.RemoteDataPort = 5001, 5002
+	cfg.DataHost, cfg.LocalDataFamily, cfg.RemoteDataFamily = "::1", netperf.FamilyIPv6, netperf.FamilyIPv6
+	rep = &netperf.Report{Config: cfg, Family: netperf.FamilyIPv6, ConfidenceMet: true}
+	got := csvLines(t, rep, "SOURCE_PORT,DEST_PORT,SOURCE_ADDR,DEST_ADDR,SOURCE_FAMILY,DEST_FAMILY")
+	if want := "5001,5002,::0,::1,10,10"; got[1] != want {
+		t.Errorf("addressing %q, want %q", got[1], want)
+	}
+	cfg.LocalDataAddr, cfg.LocalDataFamily = "127.0.0.1", netperf.FamilyIPv4
+	rep.Config = cfg
+	if got := csvLines(t, rep, "SOURCE_ADDR,SOURCE_FAMILY"); got[1] != "127.0.0.1,2" {
+		t.Errorf("with -L 127.0.0.1,4: %q, want 127.0.0.1,2", got[1])
+	}
+}
+
+// TestOmniLocalSystemOutputs checks LOCAL_CPU_MODEL and
+// LOCAL_CPU_FREQUENCY against lscpu(1) (util-linux reads the same
+// /proc/cpuinfo fields independently of us): the model name as is, the
+// clock in whole MHz. Planted bug: the frequency rounded instead of
+// truncated as "%d" of an int: 2597 against lscpu's 2596.122 (caught on a
+// host whose fraction is >= .5; the model check catches a wrong field on
+// any host).
+func TestOmniLocalSystemOutputs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc/cpuinfo is Linux's")
+	}
+	out, err := exec.Command("lscpu").Output()
+	if err != nil {
+		t.Skipf("lscpu: %v", err)
+	}
+	var model, mhz string
+	for _, l := range strings.Split(string(out), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		switch strings.TrimSpace(k) {
+		case "Model name":
+			model = strings.TrimSpace(v)
+		case "CPU MHz":
+			mhz, _, _ = strings.Cut(strings.TrimSpace(v), ".")
+		}
+	}
+	rep := &netperf.Report{Config: netperf.NewConfig("127.0.0.1", netperf.TCPRR), Family: netperf.FamilyIPv4}
+	var got strings.Builder
+	if err := rep.WriteOmni(&got, netperf.OmniKeyval, "LOCAL_CPU_MODEL,LOCAL_CPU_FREQUENCY,LOCAL_SYSTEM_MODEL", false); err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(got.String()), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		kv[k] = v
+	}
+	if model != "" && kv["LOCAL_CPU_MODEL"] != model {
+		t.Errorf("LOCAL_CPU_MODEL = %q, lscpu says %q", kv["LOCAL_CPU_MODEL"], model)
+	}
+	if mhz != "" && kv["LOCAL_CPU_FREQUENCY"] != mhz {
+		t.Errorf("LOCAL_CPU_FREQUENCY = %q, lscpu says %s MHz", kv["LOCAL_CPU_FREQUENCY"], mhz)
+	}
+	if kv["LOCAL_SYSTEM_MODEL"] == "" {
+		t.Errorf("LOCAL_SYSTEM_MODEL empty, want the DMI product name or stock's Deprecated")
+	}
+}
+
+// TestOmniNoValue checks what stock prints for an output without a value
+// (RESULT_BRAND without -B: display_value NULL) and for selection blocks,
+// from print_omni_csv, print_omni_keyword and print_omni_human: -o writes
+// "," and skips one blank-filled byte (so the next field starts with a
+// space, and a last empty field leaves ",," after the cut), puts every
+// block on one line, and prints nothing when the first block is empty;
+// -k leaves the name out; -O leaves a blank column as wide as its header.
+// OUTPUT_END ends its block. Planted bugs, each caught: the empty field
+// written as "" (the old ",," in the middle, no space); one CSV line per
+// block; OUTPUT_END ignored.
+func TestOmniNoValue(t *testing.T) {
+	cfg := netperf.NewConfig("127.0.0.1", netperf.TCPStream)
+	rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: netperf.Result{Throughput: 9.5}}
+	cases := []struct {
+		mode netperf.OmniMode
+		sel  string
+		want string
+	}{
+		{netperf.OmniCSV, "PROTOCOL,RESULT_BRAND,THROUGHPUT", "Protocol,Result Tag,Throughput\nTCP,, 9.50\n"},
+		{netperf.OmniCSV, "PROTOCOL,RESULT_BRAND", "Protocol,Result Tag\nTCP,,\n"},
+		{netperf.OmniCSV, "RESULT_BRAND,PROTOCOL", "Result Tag,Protocol\n, TCP\n"},
+		{netperf.OmniCSV, "PROTOCOL;THROUGHPUT", "Protocol,Throughput\nTCP,9.50\n"},
+		{netperf.OmniCSV, "PROTOCOL,OUTPUT_END,THROUGHPUT;OUTPUT_NONE", "Protocol, \nTCP, \n"},
+		{netperf.OmniCSV, ";THROUGHPUT", ""},
+		{netperf.OmniKeyval, "PROTOCOL,RESULT_BRAND,THROUGHPUT", "PROTOCOL=TCP\nTHROUGHPUT=9.50\n"},
+		{netperf.OmniHuman, "RESULT_BRAND,PROTOCOL", "Result Protocol \nTag             \n                \n                \n       TCP      \n"},
+		{netperf.OmniHuman, ";PROTOCOL", "\nProtocol \n         \n         \n         \nTCP      \n"},
+	}
+	for _, tc := range cases {
+		var got strings.Builder
+		if err := rep.WriteOmni(&got, tc.mode, tc.sel, true); err != nil {
+			t.Fatal(err)
+		}
+		body := strings.TrimPrefix(got.String(), rep.Banner())
+		if body != tc.want {
+			t.Errorf("mode %d %q:\n%q\nwant\n%q", tc.mode, tc.sel, body, tc.want)
+		}
+	}
+}
+
+func csvLines(t *testing.T, rep *netperf.Report, sel string) [2]string {
+	t.Helper()
+	var got strings.Builder
+	if err := rep.WriteOmni(&got, netperf.OmniCSV, sel, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimPrefix(got.String(), rep.Banner()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("%s: %q", sel, got.String())
+	}
+	return [2]string{lines[0], lines[1]}
+}
