@@ -56,6 +56,20 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		// Test-specific families (SOURCE_FAMILY, DEST_FAMILY); planted bug
+		// (the -L family dropped) caught here.
+		{"-H h -- -H ::1,6 -L ::,inet6 -o SOURCE_FAMILY,DEST_ADDR,OUTPUT_END,RESULT_BRAND", func(a *netperfArgs) string {
+			if a.cfg.DataHost != "::1" || a.cfg.RemoteDataFamily != netperf.FamilyIPv6 || a.cfg.LocalDataAddr != "::" || a.cfg.LocalDataFamily != netperf.FamilyIPv6 {
+				return "-H/-L name,family"
+			}
+			return ""
+		}},
+		{"-H h -- -4", func(a *netperfArgs) string {
+			if a.cfg.LocalDataFamily != netperf.FamilyIPv4 || a.cfg.RemoteDataFamily != netperf.FamilyIPv4 || a.cfg.Family != netperf.FamilyIPv4 {
+				return "-4"
+			}
+			return ""
+		}},
 		{"-H h -t TCP_CC -- -p 7000", func(a *netperfArgs) string {
 			if a.cfg.ClientPortMin != 7000 || a.cfg.ClientPortMax != netperf.DefaultClientPortMax {
 				return "-p min (max stays stock's 65535)"
