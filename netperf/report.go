@@ -212,8 +212,13 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteTerse prints the report as netperf -v 0 does: the banner (with
 // headers), then only the throughput, or with -c/-C the service demand
-// (local if measured, else remote), as the classic tests format them
-// ("%7.2f", "%6.3f").
+// (local if measured, else remote) and its CPU method, in each migrated
+// test's tput_fmt_0 and cpu_fmt_0 (nettest_omni.c): "%7.2f %s" and
+// "%6.3f %c %s" with an empty result brand (a trailing space) for
+// TCP_STREAM, TCP_MAERTS, TCP_RR and UDP_RR; "%7.2f" and "%6.3f" for
+// TCP_CRR and TCP_CC; UDP_STREAM the local send throughput "%7.2f" and
+// "%6.2f %c" (the local method letter even for the remote demand, as
+// stock).
 func (r *Report) WriteTerse(w io.Writer, headers bool) error {
 	var b strings.Builder
 	if headers {
@@ -221,13 +226,30 @@ func (r *Report) WriteTerse(w io.Writer, headers bool) error {
 		r.writeConfidenceWarning(&b)
 	}
 	c, res := r.Config, r.Result
-	switch {
-	case c.LocalCPU:
-		fmt.Fprintf(&b, "%6.3f\n", res.LocalServiceDemand)
-	case c.RemoteCPU:
-		fmt.Fprintf(&b, "%6.3f\n", res.RemoteServiceDemand)
+	sd, method := res.LocalServiceDemand, CPUMethodLetter(r.localCPUMethod())
+	if !c.LocalCPU {
+		sd, method = res.RemoteServiceDemand, CPUMethodLetter(res.RemoteCPUMethod)
+	}
+	cpu := c.LocalCPU || c.RemoteCPU
+	switch c.Test {
+	case TCPCRR, TCPCC:
+		if cpu {
+			fmt.Fprintf(&b, "%6.3f\n", sd)
+		} else {
+			fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+		}
+	case UDPStream:
+		if cpu {
+			fmt.Fprintf(&b, "%6.2f %c\n", sd, CPUMethodLetter(r.localCPUMethod()))
+		} else {
+			fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+		}
 	default:
-		fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+		if cpu {
+			fmt.Fprintf(&b, "%6.3f %c \n", sd, method)
+		} else {
+			fmt.Fprintf(&b, "%7.2f \n", res.Throughput)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -50,7 +50,8 @@ test-specific ones after it, as in netperf:
   -l N           run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
-  -v 0|1|2       0: only the result (throughput or service demand); 2 with -- -o/-O/-k: and the
+  -v 0|1|2       0: only the result (throughput or service demand); 2: the table and stock's
+                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR); with -- -o/-O/-k the
                  histogram of transaction times (RR, CRR, CC tests), as a histogram-enabled netperf
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
@@ -546,6 +547,9 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = rep.WriteTerse(stdout, a.headers)
 	default:
 		err = rep.WriteText(stdout, a.headers)
+		if err == nil && a.verbosity > 1 {
+			err = rep.WriteVerbose(stdout)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)

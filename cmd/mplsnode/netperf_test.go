@@ -281,8 +281,13 @@ func TestNetperfStockLetters(t *testing.T) {
 			t.Errorf("%s: %d interim lines, want >= 2 and one banner:\n%s", args, n, strings.Join(lines, "\n"))
 		}
 	}
-	if out := runNP("-H 127.0.0.1 -l 1 -v 0 -P 0 -t TCP_RR"); !regexp.MustCompile(`^ *[0-9]+\.[0-9]{2}\n$`).MatchString(out) {
-		t.Errorf("-v 0 -P 0: got %q, want only the rate", out)
+	// send_tcp_rr's tput_fmt_0 is "%7.2f %s\n" with an empty brand.
+	if out := runNP("-H 127.0.0.1 -l 1 -v 0 -P 0 -t TCP_RR"); !regexp.MustCompile(`^ *[0-9]+\.[0-9]{2} \n$`).MatchString(out) {
+		t.Errorf("-v 0 -P 0: got %q, want only the rate and stock's space", out)
+	}
+	// -v 2: the classic table, then send_tcp_stream's ksink blocks.
+	if out := runNP("-H 127.0.0.1 -l 1 -v 2 -P 0 -t TCP_STREAM"); !regexp.MustCompile(`\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\n(.*\n){3}\nMaximum\nSegment\nSize \(bytes\)\n *[0-9]+\n$`).MatchString(out) {
+		t.Errorf("-v 2 TCP_STREAM: got\n%s", out)
 	}
 	if out := runNP("-H 127.0.0.1 -l 1 -f K -t TCP_STREAM"); !strings.Contains(out, "secs.    KBytes/sec  \n") {
 		t.Errorf("-f K: header without KBytes/sec:\n%s", out)

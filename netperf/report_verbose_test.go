@@ -1,0 +1,108 @@
+package netperf_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mplsnode/mplsnode/netperf"
+)
+
+// TestWriteVerbose checks the blocks netperf -v 2 prints below the classic
+// tables of its migrated tests, expected strings worked out by hand from
+// nettest_omni.c's ksink_fmt/ksink_fmt2 format strings and arguments
+// (send_tcp_stream, send_tcp_maerts, send_tcp_rr, send_tcp_conn_rr).
+// Planted bugs, each caught: TCP_STREAM's remote "Recvs Per" dividing by
+// our send calls (16384.00 for 8192.00); TCP_RR printing the alignment 8
+// in the remote column where stock prints the remote receive offset;
+// TCP_RR's latency in ms; TCP_STREAM's x/0 as Go's "+Inf".
+func TestWriteVerbose(t *testing.T) {
+	res := netperf.Result{Elapsed: time.Second, BytesSent: 1 << 20, SendCalls: 64, RemoteRecvCalls: 128, TransportMSS: 1448,
+		BytesReceived: 1 << 20, RecvCalls: 256, RemoteBytesSent: 1 << 20, RemoteSendCalls: 64, Throughput: 20000}
+	cases := []struct {
+		test netperf.TestType
+		edit func(*netperf.Config, *netperf.Result)
+		want string
+	}{
+		{netperf.TCPStream, nil, "\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\n" +
+			"Local  Remote  Local  Remote  Xfered   Per                 Per\n" +
+			"Send   Recv    Send   Recv             Send (avg)          Recv (avg)\n" +
+			"    8       8      0       0 1048576  16384.00        64   8192.00    128\n" +
+			"\nMaximum\nSegment\nSize (bytes)\n  1448\n"},
+		{netperf.TCPStream, func(c *netperf.Config, r *netperf.Result) {
+			r.RemoteRecvCalls = 0
+			c.LocalSendOffset, c.RemoteRecvOffset = 3, 5
+		},
+			"\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\n" +
+				"Local  Remote  Local  Remote  Xfered   Per                 Per\n" +
+				"Send   Recv    Send   Recv             Send (avg)          Recv (avg)\n" +
+				"    8       8      3       5 1048576  16384.00        64      inf      0\n" +
+				"\nMaximum\nSegment\nSize (bytes)\n  1448\n"},
+		{netperf.TCPMaerts, nil, "\nAlignment      Offset         Bytes    Bytes       Recvs   Bytes    Sends\n" +
+			"Local  Remote  Local  Remote  Xfered   Per                 Per\n" +
+			"Recv   Send    Recv   Send             Recv (avg)          Send (avg)\n" +
+			"    8       8      0       0 1048576  4096.00       256   16384.00     64\n" +
+			"\nMaximum\nSegment\nSize (bytes)\n  1448\n"},
+		{netperf.TCPRR, func(c *netperf.Config, r *netperf.Result) { c.RemoteRecvOffset = 4 },
+			"Alignment      Offset         RoundTrip  Trans    Throughput\n" +
+				"Local  Remote  Local  Remote  Latency    Rate     10^6bits/s\n" +
+				"Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n" +
+				"    8      4       0      4   50.000   20000.000 0.160     0.160 \n"},
+		{netperf.TCPCRR, nil, "\nAlignment      Offset\nLocal  Remote  Local  Remote\nSend   Recv    Send   Recv\n    8      8       0      0\n"},
+		{netperf.UDPStream, nil, ""},
+		{netperf.UDPRR, nil, ""},
+	}
+	for _, tc := range cases {
+		cfg := netperf.NewConfig("127.0.0.1", tc.test)
+		r := res
+		if tc.edit != nil {
+			tc.edit(&cfg, &r)
+		}
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: r}
+		var got strings.Builder
+		if err := rep.WriteVerbose(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != tc.want {
+			t.Errorf("%s:\n%q\nwant\n%q", tc.test, got.String(), tc.want)
+		}
+	}
+}
+
+// TestWriteTerse checks -v 0 against each migrated test's tput_fmt_0 and
+// cpu_fmt_0 in nettest_omni.c: a trailing space (the empty result brand)
+// for TCP_STREAM, TCP_MAERTS, TCP_RR and UDP_RR, none for TCP_CRR and
+// UDP_STREAM, the method letter after the service demand. Planted bug:
+// every test printed "%7.2f\n" (the old output): the TCP_RR and
+// TCP_STREAM cases fail.
+func TestWriteTerse(t *testing.T) {
+	res := netperf.Result{Throughput: 1234.5, LocalServiceDemand: 1.25, RemoteServiceDemand: 2.5,
+		LocalCPUMethod: netperf.CPUMethodProcStat, RemoteCPUMethod: netperf.CPUMethodProcStat}
+	cases := []struct {
+		test       netperf.TestType
+		lcpu, rcpu bool
+		want       string
+	}{
+		{netperf.TCPRR, false, false, "1234.50 \n"},
+		{netperf.TCPStream, false, false, "1234.50 \n"},
+		{netperf.TCPStream, false, true, " 2.500 S \n"},
+		{netperf.TCPMaerts, true, true, " 1.250 S \n"},
+		{netperf.TCPCRR, false, false, "1234.50\n"},
+		{netperf.TCPCRR, true, false, " 1.250\n"},
+		{netperf.UDPStream, false, false, "1234.50\n"},
+		{netperf.UDPStream, false, true, "  2.50 S\n"},
+		{netperf.UDPRR, false, false, "1234.50 \n"},
+	}
+	for _, tc := range cases {
+		cfg := netperf.NewConfig("127.0.0.1", tc.test)
+		cfg.LocalCPU, cfg.RemoteCPU = tc.lcpu, tc.rcpu
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: res}
+		var got strings.Builder
+		if err := rep.WriteTerse(&got, false); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != tc.want {
+			t.Errorf("%s lcpu=%v rcpu=%v: %q, want %q", tc.test, tc.lcpu, tc.rcpu, got.String(), tc.want)
+		}
+	}
+}
