@@ -239,6 +239,10 @@ type Result struct {
 	LocalRetrans     int32  `json:"local_transport_retrans"`
 	TransportMSS     int32  `json:"transport_mss"`
 	LocalCongControl string `json:"local_cong_control,omitempty"`
+	// LocalInterface is the kernel interface holding the data
+	// connection's local address ("" on the userspace stack or when none
+	// does): LOCAL_INTERFACE_NAME and its driver outputs.
+	LocalInterface string `json:"local_interface,omitempty"`
 	// LocalCPUNum and RemoteCPUNum are the CPU counts; the peaks are the
 	// busiest CPU's utilisation.
 	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
@@ -575,6 +579,13 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
 		if !cfg.Test.IsUDP() {
 			res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
+		}
+		if _, kernel := sock.(rawConner); kernel {
+			if la, ok := sock.(interface{ LocalAddr() net.Addr }); ok {
+				if ap, err := netip.ParseAddrPort(la.LocalAddr().String()); err == nil {
+					res.LocalInterface = interfaceOf(ap.Addr().Unmap())
+				}
+			}
 		}
 	}
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv

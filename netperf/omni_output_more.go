@@ -103,6 +103,11 @@ var localSystemModel = sync.OnceValue(func() string {
 // init adds the outputs stock netperf accepts whose values come from no
 // measurement: addressing as the command line set it, and the system,
 // interface, driver and security names stock prints as "Deprecated".
+// Where this host can tell, ours are real: the local CPU model and clock,
+// the DMI system model, and on kernel sockets the data connection's
+// interface, its ethtool driver information and PCI ids
+// (setLocalInterfaceOutputs); the server's stay "Deprecated", as stock
+// netserver answers DO_SYSINFO.
 // Headers are print_omni_init_list's, quirks included (REMOTE_SECURITY_
 // ENABLED_NUM's header lacks "Num", REMOTE_SECURITY_TYPE_ID's "ID").
 func init() {
@@ -166,4 +171,5 @@ func init() {
 	add("LOCAL_SYSTEM_MODEL", [4]string{"Local", "System", "Model"}, func(*Report) (string, bool) { return localSystemModel(), true })
 	add("LOCAL_CPU_MODEL", [4]string{"Local", "CPU", "Model"}, func(*Report) (string, bool) { return localCPUInfo().model, true })
 	add("LOCAL_CPU_FREQUENCY", [4]string{"Local", "CPU", "Frequency", "MHz"}, func(*Report) (string, bool) { return fmtInt(localCPUInfo().mhz) })
+	setLocalInterfaceOutputs()
 }

@@ -193,3 +193,85 @@ func csvLines(t *testing.T, rep *netperf.Report, sel string) [2]string {
 	}
 	return [2]string{lines[0], lines[1]}
 }
+
+// TestOmniLocalInterfaceOutputs checks the LOCAL_INTERFACE_* and
+// LOCAL_DRIVER_* outputs against iproute2 and ethtool(8), oracles that
+// read the same kernel state by their own means: a live TCP_RR over
+// loopback names the interface "ip -o addr show to 127.0.0.1" names, and
+// its driver fields are stock's "Deprecated" where "ethtool -i" finds no
+// driver information; for every interface of this namespace with some
+// (no traffic sent), the driver, version, firmware and bus are ethtool's,
+// the slot its bus and the PCI ids "0x%.4x". Planted bugs, each caught:
+// interfaceOf never matching (the name "Deprecated"); the driver field
+// answering the bus; the version field reading the firmware.
+func TestOmniLocalInterfaceOutputs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ethtool and interface lookups are Linux's")
+	}
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Skip("ethtool not installed")
+	}
+	addr, _ := startServer(t, &netperf.Server{})
+	rep, err := netperf.Run(runCtx(t), loopbackConfig(t, addr, netperf.TCPRR, -10))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	out, err := exec.Command("ip", "-o", "addr", "show", "to", "127.0.0.1").Output()
+	if err != nil {
+		t.Skipf("ip addr: %v", err)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) < 2 {
+		t.Fatalf("ip -o addr show to 127.0.0.1: %q", out)
+	}
+	kv := keyvals(t, rep, "LOCAL_INTERFACE_NAME,LOCAL_DRIVER_NAME,LOCAL_INTERFACE_VENDOR")
+	if kv["LOCAL_INTERFACE_NAME"] != fields[1] {
+		t.Errorf("LOCAL_INTERFACE_NAME = %q, ip says %q", kv["LOCAL_INTERFACE_NAME"], fields[1])
+	}
+	if _, err := exec.Command("ethtool", "-i", fields[1]).Output(); err != nil && kv["LOCAL_DRIVER_NAME"] != "Deprecated" {
+		t.Errorf("LOCAL_DRIVER_NAME = %q for %s without driver information, want stock's Deprecated", kv["LOCAL_DRIVER_NAME"], fields[1])
+	}
+
+	ifs, _ := exec.Command("ls", "/sys/class/net").Output()
+	checked := 0
+	for _, ifname := range strings.Fields(string(ifs)) {
+		out, err := exec.Command("ethtool", "-i", ifname).Output()
+		if err != nil {
+			continue
+		}
+		want := map[string]string{}
+		for _, l := range strings.Split(string(out), "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			want[k] = strings.TrimSpace(v)
+		}
+		r := &netperf.Report{Config: netperf.NewConfig("127.0.0.1", netperf.TCPRR), Result: netperf.Result{LocalInterface: ifname}}
+		kv := keyvals(t, r, "LOCAL_DRIVER_NAME,LOCAL_DRIVER_VERSION,LOCAL_DRIVER_FIRMWARE,LOCAL_DRIVER_BUS,LOCAL_INTERFACE_SLOT,LOCAL_INTERFACE_VENDOR,LOCAL_INTERFACE_SUBDEVICE")
+		for name, key := range map[string]string{"LOCAL_DRIVER_NAME": "driver", "LOCAL_DRIVER_VERSION": "version",
+			"LOCAL_DRIVER_FIRMWARE": "firmware-version", "LOCAL_DRIVER_BUS": "bus-info", "LOCAL_INTERFACE_SLOT": "bus-info"} {
+			if kv[name] != want[key] {
+				t.Errorf("%s: %s = %q, ethtool -i says %s %q", ifname, name, kv[name], key, want[key])
+			}
+		}
+		for _, name := range []string{"LOCAL_INTERFACE_VENDOR", "LOCAL_INTERFACE_SUBDEVICE"} {
+			if v := kv[name]; !strings.HasPrefix(v, "0x") || len(v) < 6 {
+				t.Errorf("%s: %s = %q, want 0x%%.4x", ifname, name, v)
+			}
+		}
+		checked++
+	}
+	t.Logf("%d interfaces with driver information checked", checked)
+}
+
+func keyvals(t *testing.T, rep *netperf.Report, sel string) map[string]string {
+	t.Helper()
+	var got strings.Builder
+	if err := rep.WriteOmni(&got, netperf.OmniKeyval, sel, false); err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(got.String()), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		kv[k] = v
+	}
+	return kv
+}
