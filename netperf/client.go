@@ -132,6 +132,9 @@ type Config struct {
 	RemoteCPURate float32
 	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
 	RemoteSendOffset, RemoteRecvOffset uint32
+	// ResultBrand is the global -B tag: appended to the result line when
+	// headers are off (-P 0) and reported as RESULT_BRAND.
+	ResultBrand string
 	// CommandLine is the command line as typed, words joined by spaces
 	// (COMMAND_LINE, as netperf prints its argv).
 	CommandLine string

@@ -415,6 +415,8 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 				}
 				if ok {
 					width = max(width, len(v)+1)
+				} else {
+					v = "" // no value: a blank column
 				}
 				width++
 				for k, l := range o.lines {

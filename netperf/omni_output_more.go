@@ -115,11 +115,13 @@ func init() {
 		omniOutputs[name] = omniOutput{lines, value}
 	}
 	// OUTPUT_NONE is a one-space column; OUTPUT_END ends its block (see
-	// parseSelection); RESULT_BRAND is the global -B tag, which this
-	// client does not take, so it has no value (display_value NULL).
+	// parseSelection); RESULT_BRAND is the global -B tag in double quotes,
+	// without -B no value at all (display_value NULL).
 	add("OUTPUT_NONE", [4]string{" "}, constValue(" "))
 	add("OUTPUT_END", [4]string{"This", "Is", "The", "End"}, func(*Report) (string, bool) { return "", false })
-	add("RESULT_BRAND", [4]string{"Result", "Tag"}, func(*Report) (string, bool) { return "", false })
+	add("RESULT_BRAND", [4]string{"Result", "Tag"}, func(r *Report) (string, bool) {
+		return `"` + r.Config.ResultBrand + `"`, r.Config.ResultBrand != ""
+	})
 
 	add("SOURCE_PORT", [4]string{"Source", "Port"}, func(r *Report) (string, bool) { return fmtInt(r.Config.LocalDataPort) })
 	add("SOURCE_ADDR", [4]string{"Source", "Address"}, func(r *Report) (string, bool) { return r.sourceAddr(), true })

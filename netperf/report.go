@@ -166,7 +166,7 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			if headers {
 				fmt.Fprintf(&b, streamHeader, unitsName(c.units()))
 			}
-			fmt.Fprintf(&b, streamLine, a, s, m, secs, res.Throughput)
+			b.WriteString(r.branded(fmt.Sprintf(streamLine, a, s, m, secs, res.Throughput), headers))
 			break
 		}
 		if headers {
@@ -176,8 +176,8 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			}
 			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], unitsName(c.units()), lm, rm)
 		}
-		fmt.Fprintf(&b, streamCPULine, a, s, m, secs, res.Throughput,
-			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand)
+		b.WriteString(r.branded(fmt.Sprintf(streamCPULine, a, s, m, secs, res.Throughput,
+			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
 	case UDPStream:
 		if headers {
 			fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
@@ -189,13 +189,13 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			if headers {
 				b.WriteString(rrHeader)
 			}
-			fmt.Fprintf(&b, rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput)
+			b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), headers))
 		} else {
 			if headers {
 				fmt.Fprintf(&b, rrCPUHeader, lm, rm)
 			}
-			fmt.Fprintf(&b, rrCPULine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
-				res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand)
+			b.WriteString(r.branded(fmt.Sprintf(rrCPULine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
+				res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
 		}
 		fmt.Fprintf(&b, rrRemoteLine, res.RemoteSendBuf, res.RemoteRecvBuf)
 	}
@@ -246,11 +246,25 @@ func (r *Report) WriteTerse(w io.Writer, headers bool) error {
 		}
 	default:
 		if cpu {
-			fmt.Fprintf(&b, "%6.3f %c \n", sd, method)
+			b.WriteString(r.branded(fmt.Sprintf("%6.3f %c \n", sd, method), headers))
 		} else {
-			fmt.Fprintf(&b, "%7.2f \n", res.Throughput)
+			b.WriteString(r.branded(fmt.Sprintf("%7.2f \n", res.Throughput), headers))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// branded is a result line of a test whose format ends in the result
+// brand's "%s" (TCP_STREAM, TCP_MAERTS, TCP_RR, UDP_RR): the global -B tag
+// goes before the newline when no headers are printed (-P 0), as netperf
+// prints it; otherwise the line as is.
+func (r *Report) branded(line string, headers bool) string {
+	switch r.Config.Test {
+	case TCPStream, TCPMaerts, TCPRR, UDPRR:
+		if !headers && r.Config.ResultBrand != "" {
+			return strings.TrimSuffix(line, "\n") + r.Config.ResultBrand + "\n"
+		}
+	}
+	return line
 }

@@ -106,3 +106,54 @@ func TestWriteTerse(t *testing.T) {
 		}
 	}
 }
+
+// TestResultBrand checks the global -B tag as nettest_omni.c prints it:
+// in the "%s" that ends the result line of TCP_STREAM, TCP_MAERTS, TCP_RR
+// and UDP_RR (-v 1 and -v 0), only when headers are off (-P 0); never
+// for TCP_CRR (its formats have no "%s"); RESULT_BRAND as "\"%s\"".
+// Planted bugs, each caught: the brand printed with headers on; the brand
+// on TCP_CRR's line; RESULT_BRAND without its quotes.
+func TestResultBrand(t *testing.T) {
+	res := netperf.Result{Throughput: 1234.5, Elapsed: time.Second, LocalSendBuf: 16384, RemoteRecvBuf: 131072, LocalSendSize: 16384,
+		RequestSize: 1, ResponseSize: 1, LocalRecvBuf: 131072, RemoteSendBuf: 16384}
+	cases := []struct {
+		test    netperf.TestType
+		headers bool
+		terse   bool
+		want    string
+	}{
+		{netperf.TCPStream, false, false, "131072  16384  16384    1.00     1234.50   run7\n"},
+		{netperf.TCPStream, true, false, "131072  16384  16384    1.00     1234.50   \n"},
+		{netperf.TCPRR, false, false, "16384  131072 1        1       1.00     1234.50   run7\n16384  131072\n"},
+		{netperf.TCPRR, false, true, "1234.50 run7\n"},
+		{netperf.TCPCRR, false, false, "16384  131072 1        1       1.00     1234.50   \n16384  131072\n"},
+	}
+	for _, tc := range cases {
+		cfg := netperf.NewConfig("127.0.0.1", tc.test)
+		cfg.ResultBrand = "run7"
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: res, ConfidenceMet: true}
+		var got strings.Builder
+		var err error
+		if tc.terse {
+			err = rep.WriteTerse(&got, tc.headers)
+		} else {
+			err = rep.WriteText(&got, tc.headers)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(got.String(), tc.want) {
+			t.Errorf("%s headers=%v terse=%v:\n%q\nwant the suffix\n%q", tc.test, tc.headers, tc.terse, got.String(), tc.want)
+		}
+	}
+	cfg := netperf.NewConfig("127.0.0.1", netperf.TCPRR)
+	cfg.ResultBrand = "run7"
+	rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: res}
+	var got strings.Builder
+	if err := rep.WriteOmni(&got, netperf.OmniKeyval, "RESULT_BRAND", false); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "RESULT_BRAND=\"run7\"\n" {
+		t.Errorf("RESULT_BRAND: %q", got.String())
+	}
+}

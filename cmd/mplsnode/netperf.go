@@ -54,6 +54,7 @@ test-specific ones after it, as in netperf:
                  alignment/offset/calls block (STREAM, MAERTS, RR, CRR); with -- -o/-O/-k the
                  histogram of transaction times (RR, CRR, CC tests), as a histogram-enabled netperf
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
+  -B BRAND       tag the result line with BRAND when -P 0 (and RESULT_BRAND)
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
   -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
   -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
@@ -207,7 +208,7 @@ func parseFamily(s string) (uint32, error) {
 
 var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": needsArg,
 	"-c": optionalNum, "-C": optionalNum, "-L": needsArg, "-P": needsArg, "-i": needsArg, "-I": needsArg,
-	"-Z": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
+	"-Z": needsArg, "-B": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
 	"-D": optionalNum, "-h": noArg, "--help": noArg, "--kernel": noArg, "--config": needsArg,
 	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg}
 
@@ -250,6 +251,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-v":
 			a.verbosity, err = strconv.Atoi(o.value)
+		case "-B":
+			c.ResultBrand = o.value
 		case "-D":
 			// -D [interval]: interim results every interval seconds.
 			iv := 1.0

@@ -64,6 +64,12 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		{"-H h -B run7 -P 0", func(a *netperfArgs) string {
+			if a.cfg.ResultBrand != "run7" || a.headers {
+				return "-B brand"
+			}
+			return ""
+		}},
 		{"-H h -- -4", func(a *netperfArgs) string {
 			if a.cfg.LocalDataFamily != netperf.FamilyIPv4 || a.cfg.RemoteDataFamily != netperf.FamilyIPv4 || a.cfg.Family != netperf.FamilyIPv4 {
 				return "-4"
