@@ -369,7 +369,7 @@ func parseSelection(sel string) [][]string {
 // prints.
 func KnownOmniOutput(name string) bool {
 	_, ok := omniOutputs[strings.ToUpper(name)]
-	return ok
+	return ok || strings.EqualFold(name, "all")
 }
 
 // WriteOmni prints the report in one of netperf's omni output formats:
@@ -379,6 +379,9 @@ func KnownOmniOutput(name string) bool {
 func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers bool) error {
 	if selection == "" {
 		selection = DefaultOmniSelection(r.Config.Test, r.Config.LocalCPU || r.Config.RemoteCPU)
+	}
+	if strings.EqualFold(selection, "all") {
+		selection = allOmniSelection()
 	}
 	var b strings.Builder
 	if headers {

@@ -63,7 +63,8 @@ test-specific ones after it, as in netperf:
   -- -4, -6   the data connection's family
   -- -p MIN,MAX   TCP_CRR/TCP_CC: client ports, consecutive from a random start (5000,65535)
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
-                 THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...)
+                 THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...; "all";
+                 "?" lists the names)
   --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
 
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
@@ -396,7 +397,7 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
 			a.omniSelection = o.value
 			for _, n := range strings.FieldsFunc(o.value, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
-				if !netperf.KnownOmniOutput(n) {
+				if !netperf.KnownOmniOutput(n) && o.value != "?" {
 					err = fmt.Errorf("unknown output name %q", n)
 					break
 				}
@@ -479,6 +480,11 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)
 		return exitUsage
+	}
+	if a.omniSelection == "?" {
+		// As stock: the list of output names, then exit 1 without a test.
+		_ = netperf.WriteOmniChoices(stdout, a.omniMode)
+		return exitFailure
 	}
 	stopProfile, err := startCPUProfile(a.cpuProfile)
 	if err != nil {
