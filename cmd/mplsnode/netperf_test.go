@@ -153,6 +153,22 @@ func TestDispatch(t *testing.T) {
 	}
 }
 
+// TestNetperfOutputChoices: "-- -o ?" and "-- -O ?" list the output
+// names (comma-separated, one a line) and exit 1 without running a test,
+// as stock's dump_netperf_output_choices; -H names a host nothing listens
+// on, so a test would fail differently. Planted bug (the list skipped:
+// the test runs and fails to connect, nothing on stdout) caught.
+func TestNetperfOutputChoices(t *testing.T) {
+	for _, tc := range []struct{ flag, sep string }{{"-o", ","}, {"-O", "\n"}} {
+		var out, errb strings.Builder
+		got := run(context.Background(), []string{"netperf", "-H", "127.0.0.1", "-p", "1", "--", tc.flag, "?"}, &out, &errb)
+		if got != exitFailure || !strings.HasPrefix(out.String(), "OUTPUT_NONE"+tc.sep+"SOCKET_TYPE"+tc.sep) ||
+			!strings.HasSuffix(out.String(), "COMMAND_LINE"+tc.sep+"OUTPUT_END\n") {
+			t.Errorf("%s ?: exit %d, stdout %q, stderr %q", tc.flag, got, out.String(), errb.String())
+		}
+	}
+}
+
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t *testing.T) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
