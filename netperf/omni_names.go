@@ -68,3 +68,77 @@ func WriteOmniChoices(w io.Writer, mode OmniMode) error {
 	_, err := io.WriteString(w, strings.Join(omniOutputOrder, sep)+"\n")
 	return err
 }
+
+// headerText is an output's header lines joined by spaces, as -o prints
+// it and as a selection file may name it.
+func headerText(o omniOutput) string {
+	var ls []string
+	for _, l := range o.lines {
+		if l == "" {
+			break
+		}
+		ls = append(ls, l)
+	}
+	return strings.Join(ls, " ")
+}
+
+// matchOutput is match_string_to_output: the first output, in stock's
+// order, whose name or header text is s (case ignored); OUTPUT_NONE when
+// none is.
+func matchOutput(s string) string {
+	for _, n := range omniOutputOrder {
+		if strings.EqualFold(s, n) || strings.EqualFold(s, headerText(omniOutputs[n])) {
+			return n
+		}
+	}
+	return "OUTPUT_NONE"
+}
+
+// IsSelectionFile reports whether stock netperf would read sel as the
+// name of an output selection file rather than a list of names: it is not
+// "all", holds no ',' or ';', and is not an output name.
+func IsSelectionFile(sel string) bool {
+	if sel == "" || sel == "?" || strings.EqualFold(sel, "all") || strings.ContainsAny(sel, ",;") {
+		return false
+	}
+	_, known := omniOutputs[strings.ToUpper(sel)]
+	return !known
+}
+
+// SelectionFromFile turns the content of an output selection file (the
+// FILE of -o/-O/-k FILE) into a selection WriteOmni takes, read as
+// parse_output_selection_file reads it: one block per line, at most four;
+// entries separated by commas, kept verbatim (spaces included, other
+// unprintable bytes dropped); each entry an output's name or header text
+// (matchOutput), anything else (a blank line too) OUTPUT_NONE's
+// one-space column.
+func SelectionFromFile(content string) string {
+	var blocks []string
+	var block []string
+	var name []byte
+	lines := 0
+	for i := 0; i < len(content) && lines < maxOmniBlocks; i++ {
+		switch c := content[i]; {
+		case c == ',':
+			block = append(block, matchOutput(string(name)))
+			name = name[:0]
+		case c == '\n':
+			block = append(block, matchOutput(string(name)))
+			blocks = append(blocks, strings.Join(block, ","))
+			block, name = nil, name[:0]
+			lines++
+		case c >= 0x20 && c < 0x7f:
+			name = append(name, c)
+		}
+	}
+	if lines < maxOmniBlocks && (len(name) > 0 || len(block) > 0) {
+		if len(name) > 0 {
+			block = append(block, matchOutput(string(name)))
+		}
+		blocks = append(blocks, strings.Join(block, ","))
+	}
+	if len(blocks) == 0 {
+		return "OUTPUT_END" // an empty file: no outputs at all
+	}
+	return strings.Join(blocks, ";")
+}

@@ -52,3 +52,31 @@ func TestOmniNamesComplete(t *testing.T) {
 		t.Errorf("all selects %d outputs, want 173", n)
 	}
 }
+
+// TestSelectionFromFile checks an output selection file as stock's
+// parse_output_selection_file and match_string_to_output read it: a block
+// per line (four at most), names or header texts matched case-blind and
+// verbatim (a leading space spoils a match), the first match in stock's
+// order winning (REMOTE_SECURITY_ENABLED_NUM's header equals
+// REMOTE_SECURITY_ENABLED's, and comes first), anything else and a blank
+// line OUTPUT_NONE; and which words name a file at all. Planted bugs,
+// each caught: entries trimmed of spaces (" ELAPSED_TIME" matching);
+// a fifth line read.
+func TestSelectionFromFile(t *testing.T) {
+	got := SelectionFromFile("throughput,Throughput Units, ELAPSED_TIME\r\n\nlocal send size,Remote OS Security Enabled\nNOPE\nPROTOCOL\n")
+	want := "THROUGHPUT,THROUGHPUT_UNITS,OUTPUT_NONE;OUTPUT_NONE;LOCAL_SEND_SIZE,REMOTE_SECURITY_ENABLED_NUM;OUTPUT_NONE"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := SelectionFromFile("MIN_LATENCY,max_latency"); got != "MIN_LATENCY,MAX_LATENCY" {
+		t.Errorf("no final newline: %q", got)
+	}
+	if got := SelectionFromFile(""); got != "OUTPUT_END" {
+		t.Errorf("empty file: %q", got)
+	}
+	for sel, file := range map[string]bool{"THROUGHPUT": false, "all": false, "A,B": false, "x;y": false, "?": false, "my.sel": true, "NO_SUCH": true} {
+		if IsSelectionFile(sel) != file {
+			t.Errorf("IsSelectionFile(%q) = %v", sel, !file)
+		}
+	}
+}

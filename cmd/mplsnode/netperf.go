@@ -64,7 +64,7 @@ test-specific ones after it, as in netperf:
   -- -p MIN,MAX   TCP_CRR/TCP_CC: client ports, consecutive from a random start (5000,65535)
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
                  THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...; "all";
-                 "?" lists the names)
+                 "?" lists the names; or a FILE of such lists, one output line each)
   --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
 
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
@@ -396,6 +396,17 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-o", "-O", "-k":
 			a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
 			a.omniSelection = o.value
+			if netperf.IsSelectionFile(o.value) {
+				// As stock: a single word that is no output name is the
+				// file listing them.
+				b, rerr := os.ReadFile(o.value)
+				if rerr != nil {
+					err = fmt.Errorf("could not open output selection file %q: %w", o.value, rerr)
+					break
+				}
+				a.omniSelection = netperf.SelectionFromFile(string(b))
+				break
+			}
 			for _, n := range strings.FieldsFunc(o.value, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
 				if !netperf.KnownOmniOutput(n) && o.value != "?" {
 					err = fmt.Errorf("unknown output name %q", n)
