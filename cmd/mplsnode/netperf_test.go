@@ -64,6 +64,14 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		// An unknown name in a list is skipped as stock skips it; a lone
+		// unknown word is a selection file (missing: an error, below).
+		{"-H h -- -o THROUGHPUT,NO_SUCH_OUTPUT", func(a *netperfArgs) string {
+			if a.omniSelection != "THROUGHPUT,NO_SUCH_OUTPUT" {
+				return "-o list with an unknown name"
+			}
+			return ""
+		}},
 		{"-H h -B run7 -P 0", func(a *netperfArgs) string {
 			if a.cfg.ResultBrand != "run7" || a.headers {
 				return "-B brand"
