@@ -132,6 +132,10 @@ type Config struct {
 	RemoteCPURate float32
 	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
 	RemoteSendOffset, RemoteRecvOffset uint32
+	// Histogram makes the output that of a netperf built with
+	// --enable-histogram (the captured stock build was not): " : histogram"
+	// in the banner and, with -v 2, the histogram of transaction times.
+	Histogram bool
 	// ResultBrand is the global -B tag: appended to the result line when
 	// headers are off (-P 0) and reported as RESULT_BRAND.
 	ResultBrand string

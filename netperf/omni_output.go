@@ -499,6 +499,16 @@ func (r *Report) WriteHistogram(w io.Writer) error {
 	default:
 		return nil
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nHistogram of %s times\n", kind)
+	b.WriteString(r.histogramReport())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// histogramReport is netlib.c's HIST_report of the transaction times,
+// summed over the -i iterations.
+func (r *Report) histogramReport() string {
 	var h Histogram
 	results := r.Iterations
 	if len(results) == 0 {
@@ -510,7 +520,6 @@ func (r *Report) WriteHistogram(w io.Writer) error {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nHistogram of %s times\n", kind)
 	for row, title := range histogramRows {
 		b.WriteString(title)
 		for _, c := range h.Rows[row] {
@@ -520,6 +529,5 @@ func (r *Report) WriteHistogram(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, ">100_SECS: %d\n", h.Over100)
 	fmt.Fprintf(&b, "HIST_TOTAL:      %d\n", h.Total)
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }

@@ -104,6 +104,9 @@ func (r *Report) Banner() string {
 	if c.NoDelay {
 		b.WriteString(" : nodelay")
 	}
+	if c.Histogram {
+		b.WriteString(" : histogram")
+	}
 	b.WriteString(" : demo")
 	if c.Test == TCPRR || c.Test == UDPRR {
 		b.WriteString(" : first burst 0")

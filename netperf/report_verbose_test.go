@@ -69,6 +69,38 @@ func TestWriteVerbose(t *testing.T) {
 	}
 }
 
+// TestHistogramBuild checks --histogram, a histogram-enabled build
+// (print_top_test_header, send_tcp_rr, send_udp_rr): " : histogram"
+// before " : demo" in the banner, and at -v 2 the transaction-time
+// histogram after the RR block, UDP_RR's title misspelt as stock's; none
+// without it (the captured build). Planted bugs, each caught: the
+// histogram printed without --histogram; UDP_RR's title spelt right.
+func TestHistogramBuild(t *testing.T) {
+	for _, tc := range []struct {
+		test      netperf.TestType
+		histogram bool
+		title     string
+	}{
+		{netperf.TCPRR, true, "\nHistogram of request/response times\nUNIT_USEC     :"},
+		{netperf.UDPRR, true, "\nHistogram of request/reponse times.\nUNIT_USEC     :"},
+		{netperf.TCPRR, false, ""},
+	} {
+		cfg := netperf.NewConfig("127.0.0.1", tc.test)
+		cfg.Histogram = tc.histogram
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: netperf.Result{Throughput: 100, Elapsed: time.Second}}
+		var got strings.Builder
+		if err := rep.WriteVerbose(&got); err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(got.String(), "Histogram"); has != tc.histogram || (tc.histogram && !strings.Contains(got.String(), tc.title)) {
+			t.Errorf("%s histogram=%v:\n%s", tc.test, tc.histogram, got.String())
+		}
+		if banner := rep.Banner(); strings.Contains(banner, " : histogram : demo") != tc.histogram {
+			t.Errorf("%s histogram=%v: banner %q", tc.test, tc.histogram, banner)
+		}
+	}
+}
+
 // TestWriteTerse checks -v 0 against each migrated test's tput_fmt_0 and
 // cpu_fmt_0 in nettest_omni.c: a trailing space (the empty result brand)
 // for TCP_STREAM, TCP_MAERTS, TCP_RR and UDP_RR, none for TCP_CRR and

@@ -51,8 +51,9 @@ test-specific ones after it, as in netperf:
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
   -v 0|1|2       0: only the result (throughput or service demand); 2: the table and stock's
-                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR); with -- -o/-O/-k the
-                 histogram of transaction times (RR, CRR, CC tests), as a histogram-enabled netperf
+                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR)
+  --histogram    print as a netperf built with --enable-histogram: " : histogram" in the banner,
+                 with -v 2 the histogram of transaction times (RR, CRR, CC; UDP_RR)
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
   -B BRAND       tag the result line with BRAND when -P 0 (and RESULT_BRAND)
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
@@ -211,7 +212,7 @@ var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": n
 	"-c": optionalNum, "-C": optionalNum, "-L": needsArg, "-P": needsArg, "-i": needsArg, "-I": needsArg,
 	"-Z": needsArg, "-B": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
 	"-D": optionalNum, "-h": noArg, "--help": noArg, "--kernel": noArg, "--config": needsArg,
-	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg}
+	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg, "--histogram": noArg}
 
 var testSpec = optSpec{"-m": needsArg, "-M": needsArg, "-s": needsArg, "-S": needsArg, "-r": needsArg,
 	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-p": needsArg, "-h": noArg,
@@ -266,6 +267,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			c.Interim = time.Duration(iv * float64(time.Second))
 		case "--json":
 			a.json = true
+		case "--histogram":
+			c.Histogram = true
 		case "-l":
 			c.Length, err = strconv.Atoi(o.value)
 			if err == nil && c.Length == 0 {
@@ -395,20 +398,18 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-o", "-O", "-k":
 			a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
+			// In a list, names stock does not know are skipped, as stock
+			// skips them (parse_output_selection_line); a single word that
+			// is no output name is the file listing them.
 			a.omniSelection = o.value
 			if netperf.IsSelectionFile(o.value) {
-				// As stock: a single word that is no output name is the
-				// file listing them.
-				b, rerr := os.ReadFile(o.value)
-				if rerr != nil {
-					err = fmt.Errorf("could not open output selection file %q: %w", o.value, rerr)
-					break
+				var b []byte
+				if b, err = os.ReadFile(o.value); err == nil {
+					a.omniSelection = netperf.SelectionFromFile(string(b))
+				} else {
+					err = fmt.Errorf("could not open output selection file: %w", err)
 				}
-				a.omniSelection = netperf.SelectionFromFile(string(b))
-				break
 			}
-			// In a list, names stock does not know are skipped, as stock
-			// skips them (parse_output_selection_line).
 		case "-R":
 			// -R 0|1: routing allowed (SO_DONTROUTE off) on the server's
 			// data socket.
@@ -556,7 +557,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = rep.WriteJSON(stdout)
 	case a.omniMode != 0:
 		err = rep.WriteOmni(stdout, a.omniMode, a.omniSelection, a.headers)
-		if err == nil && a.verbosity > 1 {
+		if err == nil && a.verbosity > 1 && a.cfg.Histogram {
 			err = rep.WriteHistogram(stdout)
 		}
 	case a.verbosity <= 0:

@@ -177,6 +177,23 @@ func TestNetperfOutputChoices(t *testing.T) {
 	}
 }
 
+// TestNetperfSelectionFile: "-- -O FILE" reads stock's selection file
+// (names or header texts, a block per line); a missing file is a usage
+// error. Planted bug (the word taken as a list: nothing selected) caught.
+func TestNetperfSelectionFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sel")
+	if err := os.WriteFile(file, []byte("Throughput,protocol\nelapsed_time\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := parseNetperfArgs([]string{"-H", "h", "--", "-O", file})
+	if err != nil || a.omniSelection != "THROUGHPUT,PROTOCOL;ELAPSED_TIME" {
+		t.Fatalf("-O FILE: selection %q, err %v", a.omniSelection, err)
+	}
+	if _, err := parseNetperfArgs([]string{"-H", "h", "--", "-O", file + ".missing"}); err == nil {
+		t.Error("-O with a missing file: no error")
+	}
+}
+
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t *testing.T) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
