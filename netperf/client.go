@@ -111,6 +111,10 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// LocalHost is the global -L: the control connection's local name,
+	// which stock also takes as the data connection's without a
+	// test-specific -L or -H (the banner's "from" name, SOURCE_ADDR).
+	LocalHost string
 	// LocalDataFamily and RemoteDataFamily are the data families the
 	// test-specific -4, -6 and -L/-H name,family named (FamilyUnspec:
 	// none); reported as SOURCE_FAMILY and DEST_FAMILY.

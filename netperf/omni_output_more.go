@@ -42,11 +42,14 @@ func addressFamilyNumber(f uint32) int {
 // sourceAddr is SOURCE_ADDR, netperf's local_data_address as
 // complete_addrinfos settles it: the test-specific -L; without it and
 // without a test-specific -H, the control connection's local name (the
-// banner's "from" name, "0.0.0.0" or "::0"); with a -H, the wildcard of
-// the data family.
+// global -L, else "0.0.0.0" or "::0"); with a -H, the wildcard of the
+// data family.
 func (r *Report) sourceAddr() string {
 	if r.Config.LocalDataAddr != "" {
 		return r.Config.LocalDataAddr
+	}
+	if r.Config.LocalHost != "" && r.Config.DataHost == "" {
+		return r.Config.LocalHost
 	}
 	if r.Family == FamilyIPv6 || r.Config.LocalDataFamily == FamilyIPv6 {
 		return "::0"

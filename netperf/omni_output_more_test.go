@@ -275,3 +275,24 @@ func keyvals(t *testing.T, rep *netperf.Report, sel string) map[string]string {
 	}
 	return kv
 }
+
+// TestGlobalLocalName checks the global -L as complete_addrinfos uses it:
+// the data connection's local name (banner "from", SOURCE_ADDR) without a
+// test-specific -L or -H; with a test-specific -H the data family's
+// wildcard instead. Planted bug (the global -L ignored, the old banner)
+// caught.
+func TestGlobalLocalName(t *testing.T) {
+	cfg := netperf.NewConfig("127.0.0.1", netperf.TCPStream)
+	cfg.LocalHost = "127.0.0.9"
+	rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4}
+	if b := rep.Banner(); !strings.Contains(b, " from 127.0.0.9 (127.0.0.9) port 0 AF_INET to ") {
+		t.Errorf("banner %q", b)
+	}
+	if got := csvLines(t, rep, "SOURCE_ADDR"); got[1] != "127.0.0.9" {
+		t.Errorf("SOURCE_ADDR %q", got[1])
+	}
+	rep.Config.DataHost = "127.0.0.1"
+	if b := rep.Banner(); !strings.Contains(b, " from 0.0.0.0 (0.0.0.0) port 0 AF_INET to 127.0.0.1 ") {
+		t.Errorf("with -- -H: banner %q", b)
+	}
+}

@@ -85,8 +85,8 @@ func (r *Report) Banner() string {
 	if r.Family == FamilyIPv6 {
 		fam, local, localNum = "AF_INET6", "::0", "::"
 	}
-	if c.LocalDataAddr != "" {
-		local, localNum = c.LocalDataAddr, numericAddr(c.LocalDataAddr)
+	if src := r.sourceAddr(); src != local {
+		local, localNum = src, numericAddr(src)
 	}
 	remote := c.Host
 	if c.DataHost != "" {

@@ -295,6 +295,7 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-L":
 			a.localAddr, _, _ = strings.Cut(o.value, ",")
+			c.LocalHost = a.localAddr
 		case "-P":
 			a.headers = o.value != "0"
 		case "-i":
