@@ -422,6 +422,12 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			return nil, fmt.Errorf("-- %s: %w", o.name, err)
 		}
 	}
+	if c.LocalDataAddr == "" && c.DataHost == "" {
+		// As stock's complete_addrinfos: the global -L is the data
+		// connection's local address too, unless a test-specific -L or -H
+		// says otherwise.
+		c.LocalDataAddr = c.LocalHost
+	}
 	for _, v := range []int32{c.LocalSendSize, c.RemoteSendSize, c.LocalRecvSize, c.RemoteRecvSize} {
 		if v == 0 || v < -1 {
 			return nil, errors.New("-m/-M: sizes must be > 0")

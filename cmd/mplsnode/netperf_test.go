@@ -72,6 +72,18 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		{"-H h -L 127.0.0.9", func(a *netperfArgs) string {
+			if a.cfg.LocalDataAddr != "127.0.0.9" {
+				return "global -L as the data connection's local address"
+			}
+			return ""
+		}},
+		{"-H h -L 127.0.0.9 -- -H 127.0.0.1", func(a *netperfArgs) string {
+			if a.cfg.LocalDataAddr != "" {
+				return "global -L with a test-specific -H: the wildcard"
+			}
+			return ""
+		}},
 		{"-H h -B run7 -P 0", func(a *netperfArgs) string {
 			if a.cfg.ResultBrand != "run7" || a.headers {
 				return "-B brand"
