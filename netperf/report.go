@@ -43,6 +43,22 @@ const (
 		"bytes   bytes    secs            #      #   %s/sec\n\n"
 	udpStreamLine       = "%6d  %6d   %-7.2f   %7d %6d    %7.2f\n"
 	udpStreamRemoteLine = "%6d           %-7.2f   %7d           %7.2f\n\n"
+
+	// With -c/-C (nettest_omni.c's send_udp_stream cpu_title/cpu_fmt_1;
+	// send_udp_rr's, send_tcp_conn_rr's and nettest_bsd.c's send_tcp_cc's
+	// cpu_fmt_1_line_1, one space wider before the remote CPU than
+	// TCP_RR's; TCP_CRR's and TCP_CC's titles without method letters).
+	udpStreamCPUHeader = "Socket  Message  Elapsed      Messages                   CPU      Service\n" +
+		"Size    Size     Time         Okay Errors   Throughput   Util     Demand\n" +
+		"bytes   bytes    secs            #      #   %s/sec %% %c%c     us/KB\n\n"
+	udpStreamCPULine = "%6d  %6d   %-7.2f   %7d %6d    %7.1f     %-6.2f   %-6.3f\n" +
+		"%6d           %-7.2f   %7d           %7.1f     %-6.2f   %-6.3f\n\n"
+	udpRRCPULine  = "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f   %-6.2f %-6.2f %-6.3f  %-6.3f \n"
+	connCPUHeader = "Local /Remote\n" +
+		"Socket Size   Request Resp.  Elapsed Trans.   CPU    CPU    S.dem   S.dem\n" +
+		"Send   Recv   Size    Size   Time    Rate     local  remote local   remote\n" +
+		"bytes  bytes  bytes   bytes  secs.   per sec  %      %      us/Tr   us/Tr\n\n"
+	connCPULine = "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f   %-6.2f %-6.2f %-6.3f  %-6.3f\n"
 )
 
 // testNames are the test names of netperf's banner.
@@ -182,11 +198,20 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 		b.WriteString(r.branded(fmt.Sprintf(streamCPULine, a, s, m, secs, res.Throughput,
 			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
 	case UDPStream:
-		if headers {
-			fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
+		if !cpu {
+			if headers {
+				fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
+			}
+			fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
+			fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+			break
 		}
-		fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
-		fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+		if headers {
+			fmt.Fprintf(&b, udpStreamCPUHeader, unitsName(c.units()), lm, rm)
+		}
+		fmt.Fprintf(&b, udpStreamCPULine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput,
+			res.LocalCPU, res.LocalServiceDemand, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput,
+			res.RemoteCPU, res.RemoteServiceDemand)
 	default: // the request/response tests
 		if !cpu {
 			if headers {
@@ -194,10 +219,17 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			}
 			b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), headers))
 		} else {
-			if headers {
-				fmt.Fprintf(&b, rrCPUHeader, lm, rm)
+			header, line := fmt.Sprintf(rrCPUHeader, lm, rm), rrCPULine
+			switch c.Test {
+			case UDPRR:
+				line = udpRRCPULine
+			case TCPCRR, TCPCC:
+				header, line = connCPUHeader, connCPULine
 			}
-			b.WriteString(r.branded(fmt.Sprintf(rrCPULine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
+			if headers {
+				b.WriteString(header)
+			}
+			b.WriteString(r.branded(fmt.Sprintf(line, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
 				res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
 		}
 		fmt.Fprintf(&b, rrRemoteLine, res.RemoteSendBuf, res.RemoteRecvBuf)

@@ -25,8 +25,8 @@ func cDivF(a float64, b uint64) string {
 // lacks " : histogram"): TCP_STREAM and TCP_MAERTS the alignment, offset,
 // bytes and calls block and the maximum segment size; TCP_RR the
 // alignment, offset, latency and per-direction throughput block;
-// TCP_CRR the alignment and offset block; UDP_STREAM, UDP_RR and TCP_CC
-// nothing more. With Config.Histogram (a histogram-enabled build) the
+// TCP_CRR and TCP_CC (nettest_bsd.c's send_tcp_cc) the alignment and
+// offset block; UDP_STREAM and UDP_RR nothing more. With Config.Histogram (a histogram-enabled build) the
 // request/response tests add their histogram. Stock's own quirks are kept: TCP_RR prints the remote
 // receive offset in the remote alignment column, TCP_MAERTS's call counts
 // are "%6d".
@@ -70,13 +70,18 @@ func (r *Report) WriteVerbose(w io.Writer) error {
 	case TCPCRR:
 		fmt.Fprintf(&b, "\nAlignment      Offset\nLocal  Remote  Local  Remote\nSend   Recv    Send   Recv\n%5d  %5d   %5d  %5d\n",
 			align, align, c.LocalSendOffset, c.RemoteRecvOffset)
+	case TCPCC:
+		// nettest_bsd.c's send_tcp_cc: the remote receive offset in the
+		// remote alignment column, as its TCP_RR.
+		fmt.Fprintf(&b, "\nAlignment      Offset\nLocal  Remote  Local  Remote\nSend   Recv    Send   Recv\n%5d  %5d   %5d  %5d\n",
+			align, c.RemoteRecvOffset, c.LocalSendOffset, c.RemoteRecvOffset)
 	}
 	// A histogram-enabled build then reports the transaction times
 	// (UDP_RR's title misspelt as stock spells it). The stream tests'
 	// send()/recv() call times are not kept by this client.
 	if c.Histogram {
 		switch c.Test {
-		case TCPRR, TCPCRR:
+		case TCPRR, TCPCRR, TCPCC:
 			b.WriteString("\nHistogram of request/response times\n" + r.histogramReport())
 		case UDPRR:
 			b.WriteString("\nHistogram of request/reponse times.\n" + r.histogramReport())

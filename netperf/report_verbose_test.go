@@ -49,6 +49,8 @@ func TestWriteVerbose(t *testing.T) {
 				"Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n" +
 				"    8      4       0      4   50.000   20000.000 0.160     0.160 \n"},
 		{netperf.TCPCRR, nil, "\nAlignment      Offset\nLocal  Remote  Local  Remote\nSend   Recv    Send   Recv\n    8      8       0      0\n"},
+		{netperf.TCPCC, func(c *netperf.Config, r *netperf.Result) { c.RemoteRecvOffset = 4 },
+			"\nAlignment      Offset\nLocal  Remote  Local  Remote\nSend   Recv    Send   Recv\n    8      4       0      4\n"},
 		{netperf.UDPStream, nil, ""},
 		{netperf.UDPRR, nil, ""},
 	}
@@ -187,5 +189,51 @@ func TestResultBrand(t *testing.T) {
 	}
 	if got.String() != "RESULT_BRAND=\"run7\"\n" {
 		t.Errorf("RESULT_BRAND: %q", got.String())
+	}
+}
+
+// TestCPULayouts checks the -c/-C tables whose formats differ from
+// TCP_RR's (expected lines from the C format strings run through
+// Python's printf-style formatting, which follows C's): TCP_CRR
+// (send_tcp_conn_rr) and TCP_CC (nettest_bsd.c's send_tcp_cc) one space
+// wider before the remote CPU, no trailing brand space and a title
+// without method letters; UDP_RR one space wider, with the brand's; and
+// UDP_STREAM's two-line table with CPU and service demand per side.
+// Planted bugs, each caught: TCP_CRR with TCP_RR's line; UDP_STREAM
+// ignoring -c (the old table).
+func TestCPULayouts(t *testing.T) {
+	rr := netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: time.Second,
+		Throughput: 1234.5, LocalCPU: 10.5, RemoteCPU: 20.25, LocalServiceDemand: 3.125, RemoteServiceDemand: 4.5,
+		RemoteSendBuf: 16384, RemoteRecvBuf: 131072, LocalCPUMethod: netperf.CPUMethodProcStat, RemoteCPUMethod: netperf.CPUMethodProcStat}
+	us := netperf.Result{LocalSendBuf: 212992, LocalSendSize: 65507, Elapsed: time.Second, SendCalls: 1000, Throughput: 523.9,
+		LocalCPU: 10.5, LocalServiceDemand: 3.125, RemoteRecvBuf: 212992, RemoteRecvCalls: 999, RemoteThroughput: 523.4,
+		RemoteCPU: 20.25, RemoteServiceDemand: 4.5, LocalCPUMethod: netperf.CPUMethodProcStat, RemoteCPUMethod: netperf.CPUMethodProcStat}
+	cases := []struct {
+		test netperf.TestType
+		res  netperf.Result
+		want string
+	}{
+		{netperf.TCPCRR, rr, "bytes  bytes  bytes   bytes  secs.   per sec  %      %      us/Tr   us/Tr\n\n" +
+			"16384  131072 1       1      1.00    1234.50   10.50  20.25  3.125   4.500 \n16384  131072\n"},
+		{netperf.TCPCC, rr, "per sec  %      %      us/Tr   us/Tr\n\n" +
+			"16384  131072 1       1      1.00    1234.50   10.50  20.25  3.125   4.500 \n16384  131072\n"},
+		{netperf.UDPRR, rr, "per sec  % S    % S    us/Tr   us/Tr\n\n" +
+			"16384  131072 1       1      1.00    1234.50   10.50  20.25  3.125   4.500  \n16384  131072\n"},
+		{netperf.TCPRR, rr, "16384  131072 1       1      1.00    1234.50  10.50  20.25  3.125   4.500  \n16384  131072\n"},
+		{netperf.UDPStream, us, "bytes   bytes    secs            #      #   10^6bits/sec % SS     us/KB\n\n" +
+			"212992   65507   1.00         1000      0      523.9     10.50    3.125 \n" +
+			"212992           1.00          999             523.4     20.25    4.500 \n\n"},
+	}
+	for _, tc := range cases {
+		cfg := netperf.NewConfig("127.0.0.1", tc.test)
+		cfg.LocalCPU, cfg.RemoteCPU = true, true
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
+		var got strings.Builder
+		if err := rep.WriteText(&got, true); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(got.String(), tc.want) {
+			t.Errorf("%s:\n%q\nwant the suffix\n%q", tc.test, got.String(), tc.want)
+		}
 	}
 }
