@@ -111,6 +111,14 @@ type Config struct {
 	LocalDataAddr string
 	// LocalDataPort and RemoteDataPort are -P local,remote.
 	LocalDataPort, RemoteDataPort int
+	// LocalHost is the global -L: the control connection's local name,
+	// which stock also takes as the data connection's without a
+	// test-specific -L or -H (the banner's "from" name, SOURCE_ADDR).
+	LocalHost string
+	// LocalDataFamily and RemoteDataFamily are the data families the
+	// test-specific -4, -6 and -L/-H name,family named (FamilyUnspec:
+	// none); reported as SOURCE_FAMILY and DEST_FAMILY.
+	LocalDataFamily, RemoteDataFamily uint32
 	// ConnectDial opens each connection of TCP_CRR and TCP_CC from the
 	// local port stock netperf would use (consecutive ports from a random
 	// start in ClientPortMin..ClientPortMax, see clientPorts); nil means
@@ -128,6 +136,13 @@ type Config struct {
 	RemoteCPURate float32
 	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
 	RemoteSendOffset, RemoteRecvOffset uint32
+	// Histogram makes the output that of a netperf built with
+	// --enable-histogram (the captured stock build was not): " : histogram"
+	// in the banner and, with -v 2, the histogram of transaction times.
+	Histogram bool
+	// ResultBrand is the global -B tag: appended to the result line when
+	// headers are off (-P 0) and reported as RESULT_BRAND.
+	ResultBrand string
 	// CommandLine is the command line as typed, words joined by spaces
 	// (COMMAND_LINE, as netperf prints its argv).
 	CommandLine string
@@ -235,6 +250,10 @@ type Result struct {
 	LocalRetrans     int32  `json:"local_transport_retrans"`
 	TransportMSS     int32  `json:"transport_mss"`
 	LocalCongControl string `json:"local_cong_control,omitempty"`
+	// LocalInterface is the kernel interface holding the data
+	// connection's local address ("" on the userspace stack or when none
+	// does): LOCAL_INTERFACE_NAME and its driver outputs.
+	LocalInterface string `json:"local_interface,omitempty"`
 	// LocalCPUNum and RemoteCPUNum are the CPU counts; the peaks are the
 	// busiest CPU's utilisation.
 	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
@@ -571,6 +590,13 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
 		if !cfg.Test.IsUDP() {
 			res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
+		}
+		if _, kernel := sock.(rawConner); kernel {
+			if la, ok := sock.(interface{ LocalAddr() net.Addr }); ok {
+				if ap, err := netip.ParseAddrPort(la.LocalAddr().String()); err == nil {
+					res.LocalInterface = interfaceOf(ap.Addr().Unmap())
+				}
+			}
 		}
 	}
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv

@@ -21,8 +21,13 @@
 //
 // Where no capture shows a behaviour, the public netperf source is the
 // reference: TCP_CRR and TCP_CC connect from consecutive client ports
-// (Config.ConnectDial, nettest_omni.c's pick_next_port_number), -v 2 adds
-// the histogram of transaction times (Report.WriteHistogram, netlib.c's
-// HIST_report), and the omni output names take their headers and defaults
-// from print_omni_init_list and netsh.c.
+// (Config.ConnectDial, nettest_omni.c's pick_next_port_number), a
+// histogram-enabled build (Config.Histogram; the captured one was not)
+// adds at -v 2 the histogram of transaction times (Report.WriteHistogram,
+// netlib.c's HIST_report), -v 2 below the classic tables adds the migrated tests'
+// alignment/offset/calls blocks (Report.WriteVerbose), -v 0 prints each
+// test's tput_fmt_0/cpu_fmt_0 (Report.WriteTerse), and the omni output
+// names take their headers and defaults from print_omni_init_list and
+// netsh.c (stock's "Deprecated" for the system, interface, driver and
+// security names, which ours replaces only with what this host can tell).
 package netperf

@@ -336,21 +336,31 @@ func DefaultOmniSelection(test TestType, cpu bool) string {
 	return sel
 }
 
+// maxOmniBlocks is NETPERF_MAX_BLOCKS: selection blocks past the fourth
+// are ignored.
+const maxOmniBlocks = 4
+
 // parseSelection splits a selection into blocks (';') of names (',' or
-// ' '), upper-cased, unknown names dropped as netperf drops them.
+// ' '), upper-cased, unknown names dropped as netperf drops them. A block
+// keeps its position even when empty (-O numbers its blank separators by
+// it); OUTPUT_END ends its block, as it ends netperf's output list.
 func parseSelection(sel string) [][]string {
 	var blocks [][]string
 	for _, blk := range strings.Split(sel, ";") {
+		if len(blocks) == maxOmniBlocks {
+			break
+		}
 		var names []string
 		for _, n := range strings.FieldsFunc(blk, func(r rune) bool { return r == ',' || r == ' ' }) {
 			n = strings.ToUpper(n)
+			if n == "OUTPUT_END" {
+				break
+			}
 			if _, ok := omniOutputs[n]; ok {
 				names = append(names, n)
 			}
 		}
-		if len(names) > 0 {
-			blocks = append(blocks, names)
-		}
+		blocks = append(blocks, names)
 	}
 	return blocks
 }
@@ -359,7 +369,7 @@ func parseSelection(sel string) [][]string {
 // prints.
 func KnownOmniOutput(name string) bool {
 	_, ok := omniOutputs[strings.ToUpper(name)]
-	return ok
+	return ok || strings.EqualFold(name, "all")
 }
 
 // WriteOmni prints the report in one of netperf's omni output formats:
@@ -370,12 +380,22 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 	if selection == "" {
 		selection = DefaultOmniSelection(r.Config.Test, r.Config.LocalCPU || r.Config.RemoteCPU)
 	}
+	if strings.EqualFold(selection, "all") {
+		selection = allOmniSelection()
+	}
 	var b strings.Builder
 	if headers {
 		b.WriteString(r.Banner())
 		r.writeConfidenceWarning(&b)
 	}
-	for bi, blk := range parseSelection(selection) {
+	blocks := parseSelection(selection)
+	if mode == OmniCSV {
+		writeOmniCSV(&b, r, blocks, headers)
+	}
+	for bi, blk := range blocks {
+		if len(blk) == 0 {
+			continue
+		}
 		switch mode {
 		case OmniKeyval:
 			for _, n := range blk {
@@ -383,25 +403,6 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 					fmt.Fprintf(&b, "%s=%s\n", n, v)
 				}
 			}
-		case OmniCSV:
-			var hdr, val []string
-			for _, n := range blk {
-				o := omniOutputs[n]
-				var ls []string
-				for _, l := range o.lines {
-					if l == "" {
-						break
-					}
-					ls = append(ls, l)
-				}
-				hdr = append(hdr, strings.Join(ls, " "))
-				v, _ := o.value(r)
-				val = append(val, v)
-			}
-			if headers {
-				b.WriteString(strings.Join(hdr, ",") + "\n")
-			}
-			b.WriteString(strings.Join(val, ",") + "\n")
 		case OmniHuman:
 			// Each column is as wide as its longest header line or its
 			// value plus one, and one more for the gap; lines keep their
@@ -417,6 +418,8 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 				}
 				if ok {
 					width = max(width, len(v)+1)
+				} else {
+					v = "" // no value: a blank column
 				}
 				width++
 				for k, l := range o.lines {
@@ -439,6 +442,44 @@ func (r *Report) WriteOmni(w io.Writer, mode OmniMode, selection string, headers
 	return err
 }
 
+// writeOmniCSV prints -o's two lines: every block's outputs on one header
+// line and one value line (print_omni_csv keeps one buffer for all
+// blocks). Each header is its lines joined by spaces; a value is followed
+// by a comma, an output without a value by a comma and a space (the space
+// netperf's blank-filled buffer leaves where it skips), and the last
+// character is cut. Nothing is printed when the first block is empty.
+func writeOmniCSV(b *strings.Builder, r *Report, blocks [][]string, headers bool) {
+	if len(blocks) == 0 || len(blocks[0]) == 0 {
+		return
+	}
+	var hdr, val strings.Builder
+	for _, blk := range blocks {
+		for _, n := range blk {
+			o := omniOutputs[n]
+			for _, l := range o.lines {
+				if l == "" {
+					break
+				}
+				hdr.WriteString(l + " ")
+			}
+			h := hdr.String()
+			hdr.Reset()
+			hdr.WriteString(h[:len(h)-1] + ",")
+			if v, ok := o.value(r); ok {
+				val.WriteString(v + ",")
+			} else {
+				val.WriteString(", ")
+			}
+		}
+	}
+	if headers {
+		h := hdr.String()
+		b.WriteString(h[:len(h)-1] + "\n")
+	}
+	v := val.String()
+	b.WriteString(v[:len(v)-1] + "\n")
+}
+
 // WriteHistogram prints what netperf -v 2 adds after the omni outputs
 // (-o, -O, -k) when it was built with --enable-histogram: a blank line,
 // "Histogram of <kind> times" and HIST_report's rows (nettest_omni.c's
@@ -458,6 +499,16 @@ func (r *Report) WriteHistogram(w io.Writer) error {
 	default:
 		return nil
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nHistogram of %s times\n", kind)
+	b.WriteString(r.histogramReport())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// histogramReport is netlib.c's HIST_report of the transaction times,
+// summed over the -i iterations.
+func (r *Report) histogramReport() string {
 	var h Histogram
 	results := r.Iterations
 	if len(results) == 0 {
@@ -469,7 +520,6 @@ func (r *Report) WriteHistogram(w io.Writer) error {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nHistogram of %s times\n", kind)
 	for row, title := range histogramRows {
 		b.WriteString(title)
 		for _, c := range h.Rows[row] {
@@ -479,6 +529,5 @@ func (r *Report) WriteHistogram(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, ">100_SECS: %d\n", h.Over100)
 	fmt.Fprintf(&b, "HIST_TOTAL:      %d\n", h.Total)
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }

@@ -43,6 +43,22 @@ const (
 		"bytes   bytes    secs            #      #   %s/sec\n\n"
 	udpStreamLine       = "%6d  %6d   %-7.2f   %7d %6d    %7.2f\n"
 	udpStreamRemoteLine = "%6d           %-7.2f   %7d           %7.2f\n\n"
+
+	// With -c/-C (nettest_omni.c's send_udp_stream cpu_title/cpu_fmt_1;
+	// send_udp_rr's, send_tcp_conn_rr's and nettest_bsd.c's send_tcp_cc's
+	// cpu_fmt_1_line_1, one space wider before the remote CPU than
+	// TCP_RR's; TCP_CRR's and TCP_CC's titles without method letters).
+	udpStreamCPUHeader = "Socket  Message  Elapsed      Messages                   CPU      Service\n" +
+		"Size    Size     Time         Okay Errors   Throughput   Util     Demand\n" +
+		"bytes   bytes    secs            #      #   %s/sec %% %c%c     us/KB\n\n"
+	udpStreamCPULine = "%6d  %6d   %-7.2f   %7d %6d    %7.1f     %-6.2f   %-6.3f\n" +
+		"%6d           %-7.2f   %7d           %7.1f     %-6.2f   %-6.3f\n\n"
+	udpRRCPULine  = "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f   %-6.2f %-6.2f %-6.3f  %-6.3f \n"
+	connCPUHeader = "Local /Remote\n" +
+		"Socket Size   Request Resp.  Elapsed Trans.   CPU    CPU    S.dem   S.dem\n" +
+		"Send   Recv   Size    Size   Time    Rate     local  remote local   remote\n" +
+		"bytes  bytes  bytes   bytes  secs.   per sec  %      %      us/Tr   us/Tr\n\n"
+	connCPULine = "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f   %-6.2f %-6.2f %-6.3f  %-6.3f\n"
 )
 
 // testNames are the test names of netperf's banner.
@@ -85,8 +101,8 @@ func (r *Report) Banner() string {
 	if r.Family == FamilyIPv6 {
 		fam, local, localNum = "AF_INET6", "::0", "::"
 	}
-	if c.LocalDataAddr != "" {
-		local, localNum = c.LocalDataAddr, numericAddr(c.LocalDataAddr)
+	if src := r.sourceAddr(); src != local {
+		local, localNum = src, numericAddr(src)
 	}
 	remote := c.Host
 	if c.DataHost != "" {
@@ -103,6 +119,9 @@ func (r *Report) Banner() string {
 	}
 	if c.NoDelay {
 		b.WriteString(" : nodelay")
+	}
+	if c.Histogram {
+		b.WriteString(" : histogram")
 	}
 	b.WriteString(" : demo")
 	if c.Test == TCPRR || c.Test == UDPRR {
@@ -166,7 +185,7 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			if headers {
 				fmt.Fprintf(&b, streamHeader, unitsName(c.units()))
 			}
-			fmt.Fprintf(&b, streamLine, a, s, m, secs, res.Throughput)
+			b.WriteString(r.branded(fmt.Sprintf(streamLine, a, s, m, secs, res.Throughput), headers))
 			break
 		}
 		if headers {
@@ -176,26 +195,42 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			}
 			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], unitsName(c.units()), lm, rm)
 		}
-		fmt.Fprintf(&b, streamCPULine, a, s, m, secs, res.Throughput,
-			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand)
+		b.WriteString(r.branded(fmt.Sprintf(streamCPULine, a, s, m, secs, res.Throughput,
+			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
 	case UDPStream:
-		if headers {
-			fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
+		if !cpu {
+			if headers {
+				fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
+			}
+			fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
+			fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+			break
 		}
-		fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
-		fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+		if headers {
+			fmt.Fprintf(&b, udpStreamCPUHeader, unitsName(c.units()), lm, rm)
+		}
+		fmt.Fprintf(&b, udpStreamCPULine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput,
+			res.LocalCPU, res.LocalServiceDemand, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput,
+			res.RemoteCPU, res.RemoteServiceDemand)
 	default: // the request/response tests
 		if !cpu {
 			if headers {
 				b.WriteString(rrHeader)
 			}
-			fmt.Fprintf(&b, rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput)
+			b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), headers))
 		} else {
-			if headers {
-				fmt.Fprintf(&b, rrCPUHeader, lm, rm)
+			header, line := fmt.Sprintf(rrCPUHeader, lm, rm), rrCPULine
+			switch c.Test {
+			case UDPRR:
+				line = udpRRCPULine
+			case TCPCRR, TCPCC:
+				header, line = connCPUHeader, connCPULine
 			}
-			fmt.Fprintf(&b, rrCPULine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
-				res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand)
+			if headers {
+				b.WriteString(header)
+			}
+			b.WriteString(r.branded(fmt.Sprintf(line, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
+				res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
 		}
 		fmt.Fprintf(&b, rrRemoteLine, res.RemoteSendBuf, res.RemoteRecvBuf)
 	}
@@ -212,8 +247,13 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteTerse prints the report as netperf -v 0 does: the banner (with
 // headers), then only the throughput, or with -c/-C the service demand
-// (local if measured, else remote), as the classic tests format them
-// ("%7.2f", "%6.3f").
+// (local if measured, else remote) and its CPU method, in each migrated
+// test's tput_fmt_0 and cpu_fmt_0 (nettest_omni.c): "%7.2f %s" and
+// "%6.3f %c %s" with an empty result brand (a trailing space) for
+// TCP_STREAM, TCP_MAERTS, TCP_RR and UDP_RR; "%7.2f" and "%6.3f" for
+// TCP_CRR and TCP_CC; UDP_STREAM the local send throughput "%7.2f" and
+// "%6.2f %c" (the local method letter even for the remote demand, as
+// stock).
 func (r *Report) WriteTerse(w io.Writer, headers bool) error {
 	var b strings.Builder
 	if headers {
@@ -221,14 +261,45 @@ func (r *Report) WriteTerse(w io.Writer, headers bool) error {
 		r.writeConfidenceWarning(&b)
 	}
 	c, res := r.Config, r.Result
-	switch {
-	case c.LocalCPU:
-		fmt.Fprintf(&b, "%6.3f\n", res.LocalServiceDemand)
-	case c.RemoteCPU:
-		fmt.Fprintf(&b, "%6.3f\n", res.RemoteServiceDemand)
+	sd, method := res.LocalServiceDemand, CPUMethodLetter(r.localCPUMethod())
+	if !c.LocalCPU {
+		sd, method = res.RemoteServiceDemand, CPUMethodLetter(res.RemoteCPUMethod)
+	}
+	cpu := c.LocalCPU || c.RemoteCPU
+	switch c.Test {
+	case TCPCRR, TCPCC:
+		if cpu {
+			fmt.Fprintf(&b, "%6.3f\n", sd)
+		} else {
+			fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+		}
+	case UDPStream:
+		if cpu {
+			fmt.Fprintf(&b, "%6.2f %c\n", sd, CPUMethodLetter(r.localCPUMethod()))
+		} else {
+			fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+		}
 	default:
-		fmt.Fprintf(&b, "%7.2f\n", res.Throughput)
+		if cpu {
+			b.WriteString(r.branded(fmt.Sprintf("%6.3f %c \n", sd, method), headers))
+		} else {
+			b.WriteString(r.branded(fmt.Sprintf("%7.2f \n", res.Throughput), headers))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// branded is a result line of a test whose format ends in the result
+// brand's "%s" (TCP_STREAM, TCP_MAERTS, TCP_RR, UDP_RR): the global -B tag
+// goes before the newline when no headers are printed (-P 0), as netperf
+// prints it; otherwise the line as is.
+func (r *Report) branded(line string, headers bool) string {
+	switch r.Config.Test {
+	case TCPStream, TCPMaerts, TCPRR, UDPRR:
+		if !headers && r.Config.ResultBrand != "" {
+			return strings.TrimSuffix(line, "\n") + r.Config.ResultBrand + "\n"
+		}
+	}
+	return line
 }

@@ -50,17 +50,22 @@ test-specific ones after it, as in netperf:
   -l N           run N seconds; -l -N: N bytes (STREAM/MAERTS) or N transactions (RR)
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
-  -v 0|1|2       0: only the result (throughput or service demand); 2 with -- -o/-O/-k: and the
-                 histogram of transaction times (RR, CRR, CC tests), as a histogram-enabled netperf
+  -v 0|1|2       0: only the result (throughput or service demand); 2: the table and stock's
+                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR)
+  --histogram    print as a netperf built with --enable-histogram: " : histogram" in the banner,
+                 with -v 2 the histogram of transaction times (RR, CRR, CC; UDP_RR)
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
+  -B BRAND       tag the result line with BRAND when -P 0 (and RESULT_BRAND)
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
   -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
   -- -m/-M    send / receive size       -- -s/-S  local / remote socket buffers
   -- -r R,S   request and response size -- -D     TCP_NODELAY
-  -- -H, -L, -P   data connection's remote host, local address, local,remote ports
+  -- -H, -L, -P   data connection's remote host, local address (each NAME[,FAM]), local,remote ports
+  -- -4, -6   the data connection's family
   -- -p MIN,MAX   TCP_CRR/TCP_CC: client ports, consecutive from a random start (5000,65535)
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
-                 THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...)
+                 THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...; "all";
+                 "?" lists the names; or a FILE of such lists, one output line each)
   --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
 
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
@@ -205,13 +210,13 @@ func parseFamily(s string) (uint32, error) {
 
 var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": needsArg,
 	"-c": optionalNum, "-C": optionalNum, "-L": needsArg, "-P": needsArg, "-i": needsArg, "-I": needsArg,
-	"-Z": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
+	"-Z": needsArg, "-B": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
 	"-D": optionalNum, "-h": noArg, "--help": noArg, "--kernel": noArg, "--config": needsArg,
-	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg}
+	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg, "--histogram": noArg}
 
 var testSpec = optSpec{"-m": needsArg, "-M": needsArg, "-s": needsArg, "-S": needsArg, "-r": needsArg,
 	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-p": needsArg, "-h": noArg,
-	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg}
+	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg, "-4": noArg, "-6": noArg}
 
 // parseNetperfArgs turns a netperf command line into a Config.
 func parseNetperfArgs(args []string) (*netperfArgs, error) {
@@ -248,6 +253,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-v":
 			a.verbosity, err = strconv.Atoi(o.value)
+		case "-B":
+			c.ResultBrand = o.value
 		case "-D":
 			// -D [interval]: interim results every interval seconds.
 			iv := 1.0
@@ -260,6 +267,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			c.Interim = time.Duration(iv * float64(time.Second))
 		case "--json":
 			a.json = true
+		case "--histogram":
+			c.Histogram = true
 		case "-l":
 			c.Length, err = strconv.Atoi(o.value)
 			if err == nil && c.Length == 0 {
@@ -286,6 +295,7 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-L":
 			a.localAddr, _, _ = strings.Cut(o.value, ",")
+			c.LocalHost = a.localAddr
 		case "-P":
 			a.headers = o.value != "0"
 		case "-i":
@@ -360,9 +370,25 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-D":
 			c.NoDelay = true
 		case "-H":
-			c.DataHost, _, _ = strings.Cut(o.value, ",")
+			// -H name[,family]: where the data connection goes.
+			var fam string
+			c.DataHost, fam, _ = strings.Cut(o.value, ",")
+			if fam != "" {
+				c.RemoteDataFamily, err = parseFamily(fam)
+			}
 		case "-L":
-			c.LocalDataAddr, _, _ = strings.Cut(o.value, ",")
+			var fam string
+			c.LocalDataAddr, fam, _ = strings.Cut(o.value, ",")
+			if fam != "" {
+				c.LocalDataFamily, err = parseFamily(fam)
+			}
+		case "-4", "-6":
+			// The data connection's family, both ends.
+			f := map[string]uint32{"-4": netperf.FamilyIPv4, "-6": netperf.FamilyIPv6}[o.name]
+			c.LocalDataFamily, c.RemoteDataFamily = f, f
+			if c.Family == netperf.FamilyUnspec {
+				c.Family = f
+			}
 		case "-P":
 			c.LocalDataPort, c.RemoteDataPort, err = pair(o.value, false, 0, 0)
 		case "-p":
@@ -373,11 +399,16 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			}
 		case "-o", "-O", "-k":
 			a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
+			// In a list, names stock does not know are skipped, as stock
+			// skips them (parse_output_selection_line); a single word that
+			// is no output name is the file listing them.
 			a.omniSelection = o.value
-			for _, n := range strings.FieldsFunc(o.value, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
-				if !netperf.KnownOmniOutput(n) {
-					err = fmt.Errorf("unknown output name %q", n)
-					break
+			if netperf.IsSelectionFile(o.value) {
+				var b []byte
+				if b, err = os.ReadFile(o.value); err == nil {
+					a.omniSelection = netperf.SelectionFromFile(string(b))
+				} else {
+					err = fmt.Errorf("could not open output selection file: %w", err)
 				}
 			}
 		case "-R":
@@ -390,6 +421,12 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-- %s: %w", o.name, err)
 		}
+	}
+	if c.LocalDataAddr == "" && c.DataHost == "" {
+		// As stock's complete_addrinfos: the global -L is the data
+		// connection's local address too, unless a test-specific -L or -H
+		// says otherwise.
+		c.LocalDataAddr = c.LocalHost
 	}
 	for _, v := range []int32{c.LocalSendSize, c.RemoteSendSize, c.LocalRecvSize, c.RemoteRecvSize} {
 		if v == 0 || v < -1 {
@@ -459,6 +496,11 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)
 		return exitUsage
 	}
+	if a.omniSelection == "?" {
+		// As stock: the list of output names, then exit 1 without a test.
+		_ = netperf.WriteOmniChoices(stdout, a.omniMode)
+		return exitFailure
+	}
 	stopProfile, err := startCPUProfile(a.cpuProfile)
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
@@ -522,13 +564,16 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = rep.WriteJSON(stdout)
 	case a.omniMode != 0:
 		err = rep.WriteOmni(stdout, a.omniMode, a.omniSelection, a.headers)
-		if err == nil && a.verbosity > 1 {
+		if err == nil && a.verbosity > 1 && a.cfg.Histogram {
 			err = rep.WriteHistogram(stdout)
 		}
 	case a.verbosity <= 0:
 		err = rep.WriteTerse(stdout, a.headers)
 	default:
 		err = rep.WriteText(stdout, a.headers)
+		if err == nil && a.verbosity > 1 {
+			err = rep.WriteVerbose(stdout)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)

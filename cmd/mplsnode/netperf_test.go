@@ -56,6 +56,46 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		// Test-specific families (SOURCE_FAMILY, DEST_FAMILY); planted bug
+		// (the -L family dropped) caught here.
+		{"-H h -- -H ::1,6 -L ::,inet6 -o SOURCE_FAMILY,DEST_ADDR,OUTPUT_END,RESULT_BRAND", func(a *netperfArgs) string {
+			if a.cfg.DataHost != "::1" || a.cfg.RemoteDataFamily != netperf.FamilyIPv6 || a.cfg.LocalDataAddr != "::" || a.cfg.LocalDataFamily != netperf.FamilyIPv6 {
+				return "-H/-L name,family"
+			}
+			return ""
+		}},
+		// An unknown name in a list is skipped as stock skips it; a lone
+		// unknown word is a selection file (missing: an error, below).
+		{"-H h -- -o THROUGHPUT,NO_SUCH_OUTPUT", func(a *netperfArgs) string {
+			if a.omniSelection != "THROUGHPUT,NO_SUCH_OUTPUT" {
+				return "-o list with an unknown name"
+			}
+			return ""
+		}},
+		{"-H h -L 127.0.0.9", func(a *netperfArgs) string {
+			if a.cfg.LocalDataAddr != "127.0.0.9" {
+				return "global -L as the data connection's local address"
+			}
+			return ""
+		}},
+		{"-H h -L 127.0.0.9 -- -H 127.0.0.1", func(a *netperfArgs) string {
+			if a.cfg.LocalDataAddr != "" {
+				return "global -L with a test-specific -H: the wildcard"
+			}
+			return ""
+		}},
+		{"-H h -B run7 -P 0", func(a *netperfArgs) string {
+			if a.cfg.ResultBrand != "run7" || a.headers {
+				return "-B brand"
+			}
+			return ""
+		}},
+		{"-H h -- -4", func(a *netperfArgs) string {
+			if a.cfg.LocalDataFamily != netperf.FamilyIPv4 || a.cfg.RemoteDataFamily != netperf.FamilyIPv4 || a.cfg.Family != netperf.FamilyIPv4 {
+				return "-4"
+			}
+			return ""
+		}},
 		{"-H h -t TCP_CC -- -p 7000", func(a *netperfArgs) string {
 			if a.cfg.ClientPortMin != 7000 || a.cfg.ClientPortMax != netperf.DefaultClientPortMax {
 				return "-p min (max stays stock's 65535)"
@@ -130,6 +170,39 @@ func TestDispatch(t *testing.T) {
 				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want 0 and the usage", cmd, flag, got, out.String(), errb.String())
 			}
 		}
+	}
+}
+
+// TestNetperfOutputChoices: "-- -o ?" and "-- -O ?" list the output
+// names (comma-separated, one a line) and exit 1 without running a test,
+// as stock's dump_netperf_output_choices; -H names a host nothing listens
+// on, so a test would fail differently. Planted bug (the list skipped:
+// the test runs and fails to connect, nothing on stdout) caught.
+func TestNetperfOutputChoices(t *testing.T) {
+	for _, tc := range []struct{ flag, sep string }{{"-o", ","}, {"-O", "\n"}} {
+		var out, errb strings.Builder
+		got := run(context.Background(), []string{"netperf", "-H", "127.0.0.1", "-p", "1", "--", tc.flag, "?"}, &out, &errb)
+		if got != exitFailure || !strings.HasPrefix(out.String(), "OUTPUT_NONE"+tc.sep+"SOCKET_TYPE"+tc.sep) ||
+			!strings.HasSuffix(out.String(), "COMMAND_LINE"+tc.sep+"OUTPUT_END\n") {
+			t.Errorf("%s ?: exit %d, stdout %q, stderr %q", tc.flag, got, out.String(), errb.String())
+		}
+	}
+}
+
+// TestNetperfSelectionFile: "-- -O FILE" reads stock's selection file
+// (names or header texts, a block per line); a missing file is a usage
+// error. Planted bug (the word taken as a list: nothing selected) caught.
+func TestNetperfSelectionFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sel")
+	if err := os.WriteFile(file, []byte("Throughput,protocol\nelapsed_time\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := parseNetperfArgs([]string{"-H", "h", "--", "-O", file})
+	if err != nil || a.omniSelection != "THROUGHPUT,PROTOCOL;ELAPSED_TIME" {
+		t.Fatalf("-O FILE: selection %q, err %v", a.omniSelection, err)
+	}
+	if _, err := parseNetperfArgs([]string{"-H", "h", "--", "-O", file + ".missing"}); err == nil {
+		t.Error("-O with a missing file: no error")
 	}
 }
 
@@ -267,8 +340,13 @@ func TestNetperfStockLetters(t *testing.T) {
 			t.Errorf("%s: %d interim lines, want >= 2 and one banner:\n%s", args, n, strings.Join(lines, "\n"))
 		}
 	}
-	if out := runNP("-H 127.0.0.1 -l 1 -v 0 -P 0 -t TCP_RR"); !regexp.MustCompile(`^ *[0-9]+\.[0-9]{2}\n$`).MatchString(out) {
-		t.Errorf("-v 0 -P 0: got %q, want only the rate", out)
+	// send_tcp_rr's tput_fmt_0 is "%7.2f %s\n" with an empty brand.
+	if out := runNP("-H 127.0.0.1 -l 1 -v 0 -P 0 -t TCP_RR"); !regexp.MustCompile(`^ *[0-9]+\.[0-9]{2} \n$`).MatchString(out) {
+		t.Errorf("-v 0 -P 0: got %q, want only the rate and stock's space", out)
+	}
+	// -v 2: the classic table, then send_tcp_stream's ksink blocks.
+	if out := runNP("-H 127.0.0.1 -l 1 -v 2 -P 0 -t TCP_STREAM"); !regexp.MustCompile(`\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\n(.*\n){3}\nMaximum\nSegment\nSize \(bytes\)\n *[0-9]+\n$`).MatchString(out) {
+		t.Errorf("-v 2 TCP_STREAM: got\n%s", out)
 	}
 	if out := runNP("-H 127.0.0.1 -l 1 -f K -t TCP_STREAM"); !strings.Contains(out, "secs.    KBytes/sec  \n") {
 		t.Errorf("-f K: header without KBytes/sec:\n%s", out)
