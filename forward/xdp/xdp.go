@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -65,6 +66,8 @@ const (
 
 	flagResolved = 1
 	flagEgressOK = 2
+
+	ingressMPLS = 1
 )
 
 // Reason indexes the program's per-CPU counters; they mirror bpf/lsr.c's
@@ -89,6 +92,14 @@ const (
 	PassUnknownPayload
 	PassAdjustFailed
 	DropInternal
+	IPForwarded
+	IPPushed
+	PassLocal
+	PassNotTransit
+	PassMartianSource
+	PassNoRoute
+	PassECMP
+	PassFIBNotCarried
 	numReasons
 )
 
@@ -108,6 +119,14 @@ var reasonNames = [numReasons]string{
 	PassUnknownPayload: "unknown_payload",
 	PassAdjustFailed:   "adjust_failed",
 	DropInternal:       "internal_error",
+	IPForwarded:        "ip_forwarded",
+	IPPushed:           "pushed",
+	PassLocal:          "local",
+	PassNotTransit:     "not_transit",
+	PassMartianSource:  "martian_source",
+	PassNoRoute:        "no_route",
+	PassECMP:           "ecmp",
+	PassFIBNotCarried:  "fib_not_carried",
 }
 
 // String returns the counter's name: the userspace drop reason's name for
@@ -119,8 +138,9 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason(%d)", uint32(r))
 }
 
-// Redirected reports whether r counts frames the program forwarded itself.
-func (r Reason) Redirected() bool { return r <= PoppedIP }
+// Redirected reports whether r counts frames the program forwarded itself
+// (IPPushed counts some of IPForwarded's frames again).
+func (r Reason) Redirected() bool { return r <= PoppedIP || r == IPForwarded || r == IPPushed }
 
 // Reasons returns every reason in counter order.
 func Reasons() []Reason {
@@ -162,7 +182,8 @@ type Link struct {
 	// MTU is the link MTU: redirected frames never exceed it.
 	MTU uint32
 	// Ingress says labelled frames received on the link may be switched
-	// by the program; false (net.mpls.conf.DEV.input=0) passes them all up.
+	// by the program; false (net.mpls.conf.DEV.input=0) passes them all up
+	// (IP frames are forwarded per the FIB either way).
 	Ingress bool
 }
 
@@ -179,6 +200,8 @@ type Program struct {
 	objs    lsrObjects
 	links   map[int]*attached
 	entries []Entry // as last given to Sync
+	routes  []Route // as last given to SyncFIB (capped)
+	fib     map[netip.Prefix]lsrFibValue
 	insns   uint32
 }
 
@@ -186,7 +209,7 @@ type Program struct {
 // model. A verifier rejection returns an error that holds the verifier's
 // log.
 func Load(model mpls.TTLModel) (*Program, error) {
-	p := &Program{links: map[int]*attached{}}
+	p := &Program{links: map[int]*attached{}, fib: map[netip.Prefix]lsrFibValue{}}
 	if err := loadLsrObjects(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -231,13 +254,14 @@ func (p *Program) addLink(l Link, attach bool) error {
 	if err := p.objs.Egress.Put(key, key); err != nil {
 		return fmt.Errorf("XDP on %s: add to the egress map: %w", l.Name, err)
 	}
+	v := lsrIngressValue{}
+	copy(v.Mac[:], l.MAC)
 	if l.Ingress {
-		var v lsrIngressValue
-		copy(v.Mac[:], l.MAC)
-		if err := p.objs.Ingress.Put(key, v); err != nil {
-			p.objs.Egress.Delete(key)
-			return fmt.Errorf("XDP on %s: add to the ingress map: %w", l.Name, err)
-		}
+		v.Flags = ingressMPLS
+	}
+	if err := p.objs.Ingress.Put(key, v); err != nil {
+		p.objs.Egress.Delete(key)
+		return fmt.Errorf("XDP on %s: add to the ingress map: %w", l.Name, err)
 	}
 	a := &attached{Link: l}
 	if attach {
@@ -267,7 +291,8 @@ func (p *Program) SetEgressOK(ifindex int, ok bool) error {
 		return nil
 	}
 	a.egressOK = ok
-	return p.syncLocked(p.entries, true)
+	_, ferr := p.syncFIBLocked(p.routes, true)
+	return errors.Join(p.syncLocked(p.entries, true), ferr)
 }
 
 // EgressOK reports what SetEgressOK last said of the link ifindex.
