@@ -63,6 +63,7 @@ enum reason {
 	R_PASS_NO_ROUTE,       // no FIB entry (userspace sends ICMP unreachable)
 	R_PASS_ECMP,           // FIB entry with several next hops (flow hash in userspace)
 	R_PASS_FIB_NOT_CARRIED, // FIB entry the program does not carry (see forward/xdp)
+	R_PASS_CHECKSUM_PARTIAL, // TCP/UDP checksum field in Linux's partial form: userspace finishes it
 	R_MAX,
 };
 
@@ -229,6 +230,42 @@ static __always_inline int fib_pass(const struct fib_value *f)
 	return count(R_PASS_FIB_NOT_CARRIED, XDP_PASS);
 }
 
+static __always_inline __u32 sum16(const __u8 *p, int words)
+{
+	__u32 s = 0;
+	for (int i = 0; i < words; i++)
+		s += ((__u32)p[2 * i] << 8) | p[2 * i + 1];
+	return s;
+}
+
+// partial_form reports whether the TCP or UDP header at l4 (l4len bytes
+// of transport header and data) holds in its checksum field what Linux
+// leaves there in a CHECKSUM_PARTIAL packet: the folded pseudo-header sum,
+// not complemented (link/xdp's partialChecksum). A veth peer with TX
+// checksum offload sends its own segments so, and a redirect would lose
+// the kernel's note that the sum is unfinished: such frames go up to
+// userspace, which finishes them. Returns -1 when l4 is cut short.
+static __always_inline int partial_form(__u8 *l4, void *end, __u8 proto, const __u8 *addrs, int addr_words, __u32 l4len)
+{
+	__u8 *field;
+	if (proto == 6) {
+		if ((void *)(l4 + 20) > end)
+			return -1;
+		field = l4 + 16;
+	} else if (proto == 17) {
+		if ((void *)(l4 + 8) > end)
+			return -1;
+		field = l4 + 6;
+	} else {
+		return 0;
+	}
+	__u32 s = sum16(addrs, addr_words) + proto + l4len;
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	__u32 f = ((__u32)field[0] << 8) | field[1];
+	return f == s || (f == 0 && s == 0xffff) || (f == 0xffff && s == 0);
+}
+
 // forward_ip forwards a unicast IP packet for another host per the FIB
 // (forward/ip.go's ForwardIP): TTL/hop limit decremented (RFC 1812
 // §5.3.1), optionally a label stack pushed (LER), Ethernet rewritten.
@@ -290,6 +327,21 @@ static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
 		return count(R_PASS_NO_ROUTE, XDP_PASS);
 	if (f->kind != FIB_FORWARD)
 		return fib_pass(f);
+	int partial;
+	if (v6) {
+		partial = partial_form(ip + 40, end, ip[6], ip + 8, 16, size - 40);
+	} else {
+		// Fragments never carry a partial sum (the kernel finishes it
+		// before it fragments).
+		if (*(__u16 *)(ip + 6) & bpf_htons(0x3fff))
+			partial = 0;
+		else
+			partial = partial_form(ip + hl, end, ip[9], ip + 12, 4, size - hl);
+	}
+	if (partial < 0)
+		return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+	if (partial)
+		return count(R_PASS_CHECKSUM_PARTIAL, XDP_PASS);
 	if (ttl <= 1)
 		return count(R_PASS_TTL_EXPIRED, XDP_PASS);
 	if (!(f->flags & FLAG_RESOLVED))
