@@ -101,6 +101,7 @@ const (
 	PassECMP
 	PassFIBNotCarried
 	PassChecksumPartial
+	PassMultiBuffer
 	numReasons
 )
 
@@ -129,6 +130,7 @@ var reasonNames = [numReasons]string{
 	PassECMP:            "ecmp",
 	PassFIBNotCarried:   "fib_not_carried",
 	PassChecksumPartial: "checksum_partial",
+	PassMultiBuffer:     "multi_buffer",
 }
 
 // String returns the counter's name: the userspace drop reason's name for

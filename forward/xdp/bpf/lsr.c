@@ -64,6 +64,7 @@ enum reason {
 	R_PASS_ECMP,           // FIB entry with several next hops (flow hash in userspace)
 	R_PASS_FIB_NOT_CARRIED, // FIB entry the program does not carry (see forward/xdp)
 	R_PASS_CHECKSUM_PARTIAL, // TCP/UDP checksum field in Linux's partial form: userspace finishes it
+	R_PASS_MULTI_BUFFER,   // frame in several buffers (only BPF_PROG_TEST_RUN gives one to this program)
 	R_MAX,
 };
 
@@ -397,6 +398,10 @@ int mplsnode_lsr(struct xdp_md *ctx)
 
 	if (data + ETH_HLEN + 4 > end)
 		return count(R_PASS_NOT_MPLS, XDP_PASS);
+	// Every length below is the linear buffer's: a frame with fragments
+	// is not judged.
+	if (bpf_xdp_get_buff_len(ctx) != (__u64)(end - data))
+		return count(R_PASS_MULTI_BUFFER, XDP_PASS);
 	__u16 etype = *(__u16 *)(eth + 12);
 	__u32 in_if = ctx->ingress_ifindex;
 	if (etype == bpf_htons(ETH_P_IP) || etype == bpf_htons(ETH_P_IPV6)) {
