@@ -9,6 +9,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -29,7 +30,9 @@ import (
 // Planted bugs: no TTL decrement on the program's IP path (bpf/lsr.c,
 // make bpf): mode=xdp's frames differ (ip.ttl 64); the program pushing the
 // label stack without the S bit on the last label: tshark's decode of
-// mode=xdp differs; the program forwarding frames of the partial form
+// mode=xdp differs; the plane not polling the FIB (a route written to
+// the tables as BGP writes it): the XDP program never takes it; the program
+// forwarding frames of the partial form
 // (partial_form returning 0): ns2 drops them, the first transfer stalls.
 func TestXDPIPTransit(t *testing.T) {
 	netns.SkipUnlessRoot(t)
@@ -113,6 +116,43 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 			}
 			expectFields(t, "ns1-ns2", res.frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"},
 				",,,63,1,1", "700,1,63,63,1,1", "500,600,0,1,63,63,63,1,1")
+
+			// A route written to the tables directly, as BGP writes it
+			// (the node is not told: the plane's FIB poll mirrors it),
+			// and one deleted through the control API: the first probe
+			// leaves with label 800, the second draws no_route.
+			fibBefore := 0
+			if x := n1.Report().XDP; x != nil {
+				fibBefore = x.FIBEntries
+			}
+			if err := n1.Stack().Tables().UpdateRoutes([]mpls.Route{{Prefix: netip.MustParsePrefix("10.97.0.0/16"),
+				NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.21.22"), Device: v12, Labels: []mpls.Label{800}}}}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); m.xdp && n1.Report().XDP.FIBEntries <= fibBefore; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the XDP program did not take the new route in 5 s: %+v", n1.Report().XDP)
+				}
+			}
+			if _, err := n1.DelRoute("10.98.0.0/16"); err != nil {
+				t.Fatal(err)
+			}
+			frames = nil
+			for _, dst := range []string{"10.97.1.1", "10.98.1.1"} {
+				frames = append(frames, mplstest.Frame{Dst: lsrMAC, Src: peerMAC,
+					Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.20.20:5000"), netip.AddrPortFrom(netip.MustParseAddr(dst), probePort), true, make([]byte, 100))}.Bytes())
+			}
+			x = xdpCounts(n1)
+			res2 := probe{ns: ns0, dev: v01, frames: frames,
+				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
+				nodes:  map[string]*node.Node{"ns1": n1},
+				counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1, "pushed": 1, "drop no_route": 1, "icmp_sent": 1}},
+			}.run(t)
+			res.add("changed ", res2)
+			if d := countsDelta(x, xdpCounts(n1)); m.xdp && (d["pushed"] != 1 || d["passed no_route"] != 1) {
+				t.Errorf("changed routes: the XDP program's counters moved by %v, want pushed 1, passed no_route 1", d)
+			}
+			expectFields(t, "ns1-ns2 after the change", res2.frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl"}, "800,1,63,63")
 		})
 	}
 	compareModes(t, results)
