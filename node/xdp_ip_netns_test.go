@@ -30,9 +30,9 @@ import (
 // Planted bugs: no TTL decrement on the program's IP path (bpf/lsr.c,
 // make bpf): mode=xdp's frames differ (ip.ttl 64); the program pushing the
 // label stack without the S bit on the last label: tshark's decode of
-// mode=xdp differs; the plane not polling the FIB (a route written to
-// the tables as BGP writes it): the XDP program never takes it; the program
-// forwarding frames of the partial form
+// mode=xdp differs; the plane never syncing the FIB after start (its
+// poll and its one-second sync off): the new route is not taken in 5 s;
+// the program forwarding frames of the partial form
 // (partial_form returning 0): ns2 drops them, the first transfer stalls.
 func TestXDPIPTransit(t *testing.T) {
 	netns.SkipUnlessRoot(t)
