@@ -63,6 +63,7 @@ func TestIPv4Transit(t *testing.T) {
 	if counter(t, p, IPForwarded) != 1 || counter(t, p, IPPushed) != 0 {
 		t.Fatalf("counters %v", mustCounters(t, p))
 	}
+	t.Logf("verifier: %d instructions processed", p.VerifiedInstructions())
 }
 
 // TestIPv4TransitTrimsPadding: Ethernet padding after the IP packet is

@@ -2,7 +2,7 @@
 // the label switch's decisions (swap, swap and push, pop to a label, pop to
 // IP) compiled into an XDP program (bpf/lsr.c) that runs on the node's
 // links at the earliest point a frame exists, with BPF maps mirrored from
-// the ILM and the neighbour table.
+// the ILM, the FIB and the neighbour table.
 //
 // It owns the program, its maps and its attachments, nothing else: the
 // caller (the node) decides which links it runs on and gives it the ILM
@@ -26,6 +26,25 @@
 // unknown labels, reserved labels on top or under a popped one, unresolved
 // neighbours, frames over the egress MTU (fragmented or answered with ICMP
 // in userspace), payloads that are not IP.
+//
+// IP transit: an IPv4 or IPv6 packet to the ingress link's MAC is looked
+// up in an LPM trie per family that the caller fills from the FIB, the
+// connected subnets' resolved hosts and the node's own addresses
+// (SyncFIB, Route). A RouteForward entry (one next hop, resolved, egress
+// healthy) has the TTL or hop limit decremented (RFC 1812 §5.3.1; IPv4
+// checksum incrementally), optionally up to MaxOutLabels labels pushed
+// (the LER role: label TTL from the decremented IP TTL, or the entry's
+// own for the pipe model and `ttl N` routes; S on the last), Ethernet
+// padding trimmed, and is redirected. Everything else is passed up:
+// packets to or from the node's addresses, martian sources, ranges never
+// forwarded, TTL 1, no route, packets over the route's MTU, ECMP routes
+// (the flow hash stays userspace's, so a flow keeps its hop), TCP/UDP
+// segments whose checksum field holds Linux's partial form (a veth peer
+// with TX checksum offload: the redirect would lose the note that the sum
+// is unfinished). Every prefix the program does not carry is a marker
+// entry in the trie, never a gap, so no packet is forwarded by a shorter
+// prefix than userspace would choose; a family over FIBCapacity routes is
+// not carried at all.
 //
 // Map updates are per entry: a BPF hash map update replaces the whole
 // value at once, so a frame sees either the old entry or the new one,
