@@ -229,7 +229,7 @@ func (x *xdpPlane) sync() {
 		x.log.Warn("XDP label switch: map update", "err", err)
 	}
 	fib := x.s.Tables().FIB()
-	n, err := x.prog.SyncFIB(x.fibRoutes(ns, fib, func(dev string, addr netip.Addr) net.HardwareAddr {
+	n, err := x.prog.SyncFIB(x.fibRoutes(fib, func(dev string, addr netip.Addr) net.HardwareAddr {
 		key := nextHopKey{dev: dev, addr: addr}
 		mac, seen := macs[key]
 		if !seen {
@@ -237,7 +237,7 @@ func (x *xdpPlane) sync() {
 			macs[key] = mac
 		}
 		return mac
-	}))
+	}, func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }, localAddrs(ns)))
 	if err != nil {
 		x.log.Warn("XDP label switch: FIB map update", "err", err)
 	}
@@ -249,10 +249,11 @@ func (x *xdpPlane) sync() {
 // forwarded, the node's FIB entries (single next hop: carried; several:
 // ecmp, passed up), the connected subnets as on-link markers with a host
 // entry for each resolved neighbour that the connected route is the
-// longest match for, and the node's own addresses. With IP forwarding
+// longest match for (hosts), and the node's own addresses (locals). With IP forwarding
 // off, or a FIB over twice fxdp.FIBCapacity (not walked each second),
 // transit is not carried at all (default markers).
-func (x *xdpPlane) fibRoutes(ns *gstack.Stack, fib *mpls.FIB, mac func(dev string, addr netip.Addr) net.HardwareAddr) []fxdp.Route {
+func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr) net.HardwareAddr,
+	hosts func(dev string, v6 bool) []resolvedHost, locals []netip.Addr) []fxdp.Route {
 	special := fxdp.SpecialRoutes()
 	routes := slices.Clone(special)
 	inSpecial := func(p netip.Prefix) bool {
@@ -303,49 +304,82 @@ func (x *xdpPlane) fibRoutes(ns *gstack.Stack, fib *mpls.FIB, mac func(dev strin
 			}
 			routes = append(routes, fxdp.Route{Prefix: c.Prefix, Kind: fxdp.RouteOnLink})
 			l, attached := x.links[c.Device]
-			nic, ok := x.nics[c.Device]
-			if !attached || !ok {
+			if !attached {
 				continue
 			}
-			proto := header.IPv4ProtocolNumber
-			if c.Prefix.Addr().Is6() {
-				proto = header.IPv6ProtocolNumber
-			}
-			nbrs, err := ns.Neighbors(nic, proto)
-			if err != nil {
-				continue
-			}
-			for _, n := range nbrs {
-				a, ok := netip.AddrFromSlice(n.Addr.AsSlice())
-				if !ok || !c.Prefix.Contains(a) || n.LinkAddr == "" || n.State == gstack.Unreachable || n.State == gstack.Incomplete {
+			for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
+				if !c.Prefix.Contains(h.addr) {
 					continue
 				}
-				if e, ok := fib.Lookup(a); ok && e.Prefix.Bits() >= c.Prefix.Bits() {
+				if e, ok := fib.Lookup(h.addr); ok && e.Prefix.Bits() >= c.Prefix.Bits() {
 					continue // a FIB route at least as long wins
 				}
-				routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteForward,
-					Egress: l.Index, NextHopMAC: net.HardwareAddr(n.LinkAddr)})
+				routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(h.addr, h.addr.BitLen()), Kind: fxdp.RouteForward,
+					Egress: l.Index, NextHopMAC: h.mac})
 			}
 		}
 	}
 	// Last, so that they replace any entry of the same prefix: the node's
 	// own addresses are never transit.
+	for _, a := range locals {
+		routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteLocal})
+	}
+	return routes
+}
+
+// resolvedHost is a neighbour whose MAC is known.
+type resolvedHost struct {
+	addr netip.Addr
+	mac  net.HardwareAddr
+}
+
+// resolvedHosts returns the neighbours of link dev (IPv6 or IPv4) whose
+// MAC the stack's neighbour table knows.
+func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolvedHost {
+	nic, ok := x.nics[dev]
+	if !ok {
+		return nil
+	}
+	proto := header.IPv4ProtocolNumber
+	if v6 {
+		proto = header.IPv6ProtocolNumber
+	}
+	nbrs, err := ns.Neighbors(nic, proto)
+	if err != nil {
+		return nil
+	}
+	var out []resolvedHost
+	for _, n := range nbrs {
+		a, ok := netip.AddrFromSlice(n.Addr.AsSlice())
+		if !ok || n.LinkAddr == "" || n.State == gstack.Unreachable || n.State == gstack.Incomplete {
+			continue
+		}
+		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
+	}
+	return out
+}
+
+// localAddrs returns the stack's addresses and its IPv4 subnets'
+// broadcast addresses (forward's local set).
+func localAddrs(ns *gstack.Stack) []netip.Addr {
+	var out []netip.Addr
 	for _, addrs := range ns.AllAddresses() {
 		for _, pa := range addrs {
 			a, ok := netip.AddrFromSlice(pa.AddressWithPrefix.Address.AsSlice())
 			if !ok {
 				continue
 			}
-			routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteLocal})
+			out = append(out, a)
 			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
 				sn := pa.AddressWithPrefix.Subnet()
 				bc := sn.Broadcast()
-				b, _ := netip.AddrFromSlice(bc.AsSlice())
-				routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(b, 32), Kind: fxdp.RouteLocal})
+				if b, ok := netip.AddrFromSlice(bc.AsSlice()); ok {
+					out = append(out, b)
+				}
 			}
 		}
 	}
-	return routes
+	return out
 }
 
 // neighbor returns addr's MAC address on link dev from the stack's
