@@ -31,7 +31,7 @@ func TestXDPFIBRoutes(t *testing.T) {
 		{Prefix: p("10.8.0.0/16"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1"}, {Via: a("10.1.0.2"), Device: "e1"}}},
 		{Prefix: p("10.7.0.0/16"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1", Labels: []mpls.Label{16, 17, 18, 19, 20}}}},
 		{Prefix: p("10.6.0.0/16"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1", Labels: []mpls.Label{300}}}, TTL: 9},
-		{Prefix: p("10.2.0.0/24"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1"}}},  // ties with connected e2
+		{Prefix: p("10.2.0.0/24"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1"}}},   // ties with connected e2
 		{Prefix: p("10.1.0.128/25"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1"}}}, // shadows part of connected e1
 		{Prefix: p("224.1.0.0/16"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1"}}},
 		{Prefix: p("10.1.0.5/32"), NextHops: []mpls.NextHop{{Via: a("10.1.0.1"), Device: "e1"}}}, // a local address
