@@ -12,7 +12,7 @@ import (
 )
 
 // FIBCapacity is the most prefixes of one family the program's FIB (an LPM
-// trie per family) holds. A family whose routes do not fit is not carried
+// trie per family) holds by default (Load; LoadFIB sets another). A family whose routes do not fit is not carried
 // at all (SyncFIB): mirroring only part of it could forward a packet by a
 // shorter prefix than the one userspace would choose.
 const FIBCapacity = 65536
@@ -75,7 +75,7 @@ type Route struct {
 // entries are written first (each map element replaced whole), then
 // prefixes no longer present are deleted, so that a packet sees, prefix by
 // prefix, either the old entry or the new one. A family with more than
-// FIBCapacity routes is replaced by a default marker (RouteNotCarried)
+// the program's FIB capacity (FIBCapacity unless loaded with LoadFIB) is replaced by a default marker (RouteNotCarried)
 // plus its RouteLocal and RouteNotTransit entries: all its transit is
 // passed up rather than part of it forwarded wrongly. It returns the
 // number of RouteForward entries written.
@@ -85,9 +85,9 @@ func (p *Program) SyncFIB(routes []Route) (int, error) {
 	return p.syncFIBLocked(routes, false)
 }
 
-// capFIB returns routes with each family over FIBCapacity replaced as
+// capFIB returns routes with each family over capacity replaced as
 // SyncFIB says.
-func capFIB(routes []Route) []Route {
+func capFIB(routes []Route, capacity int) []Route {
 	var n4, n6 int
 	for _, r := range routes {
 		if r.Prefix.Addr().Is4() {
@@ -96,27 +96,27 @@ func capFIB(routes []Route) []Route {
 			n6++
 		}
 	}
-	if n4 <= FIBCapacity && n6 <= FIBCapacity {
+	if n4 <= capacity && n6 <= capacity {
 		return routes
 	}
 	var out []Route
-	over := func(a netip.Addr) bool { return a.Is4() && n4 > FIBCapacity || a.Is6() && n6 > FIBCapacity }
+	over := func(a netip.Addr) bool { return a.Is4() && n4 > capacity || a.Is6() && n6 > capacity }
 	for _, r := range routes {
 		if !over(r.Prefix.Addr()) || r.Kind == RouteLocal || r.Kind == RouteNotTransit {
 			out = append(out, r)
 		}
 	}
-	if n4 > FIBCapacity {
+	if n4 > capacity {
 		out = append(out, Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Kind: RouteNotCarried})
 	}
-	if n6 > FIBCapacity {
+	if n6 > capacity {
 		out = append(out, Route{Prefix: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Kind: RouteNotCarried})
 	}
 	return out
 }
 
 func (p *Program) syncFIBLocked(routes []Route, force bool) (int, error) {
-	routes = capFIB(routes)
+	routes = capFIB(routes, p.fibCap)
 	want := make(map[netip.Prefix]lsrFibValue, len(routes))
 	carried := 0
 	for i := range routes {

@@ -201,32 +201,47 @@ func TestIPPassedUp(t *testing.T) {
 	}
 }
 
-// TestSyncFIBCap: a family over FIBCapacity is carried by none of its
-// routes (a /0 marker), so no packet takes a shorter prefix than userspace
-// would; SyncFIB's deletions leave the map exactly as asked.
+// TestSyncFIBCap: a family over the FIB's capacity is carried by none of
+// its routes (a /0 marker), so no packet takes a shorter prefix than
+// userspace would (here 10.10.0.0/16 would otherwise carry 10.10.10.10,
+// whose /24 did not fit), while the other family still is; SyncFIB's
+// deletions leave the map exactly as asked. Planted bug: capFIB keeping
+// the first routes up to the capacity: the frame is forwarded by the /16.
 func TestSyncFIBCap(t *testing.T) {
-	routes := make([]Route, FIBCapacity+1)
-	for i := range routes {
-		routes[i] = fwdRoute(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24).String())
+	skipUnlessBPF(t)
+	const capacity = 4
+	p, err := LoadFIB(mpls.TTLUniform, capacity)
+	if err != nil {
+		t.Fatal(err)
 	}
-	capped := capFIB(append(routes, SpecialRoutes()...))
-	var forward, markers int
-	for _, r := range capped {
-		switch {
-		case r.Kind == RouteForward:
-			forward++
-		case r.Kind == RouteNotCarried && r.Prefix.Bits() == 0:
-			markers++
-		}
+	t.Cleanup(func() { p.Close() })
+	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: testMTU, Ingress: true}, false); err != nil {
+		t.Fatal(err)
 	}
-	if forward != 0 || markers != 1 {
-		t.Fatalf("capped FIB carries %d routes, %d default markers; want 0, 1", forward, markers)
+	if err := p.SetEgressOK(loIndex, true); err != nil {
+		t.Fatal(err)
 	}
-	p := fibProgram(t, fwdRoute("10.10.0.0/16"), fwdRoute("10.11.0.0/16"))
+	routes := []Route{fwdRoute("10.10.0.0/16"), fwdRoute("2001:db8::/64")}
+	for i := range capacity {
+		routes = append(routes, fwdRoute(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 10, byte(10 + i), 0}), 24).String()))
+	}
+	n, err := p.SyncFIB(routes)
+	if err != nil || n != 1 {
+		t.Fatalf("SyncFIB over capacity: %d carried, %v; want 1 (the IPv6 route)", n, err)
+	}
+	if ret, _ := run(t, p, ipFrame(ourMAC, ipv4(t, 64, 100))); ret != xdpPass || counter(t, p, PassFIBNotCarried) != 1 {
+		t.Fatalf("IPv4 over capacity: action %d; counters %v", ret, mustCounters(t, p))
+	}
+	if ret, _ := run(t, p, ipFrame(ourMAC, ipv6(t, 9))); ret != xdpRedirect {
+		t.Fatalf("IPv6 under capacity: action %d; counters %v", ret, mustCounters(t, p))
+	}
 	if n, err := p.SyncFIB([]Route{fwdRoute("10.11.0.0/16")}); err != nil || n != 1 {
 		t.Fatalf("SyncFIB: %d, %v", n, err)
 	}
 	if ret, _ := run(t, p, ipFrame(ourMAC, ipv4(t, 64, 100))); ret != xdpPass || counter(t, p, PassNoRoute) != 1 {
 		t.Fatalf("deleted route: action %d; counters %v", ret, mustCounters(t, p))
+	}
+	if _, err := LoadFIB(mpls.TTLUniform, 0); err == nil {
+		t.Error("LoadFIB with capacity 0: no error")
 	}
 }

@@ -225,15 +225,29 @@ type Program struct {
 	entries []Entry // as last given to Sync
 	routes  []Route // as last given to SyncFIB (capped)
 	fib     map[netip.Prefix]lsrFibValue
+	fibCap  int // prefixes per family the FIB maps hold
 	insns   uint32
 }
 
 // Load loads the program and its maps into the kernel with the TTL model
 // model. A verifier rejection returns an error that holds the verifier's
 // log.
-func Load(model mpls.TTLModel) (*Program, error) {
-	p := &Program{links: map[int]*attached{}, fib: map[netip.Prefix]lsrFibValue{}}
-	if err := loadLsrObjects(&p.objs, nil); err != nil {
+func Load(model mpls.TTLModel) (*Program, error) { return LoadFIB(model, FIBCapacity) }
+
+// LoadFIB is Load with the program's FIB sized for fibCapacity prefixes
+// per family (1 or more; see SyncFIB).
+func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
+	if fibCapacity < 1 || fibCapacity > 1<<24 {
+		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, 1<<24)
+	}
+	p := &Program{links: map[int]*attached{}, fib: map[netip.Prefix]lsrFibValue{}, fibCap: fibCapacity}
+	spec, err := loadLsr()
+	if err != nil {
+		return nil, fmt.Errorf("load XDP label switch: %w", err)
+	}
+	spec.Maps["fib4"].MaxEntries = uint32(fibCapacity)
+	spec.Maps["fib6"].MaxEntries = uint32(fibCapacity)
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load XDP label switch: %+v", ve)
