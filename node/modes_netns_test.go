@@ -65,6 +65,8 @@ func planeCounts(r node.Report) map[string]uint64 {
 		m["swapped"] += x.Swapped
 		m["popped_ip"] += x.PoppedIP
 		m["popped_labelled"] += x.PoppedLabelled
+		m["ip_forwarded"] += x.IPForwarded
+		m["pushed"] += x.Pushed
 	}
 	for k, v := range m {
 		if v == 0 {
@@ -235,7 +237,8 @@ func xdpCounts(n *node.Node) map[string]uint64 {
 	if x == nil {
 		return nil
 	}
-	m := map[string]uint64{"swapped": x.Swapped, "popped_ip": x.PoppedIP, "popped_labelled": x.PoppedLabelled}
+	m := map[string]uint64{"swapped": x.Swapped, "popped_ip": x.PoppedIP, "popped_labelled": x.PoppedLabelled,
+		"ip_forwarded": x.IPForwarded, "pushed": x.Pushed}
 	for k, v := range x.Passed {
 		m["passed "+k] = v
 	}

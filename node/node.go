@@ -177,7 +177,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Tables: s.Tables(), Connected: connectedRoutes(c),
 		Seed: multipathSeed(cfg.Sysctl.MultipathHashSeed), PipeTTL: pipeTTL,
 	}))
-	x, err := startXDP(cfg.Settings.ForwardXDP, c.ttl, c.links, s, logger)
+	x, err := startXDP(cfg.Settings.ForwardXDP, c, s, logger)
 	if err != nil {
 		s.Close()
 		claims.Close()

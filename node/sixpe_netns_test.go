@@ -26,7 +26,7 @@ import (
 //
 // It runs in both forwarding modes (issue 14): in mode=xdp the LSR's
 // program pops 300 to IPv6 and passes the IPv6 packets it must label up
-// (not_mpls). In each mode probes cross both ways, UDP over label 300 from
+// (egress_down: ns0's end of the veth runs no NAPI). In each mode probes cross both ways, UDP over label 300 from
 // ns0's kernel end of its link (popped: hop limit 63) and UDP from ns2's
 // kernel end (pushed with 400, label TTL 63); both modes must give the
 // same frames at ns2 and at ns0 (tshark decodes, MD5) and the same
@@ -109,8 +109,8 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			}.run(t))
 			results[m.name] = res
 			if m.xdp {
-				if d := countsDelta(x, xdpCounts(n1)); d["popped_ip"] != uint64(len(out)) || d["passed not_mpls"] < uint64(len(back)) {
-					t.Errorf("the XDP program's counters moved by %v, want popped_ip %d and passed not_mpls %d", d, len(out), len(back))
+				if d := countsDelta(x, xdpCounts(n1)); d["popped_ip"] != uint64(len(out)) || d["passed egress_down"] < uint64(len(back)) {
+					t.Errorf("the XDP program's counters moved by %v, want popped_ip %d and passed egress_down %d", d, len(out), len(back))
 				}
 			}
 			expectFields(t, "ns1-ns2", res.frames["out ns2"], []string{"mpls.label", "ipv6.hlim", "udp.checksum.status"}, ",63,1")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/forward"
 	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
@@ -20,10 +21,22 @@ import (
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
+// xdpFIBPollInterval is how often the plane checks for a new FIB snapshot
+// (one pointer comparison; the FIB's publish hook is the stack's): a route
+// change reaches the program within this time, or at once when the node
+// changes it (reload, control socket).
+const xdpFIBPollInterval = 50 * time.Millisecond
+
 // xdpSyncInterval is how often the XDP label switch's maps are brought up
 // to date with the neighbour table and the egress links' ability to take
 // redirected frames (table changes sync at once).
 const xdpSyncInterval = time.Second
+
+// nextHopKey names a next hop: its address on a link.
+type nextHopKey struct {
+	dev  string
+	addr netip.Addr
+}
 
 // xdpPlane runs the label switch's decisions as an XDP program on the
 // node's AF_PACKET links (set forward xdp on|auto) and keeps its maps in
@@ -38,9 +51,19 @@ type xdpPlane struct {
 	// skipped says why a link runs without the program (auto mode).
 	skipped map[string]string
 
-	mu       sync.Mutex // serialises sync
-	egressOK map[int]bool
-	resolved int // entries carried with a resolved next hop, last sync
+	// What the FIB mirror needs: whether the node forwards IP at all,
+	// the TTL of pushed labels (pipe model; 0: the IP TTL), the
+	// connected subnets (on-link routes, not in the FIB).
+	fwd       bool
+	model     mpls.TTLModel
+	pipeTTL   uint8
+	connected []forward.Route
+
+	mu          sync.Mutex // serialises sync
+	egressOK    map[int]bool
+	resolved    int       // entries carried with a resolved next hop, last sync
+	fibCarried  int       // FIB entries carried with a resolved next hop, last sync
+	fibMirrored *mpls.FIB // the FIB last mirrored
 
 	// kick asks for a sync now: a next hop the program lacked was just
 	// resolved.
@@ -54,10 +77,11 @@ type xdpPlane struct {
 // auto attaches where it can and logs once for each link where it cannot.
 // Links given as endpoints (tests, embedders) have no interface and never
 // take it.
-func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
+func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
 	if mode == config.XDPOff {
 		return nil, nil
 	}
+	model, links := c.ttl, c.links
 	fail := func(format string, args ...any) error {
 		err := fmt.Errorf("set forward xdp "+mode.String()+": "+format, args...)
 		if mode == config.XDPOn {
@@ -76,7 +100,14 @@ func startXDP(mode config.XDPMode, model mpls.TTLModel, links []stack.Link, s *s
 		return nil, fail("%w", err)
 	}
 	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
-		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		fwd: c.fwd, model: model, connected: connectedRoutes(c)}
+	if model == mpls.TTLPipe {
+		x.pipeTTL = c.pipe
+		if x.pipeTTL == 0 {
+			x.pipeTTL = mpls.DefaultPipeTTL
+		}
+	}
 	for id, info := range s.Netstack().NICInfo() {
 		x.nics[info.Name] = id
 	}
@@ -123,6 +154,8 @@ func (x *xdpPlane) run() {
 	defer close(x.done)
 	t := time.NewTicker(xdpSyncInterval)
 	defer t.Stop()
+	fibPoll := time.NewTicker(xdpFIBPollInterval)
+	defer fibPoll.Stop()
 	for {
 		select {
 		case <-x.stop:
@@ -131,6 +164,15 @@ func (x *xdpPlane) run() {
 			x.sync()
 		case <-x.kick:
 			x.sync()
+		case <-fibPoll.C:
+			// A new FIB snapshot (a route written by BGP, the control
+			// socket or a reload): mirror it now.
+			x.mu.Lock()
+			changed := x.s.Tables().FIB() != x.fibMirrored
+			x.mu.Unlock()
+			if changed {
+				x.sync()
+			}
 		}
 	}
 }
@@ -162,10 +204,6 @@ func (x *xdpPlane) sync() {
 		}
 	}
 	ns := x.s.Netstack()
-	type nextHopKey struct {
-		dev  string
-		addr netip.Addr
-	}
 	macs := map[nextHopKey]net.HardwareAddr{}
 	var entries []fxdp.Entry
 	x.resolved = 0
@@ -190,6 +228,158 @@ func (x *xdpPlane) sync() {
 	if err := x.prog.Sync(entries); err != nil {
 		x.log.Warn("XDP label switch: map update", "err", err)
 	}
+	fib := x.s.Tables().FIB()
+	n, err := x.prog.SyncFIB(x.fibRoutes(fib, func(dev string, addr netip.Addr) net.HardwareAddr {
+		key := nextHopKey{dev: dev, addr: addr}
+		mac, seen := macs[key]
+		if !seen {
+			mac = x.neighbor(ns, dev, addr)
+			macs[key] = mac
+		}
+		return mac
+	}, func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }, localAddrs(ns)))
+	if err != nil {
+		x.log.Warn("XDP label switch: FIB map update", "err", err)
+	}
+	x.fibCarried = n
+	x.fibMirrored = fib
+}
+
+// fibRoutes returns the program's FIB (see fxdp.Route): the ranges never
+// forwarded, the node's FIB entries (single next hop: carried; several:
+// ecmp, passed up), the connected subnets as on-link markers with a host
+// entry for each resolved neighbour that the connected route is the
+// longest match for (hosts), and the node's own addresses (locals). With IP forwarding
+// off, or a FIB over twice fxdp.FIBCapacity (not walked each second),
+// transit is not carried at all (default markers).
+func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr) net.HardwareAddr,
+	hosts func(dev string, v6 bool) []resolvedHost, locals []netip.Addr) []fxdp.Route {
+	special := fxdp.SpecialRoutes()
+	routes := slices.Clone(special)
+	inSpecial := func(p netip.Prefix) bool {
+		for _, s := range special {
+			if s.Prefix.Bits() <= p.Bits() && s.Prefix.Contains(p.Addr()) {
+				return true
+			}
+		}
+		return false
+	}
+	if !x.fwd || fib.Len() > 2*fxdp.FIBCapacity {
+		routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Kind: fxdp.RouteNotCarried},
+			fxdp.Route{Prefix: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Kind: fxdp.RouteNotCarried})
+	} else {
+		for i := range fib.Len() {
+			e := fib.Entry(i)
+			if inSpecial(e.Prefix) {
+				continue
+			}
+			r := fxdp.Route{Prefix: e.Prefix, Kind: fxdp.RouteForward, MTU: e.MTU}
+			h := &e.Group.Hops[0]
+			l, attached := x.links[h.Device]
+			switch {
+			case len(e.Group.Hops) > 1:
+				r.Kind = fxdp.RouteECMP
+			case !attached || len(h.Labels) > fxdp.MaxOutLabels:
+				r.Kind = fxdp.RouteNotCarried
+			case !h.Via.IsValid() && len(h.Labels) == 0:
+				r.Kind = fxdp.RouteOnLink
+			case !h.Via.IsValid():
+				r.Kind = fxdp.RouteNotCarried
+			default:
+				r.Egress = l.Index
+				r.Labels = h.Labels
+				r.NextHopMAC = mac(h.Device, h.Via)
+				if len(h.Labels) > 0 {
+					r.LabelTTL = e.TTL
+					if r.LabelTTL == 0 {
+						r.LabelTTL = x.pipeTTL
+					}
+				}
+			}
+			routes = append(routes, r)
+		}
+		for _, c := range x.connected {
+			if e, ok := fib.Lookup(c.Prefix.Addr()); ok && e.Prefix == c.Prefix {
+				continue // the FIB's route wins a tie (forward.FIBRouter)
+			}
+			routes = append(routes, fxdp.Route{Prefix: c.Prefix, Kind: fxdp.RouteOnLink})
+			l, attached := x.links[c.Device]
+			if !attached {
+				continue
+			}
+			for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
+				if !c.Prefix.Contains(h.addr) {
+					continue
+				}
+				if e, ok := fib.Lookup(h.addr); ok && e.Prefix.Bits() >= c.Prefix.Bits() {
+					continue // a FIB route at least as long wins
+				}
+				routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(h.addr, h.addr.BitLen()), Kind: fxdp.RouteForward,
+					Egress: l.Index, NextHopMAC: h.mac})
+			}
+		}
+	}
+	// Last, so that they replace any entry of the same prefix: the node's
+	// own addresses are never transit.
+	for _, a := range locals {
+		routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteLocal})
+	}
+	return routes
+}
+
+// resolvedHost is a neighbour whose MAC is known.
+type resolvedHost struct {
+	addr netip.Addr
+	mac  net.HardwareAddr
+}
+
+// resolvedHosts returns the neighbours of link dev (IPv6 or IPv4) whose
+// MAC the stack's neighbour table knows.
+func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolvedHost {
+	nic, ok := x.nics[dev]
+	if !ok {
+		return nil
+	}
+	proto := header.IPv4ProtocolNumber
+	if v6 {
+		proto = header.IPv6ProtocolNumber
+	}
+	nbrs, err := ns.Neighbors(nic, proto)
+	if err != nil {
+		return nil
+	}
+	var out []resolvedHost
+	for _, n := range nbrs {
+		a, ok := netip.AddrFromSlice(n.Addr.AsSlice())
+		if !ok || n.LinkAddr == "" || n.State == gstack.Unreachable || n.State == gstack.Incomplete {
+			continue
+		}
+		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
+	}
+	return out
+}
+
+// localAddrs returns the stack's addresses and its IPv4 subnets'
+// broadcast addresses (forward's local set).
+func localAddrs(ns *gstack.Stack) []netip.Addr {
+	var out []netip.Addr
+	for _, addrs := range ns.AllAddresses() {
+		for _, pa := range addrs {
+			a, ok := netip.AddrFromSlice(pa.AddressWithPrefix.Address.AsSlice())
+			if !ok {
+				continue
+			}
+			out = append(out, a)
+			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
+				sn := pa.AddressWithPrefix.Subnet()
+				bc := sn.Broadcast()
+				if b, ok := netip.AddrFromSlice(bc.AsSlice()); ok {
+					out = append(out, b)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // neighbor returns addr's MAC address on link dev from the stack's
@@ -240,6 +430,14 @@ type XDPReport struct {
 	Swapped        uint64 `json:"swapped"`
 	PoppedLabelled uint64 `json:"popped_labelled"`
 	PoppedIP       uint64 `json:"popped_ip"`
+	// IPForwarded counts the IP packets the program forwarded per the
+	// FIB inside the kernel; Pushed those of them it pushed labels on
+	// (the LER role).
+	IPForwarded uint64 `json:"ip_forwarded"`
+	Pushed      uint64 `json:"pushed"`
+	// FIBEntries is the number of FIB entries (and on-link hosts) carried
+	// with a resolved next hop at the last sync.
+	FIBEntries int `json:"fib_entries_resolved"`
 	// Passed counts the frames passed up to the userspace path, by reason
 	// (the userspace drop reasons' names where they share one).
 	Passed map[string]uint64 `json:"passed"`
@@ -259,6 +457,7 @@ func (x *xdpPlane) report() *XDPReport {
 	}
 	x.mu.Lock()
 	r.Entries = x.resolved
+	r.FIBEntries = x.fibCarried
 	x.mu.Unlock()
 	c, err := x.prog.Counters()
 	if err != nil {
@@ -272,6 +471,10 @@ func (x *xdpPlane) report() *XDPReport {
 			r.PoppedLabelled = n
 		case fxdp.PoppedIP:
 			r.PoppedIP = n
+		case fxdp.IPForwarded:
+			r.IPForwarded = n
+		case fxdp.IPPushed:
+			r.Pushed = n
 		default:
 			r.Passed[reason.String()] = n
 		}
@@ -293,14 +496,15 @@ func (x *xdpPlane) close() error {
 // xdpCollector exports the XDP label switch's counters (when it runs) as
 // mplsnode_xdp_* metrics.
 type xdpCollector struct {
-	n                     *Node
-	forwarded, passed, ok *prometheus.Desc
+	n                             *Node
+	forwarded, pushed, passed, ok *prometheus.Desc
 }
 
 func newXDPCollector(n *Node) *xdpCollector {
 	name := func(s string) string { return prometheus.BuildFQName(metricsNamespace, "xdp", s) }
 	return &xdpCollector{n: n,
-		forwarded: prometheus.NewDesc(name("forwarded_frames_total"), "Frames the XDP label switch forwarded inside the kernel, by action (swapped, popped_ip, popped_labelled).", []string{"action"}, nil),
+		forwarded: prometheus.NewDesc(name("forwarded_frames_total"), "Frames the XDP label switch forwarded inside the kernel, by action (swapped, popped_ip, popped_labelled, ip_forwarded).", []string{"action"}, nil),
+		pushed:    prometheus.NewDesc(name("pushed_frames_total"), "IP packets the XDP label switch forwarded with a label stack pushed (LER; a part of forwarded_frames_total{action=\"ip_forwarded\"}).", nil, nil),
 		passed:    prometheus.NewDesc(name("passed_frames_total"), "Frames the XDP label switch passed up to the userspace path, by reason.", []string{"reason"}, nil),
 		ok:        prometheus.NewDesc(name("egress_ok"), "1 if the link runs the XDP label switch and takes redirected frames, 0 if it runs it but frames for it take the userspace path.", []string{"device"}, nil),
 	}
@@ -309,6 +513,7 @@ func newXDPCollector(n *Node) *xdpCollector {
 // Describe implements prometheus.Collector.
 func (c *xdpCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.forwarded
+	ch <- c.pushed
 	ch <- c.passed
 	ch <- c.ok
 }
@@ -319,9 +524,10 @@ func (c *xdpCollector) Collect(ch chan<- prometheus.Metric) {
 	if r == nil {
 		return
 	}
-	for action, v := range map[string]uint64{"swapped": r.Swapped, "popped_ip": r.PoppedIP, "popped_labelled": r.PoppedLabelled} {
+	for action, v := range map[string]uint64{"swapped": r.Swapped, "popped_ip": r.PoppedIP, "popped_labelled": r.PoppedLabelled, "ip_forwarded": r.IPForwarded} {
 		ch <- prometheus.MustNewConstMetric(c.forwarded, prometheus.CounterValue, float64(v), action)
 	}
+	ch <- prometheus.MustNewConstMetric(c.pushed, prometheus.CounterValue, float64(r.Pushed))
 	for reason, v := range r.Passed {
 		ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(v), reason)
 	}

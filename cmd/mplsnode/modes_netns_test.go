@@ -71,6 +71,8 @@ func planeCounts(r node.Report) map[string]uint64 {
 		m["swapped"] += x.Swapped
 		m["popped_ip"] += x.PoppedIP
 		m["popped_labelled"] += x.PoppedLabelled
+		m["ip_forwarded"] += x.IPForwarded
+		m["pushed"] += x.Pushed
 	}
 	for k, v := range m {
 		if v == 0 {

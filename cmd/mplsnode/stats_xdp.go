@@ -18,7 +18,8 @@ func printXDP(w io.Writer, x *node.XDPReport) {
 	}
 	printSection(w, "xdp (the XDP label switch)", []namedCount{
 		{"swapped", x.Swapped}, {"popped_ip", x.PoppedIP}, {"popped_labelled", x.PoppedLabelled},
-		{"entries_resolved", uint64(x.Entries)}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
+		{"ip_forwarded", x.IPForwarded}, {"pushed", x.Pushed},
+		{"entries_resolved", uint64(x.Entries)}, {"fib_entries_resolved", uint64(x.FIBEntries)}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  links\t%s\n", strings.Join(x.Links, " "))
 	var userspace []string

@@ -13,6 +13,31 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type lsrFib4Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type lsrFib6Key struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
+type lsrFibValue struct {
+	_        structs.HostLayout
+	Kind     uint8
+	N_out    uint8
+	Flags    uint8
+	LabelTtl uint8
+	Ifindex  uint32
+	Mtu      uint32
+	Dst      [6]uint8
+	Src      [6]uint8
+	Out      [4]uint32
+}
+
 type lsrIlmValue struct {
 	_       structs.HostLayout
 	Action  uint8
@@ -27,9 +52,9 @@ type lsrIlmValue struct {
 }
 
 type lsrIngressValue struct {
-	_   structs.HostLayout
-	Mac [6]uint8
-	Pad uint16
+	_     structs.HostLayout
+	Mac   [6]uint8
+	Flags uint16
 }
 
 type lsrSettings struct {
@@ -44,6 +69,8 @@ const (
 	lsrMapConfig       = "config"
 	lsrMapCounters     = "counters"
 	lsrMapEgress       = "egress"
+	lsrMapFib4         = "fib4"
+	lsrMapFib6         = "fib6"
 	lsrMapIlm          = "ilm"
 	lsrMapIngress      = "ingress"
 	lsrProgMplsnodeLsr = "mplsnode_lsr"
@@ -101,6 +128,8 @@ type lsrMapSpecs struct {
 	Config   *ebpf.MapSpec `ebpf:"config"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Egress   *ebpf.MapSpec `ebpf:"egress"`
+	Fib4     *ebpf.MapSpec `ebpf:"fib4"`
+	Fib6     *ebpf.MapSpec `ebpf:"fib6"`
 	Ilm      *ebpf.MapSpec `ebpf:"ilm"`
 	Ingress  *ebpf.MapSpec `ebpf:"ingress"`
 }
@@ -134,6 +163,8 @@ type lsrMaps struct {
 	Config   *ebpf.Map `ebpf:"config"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Egress   *ebpf.Map `ebpf:"egress"`
+	Fib4     *ebpf.Map `ebpf:"fib4"`
+	Fib6     *ebpf.Map `ebpf:"fib6"`
 	Ilm      *ebpf.Map `ebpf:"ilm"`
 	Ingress  *ebpf.Map `ebpf:"ingress"`
 }
@@ -143,6 +174,8 @@ func (m *lsrMaps) Close() error {
 		m.Config,
 		m.Counters,
 		m.Egress,
+		m.Fib4,
+		m.Fib6,
 		m.Ilm,
 		m.Ingress,
 	)

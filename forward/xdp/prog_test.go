@@ -323,7 +323,8 @@ func TestPassedUp(t *testing.T) {
 		{"pop to short IPv4", true, frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 9}}, []byte{0x45, 1, 2, 3}), PassUnknownPayload},
 		{"pop to short IPv6", true, frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 9}}, []byte{0x60, 1, 2, 3}), PassUnknownPayload},
 		{"pop, stack cut short", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}}, nil), PassTruncated},
-		{"IPv4", true, append([]byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 3, 8, 0}, ip...), PassNotMPLS},
+		{"IPv4 without a FIB", true, append([]byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 3, 8, 0}, ip...), PassNoRoute},
+		{"IPv4 to another MAC", true, append([]byte{2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 3, 8, 0}, ip...), PassNotMPLS},
 		{"runt", true, []byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 3, 0x88, 0x47, 0}, PassNotMPLS},
 	}
 	for _, c := range cases {

@@ -2,7 +2,7 @@
 // the label switch's decisions (swap, swap and push, pop to a label, pop to
 // IP) compiled into an XDP program (bpf/lsr.c) that runs on the node's
 // links at the earliest point a frame exists, with BPF maps mirrored from
-// the ILM and the neighbour table.
+// the ILM, the FIB and the neighbour table.
 //
 // It owns the program, its maps and its attachments, nothing else: the
 // caller (the node) decides which links it runs on and gives it the ILM
@@ -27,6 +27,25 @@
 // neighbours, frames over the egress MTU (fragmented or answered with ICMP
 // in userspace), payloads that are not IP.
 //
+// IP transit: an IPv4 or IPv6 packet to the ingress link's MAC is looked
+// up in an LPM trie per family that the caller fills from the FIB, the
+// connected subnets' resolved hosts and the node's own addresses
+// (SyncFIB, Route). A RouteForward entry (one next hop, resolved, egress
+// healthy) has the TTL or hop limit decremented (RFC 1812 §5.3.1; IPv4
+// checksum incrementally), optionally up to MaxOutLabels labels pushed
+// (the LER role: label TTL from the decremented IP TTL, or the entry's
+// own for the pipe model and `ttl N` routes; S on the last), Ethernet
+// padding trimmed, and is redirected. Everything else is passed up:
+// packets to or from the node's addresses, martian sources, ranges never
+// forwarded, TTL 1, no route, packets over the route's MTU, ECMP routes
+// (the flow hash stays userspace's, so a flow keeps its hop), TCP/UDP
+// segments whose checksum field holds Linux's partial form (a veth peer
+// with TX checksum offload: the redirect would lose the note that the sum
+// is unfinished). Every prefix the program does not carry is a marker
+// entry in the trie, never a gap, so no packet is forwarded by a shorter
+// prefix than userspace would choose; a family over FIBCapacity routes is
+// not carried at all.
+//
 // Map updates are per entry: a BPF hash map update replaces the whole
 // value at once, so a frame sees either the old entry or the new one,
 // never half of each (Sync writes new and changed entries, then deletes
@@ -46,6 +65,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -65,6 +85,8 @@ const (
 
 	flagResolved = 1
 	flagEgressOK = 2
+
+	ingressMPLS = 1
 )
 
 // Reason indexes the program's per-CPU counters; they mirror bpf/lsr.c's
@@ -89,25 +111,45 @@ const (
 	PassUnknownPayload
 	PassAdjustFailed
 	DropInternal
+	IPForwarded
+	IPPushed
+	PassLocal
+	PassNotTransit
+	PassMartianSource
+	PassNoRoute
+	PassECMP
+	PassFIBNotCarried
+	PassChecksumPartial
+	PassMultiBuffer
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
-	Swapped:            "swapped",
-	PoppedLabelled:     "popped_labelled",
-	PoppedIP:           "popped_ip",
-	PassNotMPLS:        "not_mpls",
-	PassNotForUs:       "not_for_us",
-	PassTruncated:      "truncated_label_stack",
-	PassReservedLabel:  "reserved_label",
-	PassNoILMEntry:     "no_ilm_entry",
-	PassTTLExpired:     "ttl_expired",
-	PassNoNeighbor:     "no_neighbor",
-	PassEgressDown:     "egress_down",
-	PassMTUExceeded:    "mtu_exceeded",
-	PassUnknownPayload: "unknown_payload",
-	PassAdjustFailed:   "adjust_failed",
-	DropInternal:       "internal_error",
+	Swapped:             "swapped",
+	PoppedLabelled:      "popped_labelled",
+	PoppedIP:            "popped_ip",
+	PassNotMPLS:         "not_mpls",
+	PassNotForUs:        "not_for_us",
+	PassTruncated:       "truncated_label_stack",
+	PassReservedLabel:   "reserved_label",
+	PassNoILMEntry:      "no_ilm_entry",
+	PassTTLExpired:      "ttl_expired",
+	PassNoNeighbor:      "no_neighbor",
+	PassEgressDown:      "egress_down",
+	PassMTUExceeded:     "mtu_exceeded",
+	PassUnknownPayload:  "unknown_payload",
+	PassAdjustFailed:    "adjust_failed",
+	DropInternal:        "internal_error",
+	IPForwarded:         "ip_forwarded",
+	IPPushed:            "pushed",
+	PassLocal:           "local",
+	PassNotTransit:      "not_transit",
+	PassMartianSource:   "martian_source",
+	PassNoRoute:         "no_route",
+	PassECMP:            "ecmp",
+	PassFIBNotCarried:   "fib_not_carried",
+	PassChecksumPartial: "checksum_partial",
+	PassMultiBuffer:     "multi_buffer",
 }
 
 // String returns the counter's name: the userspace drop reason's name for
@@ -119,8 +161,9 @@ func (r Reason) String() string {
 	return fmt.Sprintf("reason(%d)", uint32(r))
 }
 
-// Redirected reports whether r counts frames the program forwarded itself.
-func (r Reason) Redirected() bool { return r <= PoppedIP }
+// Redirected reports whether r counts frames the program forwarded itself
+// (IPPushed counts some of IPForwarded's frames again).
+func (r Reason) Redirected() bool { return r <= PoppedIP || r == IPForwarded || r == IPPushed }
 
 // Reasons returns every reason in counter order.
 func Reasons() []Reason {
@@ -162,7 +205,8 @@ type Link struct {
 	// MTU is the link MTU: redirected frames never exceed it.
 	MTU uint32
 	// Ingress says labelled frames received on the link may be switched
-	// by the program; false (net.mpls.conf.DEV.input=0) passes them all up.
+	// by the program; false (net.mpls.conf.DEV.input=0) passes them all up
+	// (IP frames are forwarded per the FIB either way).
 	Ingress bool
 }
 
@@ -179,15 +223,31 @@ type Program struct {
 	objs    lsrObjects
 	links   map[int]*attached
 	entries []Entry // as last given to Sync
+	routes  []Route // as last given to SyncFIB (capped)
+	fib     map[netip.Prefix]lsrFibValue
+	fibCap  int // prefixes per family the FIB maps hold
 	insns   uint32
 }
 
 // Load loads the program and its maps into the kernel with the TTL model
 // model. A verifier rejection returns an error that holds the verifier's
 // log.
-func Load(model mpls.TTLModel) (*Program, error) {
-	p := &Program{links: map[int]*attached{}}
-	if err := loadLsrObjects(&p.objs, nil); err != nil {
+func Load(model mpls.TTLModel) (*Program, error) { return LoadFIB(model, FIBCapacity) }
+
+// LoadFIB is Load with the program's FIB sized for fibCapacity prefixes
+// per family (1 or more; see SyncFIB).
+func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
+	if fibCapacity < 1 || fibCapacity > 1<<24 {
+		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, 1<<24)
+	}
+	p := &Program{links: map[int]*attached{}, fib: map[netip.Prefix]lsrFibValue{}, fibCap: fibCapacity}
+	spec, err := loadLsr()
+	if err != nil {
+		return nil, fmt.Errorf("load XDP label switch: %w", err)
+	}
+	spec.Maps["fib4"].MaxEntries = uint32(fibCapacity)
+	spec.Maps["fib6"].MaxEntries = uint32(fibCapacity)
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load XDP label switch: %+v", ve)
@@ -231,13 +291,14 @@ func (p *Program) addLink(l Link, attach bool) error {
 	if err := p.objs.Egress.Put(key, key); err != nil {
 		return fmt.Errorf("XDP on %s: add to the egress map: %w", l.Name, err)
 	}
+	v := lsrIngressValue{}
+	copy(v.Mac[:], l.MAC)
 	if l.Ingress {
-		var v lsrIngressValue
-		copy(v.Mac[:], l.MAC)
-		if err := p.objs.Ingress.Put(key, v); err != nil {
-			p.objs.Egress.Delete(key)
-			return fmt.Errorf("XDP on %s: add to the ingress map: %w", l.Name, err)
-		}
+		v.Flags = ingressMPLS
+	}
+	if err := p.objs.Ingress.Put(key, v); err != nil {
+		p.objs.Egress.Delete(key)
+		return fmt.Errorf("XDP on %s: add to the ingress map: %w", l.Name, err)
 	}
 	a := &attached{Link: l}
 	if attach {
@@ -267,7 +328,8 @@ func (p *Program) SetEgressOK(ifindex int, ok bool) error {
 		return nil
 	}
 	a.egressOK = ok
-	return p.syncLocked(p.entries, true)
+	_, ferr := p.syncFIBLocked(p.routes, true)
+	return errors.Join(p.syncLocked(p.entries, true), ferr)
 }
 
 // EgressOK reports what SetEgressOK last said of the link ifindex.

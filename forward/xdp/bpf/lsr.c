@@ -55,6 +55,16 @@ enum reason {
 	R_PASS_UNKNOWN_PAYLOAD, // popped payload is not IP
 	R_PASS_ADJUST_FAILED,  // the kernel refused to move the frame head
 	R_DROP_INTERNAL,       // a bound the verifier needs failed after a rewrite (never seen)
+	R_IP_FORWARDED,        // IP transit redirected (FIB), with or without labels pushed
+	R_IP_PUSHED,           // of those, with a label stack pushed (LER)
+	R_PASS_LOCAL,          // IP to one of the node's addresses: the stack's
+	R_PASS_NOT_TRANSIT,    // IP to multicast, broadcast, loopback, link-local, unspecified
+	R_PASS_MARTIAN_SOURCE, // IP from the node's own, a non-host or link-local address
+	R_PASS_NO_ROUTE,       // no FIB entry (userspace sends ICMP unreachable)
+	R_PASS_ECMP,           // FIB entry with several next hops (flow hash in userspace)
+	R_PASS_FIB_NOT_CARRIED, // FIB entry the program does not carry (see forward/xdp)
+	R_PASS_CHECKSUM_PARTIAL, // TCP/UDP checksum field in Linux's partial form: userspace finishes it
+	R_PASS_MULTI_BUFFER,   // frame in several buffers (only BPF_PROG_TEST_RUN gives one to this program)
 	R_MAX,
 };
 
@@ -70,9 +80,45 @@ struct ilm_value {
 	__u32 out[MAX_OUT];
 };
 
+// Ingress flags.
+#define INGRESS_MPLS 1 // labelled frames may be switched (net.mpls.conf.DEV.input=1)
+
 struct ingress_value {
 	__u8 mac[6];
-	__u16 pad;
+	__u16 flags;
+};
+
+// FIB entry kinds (mirror forward/xdp's Go constants): FIB_FORWARD is
+// carried; the others are markers that pass the frame up with a reason, so
+// that a prefix the program does not carry never falls through to a
+// shorter one that it does.
+#define FIB_FORWARD 1
+#define FIB_LOCAL 2       // one of the node's addresses (or subnet broadcast)
+#define FIB_NOT_TRANSIT 3 // multicast, loopback, link-local, unspecified, broadcast
+#define FIB_ECMP 4        // several next hops
+#define FIB_NOT_CARRIED 5 // carried by userspace only
+#define FIB_ON_LINK 6     // on-link prefix: only resolved hosts are carried (/32, /128)
+
+struct fib4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct fib6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+struct fib_value {
+	__u8 kind;
+	__u8 n_out;     // labels pushed (0: plain IP)
+	__u8 flags;     // FLAG_RESOLVED, FLAG_EGRESS_OK
+	__u8 label_ttl; // TTL of pushed labels; 0: the decremented IP TTL
+	__u32 ifindex;  // egress link
+	__u32 mtu;      // largest IP packet sent as is
+	__u8 dst[6];    // next hop MAC
+	__u8 src[6];    // egress link MAC
+	__u32 out[MAX_OUT];
 };
 
 struct settings {
@@ -99,6 +145,26 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } egress SEC(".maps");
+
+#ifndef FIB_MAX
+#define FIB_MAX 65536 // per family; the Go side may change it at load
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, FIB_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct fib4_key);
+	__type(value, struct fib_value);
+} fib4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, FIB_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct fib6_key);
+	__type(value, struct fib_value);
+} fib6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -150,6 +216,179 @@ static __always_inline void csum_replace16(__u16 *sum, __u16 old, __u16 new)
 	*sum = bpf_htons((__u16)~s);
 }
 
+static __always_inline int fib_pass(const struct fib_value *f)
+{
+	switch (f->kind) {
+	case FIB_LOCAL:
+		return count(R_PASS_LOCAL, XDP_PASS);
+	case FIB_NOT_TRANSIT:
+		return count(R_PASS_NOT_TRANSIT, XDP_PASS);
+	case FIB_ECMP:
+		return count(R_PASS_ECMP, XDP_PASS);
+	case FIB_ON_LINK:
+		return count(R_PASS_NO_NEIGHBOR, XDP_PASS);
+	}
+	return count(R_PASS_FIB_NOT_CARRIED, XDP_PASS);
+}
+
+static __always_inline __u32 sum16(const __u8 *p, int words)
+{
+	__u32 s = 0;
+	for (int i = 0; i < words; i++)
+		s += ((__u32)p[2 * i] << 8) | p[2 * i + 1];
+	return s;
+}
+
+// partial_form reports whether the TCP or UDP header at l4 (l4len bytes
+// of transport header and data) holds in its checksum field what Linux
+// leaves there in a CHECKSUM_PARTIAL packet: the folded pseudo-header sum,
+// not complemented (link/xdp's partialChecksum). A veth peer with TX
+// checksum offload sends its own segments so, and a redirect would lose
+// the kernel's note that the sum is unfinished: such frames go up to
+// userspace, which finishes them. Returns -1 when l4 is cut short.
+static __always_inline int partial_form(__u8 *l4, void *end, __u8 proto, const __u8 *addrs, int addr_words, __u32 l4len)
+{
+	__u8 *field;
+	if (proto == 6) {
+		if ((void *)(l4 + 20) > end)
+			return -1;
+		field = l4 + 16;
+	} else if (proto == 17) {
+		if ((void *)(l4 + 8) > end)
+			return -1;
+		field = l4 + 6;
+	} else {
+		return 0;
+	}
+	__u32 s = sum16(addrs, addr_words) + proto + l4len;
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	__u32 f = ((__u32)field[0] << 8) | field[1];
+	return f == s || (f == 0 && s == 0xffff) || (f == 0xffff && s == 0);
+}
+
+// forward_ip forwards a unicast IP packet for another host per the FIB
+// (forward/ip.go's ForwardIP): TTL/hop limit decremented (RFC 1812
+// §5.3.1), optionally a label stack pushed (LER), Ethernet rewritten.
+static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u8 *ip = data + ETH_HLEN;
+	struct fib_value *f, *s;
+	__u32 size, hl, ttl;
+
+	if (v6) {
+		if ((void *)(ip + 40) > end || ip[0] >> 4 != 6)
+			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+		size = 40 + bpf_ntohs(*(__u16 *)(ip + 4));
+		hl = 40;
+		ttl = ip[7];
+		struct fib6_key k = {.prefixlen = 128};
+		__builtin_memcpy(k.addr, ip + 24, 16);
+		f = bpf_map_lookup_elem(&fib6, &k);
+		if (f && (f->kind == FIB_LOCAL || f->kind == FIB_NOT_TRANSIT))
+			return fib_pass(f);
+		// Martian sources (forward/ip.go): unspecified, loopback,
+		// multicast, link-local, or one of the node's own.
+		__u8 *sa = ip + 8;
+		__u32 w0 = *(__u32 *)sa, w1 = *(__u32 *)(sa + 4), w2 = *(__u32 *)(sa + 8);
+		if (sa[0] == 0xff || (sa[0] == 0xfe && (sa[1] & 0xc0) == 0x80) ||
+		    (w0 == 0 && w1 == 0 && w2 == 0 && (sa[12] | sa[13] | sa[14]) == 0 && sa[15] <= 1))
+			return count(R_PASS_MARTIAN_SOURCE, XDP_PASS);
+		struct fib6_key sk = {.prefixlen = 128};
+		__builtin_memcpy(sk.addr, sa, 16);
+		s = bpf_map_lookup_elem(&fib6, &sk);
+	} else {
+		if ((void *)(ip + 20) > end || ip[0] >> 4 != 4 || (ip[0] & 0xf) < 5)
+			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+		size = bpf_ntohs(*(__u16 *)(ip + 2));
+		hl = (ip[0] & 0xf) * 4;
+		ttl = ip[8];
+		struct fib4_key k = {.prefixlen = 32};
+		__builtin_memcpy(k.addr, ip + 16, 4);
+		f = bpf_map_lookup_elem(&fib4, &k);
+		if (f && (f->kind == FIB_LOCAL || f->kind == FIB_NOT_TRANSIT))
+			return fib_pass(f);
+		__u8 *sa = ip + 12;
+		if (sa[0] == 0 || sa[0] == 127 || sa[0] >= 224 || (sa[0] == 169 && sa[1] == 254))
+			return count(R_PASS_MARTIAN_SOURCE, XDP_PASS);
+		struct fib4_key sk = {.prefixlen = 32};
+		__builtin_memcpy(sk.addr, sa, 4);
+		s = bpf_map_lookup_elem(&fib4, &sk);
+	}
+	if (s && s->kind == FIB_LOCAL)
+		return count(R_PASS_MARTIAN_SOURCE, XDP_PASS);
+	// The whole packet must be there (a frame may be longer: Ethernet
+	// padding, trimmed below), its header inside it.
+	__u32 have = (__u32)(end - data) - ETH_HLEN;
+	if (size < hl || size > have)
+		return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+	if (!f)
+		return count(R_PASS_NO_ROUTE, XDP_PASS);
+	if (f->kind != FIB_FORWARD)
+		return fib_pass(f);
+	int partial;
+	if (v6) {
+		partial = partial_form(ip + 40, end, ip[6], ip + 8, 16, size - 40);
+	} else {
+		// Fragments never carry a partial sum (the kernel finishes it
+		// before it fragments).
+		if (*(__u16 *)(ip + 6) & bpf_htons(0x3fff))
+			partial = 0;
+		else
+			partial = partial_form(ip + hl, end, ip[9], ip + 12, 4, size - hl);
+	}
+	if (partial < 0)
+		return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+	if (partial)
+		return count(R_PASS_CHECKSUM_PARTIAL, XDP_PASS);
+	if (ttl <= 1)
+		return count(R_PASS_TTL_EXPIRED, XDP_PASS);
+	if (!(f->flags & FLAG_RESOLVED))
+		return count(R_PASS_NO_NEIGHBOR, XDP_PASS);
+	if (!(f->flags & FLAG_EGRESS_OK))
+		return count(R_PASS_EGRESS_DOWN, XDP_PASS);
+	if (size > f->mtu)
+		return count(R_PASS_MTU_EXCEEDED, XDP_PASS);
+	__u32 n = f->n_out;
+	if (n > MAX_OUT)
+		return count(R_PASS_FIB_NOT_CARRIED, XDP_PASS);
+	__u32 out_ttl = ttl - 1;
+	// TTL / hop limit first, while the header is where it was.
+	if (v6) {
+		ip[7] = out_ttl;
+	} else {
+		__u16 old = *(__u16 *)(ip + 8);
+		ip[8] = out_ttl;
+		csum_replace16((__u16 *)(ip + 10), old, *(__u16 *)(ip + 8));
+	}
+	if (have > size && bpf_xdp_adjust_tail(ctx, -(int)(have - size)))
+		return count(R_DROP_INTERNAL, XDP_DROP); // the TTL is already rewritten
+	if (n > 0 && bpf_xdp_adjust_head(ctx, -(int)(n * 4)))
+		return count(R_DROP_INTERNAL, XDP_DROP);
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + ETH_HLEN > end)
+		return count(R_DROP_INTERNAL, XDP_DROP);
+	__u32 lttl = f->label_ttl ? f->label_ttl : out_ttl;
+	__u32 *lbl = data + ETH_HLEN;
+	for (int i = 0; i < MAX_OUT; i++) {
+		if (i >= n)
+			break;
+		if ((void *)(lbl + i + 1) > end)
+			return count(R_DROP_INTERNAL, XDP_DROP);
+		lbl[i] = encode_label(f->out[i], 0, i == n - 1, lttl);
+	}
+	__builtin_memcpy(data, f->dst, 6);
+	__builtin_memcpy(data + 6, f->src, 6);
+	*(__u16 *)(data + 12) = n > 0 ? bpf_htons(ETH_P_MPLS_UC) : (v6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP));
+	count(R_IP_FORWARDED, 0);
+	if (n > 0)
+		count(R_IP_PUSHED, 0);
+	return bpf_redirect_map(&egress, f->ifindex, 0);
+}
+
 SEC("xdp")
 int mplsnode_lsr(struct xdp_md *ctx)
 {
@@ -159,12 +398,23 @@ int mplsnode_lsr(struct xdp_md *ctx)
 
 	if (data + ETH_HLEN + 4 > end)
 		return count(R_PASS_NOT_MPLS, XDP_PASS);
-	if (*(__u16 *)(eth + 12) != bpf_htons(ETH_P_MPLS_UC))
+	// Every length below is the linear buffer's: a frame with fragments
+	// is not judged.
+	if (bpf_xdp_get_buff_len(ctx) != (__u64)(end - data))
+		return count(R_PASS_MULTI_BUFFER, XDP_PASS);
+	__u16 etype = *(__u16 *)(eth + 12);
+	__u32 in_if = ctx->ingress_ifindex;
+	if (etype == bpf_htons(ETH_P_IP) || etype == bpf_htons(ETH_P_IPV6)) {
+		struct ingress_value *in = bpf_map_lookup_elem(&ingress, &in_if);
+		if (!in || !mac_equal(eth, in->mac))
+			return count(R_PASS_NOT_MPLS, XDP_PASS);
+		return forward_ip(ctx, etype == bpf_htons(ETH_P_IPV6));
+	}
+	if (etype != bpf_htons(ETH_P_MPLS_UC))
 		return count(R_PASS_NOT_MPLS, XDP_PASS);
 
-	__u32 in_if = ctx->ingress_ifindex;
 	struct ingress_value *in = bpf_map_lookup_elem(&ingress, &in_if);
-	if (!in || !mac_equal(eth, in->mac))
+	if (!in || !(in->flags & INGRESS_MPLS) || !mac_equal(eth, in->mac))
 		return count(R_PASS_NOT_FOR_US, XDP_PASS);
 
 	__u32 top = bpf_ntohl(*(__u32 *)(eth + ETH_HLEN));
