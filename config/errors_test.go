@@ -93,6 +93,7 @@ var errorCases = []struct {
 	{name: "mode on tap", in: "link add tap0 type tap mode ring", pre: false, at: "node.conf:1:24", tok: "mode", msg: "mode applies only to type afpacket"},
 	{name: "busy-poll on xdp", in: "link add virt01 type xdp busy-poll 50", pre: false, at: "node.conf:1:26", tok: "busy-poll", msg: "busy-poll applies only to type afpacket"},
 	{name: "busy-poll big", in: "link add virt01 type afpacket busy-poll 1001", pre: false, at: "node.conf:1:41", tok: "1001", msg: "bad busy-poll microseconds \"1001\"; expected a number from 0 to 1000"},
+	{name: "busy-poll mmsg", in: "link add virt01 type afpacket mode mmsg busy-poll 50", pre: false, at: "node.conf:1:41", tok: "busy-poll", msg: "busy-poll polls the receive rings; a mode mmsg link has none (use mode ring or auto)"},
 	{name: "busy-poll twice", in: "link add virt01 type afpacket busy-poll 5 busy-poll 5", pre: false, at: "node.conf:1:43", tok: "busy-poll", msg: "busy-poll given twice in one link"},
 	{name: "link mtu", in: "link add virt01 type afpacket mtu 10", pre: false, at: "node.conf:1:35", tok: "10", msg: "bad link mtu \"10\""},
 	{name: "duplicate link", in: "link add virt01 type tap", pre: true, at: "node.conf:6:10", tok: "virt01", msg: "link virt01 is already added at node.conf:1:1"},

@@ -393,7 +393,7 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok, addrTok, afTok token
+	var bridgeTok, addrTok, afTok, busyTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
@@ -433,7 +433,7 @@ func (p *parser) link(pos Pos) {
 			afTok = t
 			l.QdiscBypass = p.onOff("qdisc-bypass")
 		case "busy-poll":
-			afTok = t
+			afTok, busyTok = t, t
 			v, _ := p.number("busy-poll microseconds", 0, MaxBusyPoll)
 			l.BusyPoll = time.Duration(v) * time.Microsecond
 		case "mode":
@@ -464,6 +464,9 @@ func (p *parser) link(pos Pos) {
 	}
 	if afTok.s != "" && l.Type != LinkAFPacket {
 		p.fail(afTok, "%s applies only to type afpacket", afTok.s)
+	}
+	if l.BusyPoll > 0 && l.Mode == LinkModeMMsg {
+		p.fail(busyTok, "busy-poll polls the receive rings; a mode mmsg link has none (use mode ring or auto)")
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

@@ -317,6 +317,9 @@ func sameHops(a, b []NextHop) bool {
 // build builds the FIB; if two entries have the same prefix it returns nil
 // and their indexes i < j; if the table outgrows its index, an error.
 func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
+	if len(b.entries) > maxEntries {
+		return nil, -1, -1, errIndexTooLarge
+	}
 	f = &FIB{entries: b.entries}
 	var n4 int
 	for i := range f.entries {

@@ -82,13 +82,14 @@ const (
 	fatInline = ^uint32(0)
 	fatWords  = 8
 
-	maxNodeBits  = 20      // buckets of a node at most 2^20
-	maxChildBits = 16      // buckets of an aligned child at most 2^16
-	leafCap      = 7       // range starts a leaf holds at most (class 2)
-	perBucket    = 4       // range starts a bucket should hold on average
-	maxSlots     = 1 << 25 // what slotChild can address
-	maxNodes     = 1 << 29 // what slotNode can address, fatInline aside
-	maxLeafUnits = 1 << 28 // what slotLeaf can address, in 4-word units
+	maxNodeBits  = 20        // buckets of a node at most 2^20
+	maxChildBits = 16        // buckets of an aligned child at most 2^16
+	leafCap      = 7         // range starts a leaf holds at most (class 2)
+	perBucket    = 4         // range starts a bucket should hold on average
+	maxSlots     = 1 << 25   // what slotChild can address
+	maxNodes     = 1 << 29   // what slotNode can address, fatInline aside
+	maxLeafUnits = 1 << 28   // what slotLeaf can address, in 4-word units
+	maxEntries   = 1<<30 - 1 // entries a slotDirect answer (index + 1, 30 bits) can name
 )
 
 // A leaf of class c holds up to leafKeys[c] starts in 4<<c words: the

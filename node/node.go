@@ -25,7 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"slices"
 	"strings"
@@ -136,17 +135,19 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if c.fwd {
 		ipForwarder = ls
 	}
+	// One seed for the node's own traffic and for transit, as Linux's one
+	// net.ipv4.fib_multipath_hash_seed.
+	seed := stack.MultipathSeed(cfg.Sysctl.MultipathHashSeed)
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
 		ILM:       c.ilm,
 		Forwarder: ls,
 		// Transit IP is routed by the forwarding plane, never by gVisor.
-		IPForwarder: ipForwarder,
-		TTLModel:    c.ttl,
-		PipeTTL:     c.pipe,
-		// net.ipv4.fib_multipath_hash_seed: 0 is random.
-		MultipathHashSeed: cfg.Sysctl.MultipathHashSeed,
+		IPForwarder:       ipForwarder,
+		TTLModel:          c.ttl,
+		PipeTTL:           c.pipe,
+		MultipathHashSeed: seed,
 		GSO:               c.gso,
 		// The links finish partial checksums and split large TCP packets
 		// for what they forward (the LER role and plain transit: the
@@ -175,7 +176,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	}
 	ls.SetRouter(forward.NewFIBRouter(forward.FIBRouterOptions{
 		Tables: s.Tables(), Connected: connectedRoutes(c),
-		Seed: multipathSeed(cfg.Sysctl.MultipathHashSeed), PipeTTL: pipeTTL,
+		Seed: seed, PipeTTL: pipeTTL,
 	}))
 	x, err := startXDP(cfg.Settings.ForwardXDP, c, s, logger)
 	if err != nil {
@@ -416,13 +417,4 @@ func (n *Node) Close() error {
 	n.claims.Close()
 	n.log.Info("node stopped", "config", n.cfg.File)
 	return err
-}
-
-// multipathSeed returns the flow hash seed of multipath routes: the
-// configured one, or a random one when it is 0.
-func multipathSeed(seed uint32) uint32 {
-	for seed == 0 {
-		seed = uint32(new(maphash.Hash).Sum64())
-	}
-	return seed
 }

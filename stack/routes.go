@@ -39,7 +39,7 @@ func (s *Stack) addFIBNIC(id tcpip.NICID, cfg Config) error {
 		Resolve: func(nic tcpip.NICID, addr tcpip.Address, proto tcpip.NetworkProtocolNumber, onResolve func(gstack.LinkResolutionResult)) tcpip.Error {
 			return s.ns.GetLinkAddress(nic, addr, tcpip.Address{}, proto, onResolve)
 		},
-		Seed:       multipathSeed(cfg.MultipathHashSeed),
+		Seed:       MultipathSeed(cfg.MultipathHashSeed),
 		GSOMode:    cfg.GSO,
 		Forwarding: cfg.Forwarding && cfg.IPForwarder == nil,
 	})
@@ -298,8 +298,9 @@ func (s *Stack) sourceFor(dst netip.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-// multipathSeed returns seed, or a random seed when it is 0.
-func multipathSeed(seed uint32) uint32 {
+// MultipathSeed returns seed, or a random non-zero seed when it is 0
+// (Config.MultipathHashSeed): the flow hash seed of multipath routes.
+func MultipathSeed(seed uint32) uint32 {
 	for seed == 0 {
 		seed = uint32(new(maphash.Hash).Sum64())
 	}

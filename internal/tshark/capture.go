@@ -1,11 +1,9 @@
 package tshark
 
 import (
-	"bytes"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,22 +16,10 @@ type Capture struct {
 	t    testing.TB
 	cmd  *exec.Cmd
 	file string
-	mu   sync.Mutex
-	out  bytes.Buffer
+	out  Stderr
 }
 
-// Write collects tshark's stderr.
-func (c *Capture) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.Write(p)
-}
-
-func (c *Capture) stderr() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.String()
-}
+func (c *Capture) stderr() string { return c.out.String() }
 
 // StartCapture starts tshark in ns on dev with a capture (BPF) filter and
 // returns once it is capturing (Ready); it stops after count frames.
@@ -44,7 +30,7 @@ func StartCapture(t testing.TB, ns *netns.NS, dev, filter string, count int) *Ca
 	c := &Capture{t: t, file: filepath.Join(t.TempDir(), dev+".pcap")}
 	c.cmd = exec.Command("ip", "netns", "exec", ns.Name(), "tshark", "-i", dev, "-c", fmt.Sprint(count),
 		"-f", filter, "-w", c.file)
-	c.cmd.Stderr = c
+	c.cmd.Stderr = &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

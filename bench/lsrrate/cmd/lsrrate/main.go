@@ -38,10 +38,11 @@ forwarded and drops them. After the kernel forwarder, mplsnode-swap runs
 once more offered the kernel's rate (mplsnode-swap@kernel-pps), so its
 ingress drops (lower_rx_overflow) at that rate can be read off. Needs root.
 
-Columns: sent = frames the generator sent (offered pps = sent per second), frames = frames counted at the
-sink, pps = frames per second at the sink, cpu s/Mpkt = CPU seconds of the
-forwarder per million frames (mplsnode: its user+sys time; kernel: softirq
-time of the whole machine; see go doc ./bench/lsrrate).
+Columns: sent = frames the generator sent (offered pps = sent per
+second), frames = frames counted at the sink, pps = frames per second at
+the sink, cpu s/Mpkt = CPU seconds of the forwarder per million frames
+(mplsnode: its user+sys time; kernel: softirq time of the whole machine;
+see go doc ./bench/lsrrate).
 
 Example:
 
