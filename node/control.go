@@ -196,6 +196,9 @@ type LinkReport struct {
 	// UDP checksum held the pseudo-header sum (a peer offloading transmit
 	// checksums; they fail verification: `ethtool -K PEER tx off`).
 	RXChecksumPartialForm uint64 `json:"rx_checksum_partial_form"`
+	// RXFragmentsHeld is the number of IP fragments for this host held
+	// now until their datagram is complete and its checksum verified.
+	RXFragmentsHeld uint64 `json:"rx_fragments_held"`
 	// BusyPolls counts the busy polls (link option busy-poll) the link's
 	// goroutines ran, BusyPollHits the receive batches they delivered
 	// without a wake-up (on any busy-polled link), and BusyPollUS the
@@ -288,6 +291,7 @@ func (n *Node) Report() Report {
 		lo := lower[name]
 		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
 		lr.RXCoalesced, lr.RXChecksumPartialForm = ls.RXCoalesced, lo.RXChecksumPartialForm
+		lr.RXFragmentsHeld = ls.RXFragmentsHeld
 		lr.BusyPolls, lr.BusyPollHits, lr.BusyPollUS = lo.BusyPolls, lo.BusyPollHits, uint64(lo.BusyPollTime.Microseconds())
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v

@@ -50,6 +50,11 @@ var linkMicros = []linkCounter{
 	{"busy_poll_seconds_total", "Time the link's busy polls spent spinning: the CPU the option costs.", func(l *LinkReport) uint64 { return l.BusyPollUS }},
 }
 
+// linkGauges are per-link values that go up and down.
+var linkGauges = []linkCounter{
+	{"rx_fragments_held", "IP fragments for this host held until their datagram is complete and its checksum verified.", func(l *LinkReport) uint64 { return l.RXFragmentsHeld }},
+}
+
 // switchCounter is one label switch counter, exported without labels.
 type switchCounter struct {
 	name, help string
@@ -109,6 +114,7 @@ type collector struct {
 	n          *Node
 	link       []*prometheus.Desc
 	linkMicros []*prometheus.Desc
+	linkGauges []*prometheus.Desc
 	linkDrops  *prometheus.Desc
 	linkInfo   *prometheus.Desc
 	sw         []*prometheus.Desc
@@ -131,6 +137,9 @@ func NewCollector(n *Node) prometheus.Collector {
 	for _, m := range linkMicros {
 		c.linkMicros = append(c.linkMicros, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
 	}
+	for _, m := range linkGauges {
+		c.linkGauges = append(c.linkGauges, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
+	}
 	c.linkDrops = prometheus.NewDesc(name("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil)
 	c.linkInfo = prometheus.NewDesc(name("link_info"), "Always 1; the labels say how the link's lower link moves frames (mode: ring, mmsg, or none for a link that is not afpacket) and its number of fanout queues.", []string{"device", "mode", "queues"}, nil)
 	for _, m := range switchCounters {
@@ -141,7 +150,7 @@ func NewCollector(n *Node) prometheus.Collector {
 		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
 	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops, c.linkInfo), c.sw...), c.swDrops)
-	c.everything = append(c.everything, c.linkMicros...)
+	c.everything = append(append(c.everything, c.linkMicros...), c.linkGauges...)
 	for _, m := range ipCounters {
 		c.ip = append(c.ip, prometheus.NewDesc(name(m.name), m.help, nil, nil))
 	}
@@ -168,6 +177,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for j, m := range linkMicros {
 			ch <- prometheus.MustNewConstMetric(c.linkMicros[j], prometheus.CounterValue, float64(m.get(l))/1e6, l.Name)
+		}
+		for j, m := range linkGauges {
+			ch <- prometheus.MustNewConstMetric(c.linkGauges[j], prometheus.GaugeValue, float64(m.get(l)), l.Name)
 		}
 		for reason, v := range l.Drops {
 			ch <- prometheus.MustNewConstMetric(c.linkDrops, prometheus.CounterValue, float64(v), l.Name, reason)

@@ -226,7 +226,11 @@ type Config struct {
 	// default), gVisor before it, or nobody (MSS-sized packets only).
 	GSO mplsendpoint.GSOMode
 	// Forwarding enables IP forwarding between the stack's links (the LER
-	// role, and unlabelled transit such as the seed's return path).
+	// role, and unlabelled transit such as the seed's return path). Set an
+	// IPForwarder with it (the node always does): without one, gVisor's own
+	// IPv4 forwarding runs, which in the pinned gVisor reads a header it
+	// has just returned to its buffer pool (a use-after-free the race
+	// detector reports; docs/TESTING.md).
 	Forwarding bool
 	// TCP holds the TCP settings.
 	TCP TCPOptions

@@ -122,7 +122,12 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, true
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mplsnode %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		hint := ""
+		if c := fs.Lookup("c"); c != nil && c.Value.String() == "" && fs.NArg() == 1 {
+			// `mplsnode check node.conf`: say where the file goes.
+			hint = fmt.Sprintf(" (a config file goes after -c: mplsnode %s -c %s)", fs.Name(), fs.Arg(0))
+		}
+		fmt.Fprintf(stderr, "mplsnode %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), hint)
 		return exitUsage, true
 	}
 	return 0, false

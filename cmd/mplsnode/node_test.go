@@ -48,6 +48,7 @@ func TestCheck(t *testing.T) {
 		{"missing file", []string{"-c", filepath.Join(dir, "nope.conf")}, 2, "", "nope.conf"},
 		{"no -c", nil, 2, "", "-c FILE is required"},
 		{"extra arg", []string{"-c", seed0, "x"}, 2, "", `unexpected argument "x"`},
+		{"file without -c", []string{seed0}, 2, "", `unexpected argument "` + seed0 + `" (a config file goes after -c: mplsnode check -c ` + seed0 + ")"},
 		{"unknown flag", []string{"--bogus"}, 2, "", "flag provided but not defined"},
 		{"help", []string{"-h"}, 0, "mplsnode check -c ns0.conf", ""},
 	}
