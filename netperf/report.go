@@ -38,6 +38,18 @@ const (
 
 	rrRemoteLine = "%-6d %-6d\n"
 
+	// With -f (stock's libfmt other than 'x'), TCP_RR and UDP_RR title
+	// their throughput in the -f units (nettest_omni.c's tput_title_band
+	// and cpu_title_tput); the result lines keep their formats.
+	rrBandHeader = "Local /Remote\n" +
+		"Socket Size   Request  Resp.   Elapsed  \n" +
+		"Send   Recv   Size     Size    Time     Throughput \n" +
+		"bytes  Bytes  bytes    bytes   secs.    %s/sec   \n\n"
+	rrBandCPUHeader = "Local /Remote\n" +
+		"Socket Size   Request Resp.  Elapsed Tput     CPU    CPU    S.dem   S.dem\n" +
+		"Send   Recv   Size    Size   Time    %-8.8s local  remote local   remote\n" +
+		"bytes  bytes  bytes   bytes  secs.   per sec  %% %c    %% %c    us/KB   us/KB\n\n"
+
 	udpStreamHeader = "Socket  Message  Elapsed      Messages                \n" +
 		"Size    Size     Time         Okay Errors   Throughput\n" +
 		"bytes   bytes    secs            #      #   %s/sec\n\n"
@@ -214,12 +226,18 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			res.RemoteCPU, res.RemoteServiceDemand)
 	default: // the request/response tests
 		if !cpu {
-			if headers {
+			if headers && c.bandUnits() && c.Test != TCPCRR {
+				fmt.Fprintf(&b, rrBandHeader, unitsName(c.Units))
+			} else if headers {
+				// TCP_CRR keeps this title even with -f, as stock.
 				b.WriteString(rrHeader)
 			}
 			b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), headers))
 		} else {
 			header, line := fmt.Sprintf(rrCPUHeader, lm, rm), rrCPULine
+			if c.bandUnits() {
+				header = fmt.Sprintf(rrBandCPUHeader, unitsName(c.Units), lm, rm)
+			}
 			switch c.Test {
 			case UDPRR:
 				line = udpRRCPULine

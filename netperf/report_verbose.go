@@ -56,7 +56,7 @@ func (r *Report) WriteVerbose(w io.Writer) error {
 	case TCPRR:
 		// Transactions are reported as 10^6 bits/s unless -f chose units.
 		u := c.units()
-		tr := res.Throughput
+		tr := r.transactionRate()
 		latency := math.Inf(1)
 		if tr > 0 {
 			latency = 1e6 / tr

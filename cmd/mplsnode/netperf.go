@@ -25,7 +25,7 @@ func init() {
 }
 
 const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST[,FAMILY] [-p PORT[,LPORT]] [-4|-6]
-         [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
+         [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G|x] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
          [-v LEVEL] [-D [SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
          [--json] [--classic] [--cpuprofile FILE]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
@@ -43,7 +43,8 @@ test-specific ones after it, as in netperf:
 
   -H HOST[,FAM]  netserver's address (control connection); FAM 4 or 6
   -p PORT[,LP]   its port (12865) and our control connection's local port
-  -4, -6         IPv4 or IPv6 only     -f UNITS  k/m/g: 10^3/6/9 bits/s, K/M/G: 2^10/20/30 bytes/s
+  -4, -6         IPv4 or IPv6 only     -f UNITS  k/m/g: 10^3/6/9 bits/s, K/M/G: 2^10/20/30 bytes/s, x: Trans/s
+                 (with -f k..G, TCP_RR, TCP_CRR and UDP_RR report the bytes moved both ways)
   -t TEST        TCP_STREAM (we send), TCP_MAERTS (we receive), TCP_RR (transactions),
                  TCP_CRR (a connection per transaction), TCP_CC (connect/close only),
                  UDP_STREAM (we send datagrams), UDP_RR (datagram transactions)
@@ -246,8 +247,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-6":
 			c.Family = netperf.FamilyIPv6
 		case "-f":
-			if len(o.value) != 1 || !strings.Contains("kmgKMG", o.value) {
-				err = fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s)", o.value)
+			if len(o.value) != 1 || !strings.Contains("kmgKMGx", o.value) {
+				err = fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s), x (transactions)", o.value)
 			} else {
 				c.Units = o.value[0]
 			}
