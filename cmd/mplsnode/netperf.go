@@ -405,12 +405,7 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			// is no output name is the file listing them.
 			a.omniSelection = o.value
 			if netperf.IsSelectionFile(o.value) {
-				var b []byte
-				if b, err = os.ReadFile(o.value); err == nil {
-					a.omniSelection = netperf.SelectionFromFile(string(b))
-				} else {
-					err = fmt.Errorf("could not open output selection file: %w", err)
-				}
+				a.omniSelection, err = netperf.ReadSelectionFile(o.value)
 			}
 		case "-R":
 			// -R 0|1: routing allowed (SO_DONTROUTE off) on the server's
@@ -438,6 +433,10 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 }
 
 var errHelp = errors.New("help requested")
+
+// exitSelectionFile is stock netperf's exit(-1) for an output selection
+// file it cannot use.
+const exitSelectionFile = 255
 
 // kernelDialer returns a dialer on kernel sockets bound to local (host or
 // host:port; empty means any), for TCP and UDP.
@@ -492,6 +491,12 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(stdout, netperfUsage)
 		return exitOK
+	}
+	var selErr *netperf.SelectionFileError
+	if errors.As(err, &selErr) {
+		// As stock: the complaint on stdout, exit(-1).
+		fmt.Fprintln(stdout, selErr.Msg)
+		return exitSelectionFile
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)

@@ -206,6 +206,48 @@ func TestNetperfSelectionFile(t *testing.T) {
 	}
 }
 
+// TestNetperfSelectionFileErrors replays nettest_omni.c's
+// parse_output_selection_file on files it refuses, through the whole
+// subcommand: its message on stdout and exit(-1), 255, before any test
+// (no netserver listens at 127.0.0.1:1). The too-long position is the
+// C loop's: the check runs when the 81st byte of an entry is read, with
+// line+1 printed as the "column" and the byte count (from 1, over the
+// whole file) as the "line". An entry of 80 characters ending the file
+// passes, one of 79 before a newline too, and a fifth line is never read.
+// Planted bugs, each caught: the check at 81 characters; the column
+// reset per line; the usage error (exit 2 on stderr) instead of stock's.
+func TestNetperfSelectionFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", 80)
+	cases := []struct {
+		name, content string
+		code          int
+		stdout        string
+	}{
+		{"missing", "", 255, "Could not open output selection file '" + filepath.Join(dir, "missing") + "' errno 2\n"},
+		{"long_first", long + "\n", 255, "Output selection starting column 1 on line 81 is too long\n"},
+		{"long_second_line", "THROUGHPUT\nELAPSED_TIME," + long + ",PROTOCOL\n", 255, "Output selection starting column 2 on line 105 is too long\n"},
+		{"long_past_four_lines", "a\nb\nc\nd\n" + long + "x\n", 1, ""},
+		{"eighty_at_end", "THROUGHPUT," + long, 1, ""},
+		{"seventy_nine", strings.Repeat("y", 79) + "\nTHROUGHPUT\n", 1, ""},
+	}
+	for _, tc := range cases {
+		file := filepath.Join(dir, tc.name)
+		if tc.name != "missing" {
+			if err := os.WriteFile(file, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out, errb strings.Builder
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		code := runNetperf(ctx, []string{"-H", "127.0.0.1", "-p", "1", "-l", "1", "--", "-O", file}, &out, &errb)
+		cancel()
+		if code != tc.code || (tc.code == 255 && out.String() != tc.stdout) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, stdout %q", tc.name, code, out.String(), errb.String(), tc.code, tc.stdout)
+		}
+	}
+}
+
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t *testing.T) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
