@@ -377,6 +377,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !slices.Contains(Tests, cfg.Test) {
 		return nil, fmt.Errorf("netperf: test %q not supported (%v)", cfg.Test, Tests)
 	}
+	if cfg.Classic && !slices.Contains(ClassicTests, cfg.Test) {
+		return nil, fmt.Errorf("netperf: test %s has no classic (nettest_bsd) form here; classic tests are %v", cfg.Test, ClassicTests)
+	}
 	ctl, err := cfg.Dial(ctx, cfg.network("tcp"), net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("netperf: establish control: %w", err)
@@ -741,6 +744,10 @@ func serviceDemand(util float64, ncpu int, unitsPerSec float64) float64 {
 	}
 	return util / 100 * float64(ncpu) / unitsPerSec * 1e6
 }
+
+// ClassicTests are the tests Config.Classic runs with nettest_bsd.c's
+// messages.
+var ClassicTests = []TestType{TCPStream, TCPMaerts, TCPRR, TCPCC}
 
 func classicTest(t TestType) ClassicTest {
 	switch t {

@@ -337,6 +337,9 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			return nil, fmt.Errorf("%s: %w", o.name, err)
 		}
 	}
+	if c.Classic && !slices.Contains(netperf.ClassicTests, c.Test) {
+		return nil, fmt.Errorf("--classic: %s has no classic form here (classic tests: %v)", c.Test, netperf.ClassicTests)
+	}
 	if a.kernel && a.configFile != "" {
 		return nil, errors.New("--kernel and --config are exclusive")
 	}

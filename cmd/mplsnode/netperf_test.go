@@ -114,7 +114,7 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f q", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000"} {
+	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f q", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000", "--classic -t UDP_RR", "--classic -t TCP_CRR", "--classic -t UDP_STREAM"} {
 		if _, err := parseNetperfArgs(strings.Fields(bad)); err == nil {
 			t.Errorf("parse %q: got no error, want one", bad)
 		}
