@@ -654,11 +654,12 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		}
 		switch cfg.Test {
 		case TCPStream:
-			res.RemoteBytesReceived = uint64(r.Bytes)
+			res.RemoteBytesReceived, res.RemoteRecvCalls = uint64(r.Bytes), uint64(r.Calls)
 		case TCPMaerts:
-			res.RemoteBytesSent = uint64(r.Bytes)
+			res.RemoteBytesSent, res.RemoteSendCalls = uint64(r.Bytes), uint64(r.Calls)
 		case TCPRR, TCPCC:
 			res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
+			res.RemoteRecvCalls = uint64(r.Calls)
 		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
 		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, uint32(r.NumCPUs), uint32(r.CPUMethod)

@@ -92,3 +92,58 @@ func TestBandUnitsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestClassicStreamVerbose checks --classic TCP_STREAM's and TCP_MAERTS's
+// -v 2 block against nettest_bsd.c's ksink_fmt and ksink_fmt2 (expected
+// text from the C formats through Python's printf-style formatting): the
+// server's byte count in "%6.4g", per our calls and per the server's
+// recv_calls/send_calls, then the MSS. Planted bugs, each caught: the
+// migrated block ("%6d" bytes, our own count) for classic tests; the
+// server's calls left at zero (the classic results' calls dropped).
+func TestClassicStreamVerbose(t *testing.T) {
+	cases := []struct {
+		test netperf.TestType
+		mod  func(*netperf.Config)
+		res  netperf.Result
+		want string
+	}{
+		{netperf.TCPStream, func(c *netperf.Config) { c.RemoteRecvOffset = 4 },
+			netperf.Result{BytesSent: 3466854400 + 16384, RemoteBytesReceived: 3466854400, SendCalls: 211600, RemoteRecvCalls: 98765, TransportMSS: 65483},
+			"\nAlignment      Offset         Bytes    Bytes       Sends   Bytes    Recvs\nLocal  Remote  Local  Remote  Xfered   Per                 Per\nSend   Recv    Send   Recv             Send (avg)          Recv (avg)\n    8       8      0       4 3.467e+09  16384.00    211600   35102.05  98765\n\nMaximum\nSegment\nSize (bytes)\n 65483\n"},
+		{netperf.TCPMaerts, func(c *netperf.Config) { c.LocalRecvOffset, c.RemoteRecvOffset = 2, 4 },
+			netperf.Result{BytesReceived: 1200, RemoteBytesSent: 1200, RecvCalls: 3, RemoteSendCalls: 7, TransportMSS: 1448},
+			"\nAlignment      Offset         Bytes    Bytes       Recvs   Bytes    Sends\nLocal  Remote  Local  Remote  Xfered   Per                 Per\nRecv   Send    Recv   Send             Recv (avg)          Send (avg)\n    8       8      2       4   1200  400.00         3   171.43      7\n\nMaximum\nSegment\nSize (bytes)\n  1448\n"},
+	}
+	for _, tc := range cases {
+		cfg := netperf.NewConfig("127.0.0.1", tc.test)
+		cfg.Classic = true
+		tc.mod(&cfg)
+		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
+		var got strings.Builder
+		if err := rep.WriteVerbose(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != tc.want {
+			t.Errorf("%s:\n%q\nwant\n%q", tc.test, got.String(), tc.want)
+		}
+	}
+}
+
+// TestClassicResultsCalls runs --classic TCP_STREAM and TCP_MAERTS against
+// our server: the server's call count from the classic results reaches
+// the report (its -v 2 block divides by it). Planted bug (the calls
+// dropped, as before) caught.
+func TestClassicResultsCalls(t *testing.T) {
+	addr, _ := startServer(t, &netperf.Server{})
+	for _, test := range []netperf.TestType{netperf.TCPStream, netperf.TCPMaerts} {
+		cfg := loopbackConfig(t, addr, test, 1)
+		cfg.Classic = true
+		rep, err := netperf.Run(runCtx(t), cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", test, err)
+		}
+		if calls := rep.Result.RemoteRecvCalls + rep.Result.RemoteSendCalls; calls == 0 {
+			t.Errorf("%s: the server's calls did not reach the report: %+v", test, rep.Result)
+		}
+	}
+}
