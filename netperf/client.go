@@ -40,12 +40,12 @@ func (t TestType) IsRR() bool { return t == TCPRR || t == TCPCRR || t == TCPCC |
 // default its units to transactions ('x').
 func (t TestType) namedRR() bool { return t == TCPRR || t == TCPCRR || t == UDPRR }
 
-// bandUnits reports whether -f chose bits or bytes for a migrated RR test
-// (stock's libfmt other than 'x'): TCP_RR's and UDP_RR's "band" titles,
-// throughput of the bytes moved and service demand per KB. The classic
-// tests (nettest_bsd.c) and TCP_CC always count transactions.
+// bandUnits reports whether -f chose bits or bytes for an RR test
+// (stock's libfmt other than 'x'): TCP_RR's and UDP_RR's "band" titles
+// and a throughput of the bytes moved; the migrated tests also take the
+// service demand per KB. TCP_CC always counts transactions.
 func (c *Config) bandUnits() bool {
-	return c.Test.namedRR() && !c.Classic && unitsName(c.Units) != ""
+	return c.Test.namedRR() && unitsName(c.Units) != ""
 }
 
 // IsUDP reports whether t runs over UDP.
@@ -701,6 +701,13 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.RemoteThroughput = throughputIn(cfg.Units, float64(res.RemoteBytesReceived), secs)
 	}
 	switch {
+	case cfg.bandUnits() && cfg.Classic:
+		// nettest_bsd.c's send_tcp_rr: the transaction rate times the
+		// bytes of one transaction; service demand still per transaction.
+		res.TransactionRate = float64(res.Transactions) / secs
+		res.Throughput = throughputIn(cfg.Units, res.TransactionRate*float64(cfg.RequestSize+cfg.ResponseSize), 1)
+		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
+		units = res.TransactionRate
 	case cfg.bandUnits():
 		// nettest_omni.c with libfmt other than 'x': throughput of the
 		// server's bytes both ways, service demand per KB of ours.

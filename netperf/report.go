@@ -40,7 +40,8 @@ const (
 
 	// With -f (stock's libfmt other than 'x'), TCP_RR and UDP_RR title
 	// their throughput in the -f units (nettest_omni.c's tput_title_band
-	// and cpu_title_tput); the result lines keep their formats.
+	// and cpu_title_tput, whose demand is us/KB; nettest_bsd.c's classic
+	// TCP_RR says us/Tr); the result lines keep their formats.
 	rrBandHeader = "Local /Remote\n" +
 		"Socket Size   Request  Resp.   Elapsed  \n" +
 		"Send   Recv   Size     Size    Time     Throughput \n" +
@@ -48,7 +49,7 @@ const (
 	rrBandCPUHeader = "Local /Remote\n" +
 		"Socket Size   Request Resp.  Elapsed Tput     CPU    CPU    S.dem   S.dem\n" +
 		"Send   Recv   Size    Size   Time    %-8.8s local  remote local   remote\n" +
-		"bytes  bytes  bytes   bytes  secs.   per sec  %% %c    %% %c    us/KB   us/KB\n\n"
+		"bytes  bytes  bytes   bytes  secs.   per sec  %% %c    %% %c    %s   %s\n\n"
 
 	udpStreamHeader = "Socket  Message  Elapsed      Messages                \n" +
 		"Size    Size     Time         Okay Errors   Throughput\n" +
@@ -236,7 +237,11 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 		} else {
 			header, line := fmt.Sprintf(rrCPUHeader, lm, rm), rrCPULine
 			if c.bandUnits() {
-				header = fmt.Sprintf(rrBandCPUHeader, unitsName(c.Units), lm, rm)
+				sd := "us/KB"
+				if c.Classic {
+					sd = "us/Tr"
+				}
+				header = fmt.Sprintf(rrBandCPUHeader, unitsName(c.Units), lm, rm, sd, sd)
 			}
 			switch c.Test {
 			case UDPRR:

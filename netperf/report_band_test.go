@@ -17,7 +17,8 @@ import (
 // printf-style formatting, which follows C's. Planted bugs, each caught:
 // bandUnits always false (the Trans. title came back); TCP_CRR given the
 // band title; the CPU title without %-8.8s (one column short for
-// "GBytes"); --classic TCP_RR given the band title.
+// "GBytes"); --classic TCP_RR's CPU title with the migrated us/KB
+// (nettest_bsd.c's send_tcp_rr says us/Tr; it has the band titles too).
 func TestBandUnitsLayout(t *testing.T) {
 	rr := netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 32, ResponseSize: 64, Elapsed: time.Second,
 		Throughput: 2.81, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}
@@ -39,7 +40,8 @@ func TestBandUnitsLayout(t *testing.T) {
 		{"tcp_rr_m_cpu", netperf.TCPRR, 'm', true, false, cpu, "Local /Remote\nSocket Size   Request Resp.  Elapsed Tput     CPU    CPU    S.dem   S.dem\nSend   Recv   Size    Size   Time    10^6bits local  remote local   remote\nbytes  bytes  bytes   bytes  secs.   per sec  % S    % S    us/KB   us/KB\n\n16384  131072 32      64     1.00    0.02    10.50  20.25  3.125   4.500  \n16384  131072\n"},
 		{"udp_rr_G_cpu", netperf.UDPRR, 'G', true, false, cpu, "Local /Remote\nSocket Size   Request Resp.  Elapsed Tput     CPU    CPU    S.dem   S.dem\nSend   Recv   Size    Size   Time    GBytes   local  remote local   remote\nbytes  bytes  bytes   bytes  secs.   per sec  % S    % S    us/KB   us/KB\n\n16384  131072 32      64     1.00    0.02     10.50  20.25  3.125   4.500  \n16384  131072\n"},
 		{"tcp_crr_g", netperf.TCPCRR, 'g', false, false, crr, "Local /Remote\nSocket Size   Request  Resp.   Elapsed  Trans.\nSend   Recv   Size     Size    Time     Rate         \nbytes  Bytes  bytes    bytes   secs.    per sec   \n\n16384  131072 32       64      1.00        0.02   \n16384  131072\n"},
-		{"classic_tcp_rr_K", netperf.TCPRR, 'K', false, true, rr, "Local /Remote\nSocket Size   Request  Resp.   Elapsed  Trans.\nSend   Recv   Size     Size    Time     Rate         \nbytes  Bytes  bytes    bytes   secs.    per sec   \n\n16384  131072 32       64      1.00        2.81   \n16384  131072\n"},
+		{"classic_tcp_rr_K", netperf.TCPRR, 'K', false, true, rr, "Local /Remote\nSocket Size   Request  Resp.   Elapsed  \nSend   Recv   Size     Size    Time     Throughput \nbytes  Bytes  bytes    bytes   secs.    KBytes/sec   \n\n16384  131072 32       64      1.00        2.81   \n16384  131072\n"},
+		{"classic_tcp_rr_K_cpu", netperf.TCPRR, 'K', true, true, cpu, "Local /Remote\nSocket Size   Request Resp.  Elapsed Tput     CPU    CPU    S.dem   S.dem\nSend   Recv   Size    Size   Time    KBytes   local  remote local   remote\nbytes  bytes  bytes   bytes  secs.   per sec  % S    % S    us/Tr   us/Tr\n\n16384  131072 32      64     1.00    0.02    10.50  20.25  3.125   4.500  \n16384  131072\n"},
 	}
 	for _, tc := range cases {
 		cfg := netperf.NewConfig("127.0.0.1", tc.test)
@@ -90,6 +92,27 @@ func TestBandUnitsLoopback(t *testing.T) {
 		if b.String() != "THROUGHPUT_UNITS=KBytes/s\nSD_UNITS=usec/KB\n" {
 			t.Errorf("%s: omni units %q", test, b.String())
 		}
+	}
+}
+
+// TestClassicBandUnits runs --classic TCP_RR with -f K against our
+// server: nettest_bsd.c's send_tcp_rr prints the transaction rate times
+// the bytes of one transaction (calc_thruput_interval_omni of
+// thruput*(req_size+rsp_size) over 1 s), not the server's byte count.
+// Planted bug (the migrated formula for classic) caught: the classic
+// results carry no bytes sent, so the throughput came out short.
+func TestClassicBandUnits(t *testing.T) {
+	addr, _ := startServer(t, &netperf.Server{})
+	cfg := loopbackConfig(t, addr, netperf.TCPRR, -100)
+	cfg.Classic, cfg.RequestSize, cfg.ResponseSize, cfg.Units = true, 32, 64, 'K'
+	rep, err := netperf.Run(runCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Result
+	tr := float64(res.Transactions) / res.Elapsed.Seconds()
+	if want := tr * 96 / 1024; math.Abs(res.Throughput-want) > 1e-9*want {
+		t.Errorf("classic TCP_RR -f K: throughput %v, want %v (%d transactions over %v)", res.Throughput, want, res.Transactions, res.Elapsed)
 	}
 }
 
