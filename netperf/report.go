@@ -168,6 +168,24 @@ func (r *Report) writeConfidenceWarning(b *strings.Builder) {
 	fmt.Fprintf(b, "!!!                       Remote CPU util : %4.3f%%\n\n", r.RemoteCPUInterval)
 }
 
+// WritePreamble prints what stock prints before a test's table: the
+// banner (unless already printed) and, with -i, the confidence warning;
+// nothing without headers. A verbosity outside 0..2 prints only this
+// (and with more than 2, WriteVerbose's block): stock's tables sit in
+// "case 0/1/2" of a switch on it.
+func (r *Report) WritePreamble(w io.Writer, headers bool) error {
+	if !headers {
+		return nil
+	}
+	var b strings.Builder
+	if !r.BannerPrinted {
+		b.WriteString(r.Banner())
+	}
+	r.writeConfidenceWarning(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // WriteText prints the report as stock netperf does: banner, confidence
 // warning (with -i), column headers and the result line(s). With headers
 // false (-P 0) only the result lines are printed.

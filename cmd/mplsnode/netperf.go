@@ -52,7 +52,8 @@ test-specific ones after it, as in netperf:
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
   -v 0|1|2       0: only the result (throughput or service demand); 2: the table and stock's
-                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR)
+                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR); as stock, other
+                 levels print no table (above 2 the banner and that block, below 0 the banner)
   --histogram    print as a netperf built with --enable-histogram: " : histogram" in the banner,
                  with -v 2 the histogram of transaction times (RR, CRR, CC; UDP_RR)
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
@@ -576,7 +577,14 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err == nil && a.verbosity > 1 && a.cfg.Histogram {
 			err = rep.WriteHistogram(stdout)
 		}
-	case a.verbosity <= 0:
+	case a.verbosity < 0 || a.verbosity > 2:
+		// Stock prints its tables for -v 0, 1 and 2 only; above 2 the
+		// -v 2 block still follows.
+		err = rep.WritePreamble(stdout, a.headers)
+		if err == nil && a.verbosity > 2 {
+			err = rep.WriteVerbose(stdout)
+		}
+	case a.verbosity == 0:
 		err = rep.WriteTerse(stdout, a.headers)
 	default:
 		err = rep.WriteText(stdout, a.headers)

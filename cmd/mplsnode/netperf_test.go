@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -411,5 +412,38 @@ func TestNetperfStockLetters(t *testing.T) {
 	runNP("-H 127.0.0.1 -l -10 -t TCP_RR -p " + port + "," + strconv.Itoa(lp))
 	if !strings.Contains(logs.String(), "client=127.0.0.1:"+strconv.Itoa(lp)+" ") {
 		t.Errorf("-p %s,%d: the server saw no control connection from port %d:\n%s", port, lp, lp, logs.String())
+	}
+}
+
+// TestNetperfVerbosityOutsideTables runs TCP_RR with -v 3 and -v -1
+// against an in-process server: stock prints its tables in "case 0/1/2"
+// of a switch on the verbosity and its -v 2 block under "verbosity > 1",
+// so -v 3 prints the banner and the alignment block with no table, -v -1
+// the banner alone. Planted bug (-v 3 printed as -v 2, with the table)
+// caught.
+func TestNetperfVerbosityOutsideTables(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		done <- (&netperf.Server{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Serve(ctx, ln)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, tc := range []struct {
+		level string
+		lines int
+		next  string
+	}{{"3", 5, "Alignment      Offset         RoundTrip  Trans    Throughput"}, {"-1", 1, ""}} {
+		var out, errb strings.Builder
+		code := runNetperf(ctx, []string{"-H", "127.0.0.1", "-p", port, "-t", "TCP_RR", "-l", "-50", "-v", tc.level}, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if code != exitOK || len(lines) != tc.lines || !strings.HasPrefix(lines[0], "MIGRATED TCP REQUEST/RESPONSE TEST") ||
+			(tc.next != "" && lines[1] != tc.next) || strings.Contains(out.String(), "Local /Remote") {
+			t.Errorf("-v %s: exit %d, stdout %q, stderr %q", tc.level, code, out.String(), errb.String())
+		}
 	}
 }
