@@ -189,8 +189,10 @@ type netperfArgs struct {
 	json       bool
 	localAddr  string // global -L: control connection source
 	localPort  int    // -p ,localport: control connection source port
-	cpuProfile string // --cpuprofile FILE
-	verbosity  int    // -v
+	// localFamily is the family of the global -L name,family.
+	localFamily uint32
+	cpuProfile  string // --cpuprofile FILE
+	verbosity   int    // -v
 	// omniMode is the test-specific -o, -O or -k (0: the classic table),
 	// omniSelection its list of output names.
 	omniMode      netperf.OmniMode
@@ -296,8 +298,15 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 				c.RemoteCPURate = float32(r)
 			}
 		case "-L":
-			a.localAddr, _, _ = strings.Cut(o.value, ",")
+			// -L name[,family]: the control connection's local end; its
+			// family (stock's local_address_family) picks the control
+			// connection's family when -H, -4 or -6 did not.
+			var fam string
+			a.localAddr, fam, _ = strings.Cut(o.value, ",")
 			c.LocalHost = a.localAddr
+			if fam != "" {
+				a.localFamily, err = parseFamily(fam)
+			}
 		case "-P":
 			a.headers = o.value != "0"
 		case "-i":
@@ -340,6 +349,9 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 	}
 	if c.Classic && !slices.Contains(netperf.ClassicTests, c.Test) {
 		return nil, fmt.Errorf("--classic: %s has no classic form here (classic tests: %v)", c.Test, netperf.ClassicTests)
+	}
+	if c.Family == netperf.FamilyUnspec {
+		c.Family = a.localFamily
 	}
 	if a.kernel && a.configFile != "" {
 		return nil, errors.New("--kernel and --config are exclusive")

@@ -73,6 +73,21 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		// The global -L name,family: its family picks the control
+		// connection's when nothing else did (planted bug: the family
+		// dropped, as before; caught).
+		{"-H h -L ::1,6", func(a *netperfArgs) string {
+			if a.cfg.LocalHost != "::1" || a.cfg.Family != netperf.FamilyIPv6 {
+				return "global -L name,family"
+			}
+			return ""
+		}},
+		{"-H h -4 -L 0.0.0.0,6", func(a *netperfArgs) string {
+			if a.cfg.Family != netperf.FamilyIPv4 {
+				return "-4 before -L name,family: -4 kept"
+			}
+			return ""
+		}},
 		{"-H h -L 127.0.0.9", func(a *netperfArgs) string {
 			if a.cfg.LocalDataAddr != "127.0.0.9" {
 				return "global -L as the data connection's local address"
@@ -115,7 +130,7 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f q", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000", "--classic -t UDP_RR", "--classic -t TCP_CRR", "--classic -t UDP_STREAM"} {
+	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f q", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000", "--classic -t UDP_RR", "-L h,7", "--classic -t TCP_CRR", "--classic -t UDP_STREAM"} {
 		if _, err := parseNetperfArgs(strings.Fields(bad)); err == nil {
 			t.Errorf("parse %q: got no error, want one", bad)
 		}
