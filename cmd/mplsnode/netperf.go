@@ -74,7 +74,7 @@ Example (ns0 of the seed topology: 10 s of TCP over label 100):
   mplsnode netperf --config examples/seed/ns0.conf -H 10.10.10.10 -l 10 -t TCP_STREAM
 `
 
-const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v]
+const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v [LEVEL]]
          [--cpuprofile FILE]
 
 A netperf 2.x netserver: serves stock netperf and "mplsnode netperf" clients
@@ -87,7 +87,7 @@ frame and TCP counters on stderr when it stops); without it (or with
   -p PORT   control port (12865)          -L ADDR  listen address (all)
   -4, -6    IPv4 or IPv6 only             -Z PASS  require this passphrase
   -D        stay in the foreground (it always does; accepted for netserver's sake)
-  -v        debug logs
+  -v [LEVEL]  debug logs (unless LEVEL is 0)
   --cpuprofile FILE   write a CPU profile of the server (and node) until it stops
 
 Example (ns2 of the seed topology, the kernel as TCP peer):
@@ -611,7 +611,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-var netserverSpec = optSpec{"-p": needsArg, "-L": needsArg, "-Z": needsArg, "-D": noArg, "-v": noArg,
+var netserverSpec = optSpec{"-p": needsArg, "-L": needsArg, "-Z": needsArg, "-D": noArg, "-v": optionalNum,
 	"-h": noArg, "--help": noArg, "-4": noArg, "-6": noArg, "--kernel": noArg, "--config": needsArg,
 	"--cpuprofile": needsArg}
 
@@ -644,7 +644,11 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "-Z":
 			srv.Passphrase = o.value
 		case "-v":
-			level = slog.LevelDebug
+			// -v [LEVEL], as stock netserver's -v level: debug logs
+			// unless the level is 0.
+			if o.value != "0" {
+				level = slog.LevelDebug
+			}
 		case "-4":
 			network = "tcp4"
 		case "-6":

@@ -462,3 +462,18 @@ func TestNetperfVerbosityOutsideTables(t *testing.T) {
 		}
 	}
 }
+
+// TestNetserverVerboseLevel: stock netserver's -v takes a level ("-v 2"),
+// which a script passes; ours takes one too instead of refusing the
+// number as an extra argument. Planted bug (-v without a value, as
+// before: exit 2) caught.
+func TestNetserverVerboseLevel(t *testing.T) {
+	for _, args := range [][]string{{"-v", "2"}, {"-v"}, {"-v", "0"}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // parse, listen, stop
+		var out, errb strings.Builder
+		if code := runNetserver(ctx, append([]string{"--kernel", "-L", "127.0.0.1", "-p", "0"}, args...), &out, &errb); code != exitOK {
+			t.Errorf("netserver %v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
