@@ -1059,5 +1059,14 @@ func (s *confStats) mean(rs []Result) Result {
 		m.RemoteTransactions += r.RemoteTransactions
 	}
 	m.Elapsed = el / time.Duration(len(rs))
+	if m.Classic {
+		// nettest_bsd.c's -v 2 latency and rate come from the mean
+		// transaction rate (thruput); the migrated tests' from the last
+		// iteration's transaction_rate, which m keeps.
+		m.TransactionRate = 0
+		for _, r := range rs {
+			m.TransactionRate += r.TransactionRate / n
+		}
+	}
 	return m
 }
