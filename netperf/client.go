@@ -36,6 +36,18 @@ var Tests = []TestType{TCPStream, TCPMaerts, TCPRR, TCPCRR, TCPCC, UDPStream, UD
 // IsRR reports whether t counts transactions (RR, CRR, CC).
 func (t TestType) IsRR() bool { return t == TCPRR || t == TCPCRR || t == TCPCC || t == UDPRR }
 
+// namedRR reports whether t's name holds "RR", which makes netsh.c
+// default its units to transactions ('x').
+func (t TestType) namedRR() bool { return t == TCPRR || t == TCPCRR || t == UDPRR }
+
+// bandUnits reports whether -f chose bits or bytes for an RR test
+// (stock's libfmt other than 'x'): TCP_RR's and UDP_RR's "band" titles
+// and a throughput of the bytes moved; the migrated tests also take the
+// service demand per KB. TCP_CC always counts transactions.
+func (c *Config) bandUnits() bool {
+	return c.Test.namedRR() && unitsName(c.Units) != ""
+}
+
 // IsUDP reports whether t runs over UDP.
 func (t TestType) IsUDP() bool { return t == UDPStream || t == UDPRR }
 
@@ -157,8 +169,9 @@ type Config struct {
 	// to InterimOut (0: none).
 	Interim    time.Duration
 	InterimOut io.Writer
-	// Units is netperf's -f: 'k', 'm' (default), 'g' for 10^3, 10^6,
-	// 10^9 bits/s; 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s.
+	// Units is netperf's -f: 'k', 'm', 'g' for 10^3, 10^6, 10^9 bits/s;
+	// 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s; 'x' transactions. 0
+	// means stock's default: 'x' for TCP_RR, TCP_CRR and UDP_RR, else 'm'.
 	Units byte
 	// ControlTimeout bounds control-message reads beyond the test length;
 	// 0 means DefaultControlTimeout.
@@ -168,7 +181,7 @@ type Config struct {
 // NewConfig returns a Config for test against host with netperf's defaults.
 func NewConfig(host string, test TestType) Config {
 	return Config{
-		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength, Units: 'm',
+		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength,
 		LocalSendSize: -1, RemoteSendSize: -1, LocalRecvSize: -1, RemoteRecvSize: -1,
 		LocalSendBuf: -1, LocalRecvBuf: -1, RemoteSendBuf: -1, RemoteRecvBuf: -1,
 		RequestSize: 1, ResponseSize: 1,
@@ -181,8 +194,12 @@ type Result struct {
 	Classic bool     `json:"classic,omitempty"`
 	// Elapsed is the client's own wall-clock test time.
 	Elapsed time.Duration `json:"elapsed_ns"`
-	// Throughput is 10^6 bits/s for STREAM/MAERTS, transactions/s for RR.
+	// Throughput is 10^6 bits/s (or the -f units) for STREAM/MAERTS,
+	// transactions/s for RR; with -f, TCP_RR, TCP_CRR and UDP_RR report
+	// the bytes the server moved both ways in the -f units, as stock.
 	Throughput float64 `json:"throughput"`
+	// TransactionRate is transactions/s of an RR test, whatever -f says.
+	TransactionRate float64 `json:"transaction_rate,omitempty"`
 	// ThroughputUnits names Throughput's unit.
 	ThroughputUnits string `json:"throughput_units"`
 
@@ -302,7 +319,11 @@ func (c *Config) fill() {
 		c.Test = TCPStream
 	}
 	if unitsName(c.Units) == "" {
+		// netsh.c: 'x' (transactions) for a test named *RR*, else 'm'.
 		c.Units = 'm'
+		if c.Test.namedRR() {
+			c.Units = 'x'
+		}
 	}
 	if c.Test == TCPCC {
 		c.Classic = true // stock runs TCP_CC with the classic messages
@@ -355,6 +376,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.fill()
 	if !slices.Contains(Tests, cfg.Test) {
 		return nil, fmt.Errorf("netperf: test %q not supported (%v)", cfg.Test, Tests)
+	}
+	if cfg.Classic && !slices.Contains(ClassicTests, cfg.Test) {
+		return nil, fmt.Errorf("netperf: test %s has no classic (nettest_bsd) form here; classic tests are %v", cfg.Test, ClassicTests)
 	}
 	ctl, err := cfg.Dial(ctx, cfg.network("tcp"), net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -630,11 +654,12 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		}
 		switch cfg.Test {
 		case TCPStream:
-			res.RemoteBytesReceived = uint64(r.Bytes)
+			res.RemoteBytesReceived, res.RemoteRecvCalls = uint64(r.Bytes), uint64(r.Calls)
 		case TCPMaerts:
-			res.RemoteBytesSent = uint64(r.Bytes)
+			res.RemoteBytesSent, res.RemoteSendCalls = uint64(r.Bytes), uint64(r.Calls)
 		case TCPRR, TCPCC:
 			res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
+			res.RemoteRecvCalls = uint64(r.Calls)
 		}
 		res.RemoteElapsed = float64(r.ElapsedTime)
 		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, uint32(r.NumCPUs), uint32(r.CPUMethod)
@@ -675,11 +700,27 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		bytes = res.BytesSent
 		res.RemoteThroughput = throughputIn(cfg.Units, float64(res.RemoteBytesReceived), secs)
 	}
-	if cfg.Test.IsRR() {
+	switch {
+	case cfg.bandUnits() && cfg.Classic:
+		// nettest_bsd.c's send_tcp_rr: the transaction rate times the
+		// bytes of one transaction; service demand still per transaction.
+		res.TransactionRate = float64(res.Transactions) / secs
+		res.Throughput = throughputIn(cfg.Units, res.TransactionRate*float64(cfg.RequestSize+cfg.ResponseSize), 1)
+		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
+		units = res.TransactionRate
+	case cfg.bandUnits():
+		// nettest_omni.c with libfmt other than 'x': throughput of the
+		// server's bytes both ways, service demand per KB of ours.
+		res.TransactionRate = float64(res.Transactions) / secs
+		res.Throughput = throughputIn(cfg.Units, float64(res.RemoteBytesSent+res.RemoteBytesReceived), secs)
+		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
+		units = float64(res.BytesSent+res.BytesReceived) / 1024 / secs
+	case cfg.Test.IsRR():
 		res.Throughput = float64(res.Transactions) / secs
+		res.TransactionRate = res.Throughput
 		res.ThroughputUnits = "Trans/s"
 		units = res.Throughput
-	} else {
+	default:
 		res.Throughput = throughputIn(cfg.Units, float64(bytes), secs)
 		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
 		units = float64(bytes) / 1024 / secs
@@ -711,6 +752,10 @@ func serviceDemand(util float64, ncpu int, unitsPerSec float64) float64 {
 	}
 	return util / 100 * float64(ncpu) / unitsPerSec * 1e6
 }
+
+// ClassicTests are the tests Config.Classic runs with nettest_bsd.c's
+// messages.
+var ClassicTests = []TestType{TCPStream, TCPMaerts, TCPRR, TCPCC}
 
 func classicTest(t TestType) ClassicTest {
 	switch t {
@@ -1014,5 +1059,14 @@ func (s *confStats) mean(rs []Result) Result {
 		m.RemoteTransactions += r.RemoteTransactions
 	}
 	m.Elapsed = el / time.Duration(len(rs))
+	if m.Classic {
+		// nettest_bsd.c's -v 2 latency and rate come from the mean
+		// transaction rate (thruput); the migrated tests' from the last
+		// iteration's transaction_rate, which m keeps.
+		m.TransactionRate = 0
+		for _, r := range rs {
+			m.TransactionRate += r.TransactionRate / n
+		}
+	}
 	return m
 }

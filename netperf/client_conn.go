@@ -278,7 +278,10 @@ func newInterim(cfg *Config, start time.Time) *interimReporter {
 	if cfg.Interim <= 0 || cfg.InterimOut == nil {
 		return nil
 	}
-	return &interimReporter{w: cfg.InterimOut, every: cfg.Interim, units: cfg.units(), rr: cfg.Test.IsRR(), last: start}
+	// Stock counts an RR test's transactions into its interim rate, named
+	// "Trans" unless -f chose units: then the count goes through the -f
+	// conversion as if it were bytes (calc_thruput_interval), as stock.
+	return &interimReporter{w: cfg.InterimOut, every: cfg.Interim, units: cfg.units(), rr: cfg.Test.IsRR() && !cfg.bandUnits(), last: start}
 }
 
 // add counts n bytes (or transactions) and prints a line when an interval

@@ -1,8 +1,12 @@
 package netperf
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strings"
+	"syscall"
 )
 
 // omniOutputOrder is nettest_omni.c's enum netperf_output_name from
@@ -141,4 +145,53 @@ func SelectionFromFile(content string) string {
 		return "OUTPUT_END" // an empty file: no outputs at all
 	}
 	return strings.Join(blocks, ";")
+}
+
+// SelectionFileError is stock netperf's complaint about an output
+// selection file it cannot use (parse_output_selection_file): a file it
+// cannot open, or an entry of 80 characters or more. Stock prints the
+// message on stdout and exits 255.
+type SelectionFileError struct{ Msg string }
+
+func (e *SelectionFileError) Error() string { return e.Msg }
+
+// maxSelectionEntry is the size of parse_output_selection_file's name
+// buffer: an entry that reaches it with more input to come is refused.
+const maxSelectionEntry = 80
+
+// ReadSelectionFile reads the output selection file of -o/-O/-k FILE as
+// stock does: a file it cannot open is "Could not open output selection
+// file 'FILE' errno N" (a directory opens, and reads as an empty file);
+// an entry of 80 printable characters followed by anything more is
+// "Output selection starting column L on line C is too long", with stock's
+// line number (from 1) and column (counted over the whole file) in the
+// words' swapped places, as stock prints them. Otherwise it returns the
+// selection of SelectionFromFile.
+func ReadSelectionFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, syscall.EISDIR) {
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		return "", &SelectionFileError{fmt.Sprintf("Could not open output selection file '%s' errno %d", path, int(errno))}
+	}
+	line, column, namepos := 0, 1, 0
+	for _, c := range b {
+		if line >= maxOmniBlocks {
+			break
+		}
+		if namepos == maxSelectionEntry {
+			return "", &SelectionFileError{fmt.Sprintf("Output selection starting column %d on line %d is too long", line+1, column)}
+		}
+		switch {
+		case c == ',':
+			namepos = 0
+		case c == '\n':
+			namepos = 0
+			line++
+		case c >= 0x20 && c < 0x7f:
+			namepos++
+		}
+		column++
+	}
+	return SelectionFromFile(string(b)), nil
 }

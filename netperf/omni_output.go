@@ -108,7 +108,7 @@ var omniOutputs = map[string]omniOutput{
 	}},
 	"REMOTE_SD": {[4]string{"Remote", "Service", "Demand"}, func(r *Report) (string, bool) { return fmtF3(r.Result.RemoteServiceDemand) }},
 	"SD_UNITS": {[4]string{"Service", "Demand", "Units"}, func(r *Report) (string, bool) {
-		if r.Config.Test.IsRR() {
+		if r.Config.Test.IsRR() && !r.Config.bandUnits() {
 			return "usec/Tran", true
 		}
 		return "usec/KB", true
@@ -251,7 +251,7 @@ func boolInt(b bool) string {
 // throughputUnits is netperf's thruput_format_str: "Trans" for RR tests,
 // else the -f units.
 func (r *Report) throughputUnits() string {
-	if r.Config.Test.IsRR() {
+	if r.Config.Test.IsRR() && !r.Config.bandUnits() {
 		return "Trans"
 	}
 	return unitsName(r.Config.units())
@@ -291,7 +291,10 @@ func (r *Report) confid(v float64) float64 {
 
 // transactionRate is transactions per second (RR tests' throughput).
 func (r *Report) transactionRate() float64 {
-	if r.Config.Test.IsRR() {
+	if r.Result.TransactionRate > 0 {
+		return r.Result.TransactionRate
+	}
+	if r.Config.Test.IsRR() && !r.Config.bandUnits() {
 		return r.Result.Throughput
 	}
 	if secs := r.Result.Elapsed.Seconds(); secs > 0 {

@@ -38,6 +38,19 @@ const (
 
 	rrRemoteLine = "%-6d %-6d\n"
 
+	// With -f (stock's libfmt other than 'x'), TCP_RR and UDP_RR title
+	// their throughput in the -f units (nettest_omni.c's tput_title_band
+	// and cpu_title_tput, whose demand is us/KB; nettest_bsd.c's classic
+	// TCP_RR says us/Tr); the result lines keep their formats.
+	rrBandHeader = "Local /Remote\n" +
+		"Socket Size   Request  Resp.   Elapsed  \n" +
+		"Send   Recv   Size     Size    Time     Throughput \n" +
+		"bytes  Bytes  bytes    bytes   secs.    %s/sec   \n\n"
+	rrBandCPUHeader = "Local /Remote\n" +
+		"Socket Size   Request Resp.  Elapsed Tput     CPU    CPU    S.dem   S.dem\n" +
+		"Send   Recv   Size    Size   Time    %-8.8s local  remote local   remote\n" +
+		"bytes  bytes  bytes   bytes  secs.   per sec  %% %c    %% %c    %s   %s\n\n"
+
 	udpStreamHeader = "Socket  Message  Elapsed      Messages                \n" +
 		"Size    Size     Time         Okay Errors   Throughput\n" +
 		"bytes   bytes    secs            #      #   %s/sec\n\n"
@@ -155,6 +168,24 @@ func (r *Report) writeConfidenceWarning(b *strings.Builder) {
 	fmt.Fprintf(b, "!!!                       Remote CPU util : %4.3f%%\n\n", r.RemoteCPUInterval)
 }
 
+// WritePreamble prints what stock prints before a test's table: the
+// banner (unless already printed) and, with -i, the confidence warning;
+// nothing without headers. A verbosity outside 0..2 prints only this
+// (and with more than 2, WriteVerbose's block): stock's tables sit in
+// "case 0/1/2" of a switch on it.
+func (r *Report) WritePreamble(w io.Writer, headers bool) error {
+	if !headers {
+		return nil
+	}
+	var b strings.Builder
+	if !r.BannerPrinted {
+		b.WriteString(r.Banner())
+	}
+	r.writeConfidenceWarning(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // WriteText prints the report as stock netperf does: banner, confidence
 // warning (with -i), column headers and the result line(s). With headers
 // false (-P 0) only the result lines are printed.
@@ -214,12 +245,22 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 			res.RemoteCPU, res.RemoteServiceDemand)
 	default: // the request/response tests
 		if !cpu {
-			if headers {
+			if headers && c.bandUnits() && c.Test != TCPCRR {
+				fmt.Fprintf(&b, rrBandHeader, unitsName(c.Units))
+			} else if headers {
+				// TCP_CRR keeps this title even with -f, as stock.
 				b.WriteString(rrHeader)
 			}
 			b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), headers))
 		} else {
 			header, line := fmt.Sprintf(rrCPUHeader, lm, rm), rrCPULine
+			if c.bandUnits() {
+				sd := "us/KB"
+				if c.Classic {
+					sd = "us/Tr"
+				}
+				header = fmt.Sprintf(rrBandCPUHeader, unitsName(c.Units), lm, rm, sd, sd)
+			}
 			switch c.Test {
 			case UDPRR:
 				line = udpRRCPULine

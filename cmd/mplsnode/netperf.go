@@ -25,7 +25,7 @@ func init() {
 }
 
 const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST[,FAMILY] [-p PORT[,LPORT]] [-4|-6]
-         [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
+         [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G|x] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
          [-v LEVEL] [-D [SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
          [--json] [--classic] [--cpuprofile FILE]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
@@ -43,7 +43,8 @@ test-specific ones after it, as in netperf:
 
   -H HOST[,FAM]  netserver's address (control connection); FAM 4 or 6
   -p PORT[,LP]   its port (12865) and our control connection's local port
-  -4, -6         IPv4 or IPv6 only     -f UNITS  k/m/g: 10^3/6/9 bits/s, K/M/G: 2^10/20/30 bytes/s
+  -4, -6         IPv4 or IPv6 only     -f UNITS  k/m/g: 10^3/6/9 bits/s, K/M/G: 2^10/20/30 bytes/s, x: Trans/s
+                 (with -f k..G, TCP_RR, TCP_CRR and UDP_RR report the bytes moved both ways)
   -t TEST        TCP_STREAM (we send), TCP_MAERTS (we receive), TCP_RR (transactions),
                  TCP_CRR (a connection per transaction), TCP_CC (connect/close only),
                  UDP_STREAM (we send datagrams), UDP_RR (datagram transactions)
@@ -51,7 +52,8 @@ test-specific ones after it, as in netperf:
   -c, -C [RATE]  report local / remote CPU utilisation
   -L LOCAL       local address of the control connection   -P 0|1   banner off/on
   -v 0|1|2       0: only the result (throughput or service demand); 2: the table and stock's
-                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR)
+                 alignment/offset/calls block (STREAM, MAERTS, RR, CRR); as stock, other
+                 levels print no table (above 2 the banner and that block, below 0 the banner)
   --histogram    print as a netperf built with --enable-histogram: " : histogram" in the banner,
                  with -v 2 the histogram of transaction times (RR, CRR, CC; UDP_RR)
   -D [SECONDS]   interim results every SECONDS (1) while the test runs
@@ -72,7 +74,7 @@ Example (ns0 of the seed topology: 10 s of TCP over label 100):
   mplsnode netperf --config examples/seed/ns0.conf -H 10.10.10.10 -l 10 -t TCP_STREAM
 `
 
-const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v]
+const netserverUsage = `usage: mplsnode netserver [--config node.conf | --kernel] [-p PORT] [-L ADDR] [-4|-6] [-Z PASSPHRASE] [-D] [-v [LEVEL]]
          [--cpuprofile FILE]
 
 A netperf 2.x netserver: serves stock netperf and "mplsnode netperf" clients
@@ -85,7 +87,7 @@ frame and TCP counters on stderr when it stops); without it (or with
   -p PORT   control port (12865)          -L ADDR  listen address (all)
   -4, -6    IPv4 or IPv6 only             -Z PASS  require this passphrase
   -D        stay in the foreground (it always does; accepted for netserver's sake)
-  -v        debug logs
+  -v [LEVEL]  debug logs (unless LEVEL is 0)
   --cpuprofile FILE   write a CPU profile of the server (and node) until it stops
 
 Example (ns2 of the seed topology, the kernel as TCP peer):
@@ -187,8 +189,10 @@ type netperfArgs struct {
 	json       bool
 	localAddr  string // global -L: control connection source
 	localPort  int    // -p ,localport: control connection source port
-	cpuProfile string // --cpuprofile FILE
-	verbosity  int    // -v
+	// localFamily is the family of the global -L name,family.
+	localFamily uint32
+	cpuProfile  string // --cpuprofile FILE
+	verbosity   int    // -v
 	// omniMode is the test-specific -o, -O or -k (0: the classic table),
 	// omniSelection its list of output names.
 	omniMode      netperf.OmniMode
@@ -246,8 +250,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-6":
 			c.Family = netperf.FamilyIPv6
 		case "-f":
-			if len(o.value) != 1 || !strings.Contains("kmgKMG", o.value) {
-				err = fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s)", o.value)
+			if len(o.value) != 1 || !strings.Contains("kmgKMGx", o.value) {
+				err = fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s), x (transactions)", o.value)
 			} else {
 				c.Units = o.value[0]
 			}
@@ -294,8 +298,15 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 				c.RemoteCPURate = float32(r)
 			}
 		case "-L":
-			a.localAddr, _, _ = strings.Cut(o.value, ",")
+			// -L name[,family]: the control connection's local end; its
+			// family (stock's local_address_family) picks the control
+			// connection's family when -H, -4 or -6 did not.
+			var fam string
+			a.localAddr, fam, _ = strings.Cut(o.value, ",")
 			c.LocalHost = a.localAddr
+			if fam != "" {
+				a.localFamily, err = parseFamily(fam)
+			}
 		case "-P":
 			a.headers = o.value != "0"
 		case "-i":
@@ -335,6 +346,12 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.name, err)
 		}
+	}
+	if c.Classic && !slices.Contains(netperf.ClassicTests, c.Test) {
+		return nil, fmt.Errorf("--classic: %s has no classic form here (classic tests: %v)", c.Test, netperf.ClassicTests)
+	}
+	if c.Family == netperf.FamilyUnspec {
+		c.Family = a.localFamily
 	}
 	if a.kernel && a.configFile != "" {
 		return nil, errors.New("--kernel and --config are exclusive")
@@ -404,12 +421,7 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			// is no output name is the file listing them.
 			a.omniSelection = o.value
 			if netperf.IsSelectionFile(o.value) {
-				var b []byte
-				if b, err = os.ReadFile(o.value); err == nil {
-					a.omniSelection = netperf.SelectionFromFile(string(b))
-				} else {
-					err = fmt.Errorf("could not open output selection file: %w", err)
-				}
+				a.omniSelection, err = netperf.ReadSelectionFile(o.value)
 			}
 		case "-R":
 			// -R 0|1: routing allowed (SO_DONTROUTE off) on the server's
@@ -437,6 +449,10 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 }
 
 var errHelp = errors.New("help requested")
+
+// exitSelectionFile is stock netperf's exit(-1) for an output selection
+// file it cannot use.
+const exitSelectionFile = 255
 
 // kernelDialer returns a dialer on kernel sockets bound to local (host or
 // host:port; empty means any), for TCP and UDP.
@@ -491,6 +507,12 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(stdout, netperfUsage)
 		return exitOK
+	}
+	var selErr *netperf.SelectionFileError
+	if errors.As(err, &selErr) {
+		// As stock: the complaint on stdout, exit(-1).
+		fmt.Fprintln(stdout, selErr.Msg)
+		return exitSelectionFile
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n%s", err, netperfUsage)
@@ -567,7 +589,14 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if err == nil && a.verbosity > 1 && a.cfg.Histogram {
 			err = rep.WriteHistogram(stdout)
 		}
-	case a.verbosity <= 0:
+	case a.verbosity < 0 || a.verbosity > 2:
+		// Stock prints its tables for -v 0, 1 and 2 only; above 2 the
+		// -v 2 block still follows.
+		err = rep.WritePreamble(stdout, a.headers)
+		if err == nil && a.verbosity > 2 {
+			err = rep.WriteVerbose(stdout)
+		}
+	case a.verbosity == 0:
 		err = rep.WriteTerse(stdout, a.headers)
 	default:
 		err = rep.WriteText(stdout, a.headers)
@@ -582,7 +611,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-var netserverSpec = optSpec{"-p": needsArg, "-L": needsArg, "-Z": needsArg, "-D": noArg, "-v": noArg,
+var netserverSpec = optSpec{"-p": needsArg, "-L": needsArg, "-Z": needsArg, "-D": noArg, "-v": optionalNum,
 	"-h": noArg, "--help": noArg, "-4": noArg, "-6": noArg, "--kernel": noArg, "--config": needsArg,
 	"--cpuprofile": needsArg}
 
@@ -615,7 +644,11 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "-Z":
 			srv.Passphrase = o.value
 		case "-v":
-			level = slog.LevelDebug
+			// -v [LEVEL], as stock netserver's -v level: debug logs
+			// unless the level is 0.
+			if o.value != "0" {
+				level = slog.LevelDebug
+			}
 		case "-4":
 			network = "tcp4"
 		case "-6":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -72,6 +73,21 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 			return ""
 		}},
+		// The global -L name,family: its family picks the control
+		// connection's when nothing else did (planted bug: the family
+		// dropped, as before; caught).
+		{"-H h -L ::1,6", func(a *netperfArgs) string {
+			if a.cfg.LocalHost != "::1" || a.cfg.Family != netperf.FamilyIPv6 {
+				return "global -L name,family"
+			}
+			return ""
+		}},
+		{"-H h -4 -L 0.0.0.0,6", func(a *netperfArgs) string {
+			if a.cfg.Family != netperf.FamilyIPv4 {
+				return "-4 before -L name,family: -4 kept"
+			}
+			return ""
+		}},
 		{"-H h -L 127.0.0.9", func(a *netperfArgs) string {
 			if a.cfg.LocalDataAddr != "127.0.0.9" {
 				return "global -L as the data connection's local address"
@@ -114,7 +130,7 @@ func TestParseNetperfArgs(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f x", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000"} {
+	for _, bad := range []string{"-t UDP_MAERTS", "-l", "-X", "-f q", "-H h,7", "-- -o NO_SUCH_OUTPUT", "-l 0", "-- -m 0", "-- -r 0", "-i 40", "-o csv", "extra", "--kernel --config x", "-- -p 7000,6000", "-- -p 0,10", "-- -p 5000,70000", "--classic -t UDP_RR", "-L h,7", "--classic -t TCP_CRR", "--classic -t UDP_STREAM"} {
 		if _, err := parseNetperfArgs(strings.Fields(bad)); err == nil {
 			t.Errorf("parse %q: got no error, want one", bad)
 		}
@@ -203,6 +219,48 @@ func TestNetperfSelectionFile(t *testing.T) {
 	}
 	if _, err := parseNetperfArgs([]string{"-H", "h", "--", "-O", file + ".missing"}); err == nil {
 		t.Error("-O with a missing file: no error")
+	}
+}
+
+// TestNetperfSelectionFileErrors replays nettest_omni.c's
+// parse_output_selection_file on files it refuses, through the whole
+// subcommand: its message on stdout and exit(-1), 255, before any test
+// (no netserver listens at 127.0.0.1:1). The too-long position is the
+// C loop's: the check runs when the 81st byte of an entry is read, with
+// line+1 printed as the "column" and the byte count (from 1, over the
+// whole file) as the "line". An entry of 80 characters ending the file
+// passes, one of 79 before a newline too, and a fifth line is never read.
+// Planted bugs, each caught: the check at 81 characters; the column
+// reset per line; the usage error (exit 2 on stderr) instead of stock's.
+func TestNetperfSelectionFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", 80)
+	cases := []struct {
+		name, content string
+		code          int
+		stdout        string
+	}{
+		{"missing", "", 255, "Could not open output selection file '" + filepath.Join(dir, "missing") + "' errno 2\n"},
+		{"long_first", long + "\n", 255, "Output selection starting column 1 on line 81 is too long\n"},
+		{"long_second_line", "THROUGHPUT\nELAPSED_TIME," + long + ",PROTOCOL\n", 255, "Output selection starting column 2 on line 105 is too long\n"},
+		{"long_past_four_lines", "a\nb\nc\nd\n" + long + "x\n", 1, ""},
+		{"eighty_at_end", "THROUGHPUT," + long, 1, ""},
+		{"seventy_nine", strings.Repeat("y", 79) + "\nTHROUGHPUT\n", 1, ""},
+	}
+	for _, tc := range cases {
+		file := filepath.Join(dir, tc.name)
+		if tc.name != "missing" {
+			if err := os.WriteFile(file, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out, errb strings.Builder
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		code := runNetperf(ctx, []string{"-H", "127.0.0.1", "-p", "1", "-l", "1", "--", "-O", file}, &out, &errb)
+		cancel()
+		if code != tc.code || (tc.code == 255 && out.String() != tc.stdout) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, stdout %q", tc.name, code, out.String(), errb.String(), tc.code, tc.stdout)
+		}
 	}
 }
 
@@ -369,5 +427,53 @@ func TestNetperfStockLetters(t *testing.T) {
 	runNP("-H 127.0.0.1 -l -10 -t TCP_RR -p " + port + "," + strconv.Itoa(lp))
 	if !strings.Contains(logs.String(), "client=127.0.0.1:"+strconv.Itoa(lp)+" ") {
 		t.Errorf("-p %s,%d: the server saw no control connection from port %d:\n%s", port, lp, lp, logs.String())
+	}
+}
+
+// TestNetperfVerbosityOutsideTables runs TCP_RR with -v 3 and -v -1
+// against an in-process server: stock prints its tables in "case 0/1/2"
+// of a switch on the verbosity and its -v 2 block under "verbosity > 1",
+// so -v 3 prints the banner and the alignment block with no table, -v -1
+// the banner alone. Planted bug (-v 3 printed as -v 2, with the table)
+// caught.
+func TestNetperfVerbosityOutsideTables(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		done <- (&netperf.Server{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Serve(ctx, ln)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, tc := range []struct {
+		level string
+		lines int
+		next  string
+	}{{"3", 5, "Alignment      Offset         RoundTrip  Trans    Throughput"}, {"-1", 1, ""}} {
+		var out, errb strings.Builder
+		code := runNetperf(ctx, []string{"-H", "127.0.0.1", "-p", port, "-t", "TCP_RR", "-l", "-50", "-v", tc.level}, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if code != exitOK || len(lines) != tc.lines || !strings.HasPrefix(lines[0], "MIGRATED TCP REQUEST/RESPONSE TEST") ||
+			(tc.next != "" && lines[1] != tc.next) || strings.Contains(out.String(), "Local /Remote") {
+			t.Errorf("-v %s: exit %d, stdout %q, stderr %q", tc.level, code, out.String(), errb.String())
+		}
+	}
+}
+
+// TestNetserverVerboseLevel: stock netserver's -v takes a level ("-v 2"),
+// which a script passes; ours takes one too instead of refusing the
+// number as an extra argument. Planted bug (-v without a value, as
+// before: exit 2) caught.
+func TestNetserverVerboseLevel(t *testing.T) {
+	for _, args := range [][]string{{"-v", "2"}, {"-v"}, {"-v", "0"}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // parse, listen, stop
+		var out, errb strings.Builder
+		if code := runNetserver(ctx, append([]string{"--kernel", "-L", "127.0.0.1", "-p", "0"}, args...), &out, &errb); code != exitOK {
+			t.Errorf("netserver %v: exit %d, stderr %q", args, code, errb.String())
+		}
 	}
 }
