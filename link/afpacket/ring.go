@@ -198,9 +198,11 @@ func (q *queue) rxRingLoop() {
 	q.ringLoop(q.rx.ready, q.deliverBlocks, q.rx.unmap)
 }
 
-// deliverBlocks delivers every block the kernel retired, one batch each.
+// deliverBlocks delivers every block the kernel retired, one batch each,
+// until none is left or the endpoint closes (a peer that never stops
+// sending would otherwise keep the loop, and Close's Wait, here forever).
 func (q *queue) deliverBlocks() {
-	for q.rx.ready() {
+	for q.rx.ready() && !q.ep.closing.Load() {
 		q.deliverBlock(q.rx.block(q.rx.cur))
 		q.rx.release()
 	}
@@ -648,9 +650,10 @@ func (q *queue) rxFrameRingLoop() {
 	q.ringLoop(q.rx2.ready, q.deliverAllFrames, q.rx2.unmap)
 }
 
-// deliverAllFrames delivers the ready frames, a batch at a time.
+// deliverAllFrames delivers the ready frames, a batch at a time, until
+// none is left or the endpoint closes (see deliverBlocks).
 func (q *queue) deliverAllFrames() {
-	for q.rx2.ready() {
+	for q.rx2.ready() && !q.ep.closing.Load() {
 		q.deliverFrames()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -336,7 +338,9 @@ func TestRingBusyDownUpClose(t *testing.T) {
 	select {
 	case <-closed:
 	case <-time.After(20 * time.Second):
-		t.Fatal("Close and Wait did not return within 20 s while the rings were busy")
+		var dump strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&dump, 1)
+		t.Fatalf("Close and Wait did not return within 20 s while the rings were busy; goroutines:\n%s", dump.String())
 	}
 	stop.Store(true)
 	wg.Wait()
