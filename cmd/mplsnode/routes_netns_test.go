@@ -56,7 +56,7 @@ func manyRoutes(n int) string {
 }
 
 // TestRunManyRoutes loads 200,000 routes into the seed's LSR (an `mplsnode
-// run` process) with SIGHUP while 64 MiB cross it on one connection: the
+// run` process) with SIGHUP while 800 MiB (4 KiB a route) cross it on one connection: the
 // flow finishes whole and no node drops a packet (the FIB is swapped in
 // one atomic step; gVisor's route table, which does not hold the FIB,
 // does not change). Then a restart with the same file is stopped by
@@ -67,7 +67,8 @@ func manyRoutes(n int) string {
 //
 // MPLSNODE_MANY_ROUTES=1000000 runs it at the issue's million routes (CI
 // uses 200,000 for time); the transfer grows with the count so that the
-// reload ends while the flow still runs.
+// reload ends while the flow still runs (the log line says when each
+// ended).
 func TestRunManyRoutes(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	routes := 200_000
@@ -79,10 +80,9 @@ func TestRunManyRoutes(t *testing.T) {
 		routes = n
 	}
 	s := newSeedProc(t, buildBinary(t), "m", seedOptions{})
-	size := int64(64 << 20)
-	if routes > 200_000 {
-		size = int64(routes) * 4 << 10 // 4 GiB at a million routes
-	}
+	// 4 KiB a route (800 MiB at 200,000, 4 GiB at a million): the load
+	// takes about as long per route, so the swap lands mid-flow.
+	size := max(int64(64<<20), int64(routes)*4<<10)
 	big := s.conf1 + manyRoutes(routes)
 	reloaded := false
 	took := s.transfer(t, size, 10*time.Minute, func(sent int64) {
