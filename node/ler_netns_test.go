@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"io"
 	"net"
 	"net/netip"
@@ -89,7 +90,7 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"pushed": n, "ip_forwarded": n}},
 			}.run(t)
 			results[m.name] = res
-			if d := countsDelta(x, xdpCounts(n1)); m.xdp && d["passed egress_down"] < n {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && d["passed egress_down"] < n {
 				t.Errorf("the XDP program's counters moved by %v, want passed egress_down %d", d, n)
 			}
 			expectFields(t, "ns1-ns0", res.frames["ns0"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, "200,1,63,63,1,1")

@@ -17,6 +17,7 @@ package node_test
 
 import (
 	"fmt"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net"
 	"slices"
 	"strings"
@@ -45,69 +46,6 @@ func (m fwdMode) conf() string {
 	return ""
 }
 
-// planeCounts returns the forwarding plane's counters of n, the userspace
-// switch's and the XDP program's summed: in XDP mode what the program
-// carried shows in its counters, what it passed up in the switch's. Only
-// counters that the same input must move the same way in both modes are
-// kept (not queued or coalesced, which depend on timing).
-func planeCounts(r node.Report) map[string]uint64 {
-	sw := r.LabelSwitch
-	m := map[string]uint64{
-		"swapped": sw.Swapped, "popped_ip": sw.PoppedIP, "popped_labelled": sw.PoppedLabelled,
-		"icmp_sent": sw.ICMPSent, "fragmented": sw.Fragmented, "ip_forwarded": sw.IPForwarded, "pushed": sw.Pushed,
-	}
-	for k, v := range sw.Drops {
-		if v != 0 {
-			m["drop "+k] = v
-		}
-	}
-	if x := r.XDP; x != nil {
-		m["swapped"] += x.Swapped
-		m["popped_ip"] += x.PoppedIP
-		m["popped_labelled"] += x.PoppedLabelled
-		m["ip_forwarded"] += x.IPForwarded
-		m["pushed"] += x.Pushed
-	}
-	for k, v := range m {
-		if v == 0 {
-			delete(m, k)
-		}
-	}
-	return m
-}
-
-// countsDelta returns after - before for every counter of after.
-func countsDelta(before, after map[string]uint64) map[string]uint64 {
-	d := map[string]uint64{}
-	for k, v := range after {
-		if v != before[k] {
-			d[k] = v - before[k]
-		}
-	}
-	return d
-}
-
-// settle polls n's plane counters until they have moved from before by at
-// least want's values (or 10 s passed), waits a moment for stragglers and
-// returns the delta.
-func settle(t *testing.T, n *node.Node, before, want map[string]uint64) map[string]uint64 {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := countsDelta(before, planeCounts(n.Report()))
-		done := true
-		for k, v := range want {
-			done = done && d[k] >= v
-		}
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	return countsDelta(before, planeCounts(n.Report()))
-}
-
 // quiesce waits until the nodes' plane counters have stood still for 300
 // ms (the last segments of a transfer before, a FIN, an ACK, cross as
 // transit too) and returns them; it gives up waiting after 10 s.
@@ -116,7 +54,7 @@ func quiesce(t *testing.T, nodes map[string]*node.Node) map[string]map[string]ui
 	read := func() map[string]map[string]uint64 {
 		m := map[string]map[string]uint64{}
 		for name, n := range nodes {
-			m[name] = planeCounts(n.Report())
+			m[name] = planetest.Counts(n.Report())
 		}
 		return m
 	}
@@ -193,7 +131,7 @@ func (p probe) run(t *testing.T) *modeResult {
 		res.wire[name] = wiretest.Wire(t, res.frames[name])
 	}
 	for name, n := range p.nodes {
-		res.counts[name] = settle(t, n, before[name], p.counts[name])
+		res.counts[name] = planetest.Settle(t, n.Report, before[name], p.counts[name])
 		if got, want := res.counts[name], p.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: counters moved by %v, want %v", name, got, want)
 		}

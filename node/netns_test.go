@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -459,7 +460,7 @@ func TestSeedTTLExpiry(t *testing.T) {
 			// node start): compared without it.
 			res.wire["icmp"] = wiretest.Wire(t, wiretest.WithoutIPv4ID(res.frames["icmp"]))
 			if m.xdp {
-				if d := countsDelta(x, xdpCounts(s.n1)); d["popped_ip"] != 3 || d["passed ttl_expired"] != 3 {
+				if d := planetest.Delta(x, xdpCounts(s.n1)); d["popped_ip"] != 3 || d["passed ttl_expired"] != 3 {
 					t.Errorf("the XDP program's counters moved by %v, want popped_ip 3 and passed ttl_expired 3", d)
 				}
 			}
@@ -496,7 +497,7 @@ func seedTTLExpiryDial(t *testing.T, s *seed) {
 	if len(rows) != 1 || strings.Join(rows[0], "|") != want {
 		t.Errorf("got ICMP fields %v, want %s", rows, want)
 	}
-	if st := planeCounts(s.n1.Report()); st["drop ttl_expired"] == 0 || st["icmp_sent"] == 0 {
+	if st := planetest.Counts(s.n1.Report()); st["drop ttl_expired"] == 0 || st["icmp_sent"] == 0 {
 		t.Errorf("got counters %v, want ttl_expired and ICMP sent", st)
 	}
 	// The node's own traffic takes TTL 64 again (the probes do not need
@@ -584,7 +585,7 @@ route add fd00:20::/64 via fd00:22::1
 			// Labelled frames are only swapped at A; the plain return
 			// path (the ACKs) is routed by the forwarding plane too, as
 			// transit IP.
-			if st := planeCounts(nA.Report()); st["swapped"] == 0 || st["popped_ip"]+st["popped_labelled"] != 0 || st["ip_forwarded"] == 0 {
+			if st := planetest.Counts(nA.Report()); st["swapped"] == 0 || st["popped_ip"]+st["popped_labelled"] != 0 || st["ip_forwarded"] == 0 {
 				t.Errorf("A: got %v, want only swaps and transit IP", st)
 			}
 			if m.xdp {

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net/netip"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			}.run(t))
 			results[m.name] = res
 			if m.xdp {
-				if d := countsDelta(x, xdpCounts(n1)); d["popped_ip"] != uint64(len(out)) || d["passed egress_down"] < uint64(len(back)) {
+				if d := planetest.Delta(x, xdpCounts(n1)); d["popped_ip"] != uint64(len(out)) || d["passed egress_down"] < uint64(len(back)) {
 					t.Errorf("the XDP program's counters moved by %v, want popped_ip %d and passed egress_down %d", d, len(out), len(back))
 				}
 			}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"fmt"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net"
 	"net/netip"
 	"testing"
@@ -84,14 +85,14 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 			txOffload("on")
 			x := xdpCounts(n1)
 			kernelTransfer(t, ns0, ns2, size, state)
-			if d := countsDelta(x, xdpCounts(n1)); m.xdp && d["passed checksum_partial"] < size/1500 {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && d["passed checksum_partial"] < size/1500 {
 				t.Errorf("TX offload on: the XDP program's counters moved by %v, want passed checksum_partial >= %d", d, size/1500)
 			}
 			// Then with full checksums: the program carries the transfer.
 			txOffload("off")
 			x = xdpCounts(n1)
 			kernelTransfer(t, ns0, ns2, size, state)
-			if d := countsDelta(x, xdpCounts(n1)); m.xdp && d["ip_forwarded"] < size/1500 {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && d["ip_forwarded"] < size/1500 {
 				t.Errorf("TX offload off: the XDP program's counters moved by %v, want ip_forwarded >= %d", d, size/1500)
 			}
 			lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
@@ -111,7 +112,7 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 3, "pushed": 2}},
 			}.run(t)
 			results[m.name] = res
-			if d := countsDelta(x, xdpCounts(n1)); m.xdp && (d["ip_forwarded"] != 3 || d["pushed"] != 2) {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && (d["ip_forwarded"] != 3 || d["pushed"] != 2) {
 				t.Errorf("probes: the XDP program's counters moved by %v, want ip_forwarded 3, pushed 2", d)
 			}
 			expectFields(t, "ns1-ns2", res.frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"},
@@ -149,7 +150,7 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1, "pushed": 1, "drop no_route": 1, "icmp_sent": 1}},
 			}.run(t)
 			res.add("changed ", res2)
-			if d := countsDelta(x, xdpCounts(n1)); m.xdp && (d["pushed"] != 1 || d["passed no_route"] != 1) {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && (d["pushed"] != 1 || d["passed no_route"] != 1) {
 				t.Errorf("changed routes: the XDP program's counters moved by %v, want pushed 1, passed no_route 1", d)
 			}
 			expectFields(t, "ns1-ns2 after the change", res2.frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl"}, "800,1,63,63")

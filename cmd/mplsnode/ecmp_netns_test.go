@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net"
 	"net/netip"
 	"strconv"
@@ -177,7 +178,7 @@ addr add %[4]s dev %[2]s
 			recv.wait(t, ecmpWarmPort, 2*16)
 			// (With the fixed seed, the warm-up flows take both LSRs.)
 			for name, n := range map[string]*procNode{"A": lsrA, "B": lsrB} {
-				if planeCounts(n.Report())["popped_ip"] == 0 {
+				if planetest.Counts(n.Report())["popped_ip"] == 0 {
 					t.Errorf("no warm-up flow went through LSR %s (its first frames may wait for ARP; the spread is judged below)", name)
 				}
 			}
@@ -204,7 +205,7 @@ addr add %[4]s dev %[2]s
 				}
 			}
 			tapA, tapB := wiretest.NewTap(t, nsR, vRA, wiretest.UDPTo(ecmpPort)), wiretest.NewTap(t, nsR, vRB, wiretest.UDPTo(ecmpPort))
-			before := map[string]map[string]uint64{"ler": planeCounts(ler.Report()), "A": planeCounts(lsrA.Report()), "B": planeCounts(lsrB.Report())}
+			before := map[string]map[string]uint64{"ler": planetest.Counts(ler.Report()), "A": planetest.Counts(lsrA.Report()), "B": planetest.Counts(lsrB.Report())}
 			xdpBefore := map[string]uint64{"A": xdpPoppedIP(lsrA), "B": xdpPoppedIP(lsrB)}
 			// Round by round (each flow's seq-th datagram), each round
 			// received before the next is sent: the rings never fill.
@@ -233,9 +234,9 @@ addr add %[4]s dev %[2]s
 					wantLSR[lsr]["popped_ip"] = uint64(wantFrames[lsr])
 				}
 			}
-			res.counts["ler"] = settle(t, ler, before["ler"], map[string]uint64{"pushed": uint64(total)})
-			res.counts["A"] = settle(t, lsrA, before["A"], wantLSR["A"])
-			res.counts["B"] = settle(t, lsrB, before["B"], wantLSR["B"])
+			res.counts["ler"] = planetest.Settle(t, ler.Report, before["ler"], map[string]uint64{"pushed": uint64(total)})
+			res.counts["A"] = planetest.Settle(t, lsrA.Report, before["A"], wantLSR["A"])
+			res.counts["B"] = planetest.Settle(t, lsrB.Report, before["B"], wantLSR["B"])
 			if got := res.counts["ler"]; got["pushed"] != uint64(total) || got["ip_forwarded"] != uint64(total) || len(got) != 2 {
 				t.Errorf("LER counters moved by %v, want pushed and ip_forwarded %d", got, total)
 			}

@@ -53,67 +53,6 @@ func startProcNode(t *testing.T, bin string, ns *netns.NS, conf string) *procNod
 // Report returns the node's counters (mplsnode stats --json).
 func (n *procNode) Report() node.Report { return n.p.mustReport() }
 
-// planeCounts returns the forwarding plane's counters of r, the userspace
-// switch's and the XDP program's summed: in XDP mode what the program
-// carried shows in its counters, what it passed up in the switch's. Only
-// counters that the same input must move the same way in both modes are
-// kept (not queued or coalesced, which depend on timing).
-func planeCounts(r node.Report) map[string]uint64 {
-	sw := r.LabelSwitch
-	m := map[string]uint64{
-		"swapped": sw.Swapped, "popped_ip": sw.PoppedIP, "popped_labelled": sw.PoppedLabelled,
-		"icmp_sent": sw.ICMPSent, "fragmented": sw.Fragmented, "ip_forwarded": sw.IPForwarded, "pushed": sw.Pushed,
-	}
-	for k, v := range sw.Drops {
-		m["drop "+k] = v
-	}
-	if x := r.XDP; x != nil {
-		m["swapped"] += x.Swapped
-		m["popped_ip"] += x.PoppedIP
-		m["popped_labelled"] += x.PoppedLabelled
-		m["ip_forwarded"] += x.IPForwarded
-		m["pushed"] += x.Pushed
-	}
-	for k, v := range m {
-		if v == 0 {
-			delete(m, k)
-		}
-	}
-	return m
-}
-
-// countsDelta returns after - before for every counter of after.
-func countsDelta(before, after map[string]uint64) map[string]uint64 {
-	d := map[string]uint64{}
-	for k, v := range after {
-		if v != before[k] {
-			d[k] = v - before[k]
-		}
-	}
-	return d
-}
-
-// settle polls n's plane counters until they have moved from before by at
-// least want's values (or 10 s passed), waits a moment for stragglers and
-// returns the delta.
-func settle(t *testing.T, n *procNode, before, want map[string]uint64) map[string]uint64 {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := countsDelta(before, planeCounts(n.Report()))
-		done := true
-		for k, v := range want {
-			done = done && d[k] >= v
-		}
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	return countsDelta(before, planeCounts(n.Report()))
-}
-
 // modeResult is what one mode put on the wire and counted.
 type modeResult struct {
 	wire   map[string][]string          // capture name -> decoded frames
