@@ -130,8 +130,18 @@ addr add 172.16.21.21/24 dev %[2]s
 					t.Errorf("sent %d bytes, server received %d; want 0 < received <= sent", r.BytesSent, r.RemoteBytesReceived)
 				}
 			}
-			if r.LocalCPU <= 0 || r.RemoteCPU <= 0 {
-				t.Errorf("-c -C: local CPU %v%%, remote %v%%; want both filled", r.LocalCPU, r.RemoteCPU)
+			// Unmeasured CPU reads -1. A timed second of traffic always
+			// shows busy ticks; 50 short transactions (CRR, CC) may end
+			// within a few /proc/stat ticks of 10 ms and honestly read 0
+			// (CI saw TCP_CC take 0.19 s and measure 0% on both sides).
+			measured := func(util float64) bool {
+				if length == "1" {
+					return util > 0
+				}
+				return util >= 0
+			}
+			if !measured(r.LocalCPU) || !measured(r.RemoteCPU) {
+				t.Errorf("-c -C: local CPU %v%%, remote %v%%; want both measured", r.LocalCPU, r.RemoteCPU)
 			}
 		})
 	}
