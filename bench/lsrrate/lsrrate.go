@@ -108,6 +108,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -154,6 +155,9 @@ type nodeSetup struct {
 	words string
 	// inKernel turns on the node's XDP label switch.
 	inKernel bool
+	// cpuProfile is where mplsnode writes a CPU profile of its run
+	// (--cpuprofile); empty: none.
+	cpuProfile string
 }
 
 // nodeSetups gives each mplsnode configuration's setup: the link type
@@ -217,6 +221,10 @@ type Options struct {
 	// Configs picks the configurations to measure (Configs() names them,
 	// in the order they run); empty means all.
 	Configs []string
+	// CPUProfileDir, when set, makes each mplsnode forwarder write a CPU
+	// profile of its whole run (every frame size) to
+	// CPUProfileDir/CONFIG.pprof, for go tool pprof.
+	CPUProfileDir string
 
 	resolved string // the generator opened so far
 }
@@ -481,6 +489,9 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 			}
 		}
 		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
+		if opts.CPUProfileDir != "" {
+			setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
+		}
 		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)

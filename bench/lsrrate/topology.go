@@ -274,8 +274,11 @@ func startMPLSNode(ctx context.Context, bin string, t *topology, setup nodeSetup
 		return nil, err
 	}
 	// ip netns exec execs the binary in place: the pid is mplsnode's.
-	m.cmd = exec.Command("ip", "netns", "exec", t.lsr.name, bin, "run", "-c", conf,
-		"--control-socket", m.sock, "--log-level", "warn")
+	args := []string{"netns", "exec", t.lsr.name, bin, "run", "-c", conf, "--control-socket", m.sock, "--log-level", "warn"}
+	if setup.cpuProfile != "" {
+		args = append(args, "--cpuprofile", setup.cpuProfile)
+	}
+	m.cmd = exec.Command("ip", args...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		close(m.exited)

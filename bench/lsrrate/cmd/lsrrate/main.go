@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gen := fs.String("gen", "", "generator: xdp or afpacket (default: xdp where the kernel runs it, else afpacket)")
 	only := fs.String("configs", "", "comma-separated `CONFIGS` to measure (default all: "+strings.Join(lsrrate.Configs(), ",")+")")
 	rate := fs.Float64("rate", 0, "frames per second the generator offers (`PPS`); 0 means as many as it can")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each mplsnode forwarder's run to `DIR`/CONFIG.pprof (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -107,6 +108,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr}
+	if *cpuProfile != "" {
+		if err := os.MkdirAll(*cpuProfile, 0o755); err != nil {
+			fmt.Fprintf(stderr, "lsrrate: -cpuprofile: %v\n", err)
+			return 1
+		}
+		opts.CPUProfileDir = *cpuProfile
+	}
 	if *only != "" {
 		opts.Configs = strings.Split(*only, ",")
 	}
