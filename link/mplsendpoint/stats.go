@@ -87,6 +87,11 @@ const (
 	// a fragment length gVisor refuses; with every fragment of its
 	// datagram.
 	DropUnverifiableChecksum
+	// DropEndpointClosed: a packet the endpoint held when it closed (a
+	// fragment waiting for the rest of its datagram, a TCP segment
+	// waiting for the end of its receive batch), or one the lower link
+	// delivered after Close.
+	DropEndpointClosed
 
 	numDropReasons
 )
@@ -114,6 +119,7 @@ var dropNames = [numDropReasons]string{
 	DropFragmentOverlap:      "fragment_overlap",
 	DropFragmentTimeout:      "fragment_timeout",
 	DropUnverifiableChecksum: "unverifiable_checksum",
+	DropEndpointClosed:       "endpoint_closed",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -141,6 +147,7 @@ var remedies = [numDropReasons]string{
 	DropFragmentOverlap:      "a sender (or the path) emits overlapping or duplicate IP fragments; capture on the lower link",
 	DropFragmentTimeout:      "fragments of a datagram were lost on the way, or too many datagrams were in reassembly at once; lower the senders' datagram size below the path MTU",
 	DropUnverifiableChecksum: "the sender emits fragments or extension header chains whose checksum cannot be checked (IPv4 options on fragments, extension headers before or after a fragment header, tiny fragments); capture on the lower link",
+	DropEndpointClosed:       "none: the link was closed (node shutdown, link removed) while packets were held or still arriving",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
