@@ -385,3 +385,37 @@ func TestFragmentPathAllocs(t *testing.T) {
 		t.Errorf("%.1f allocations re-arming the timer, want 0", n)
 	}
 }
+
+// BenchmarkFragmentTableFull measures a fragment of a new datagram when
+// the table is full (1024 datagrams each holding one fragment): it
+// evicts the oldest. Finding it is O(1), whatever the table's size.
+func BenchmarkFragmentTableFull(b *testing.B) {
+	const mac = tcpip.LinkAddress("\x02\x00\x00\x00\x00\x0a")
+	e, err := New(channel.New(8, 1500, mac), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.Attach(&countUp{})
+	b.Cleanup(e.Close)
+	frames := make([][]byte, 1<<16)
+	for id := range frames {
+		frames[id] = testFragment(mac, uint16(id), 0, true)
+	}
+	inject := func(id int) {
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frames[id%len(frames)])})
+		e.DeliverNetworkPacket(0, pkt)
+		pkt.DecRef()
+	}
+	for id := range fragTableSize {
+		inject(id)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		inject(fragTableSize + i)
+	}
+	b.StopTimer()
+	if st := e.Stats(); st.RXFragmentsHeld != fragTableSize || st.Drop(DropFragmentTimeout) != uint64(b.N) {
+		b.Fatalf("%d held, fragment_timeout %d after %d new datagrams; want %d, %d", st.RXFragmentsHeld, st.Drop(DropFragmentTimeout), b.N, fragTableSize, b.N)
+	}
+}
