@@ -76,8 +76,10 @@ const (
 	// later ones until the reassembly timeout are dropped.
 	DropFragmentOverlap
 	// DropFragmentTimeout: held fragments of a datagram that did not
-	// complete within the reassembly timeout (30 s IPv4, 60 s IPv6), or
-	// that were evicted to make room (1024 datagrams, 4 MiB held).
+	// complete within the reassembly timeout (30 s IPv4, 60 s IPv6;
+	// discarded by a timer, with or without further traffic), or that
+	// were evicted to make room (1024 datagrams, 4 MiB held; the datagram
+	// nearest its deadline first).
 	DropFragmentTimeout
 	// DropUnverifiableChecksum: a packet whose transport checksum the
 	// endpoint cannot verify and gVisor would not verify either: more
@@ -196,7 +198,7 @@ type Stats struct {
 	// RXFragmentsHeld is the number of IP fragments held right now until
 	// their datagram is whole and its transport checksum verified
 	// (delivered, or dropped as bad_checksum, fragment_overlap,
-	// fragment_timeout or unverifiable_checksum).
+	// fragment_timeout, unverifiable_checksum or endpoint_closed).
 	RXFragmentsHeld uint64
 	// FTNHits counts outgoing packets that matched an FTN entry.
 	FTNHits uint64
