@@ -273,6 +273,11 @@ func TestDropCounters(t *testing.T) {
 			h.SetChecksum(^h.CalculateChecksum())
 			inject(ep, ethFrame(macA, 0x0800, opt), false)
 		}, nil},
+		{"endpoint closed", mplsendpoint.DropEndpointClosed, false, func(ep *mplsendpoint.Endpoint) {
+			// A fragment held when the endpoint closes.
+			inject(ep, ethFrame(macA, 0x0800, ipv4Fragment(1, 0, true)), false)
+			ep.Close()
+		}, nil},
 	}
 	// Reasons a case counts more than once.
 	counts := map[mplsendpoint.DropReason]uint64{mplsendpoint.DropFragmentOverlap: 2}
@@ -291,7 +296,7 @@ func TestDropCounters(t *testing.T) {
 			before := ep.Stats()
 			tc.run(ep)
 			after := ep.Stats()
-			ep.Close() // releases held fragments
+			ep.Close() // releases held fragments (a second Close does nothing)
 			for _, r := range mplsendpoint.DropReasons() {
 				want := before.Drop(r)
 				if r == tc.reason {

@@ -47,6 +47,24 @@ import (
 // gVisor's reassembly timeout (30 s IPv4, 60 s IPv6), or evicted when the
 // table (fragTableSize datagrams, fragMaxHeld bytes) is full, is dropped
 // (fragment_timeout, one count per fragment held).
+//
+// Expiry needs no further traffic: one timer, armed for the earliest
+// deadline in the table and re-armed when it fires, discards what is past
+// its deadline (no goroutine or allocation per datagram; a fragment also
+// discards what is past its deadline before it is looked up). Eviction
+// takes the "oldest" datagram, meaning the one nearest its deadline, the
+// one the timer would discard first: a deadline is the first fragment's
+// arrival plus its family's timeout, so the table keeps each family's
+// datagrams in a list in arrival order, which is deadline order, and the
+// oldest is the earlier of the two lists' heads (an IPv6 datagram that
+// arrived 40 s ago, 20 s left, goes before an IPv4 one that arrived 5 s
+// ago, 25 s left). Finding it, a free entry, or the next deadline is
+// O(1). A full table (fragTableSize) evicts the oldest datagram; too many
+// bytes held (fragMaxHeld) evict the oldest that holds fragments (a
+// poisoned datagram holds none), through a second pair of lists that
+// leave poisoned datagrams out. Close drops what is held
+// (endpoint_closed, one count per fragment) and stops the timer; a
+// fragment delivered after Close is dropped (endpoint_closed).
 
 const (
 	// fragTableSize bounds the datagrams in reassembly at once.
@@ -91,10 +109,38 @@ type fragPiece struct {
 	pkt        *stack.PacketBuffer
 }
 
+// Lists of entries (fragEntry.links[k], fragTable.lists[k]), one per
+// family each, in arrival order, which is deadline order.
+const (
+	// listAge holds every datagram in reassembly that is not being
+	// released.
+	listAge = iota
+	// listHolding holds those of listAge that are not poisoned: at rest,
+	// the ones that hold fragments.
+	listHolding
+	numFragLists
+)
+
+// noEntry ends a list of entries.
+const noEntry int32 = -1
+
+// fragLink is an entry's place in one list (indexes into the table).
+type fragLink struct {
+	prev, next int32
+	in         bool
+}
+
+// fragList is one list of entries, by index.
+type fragList struct{ head, tail int32 }
+
 // fragEntry is the state of one datagram in reassembly.
 type fragEntry struct {
 	key  fragKey
 	used bool
+	// links are the entry's places in the lists; nextFree chains the
+	// free entries.
+	links    [numFragLists]fragLink
+	nextFree int32
 	// releasing: a goroutine is handing the verified fragments up, the
 	// table unlocked; the entry is its own until it frees it.
 	releasing bool
@@ -121,20 +167,122 @@ type fragEntry struct {
 // fragment with the same key that arrives meanwhile is dropped
 // (fragment_overlap), so that no other fragment of that key reaches
 // gVisor's reassembler among them.
+//
+// The timer's function runs on its own goroutine and takes mu; Close
+// stops the timer under mu and marks the table closed, so a run that was
+// already waiting for mu does nothing.
 type fragTable struct {
 	mu      sync.Mutex
 	entries []fragEntry
 	index   map[fragKey]int32
-	held    int // bytes held in all entries
-	nheld   int // fragments held in all entries
-	sweep   int // next entry the incremental expiry looks at
-	epoch   time.Time
+	// lists[k][f] is list k of family f (0 IPv4, 1 IPv6).
+	lists [numFragLists][2]fragList
+	free  int32 // first free entry
+	held  int   // bytes held in all entries
+	nheld int   // fragments held in all entries
+	epoch time.Time
+	// timeout is the reassembly timeout of each family (fragTimeout4,
+	// fragTimeout6); tests set it shorter before the first fragment.
+	timeout [2]time.Duration
+	// timer discards expired datagrams (fire); when armed, it fires at
+	// armedAt (ns since epoch) or earlier.
+	timer   *time.Timer
+	armed   bool
+	armedAt int64
+	closed  bool
 }
 
-func (t *fragTable) init() {
+// init sets the table up on the first fragment: 2 MiB a link never needs
+// otherwise.
+func (t *fragTable) init(e *Endpoint) {
 	t.entries = make([]fragEntry, fragTableSize)
+	for i := range t.entries {
+		ent := &t.entries[i]
+		for k := range ent.links {
+			ent.links[k] = fragLink{prev: noEntry, next: noEntry}
+		}
+		ent.nextFree = int32(i + 1)
+	}
+	t.entries[len(t.entries)-1].nextFree = noEntry
+	t.free = 0
+	for k := range t.lists {
+		for f := range t.lists[k] {
+			t.lists[k][f] = fragList{head: noEntry, tail: noEntry}
+		}
+	}
 	t.index = make(map[fragKey]int32, fragTableSize)
 	t.epoch = time.Now()
+	if t.timeout[0] == 0 {
+		t.timeout[0] = fragTimeout4
+	}
+	if t.timeout[1] == 0 {
+		t.timeout[1] = fragTimeout6
+	}
+	t.timer = time.AfterFunc(time.Hour, func() { t.fire(e) })
+	t.timer.Stop()
+}
+
+// now returns the monotonic time deadlines are measured in.
+func (t *fragTable) now() int64 { return int64(time.Since(t.epoch)) }
+
+// familyIndex returns the index of a family in fragTable.lists and
+// fragTable.timeout.
+func familyIndex(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+// push appends entry i to the tail of list k of its family.
+func (t *fragTable) push(k int, i int32) {
+	ent := &t.entries[i]
+	l := &t.lists[k][familyIndex(ent.key.v6)]
+	ent.links[k] = fragLink{prev: l.tail, next: noEntry, in: true}
+	if l.tail != noEntry {
+		t.entries[l.tail].links[k].next = i
+	} else {
+		l.head = i
+	}
+	l.tail = i
+}
+
+// unlink takes entry i out of list k, if it is in it.
+func (t *fragTable) unlink(k int, i int32) {
+	ent := &t.entries[i]
+	ln := &ent.links[k]
+	if !ln.in {
+		return
+	}
+	l := &t.lists[k][familyIndex(ent.key.v6)]
+	if ln.prev != noEntry {
+		t.entries[ln.prev].links[k].next = ln.next
+	} else {
+		l.head = ln.next
+	}
+	if ln.next != noEntry {
+		t.entries[ln.next].links[k].prev = ln.prev
+	} else {
+		l.tail = ln.prev
+	}
+	*ln = fragLink{prev: noEntry, next: noEntry}
+}
+
+// oldest returns the entry of list k nearest its deadline, other than
+// skip, or noEntry: the earlier of the two families' heads (or of a
+// head's successor, where the head is skip).
+func (t *fragTable) oldest(k int, skip int32) int32 {
+	best := noEntry
+	for f := range t.lists[k] {
+		c := t.lists[k][f].head
+		if c != noEntry && c == skip {
+			c = t.entries[c].links[k].next
+		}
+		if c != noEntry && (best == noEntry || t.entries[c].deadline < t.entries[best].deadline) {
+			best = c
+		}
+	}
+	return best
 }
 
 // fragInfo is what one fragment's headers say.
@@ -325,33 +473,31 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	t := &e.frag
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		e.drop(DropEndpointClosed, -1, nil)
+		return
+	}
 	if t.entries == nil {
-		t.init() // on the first fragment: 2 MiB a link never needs otherwise
+		t.init(e)
 	}
-	now := int64(time.Since(t.epoch))
-	t.expire(e, now, 2)
+	now := t.now()
+	t.expireDue(e, now)
 	i, ok := t.index[f.key]
-	if ok && !t.entries[i].releasing && t.entries[i].deadline <= now {
-		t.discard(e, int(i), DropFragmentTimeout)
-		ok = false
-	}
 	if !ok {
-		n := t.alloc(e)
-		if n < 0 {
+		i = t.alloc(e)
+		if i == noEntry {
 			e.drop(DropFragmentTimeout, -1, nil) // every entry is being released
 			return
 		}
-		i = int32(n)
 		ent := &t.entries[i]
 		ent.key, ent.used, ent.poison, ent.total = f.key, true, numDropReasons, -1
 		ent.n, ent.covered, ent.sum, ent.held = 0, 0, 0, 0
 		ent.haveFirst, ent.tp, ent.l4Start, ent.udpNoSum = false, 0, 0, false
-		timeout := fragTimeout4
-		if f.key.v6 {
-			timeout = fragTimeout6
-		}
-		ent.deadline = now + int64(timeout)
+		ent.deadline = now + int64(t.timeout[familyIndex(f.key.v6)])
 		t.index[f.key] = i
+		t.push(listAge, i)
+		t.push(listHolding, i)
+		t.arm(now, ent.deadline)
 	}
 	ent := &t.entries[i]
 	if ent.releasing {
@@ -364,17 +510,17 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	}
 	if f.malformed || f.unverif {
 		// gVisor would drop this fragment alone and keep the rest.
-		t.poison(e, ent, DropUnverifiableChecksum)
+		t.poison(e, i, DropUnverifiableChecksum)
 		return
 	}
 	first, end := f.first, f.first+uint32(f.payLen)
 	if r := t.place(ent, first, end, f.more); r != numDropReasons {
-		t.poison(e, ent, r)
+		t.poison(e, i, r)
 		return
 	}
 	p, ok := pkt.Data().PullUp(f.payOff + f.payLen)
 	if !ok {
-		t.poison(e, ent, DropBadChecksum)
+		t.poison(e, i, DropBadChecksum)
 		return
 	}
 	p = p[f.payOff:]
@@ -387,7 +533,7 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 			next = f.key.proto
 		}
 		if !firstFragment(f.key.v6, next, p, ent) {
-			t.poison(e, ent, DropUnverifiableChecksum)
+			t.poison(e, i, DropUnverifiableChecksum)
 			return
 		}
 		ent.haveFirst = true
@@ -399,15 +545,15 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 		ent.total = int64(end)
 	}
 	if ent.total >= 0 && ent.covered == ent.total {
-		t.complete(e, int(i), proto, pkt, &f)
+		t.complete(e, i, proto, pkt, &f)
 		return
 	}
 	if ent.n == fragMaxPieces {
-		t.poison(e, ent, DropUnverifiableChecksum)
+		t.poison(e, i, DropUnverifiableChecksum)
 		return
 	}
 	size := pkt.Data().Size()
-	for t.held+size > fragMaxHeld && t.evictOldest(e, int(i)) {
+	for t.held+size > fragMaxHeld && t.evictOldest(e, i) {
 	}
 	pkt.IncRef()
 	ent.pieces[ent.n] = fragPiece{first: first, end: end, pkt: pkt}
@@ -439,10 +585,12 @@ func (t *fragTable) place(ent *fragEntry, first, end uint32, more bool) DropReas
 // complete verifies entry i's datagram, whose last fragment is pkt, and
 // hands all its fragments up, or drops them all. t.mu is held; it is
 // released while the fragments go up.
-func (t *fragTable) complete(e *Endpoint, i int, proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, f *fragInfo) {
+func (t *fragTable) complete(e *Endpoint, i int32, proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, f *fragInfo) {
 	ent := &t.entries[i]
 	if verifyFragmentSum(ent, f.src, f.dst) {
 		ent.releasing = true
+		t.unlink(listAge, i) // neither expired nor evicted meanwhile
+		t.unlink(listHolding, i)
 		t.mu.Unlock()
 		for k := 0; k < ent.n; k++ {
 			e.ctr.rxDelivered.Add(1)
@@ -478,12 +626,14 @@ func verifyFragmentSum(ent *fragEntry, src, dst tcpip.Address) bool {
 	return true
 }
 
-// poison drops the datagram's held fragments and the current one for
-// reason r, and every later fragment of it until its deadline.
-func (t *fragTable) poison(e *Endpoint, ent *fragEntry, r DropReason) {
+// poison drops entry i's held fragments and the current one for reason
+// r, and every later fragment of its datagram until its deadline.
+func (t *fragTable) poison(e *Endpoint, i int32, r DropReason) {
+	ent := &t.entries[i]
 	e.dropN(r, uint64(ent.n+1), -1, nil)
 	t.unhold(ent)
 	ent.poison = r
+	t.unlink(listHolding, i)
 }
 
 // unhold releases the entry's held fragments.
@@ -498,72 +648,84 @@ func (t *fragTable) unhold(ent *fragEntry) {
 }
 
 // release frees entry i (its fragments released).
-func (t *fragTable) release(i int) {
+func (t *fragTable) release(i int32) {
 	ent := &t.entries[i]
 	t.unhold(ent)
+	t.unlink(listAge, i)
+	t.unlink(listHolding, i)
 	delete(t.index, ent.key)
 	ent.used, ent.releasing = false, false
+	ent.nextFree, t.free = t.free, i
 }
 
 // discard drops entry i's held fragments for reason r and frees it.
-func (t *fragTable) discard(e *Endpoint, i int, r DropReason) {
+func (t *fragTable) discard(e *Endpoint, i int32, r DropReason) {
 	if n := t.entries[i].n; n > 0 {
 		e.dropN(r, uint64(n), -1, nil)
 	}
 	t.release(i)
 }
 
-// expire frees up to n entries past their deadline, looking at the next n
-// entries of the table: over many fragments, every entry is looked at.
-func (t *fragTable) expire(e *Endpoint, now int64, n int) {
-	for range n {
-		i := t.sweep
-		t.sweep = (t.sweep + 1) % len(t.entries)
-		if t.entries[i].used && !t.entries[i].releasing && t.entries[i].deadline <= now {
-			t.discard(e, i, DropFragmentTimeout)
+// expireDue frees every entry past its deadline (fragment_timeout),
+// oldest first.
+func (t *fragTable) expireDue(e *Endpoint, now int64) {
+	for {
+		i := t.oldest(listAge, noEntry)
+		if i == noEntry || t.entries[i].deadline > now {
+			return
 		}
+		t.discard(e, i, DropFragmentTimeout)
+	}
+}
+
+// arm makes the timer fire by deadline (ns since epoch) at the latest.
+func (t *fragTable) arm(now, deadline int64) {
+	if t.armed && t.armedAt <= deadline {
+		return
+	}
+	t.armed, t.armedAt = true, deadline
+	t.timer.Reset(time.Duration(deadline - now))
+}
+
+// fire runs on the timer's goroutine: it frees the entries past their
+// deadline and arms the timer for the next deadline, if any.
+func (t *fragTable) fire(e *Endpoint) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.armed = false
+	now := t.now()
+	t.expireDue(e, now)
+	if i := t.oldest(listAge, noEntry); i != noEntry {
+		t.arm(now, t.entries[i].deadline)
 	}
 }
 
 // alloc returns a free entry, evicting the one nearest its deadline if
-// the table is full; -1 if every entry is being released.
-func (t *fragTable) alloc(e *Endpoint) int {
-	if len(t.index) < len(t.entries) {
-		for k := range t.entries {
-			i := (t.sweep + k) % len(t.entries)
-			if !t.entries[i].used {
-				return i
-			}
+// the table is full; noEntry if every entry is being released.
+func (t *fragTable) alloc(e *Endpoint) int32 {
+	if t.free == noEntry {
+		i := t.oldest(listAge, noEntry)
+		if i == noEntry {
+			return noEntry
 		}
+		t.discard(e, i, DropFragmentTimeout)
 	}
-	oldest := -1
-	for i := range t.entries {
-		if !t.entries[i].releasing && (oldest < 0 || t.entries[i].deadline < t.entries[oldest].deadline) {
-			oldest = i
-		}
-	}
-	if oldest >= 0 {
-		t.discard(e, oldest, DropFragmentTimeout)
-	}
-	return oldest
+	i := t.free
+	t.free = t.entries[i].nextFree
+	return i
 }
 
-// evictOldest drops the held entry nearest its deadline other than keep,
-// to make room; it reports false if there is none.
-func (t *fragTable) evictOldest(e *Endpoint, keep int) bool {
-	oldest := -1
-	for i := range t.entries {
-		if i == keep || !t.entries[i].used || t.entries[i].releasing || t.entries[i].n == 0 {
-			continue
-		}
-		if oldest < 0 || t.entries[i].deadline < t.entries[oldest].deadline {
-			oldest = i
-		}
-	}
-	if oldest < 0 {
+// evictOldest drops the entry nearest its deadline that holds fragments,
+// other than keep, to make room; it reports false if there is none.
+func (t *fragTable) evictOldest(e *Endpoint, keep int32) bool {
+	i := t.oldest(listHolding, keep)
+	if i == noEntry {
 		return false
 	}
-	t.discard(e, oldest, DropFragmentTimeout)
+	t.discard(e, i, DropFragmentTimeout)
 	return true
 }
 
@@ -574,13 +736,23 @@ func (t *fragTable) heldFragments() uint64 {
 	return uint64(t.nheld)
 }
 
-// close releases every held fragment.
-func (t *fragTable) close() {
+// close drops every held fragment (endpoint_closed), stops the timer and
+// makes later fragments dropped too. An entry being released is freed by
+// the goroutine releasing it.
+func (t *fragTable) close(e *Endpoint) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.closed = true
+	if t.timer != nil {
+		t.timer.Stop()
+		t.armed = false
+	}
 	for i := range t.entries {
 		if t.entries[i].used && !t.entries[i].releasing {
-			t.release(i)
+			t.discard(e, int32(i), DropEndpointClosed)
 		}
 	}
 }
@@ -592,9 +764,12 @@ func isMulticastOrBroadcast(a tcpip.Address) bool {
 	return header.IsV6MulticastAddress(a)
 }
 
-// Close releases the fragments held for checksum verification and closes
-// the lower link (stack.LinkEndpoint).
+// Close drops the packets the endpoint holds (fragments waiting for their
+// datagram's checksum, TCP segments waiting for the end of their receive
+// batch; endpoint_closed), and anything delivered to it later, and closes
+// the lower link (stack.LinkEndpoint). It may be called more than once.
 func (e *Endpoint) Close() {
-	e.frag.close()
+	e.frag.close(e)
+	e.groClose()
 	e.Endpoint.Close()
 }

@@ -35,6 +35,16 @@ import (
 // or an IPForwarder: the forwarding plane coalesces towards its next hop
 // itself), with Options.DisableGRO, and until the lower link has called
 // EndBatch once (a link that never ends batches never flushes).
+//
+// The engine holds a reference to each packet it keeps until it hands it
+// up, and gVisor's GRO has no Close: Close hands what it holds to a
+// dispatcher that counts it (endpoint_closed) instead of delivering it,
+// and from then on nothing is enqueued (a segment the lower link still
+// delivers is dropped, endpoint_closed), so no PacketBuffer is left
+// held. gVisor's Flush hands up only the first packet of each of its
+// buckets (it steps to the next packet of a bucket through one it has
+// just unlinked), so a bucket holding several flows needs one Flush per
+// flow: drain flushes until nothing comes out.
 
 // rxGRO is the endpoint's coalescing state. The engine is not safe for
 // concurrent use and a lower link with several queues delivers from
@@ -46,6 +56,9 @@ type rxGRO struct {
 	mu   sync.Mutex
 	eng  gro.GRO
 	held bool // something was enqueued since the last flush
+	// closed: Close released what the engine held; nothing is enqueued
+	// after.
+	closed bool
 	// in counts segments given to the engine, out packets it handed up;
 	// in - out segments were merged into the packet before them.
 	in, out atomic.Uint64
@@ -64,6 +77,22 @@ func (u groUp) DeliverNetworkPacket(proto tcpip.NetworkProtocolNumber, pkt *stac
 // DeliverLinkPacket implements stack.NetworkDispatcher; the engine never
 // calls it.
 func (groUp) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
+
+// groClosed is the engine's dispatcher once the endpoint is closed: it
+// counts what the engine held as dropped (endpoint_closed). The engine
+// releases its own reference after handing a packet over, as it does
+// after groUp's.
+type groClosed struct{ e *Endpoint }
+
+// DeliverNetworkPacket implements stack.NetworkDispatcher.
+func (c groClosed) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {
+	c.e.gro.out.Add(1)
+	c.e.drop(DropEndpointClosed, -1, nil)
+}
+
+// DeliverLinkPacket implements stack.NetworkDispatcher; the engine never
+// calls it.
+func (groClosed) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
 
 // initGRO sets the engine up (enabled says whether it coalesces).
 func (e *Endpoint) initGRO(enabled bool) {
@@ -124,8 +153,13 @@ func (e *Endpoint) groEligible(proto tcpip.NetworkProtocolNumber, pkt *stack.Pac
 // delivers it (and any packet of its flow it held) at once.
 func (e *Endpoint) groEnqueue(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) {
 	pkt.NetworkProtocolNumber = proto
-	e.gro.in.Add(1)
 	e.gro.mu.Lock()
+	if e.gro.closed {
+		e.gro.mu.Unlock()
+		e.drop(DropEndpointClosed, -1, nil)
+		return
+	}
+	e.gro.in.Add(1)
 	e.gro.held = true
 	e.gro.eng.Enqueue(pkt)
 	e.gro.mu.Unlock()
@@ -140,7 +174,35 @@ func (e *Endpoint) groFlush() {
 	e.gro.mu.Lock()
 	if e.gro.held {
 		e.gro.held = false
-		e.gro.eng.Flush()
+		e.gro.drain()
 	}
 	e.gro.mu.Unlock()
+}
+
+// drain flushes the engine until it holds nothing (g.mu held): each
+// Flush hands up at least one packet while any is held, and at most one
+// a bucket, so a bucket of 8 flows takes 8 and the last one finds none.
+// Both dispatchers count what comes out in g.out.
+func (g *rxGRO) drain() {
+	for {
+		before := g.out.Load()
+		g.eng.Flush()
+		if g.out.Load() == before {
+			return
+		}
+	}
+}
+
+// groClose releases every packet the engine holds, counting them
+// (endpoint_closed), and makes later enqueues drop theirs.
+func (e *Endpoint) groClose() {
+	e.gro.mu.Lock()
+	defer e.gro.mu.Unlock()
+	if e.gro.closed {
+		return
+	}
+	e.gro.closed = true
+	e.gro.held = false
+	e.gro.eng.Dispatcher = groClosed{e}
+	e.gro.drain()
 }

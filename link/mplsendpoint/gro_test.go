@@ -326,3 +326,81 @@ func FuzzIngressGRO(f *testing.F) {
 		}
 	})
 }
+
+// groFlowSegment returns segment i of the bulk flow B:5001 -> A:port over
+// IPv4, as groSegment builds them. Flows whose ports differ by a multiple
+// of 8 fall in the same bucket of gVisor's engine (it sums addresses and
+// ports, modulo its 8 buckets).
+func groFlowSegment(port uint16, i int) []byte {
+	t := mplstest.TCP{
+		Src: netip.AddrPortFrom(addrB4, 5001), Dst: netip.AddrPortFrom(addrA4, port),
+		Seq: 1000 + uint32(i*groPayload), Ack: 77, Flags: header.TCPFlagAck, Window: 500, DF: true,
+		ID:      uint16(i),
+		Payload: bytes.Repeat([]byte{byte(i + 1)}, groPayload),
+	}
+	return mplstest.Frame{Dst: macA, Src: macB, Labels: mplstest.Stack(64, 100), Payload: mplstest.IPv4TCP(t)}.Bytes()
+}
+
+// TestGROFlushesEveryFlow: the end of a batch hands up every flow the
+// engine holds, also several flows in one of its buckets (gVisor's Flush
+// hands up one packet a bucket). Planted bug (one Flush a batch, as
+// before): 1 packet up, the other two flows held past the batch's end
+// (until a later batch), and this test fails.
+func TestGROFlushesEveryFlow(t *testing.T) {
+	ep, rec := groEndpoint(t)
+	t.Cleanup(ep.Close)
+	for _, port := range []uint16{40000, 40008, 40016} {
+		inject(ep, groFlowSegment(port, 0), false)
+		inject(ep, groFlowSegment(port, 1), false)
+	}
+	ep.EndBatch()
+	if st := ep.Stats(); len(rec.pkts) != 3 || st.RXCoalesced != 3 {
+		t.Fatalf("%d packets up at the batch's end (RXCoalesced %d), want 3 (one per flow, 3 merged)", len(rec.pkts), st.RXCoalesced)
+	}
+}
+
+// TestGROCloseReleasesHeld: Close in the middle of a batch releases the
+// segments the engine holds, counted as endpoint_closed (one per packet
+// held: one flow's two segments were merged into one), delivers none of
+// them, and a segment delivered after Close is dropped, not held. The
+// test keeps its own reference to each PacketBuffer: after Close it must
+// be the only one left. Planted bugs: Close not releasing the engine
+// (the held buffers keep a second reference, endpoint_closed 0, and
+// TestMain's leak check panics); one Flush at Close (two of the three
+// flows share a bucket: one buffer keeps a second reference); enqueue
+// not checking closed (the late segment is held).
+func TestGROCloseReleasesHeld(t *testing.T) {
+	ep, rec := groEndpoint(t)
+	var pkts []*stack.PacketBuffer
+	deliver := func(frame []byte) {
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+		ep.DeliverNetworkPacket(0, pkt)
+		pkts = append(pkts, pkt)
+	}
+	deliver(groFlowSegment(40000, 0))
+	deliver(groFlowSegment(40000, 1)) // merged into segment 0
+	deliver(groFlowSegment(40008, 0)) // same bucket as 40000
+	deliver(groFlowSegment(40001, 0)) // another bucket
+	held := 0
+	for _, pkt := range pkts {
+		if pkt.ReadRefs() > 1 {
+			held++
+		}
+	}
+	if held != 3 || len(rec.pkts) != 0 {
+		t.Fatalf("before Close: %d buffers held by the engine, %d packets up; want 3, 0", held, len(rec.pkts))
+	}
+	ep.Close()
+	deliver(groFlowSegment(40000, 2)) // after Close
+	for i, pkt := range pkts {
+		if n := pkt.ReadRefs(); n != 1 {
+			t.Errorf("segment %d: %d references after Close, want 1 (the test's own)", i, n)
+		}
+		pkt.DecRef()
+	}
+	st := ep.Stats()
+	if got := st.Drop(mplsendpoint.DropEndpointClosed); got != 4 || len(rec.pkts) != 0 || st.RXCoalesced != 1 || st.RXDelivered != 0 {
+		t.Errorf("endpoint_closed %d, %d packets up, RXCoalesced %d, RXDelivered %d; want 4 (3 held, 1 after Close), 0, 1, 0",
+			got, len(rec.pkts), st.RXCoalesced, st.RXDelivered)
+	}
+}

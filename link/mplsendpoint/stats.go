@@ -76,8 +76,10 @@ const (
 	// later ones until the reassembly timeout are dropped.
 	DropFragmentOverlap
 	// DropFragmentTimeout: held fragments of a datagram that did not
-	// complete within the reassembly timeout (30 s IPv4, 60 s IPv6), or
-	// that were evicted to make room (1024 datagrams, 4 MiB held).
+	// complete within the reassembly timeout (30 s IPv4, 60 s IPv6;
+	// discarded by a timer, with or without further traffic), or that
+	// were evicted to make room (1024 datagrams, 4 MiB held; the datagram
+	// nearest its deadline first).
 	DropFragmentTimeout
 	// DropUnverifiableChecksum: a packet whose transport checksum the
 	// endpoint cannot verify and gVisor would not verify either: more
@@ -87,6 +89,11 @@ const (
 	// a fragment length gVisor refuses; with every fragment of its
 	// datagram.
 	DropUnverifiableChecksum
+	// DropEndpointClosed: a packet the endpoint held when it closed (a
+	// fragment waiting for the rest of its datagram, a TCP segment
+	// waiting for the end of its receive batch), or one the lower link
+	// delivered after Close.
+	DropEndpointClosed
 
 	numDropReasons
 )
@@ -114,6 +121,7 @@ var dropNames = [numDropReasons]string{
 	DropFragmentOverlap:      "fragment_overlap",
 	DropFragmentTimeout:      "fragment_timeout",
 	DropUnverifiableChecksum: "unverifiable_checksum",
+	DropEndpointClosed:       "endpoint_closed",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -141,6 +149,7 @@ var remedies = [numDropReasons]string{
 	DropFragmentOverlap:      "a sender (or the path) emits overlapping or duplicate IP fragments; capture on the lower link",
 	DropFragmentTimeout:      "fragments of a datagram were lost on the way, or too many datagrams were in reassembly at once; lower the senders' datagram size below the path MTU",
 	DropUnverifiableChecksum: "the sender emits fragments or extension header chains whose checksum cannot be checked (IPv4 options on fragments, extension headers before or after a fragment header, tiny fragments); capture on the lower link",
+	DropEndpointClosed:       "none: the link was closed (node shutdown, link removed) while packets were held or still arriving",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
@@ -189,7 +198,7 @@ type Stats struct {
 	// RXFragmentsHeld is the number of IP fragments held right now until
 	// their datagram is whole and its transport checksum verified
 	// (delivered, or dropped as bad_checksum, fragment_overlap,
-	// fragment_timeout or unverifiable_checksum).
+	// fragment_timeout, unverifiable_checksum or endpoint_closed).
 	RXFragmentsHeld uint64
 	// FTNHits counts outgoing packets that matched an FTN entry.
 	FTNHits uint64
