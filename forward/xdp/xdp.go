@@ -43,8 +43,10 @@
 // with TX checksum offload: the redirect would lose the note that the sum
 // is unfinished). Every prefix the program does not carry is a marker
 // entry in the trie, never a gap, so no packet is forwarded by a shorter
-// prefix than userspace would choose; a family over FIBCapacity routes is
-// not carried at all.
+// prefix than userspace would choose; a family over FIBCapacity routes
+// (16,777,216) is not carried at all. SyncFIB writes only what changed,
+// in batches, ordered so that no packet meets a mix of the old table and
+// the new one.
 //
 // Map updates are per entry: a BPF hash map update replaces the whole
 // value at once, so a frame sees either the old entry or the new one,
@@ -65,9 +67,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -223,9 +225,12 @@ type Program struct {
 	objs    lsrObjects
 	links   map[int]*attached
 	entries []Entry // as last given to Sync
-	routes  []Route // as last given to SyncFIB (capped)
-	fib     map[netip.Prefix]lsrFibValue
-	fibCap  int // prefixes per family the FIB maps hold
+	// The FIB maps' contents as the last SyncFIB left them.
+	fib       map[fibKey]fibSlot
+	fibGen    uint32       // the last SyncFIB
+	fibCap    int          // prefixes per family the FIB maps hold
+	fibFailed [2]time.Time // when a family's map last refused an entry
+	noBatch   bool         // the kernel takes no batched map updates
 	insns   uint32
 }
 
@@ -237,10 +242,10 @@ func Load(model mpls.TTLModel) (*Program, error) { return LoadFIB(model, FIBCapa
 // LoadFIB is Load with the program's FIB sized for fibCapacity prefixes
 // per family (1 or more; see SyncFIB).
 func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
-	if fibCapacity < 1 || fibCapacity > 1<<24 {
-		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, 1<<24)
+	if fibCapacity < 1 || fibCapacity > FIBCapacity {
+		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, FIBCapacity)
 	}
-	p := &Program{links: map[int]*attached{}, fib: map[netip.Prefix]lsrFibValue{}, fibCap: fibCapacity}
+	p := &Program{links: map[int]*attached{}, fib: map[fibKey]fibSlot{}, fibCap: fibCapacity}
 	spec, err := loadLsr()
 	if err != nil {
 		return nil, fmt.Errorf("load XDP label switch: %w", err)
@@ -328,8 +333,34 @@ func (p *Program) SetEgressOK(ifindex int, ok bool) error {
 		return nil
 	}
 	a.egressOK = ok
-	_, ferr := p.syncFIBLocked(p.routes, true)
-	return errors.Join(p.syncLocked(p.entries, true), ferr)
+	return errors.Join(p.syncLocked(p.entries, true), p.rewriteEgressLocked(ifindex))
+}
+
+// rewriteEgressLocked rewrites the FIB entries towards the link ifindex
+// with its new egress state (each entry alone: a packet is redirected or
+// passed up, by the old state or the new one).
+func (p *Program) rewriteEgressLocked(ifindex int) error {
+	a := p.links[ifindex]
+	var keys [2][]fibKey
+	for k, s := range p.fib {
+		if s.v.Kind != uint8(RouteForward) || s.v.Ifindex != uint32(ifindex) {
+			continue
+		}
+		s.v.Flags &^= flagEgressOK
+		if a.egressOK {
+			s.v.Flags |= flagEgressOK
+		}
+		p.fib[k] = s
+		keys[k.family()] = append(keys[k.family()], k)
+	}
+	var errs []error
+	for f, ks := range keys {
+		// Past a refused entry the rest is rewritten by the next
+		// SyncFIB (they are marked unknown).
+		_, _, err := p.writeFIB(f, ks)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // EgressOK reports what SetEgressOK last said of the link ifindex.
