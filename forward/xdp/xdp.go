@@ -231,7 +231,7 @@ type Program struct {
 	fibCap    int          // prefixes per family the FIB maps hold
 	fibFailed [2]time.Time // when a family's map last refused an entry
 	noBatch   bool         // the kernel takes no batched map updates
-	insns   uint32
+	insns     uint32
 }
 
 // Load loads the program and its maps into the kernel with the TTL model
@@ -272,6 +272,9 @@ func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
 	}
 	return p, nil
 }
+
+// FIBCapacity returns the most prefixes a family's FIB map holds.
+func (p *Program) FIBCapacity() int { return p.fibCap }
 
 // VerifiedInstructions returns the number of instructions the verifier
 // processed when it loaded the program (0 if the kernel does not say).
