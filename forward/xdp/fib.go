@@ -272,12 +272,11 @@ func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState,
 		for bits := range 129 {
 			shortestFirst = append(shortestFirst, deletes[f][bits]...)
 		}
-		nw, ok, err := p.writeFIB(f, w)
+		nw, ok, werr := p.writeFIB(f, w)
 		st.Written += nw
-		errs = append(errs, err)
 		if off[f] {
 			// Only markers are written: free the room first (and write
-			// the default marker again if there was none).
+			// the default marker again if the map was full).
 			nd, err := p.deleteFIB(f, shortestFirst)
 			st.Deleted += nd
 			errs = append(errs, err)
@@ -289,10 +288,11 @@ func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState,
 			errs = append(errs, err)
 			continue
 		}
+		errs = append(errs, werr)
 		if ok {
-			nw, ok, err = p.writeFIB(f, longestFirst)
+			nw, ok, werr = p.writeFIB(f, longestFirst)
 			st.Written += nw
-			errs = append(errs, err)
+			errs = append(errs, werr)
 		}
 		if !ok {
 			// The rest stays as it was: every packet still sees the
@@ -356,9 +356,12 @@ func (p *Program) writeFIB(f int, keys []fibKey) (written int, ok bool, err erro
 			}
 			if err == nil {
 				p.known(part)
+				p.trace(part, false)
 				written += len(part)
 				continue
 			}
+			p.known(part[:done])
+			p.trace(part[:done], false)
 		}
 		written += done
 		// One at a time from the first the batch did not take: which
@@ -379,10 +382,22 @@ func (p *Program) writeFIB(f int, keys []fibKey) (written int, ok bool, err erro
 				return written, false, fmt.Errorf("XDP FIB %s: %w", part[i], err)
 			}
 			p.known(part[i : i+1])
+			p.trace(part[i:i+1], false)
 			written++
 		}
 	}
 	return written, true, nil
+}
+
+// trace tells fibTrace (tests) of the entries of keys written or
+// deleted, in order.
+func (p *Program) trace(keys []fibKey, deleted bool) {
+	if p.fibTrace == nil {
+		return
+	}
+	for _, k := range keys {
+		p.fibTrace(k, p.fib[k].v, deleted)
+	}
 }
 
 // known marks the entries of keys written.
@@ -436,6 +451,7 @@ func (p *Program) deleteFIB(f int, keys []fibKey) (int, error) {
 				p.noBatch = true
 				continue
 			}
+			p.trace(part[i:i+done], true)
 			for _, k := range part[i : i+done] {
 				delete(p.fib, k)
 			}
@@ -454,6 +470,7 @@ func (p *Program) deleteFIB(f int, keys []fibKey) (int, error) {
 				}
 			}
 			if err == nil || errors.Is(err, ebpf.ErrKeyNotExist) {
+				p.trace(part[i:i+1], true)
 				delete(p.fib, part[i])
 				if err == nil {
 					deleted++

@@ -231,7 +231,10 @@ type Program struct {
 	fibCap    int          // prefixes per family the FIB maps hold
 	fibFailed [2]time.Time // when a family's map last refused an entry
 	noBatch   bool         // the kernel takes no batched map updates
-	insns     uint32
+	// fibTrace, when set (tests), learns each FIB entry written or
+	// deleted, in the order the maps see them.
+	fibTrace func(k fibKey, v lsrFibValue, deleted bool)
+	insns    uint32
 }
 
 // Load loads the program and its maps into the kernel with the TTL model
