@@ -28,7 +28,7 @@ import (
 // redirected frames. Table changes sync at once: the node's own writes
 // (reload, control socket) before they return, every new FIB (BGP too)
 // as soon as it is published (mpls.Tables.Subscribe).
-const xdpSyncInterval = time.Second
+var xdpSyncInterval = time.Second
 
 // xdpFIBLogWrites is the number of FIB map writes and deletes from which
 // a sync is logged with its duration.
