@@ -350,6 +350,11 @@ func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr
 	}
 	return func(yield func(*fxdp.Route) bool) {
 		var r fxdp.Route
+		// Routes share next-hop groups (a million routes over a few
+		// neighbours), consecutive ones often the same: their MAC is
+		// looked up once a run.
+		var lastGroup *mpls.Group
+		var lastMAC net.HardwareAddr
 		for i := range special {
 			if !yield(&special[i]) {
 				return
@@ -383,7 +388,10 @@ func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr
 				default:
 					r.Egress = l.Index
 					r.Labels = h.Labels
-					r.NextHopMAC = mac(h.Device, h.Via)
+					if e.Group != lastGroup {
+						lastGroup, lastMAC = e.Group, mac(h.Device, h.Via)
+					}
+					r.NextHopMAC = lastMAC
 					if len(h.Labels) > 0 {
 						r.LabelTTL = e.TTL
 						if r.LabelTTL == 0 {

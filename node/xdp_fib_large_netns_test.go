@@ -122,6 +122,7 @@ set forward xdp on
 		t.Fatal(err)
 	}
 	waitFIB(carried, "route written to the tables")
+	t.Logf("route written to the tables: mirrored in a sync of %.3f s", n1.Report().XDP.FIBSyncSeconds)
 	probeTo(bgpRoute.Addr().Next(), "probe to the route written to the tables")
 
 	// A route added through the node API (the control socket's).
@@ -133,5 +134,6 @@ set forward xdp on
 	if x := n1.Report().XDP; x.FIBEntries != carried+1 {
 		t.Fatalf("route added through the API: the XDP program carries %d FIB entries when AddRoute returns, want %d", x.FIBEntries, carried+1)
 	}
+	t.Logf("route added through the API: mirrored in a sync of %.3f s", n1.Report().XDP.FIBSyncSeconds)
 	probeTo(apiRoute.Addr().Next(), "probe to the route added through the API")
 }

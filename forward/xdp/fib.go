@@ -196,17 +196,47 @@ func family(a netip.Addr) int {
 }
 
 // fibSlot is what the program state knows of one prefix of the FIB maps.
+// The slots are a slice (p.fibSlots) found through an index by prefix
+// (p.fibIndex): a sync looks each route up once and scans the slice.
 type fibSlot struct {
+	key fibKey
 	// v is the map's value (during a sync: the wanted one).
 	v lsrFibValue
-	// unknown says a write of v failed: the map holds v, an older
-	// value or nothing (rewritten by the next sync).
-	unknown bool
 	// gen is the last sync that asked for the prefix: older ones are
-	// deleted.
+	// deleted; 0 marks a free slot.
 	gen uint32
 	// dirty says v is to be written this sync.
 	dirty bool
+	// unknown says a write of v failed: the map holds v, an older
+	// value or nothing (rewritten by the next sync).
+	unknown bool
+}
+
+// want records that the sync gen wants v at k (a later call for the same
+// k wins).
+func (p *Program) want(gen uint32, k fibKey, v lsrFibValue) {
+	i, had := p.fibIndex[k]
+	if !had {
+		if n := len(p.fibFree); n > 0 {
+			i, p.fibFree = p.fibFree[n-1], p.fibFree[:n-1]
+		} else {
+			i = uint32(len(p.fibSlots))
+			p.fibSlots = append(p.fibSlots, fibSlot{})
+		}
+		p.fibSlots[i] = fibSlot{key: k, v: v, gen: gen, dirty: true}
+		p.fibIndex[k] = i
+		return
+	}
+	s := &p.fibSlots[i]
+	s.dirty = s.gen == gen || s.v != v || s.unknown
+	s.v, s.gen = v, gen
+}
+
+// forget frees slot i.
+func (p *Program) forget(i uint32) {
+	delete(p.fibIndex, p.fibSlots[i].key)
+	p.fibSlots[i] = fibSlot{}
+	p.fibFree = append(p.fibFree, i)
 }
 
 // syncFIBLocked runs one sync with the families in off not carried. It
@@ -215,13 +245,10 @@ type fibSlot struct {
 func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState, int, error) {
 	var st FIBState
 	p.fibGen++
-	gen := p.fibGen
-	want := func(k fibKey, v lsrFibValue) {
-		s, had := p.fib[k]
-		s.dirty = !had || s.gen == gen || s.v != v || s.unknown
-		s.v, s.gen = v, gen
-		p.fib[k] = s
+	if p.fibGen == 0 { // 0 marks free slots
+		p.fibGen++
 	}
+	gen := p.fibGen
 	for r := range routes {
 		if !r.Prefix.IsValid() {
 			continue
@@ -236,36 +263,38 @@ func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState,
 			}
 			continue
 		}
-		want(keyOf(pfx), p.fibValue(r))
+		p.want(gen, keyOf(pfx), p.fibValue(r))
 	}
 	for f, o := range off {
 		if o {
-			want(defaultKey(f), lsrFibValue{Kind: uint8(RouteNotCarried)})
+			p.want(gen, defaultKey(f), lsrFibValue{Kind: uint8(RouteNotCarried)})
 		}
 	}
 	// What to write and delete, by family and prefix length.
-	var writes, deletes [2][129][]fibKey
-	for k, s := range p.fib {
-		f := k.family()
+	var writes, deletes [2][129][]uint32
+	for i := range p.fibSlots {
+		s := &p.fibSlots[i]
+		f, bits := s.key.family(), s.key.bits
 		switch {
+		case s.gen == 0:
 		case s.gen != gen:
-			deletes[f][k.bits] = append(deletes[f][k.bits], k)
+			deletes[f][bits] = append(deletes[f][bits], uint32(i))
 		case s.dirty:
-			writes[f][k.bits] = append(writes[f][k.bits], k)
+			writes[f][bits] = append(writes[f][bits], uint32(i))
 		}
 	}
 	var errs []error
 	failed := -1
 	for f := range 2 {
-		var w []fibKey
+		var w []uint32
 		// A default marker goes first: a packet whose entry is not (or
 		// no longer) there is passed up, never forwarded by a stale
 		// shorter entry.
-		if def := defaultKey(f); len(writes[f][0]) == 1 && p.fib[def].v.Kind != uint8(RouteForward) {
-			w = append(w, def)
+		if d := writes[f][0]; len(d) == 1 && p.fibSlots[d[0]].v.Kind != uint8(RouteForward) {
+			w = d
 			writes[f][0] = nil
 		}
-		var longestFirst, shortestFirst []fibKey
+		var longestFirst, shortestFirst []uint32
 		for bits := 128; bits >= 0; bits-- {
 			longestFirst = append(longestFirst, writes[f][bits]...)
 		}
@@ -304,11 +333,15 @@ func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState,
 		st.Deleted += nd
 		errs = append(errs, err)
 	}
-	for k, s := range p.fib {
+	for i := range p.fibSlots {
+		s := &p.fibSlots[i]
+		if s.gen == 0 {
+			continue
+		}
 		if s.v.Kind == uint8(RouteForward) && s.v.Flags&flagResolved != 0 && !s.unknown {
 			st.Carried++
 		}
-		if k.v6 {
+		if s.key.v6 {
 			st.Entries6++
 		} else {
 			st.Entries4++
@@ -323,25 +356,36 @@ func defaultKey(f int) fibKey { return fibKey{v6: f == 1} }
 // fibBatch is the most entries written or deleted in one system call.
 const fibBatch = 4096
 
-// writeFIB writes the entries of keys (all of family f) in order, in
-// batches where the kernel takes them. It stops at the first entry the
-// map refuses (ok false): that entry and those after it are marked
-// unknown (the map keeps their old value, or none).
-func (p *Program) writeFIB(f int, keys []fibKey) (written int, ok bool, err error) {
+// batchKeys returns the map keys of the slots idx (all of family f) in
+// k4 or k6.
+func (p *Program) batchKeys(f int, idx []uint32, k4 []lsrFib4Key, k6 []lsrFib6Key) ([]lsrFib4Key, []lsrFib6Key) {
+	k4, k6 = k4[:0], k6[:0]
+	for _, i := range idx {
+		k := &p.fibSlots[i].key
+		if f == 0 {
+			k4 = append(k4, lsrFib4Key{Prefixlen: uint32(k.bits), Addr: [4]byte(k.addr[:4])})
+		} else {
+			k6 = append(k6, lsrFib6Key{Prefixlen: uint32(k.bits), Addr: k.addr})
+		}
+	}
+	return k4, k6
+}
+
+// writeFIB writes the slots idx (all of family f) in order, in batches
+// where the kernel takes them. It stops at the first entry the map
+// refuses (ok false): that entry and those after it are marked unknown
+// (the map keeps their old value, or none).
+func (p *Program) writeFIB(f int, idx []uint32) (written int, ok bool, err error) {
 	m := p.fibMapOf(f)
 	var k4 []lsrFib4Key
 	var k6 []lsrFib6Key
-	vals := make([]lsrFibValue, 0, min(len(keys), fibBatch))
-	for start := 0; start < len(keys); start += fibBatch {
-		part := keys[start:min(start+fibBatch, len(keys))]
-		k4, k6, vals = k4[:0], k6[:0], vals[:0]
-		for _, k := range part {
-			if f == 0 {
-				k4 = append(k4, lsrFib4Key{Prefixlen: uint32(k.bits), Addr: [4]byte(k.addr[:4])})
-			} else {
-				k6 = append(k6, lsrFib6Key{Prefixlen: uint32(k.bits), Addr: k.addr})
-			}
-			vals = append(vals, p.fib[k].v)
+	vals := make([]lsrFibValue, 0, min(len(idx), fibBatch))
+	for start := 0; start < len(idx); start += fibBatch {
+		part := idx[start:min(start+fibBatch, len(idx))]
+		k4, k6 = p.batchKeys(f, part, k4, k6)
+		vals = vals[:0]
+		for _, i := range part {
+			vals = append(vals, p.fibSlots[i].v)
 		}
 		done := 0
 		if !p.noBatch {
@@ -355,130 +399,115 @@ func (p *Program) writeFIB(f int, keys []fibKey) (written int, ok bool, err erro
 				p.noBatch, done = true, 0
 			}
 			if err == nil {
-				p.known(part)
-				p.trace(part, false)
+				p.written(part)
 				written += len(part)
 				continue
 			}
-			p.known(part[:done])
-			p.trace(part[:done], false)
+			p.written(part[:done])
 		}
 		written += done
 		// One at a time from the first the batch did not take: which
 		// entry is refused, and why.
-		for i := done; i < len(part); i++ {
+		for j := done; j < len(part); j++ {
 			var err error
 			if f == 0 {
-				err = m.Put(k4[i], vals[i])
+				err = m.Put(k4[j], vals[j])
 			} else {
-				err = m.Put(k6[i], vals[i])
+				err = m.Put(k6[j], vals[j])
 			}
 			if err != nil {
-				for _, k := range keys[start+i:] {
-					s := p.fib[k]
-					s.unknown = true
-					p.fib[k] = s
+				for _, i := range idx[start+j:] {
+					p.fibSlots[i].unknown = true
 				}
-				return written, false, fmt.Errorf("XDP FIB %s: %w", part[i], err)
+				return written, false, fmt.Errorf("XDP FIB %s: %w", p.fibSlots[part[j]].key, err)
 			}
-			p.known(part[i : i+1])
-			p.trace(part[i:i+1], false)
+			p.written(part[j : j+1])
 			written++
 		}
 	}
 	return written, true, nil
 }
 
-// trace tells fibTrace (tests) of the entries of keys written or
-// deleted, in order.
-func (p *Program) trace(keys []fibKey, deleted bool) {
-	if p.fibTrace == nil {
-		return
-	}
-	for _, k := range keys {
-		p.fibTrace(k, p.fib[k].v, deleted)
-	}
-}
-
-// known marks the entries of keys written.
-func (p *Program) known(keys []fibKey) {
-	for _, k := range keys {
-		if s := p.fib[k]; s.unknown {
-			s.unknown = false
-			p.fib[k] = s
+// written marks the slots idx written, telling fibTrace (tests).
+func (p *Program) written(idx []uint32) {
+	for _, i := range idx {
+		s := &p.fibSlots[i]
+		s.unknown = false
+		if p.fibTrace != nil {
+			p.fibTrace(s.key, s.v, false)
 		}
 	}
 }
 
-// deleteFIB deletes the entries of keys (all of family f) in order and
-// forgets them; an entry the map cannot delete is kept (retried by the
-// next sync).
-func (p *Program) deleteFIB(f int, keys []fibKey) (int, error) {
+// deleted deletes the slots idx, telling fibTrace (tests).
+func (p *Program) deleted(idx []uint32) {
+	for _, i := range idx {
+		if p.fibTrace != nil {
+			p.fibTrace(p.fibSlots[i].key, lsrFibValue{}, true)
+		}
+		p.forget(i)
+	}
+}
+
+// deleteFIB deletes the entries of the slots idx (all of family f) in
+// order and frees the slots; an entry the map cannot delete is kept
+// (retried by the next sync).
+func (p *Program) deleteFIB(f int, idx []uint32) (int, error) {
 	m := p.fibMapOf(f)
 	var errs []error
 	var k4 []lsrFib4Key
 	var k6 []lsrFib6Key
 	deleted := 0
-	for start := 0; start < len(keys); start += fibBatch {
-		part := keys[start:min(start+fibBatch, len(keys))]
-		k4, k6 = k4[:0], k6[:0]
-		for _, k := range part {
-			if f == 0 {
-				k4 = append(k4, lsrFib4Key{Prefixlen: uint32(k.bits), Addr: [4]byte(k.addr[:4])})
-			} else {
-				k6 = append(k6, lsrFib6Key{Prefixlen: uint32(k.bits), Addr: k.addr})
-			}
-		}
-		for i := 0; i < len(part); {
+	for start := 0; start < len(idx); start += fibBatch {
+		part := idx[start:min(start+fibBatch, len(idx))]
+		k4, k6 = p.batchKeys(f, part, k4, k6)
+		for j := 0; j < len(part); {
 			var done int
 			var err error
 			switch {
 			case p.noBatch:
 				if f == 0 {
-					err = m.Delete(k4[i])
+					err = m.Delete(k4[j])
 				} else {
-					err = m.Delete(k6[i])
+					err = m.Delete(k6[j])
 				}
 				if err == nil {
 					done = 1
 				}
 			case f == 0:
-				done, err = m.BatchDelete(k4[i:], nil)
+				done, err = m.BatchDelete(k4[j:], nil)
 			default:
-				done, err = m.BatchDelete(k6[i:], nil)
+				done, err = m.BatchDelete(k6[j:], nil)
 			}
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				p.noBatch = true
 				continue
 			}
-			p.trace(part[i:i+done], true)
-			for _, k := range part[i : i+done] {
-				delete(p.fib, k)
-			}
+			p.deleted(part[j : j+done])
 			deleted += done
-			i += done
+			j += done
 			if err == nil {
 				continue
 			}
-			// The batch stopped at part[i]: delete it alone to learn
+			// The batch stopped at part[j]: delete it alone to learn
 			// why (gone already is fine), then go on after it.
 			if !p.noBatch {
 				if f == 0 {
-					err = m.Delete(k4[i])
+					err = m.Delete(k4[j])
 				} else {
-					err = m.Delete(k6[i])
+					err = m.Delete(k6[j])
 				}
 			}
-			if err == nil || errors.Is(err, ebpf.ErrKeyNotExist) {
-				p.trace(part[i:i+1], true)
-				delete(p.fib, part[i])
-				if err == nil {
-					deleted++
-				}
-			} else {
-				errs = append(errs, fmt.Errorf("XDP FIB %s: delete: %w", part[i], err))
+			switch {
+			case err == nil:
+				deleted++
+				p.deleted(part[j : j+1])
+			case errors.Is(err, ebpf.ErrKeyNotExist):
+				p.deleted(part[j : j+1])
+			default:
+				errs = append(errs, fmt.Errorf("XDP FIB %s: delete: %w", p.fibSlots[part[j]].key, err))
 			}
-			i++
+			j++
 		}
 	}
 	return deleted, errors.Join(errs...)

@@ -226,7 +226,9 @@ type Program struct {
 	links   map[int]*attached
 	entries []Entry // as last given to Sync
 	// The FIB maps' contents as the last SyncFIB left them.
-	fib       map[fibKey]fibSlot
+	fibIndex  map[fibKey]uint32 // where each prefix's slot is
+	fibSlots  []fibSlot
+	fibFree   []uint32     // free slots
 	fibGen    uint32       // the last SyncFIB
 	fibCap    int          // prefixes per family the FIB maps hold
 	fibFailed [2]time.Time // when a family's map last refused an entry
@@ -248,7 +250,7 @@ func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
 	if fibCapacity < 1 || fibCapacity > FIBCapacity {
 		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, FIBCapacity)
 	}
-	p := &Program{links: map[int]*attached{}, fib: map[fibKey]fibSlot{}, fibCap: fibCapacity}
+	p := &Program{links: map[int]*attached{}, fibIndex: map[fibKey]uint32{}, fibCap: fibCapacity}
 	spec, err := loadLsr()
 	if err != nil {
 		return nil, fmt.Errorf("load XDP label switch: %w", err)
@@ -347,20 +349,21 @@ func (p *Program) SetEgressOK(ifindex int, ok bool) error {
 // passed up, by the old state or the new one).
 func (p *Program) rewriteEgressLocked(ifindex int) error {
 	a := p.links[ifindex]
-	var keys [2][]fibKey
-	for k, s := range p.fib {
-		if s.v.Kind != uint8(RouteForward) || s.v.Ifindex != uint32(ifindex) {
+	var idx [2][]uint32
+	for i := range p.fibSlots {
+		s := &p.fibSlots[i]
+		if s.gen == 0 || s.v.Kind != uint8(RouteForward) || s.v.Ifindex != uint32(ifindex) {
 			continue
 		}
 		s.v.Flags &^= flagEgressOK
 		if a.egressOK {
 			s.v.Flags |= flagEgressOK
 		}
-		p.fib[k] = s
-		keys[k.family()] = append(keys[k.family()], k)
+		f := s.key.family()
+		idx[f] = append(idx[f], uint32(i))
 	}
 	var errs []error
-	for f, ks := range keys {
+	for f, ks := range idx {
 		// Past a refused entry the rest is rewritten by the next
 		// SyncFIB (they are marked unknown).
 		_, _, err := p.writeFIB(f, ks)
