@@ -3,6 +3,7 @@ package node_test
 import (
 	"encoding/binary"
 	"fmt"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
@@ -95,6 +97,23 @@ set forward xdp on
 	waitFIB(routes-1, "start")
 	x := n1.Report().XDP
 	t.Logf("%d routes: %d FIB map entries, capacity %d a family, last sync %.3f s", routes, x.FIBMapEntries, x.FIBCapacity, x.FIBSyncSeconds)
+	// /metrics says the same, and passes promlint.
+	rec := httptest.NewRecorder()
+	node.MetricsHandler(n1).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	scrape := rec.Body.String()
+	for _, want := range []string{fmt.Sprintf(`mplsnode_xdp_fib_entries{state="resolved"} %d`, x.FIBEntries),
+		fmt.Sprintf(`mplsnode_xdp_fib_entries{state="all"} %d`, x.FIBMapEntries), "mplsnode_xdp_fib_routes_not_carried 0"} {
+		if !strings.Contains(scrape, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	problems, err := promlint.New(strings.NewReader(scrape)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
 
 	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
 	peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01))
