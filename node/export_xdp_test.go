@@ -10,3 +10,11 @@ func SetXDPSyncInterval(d time.Duration) (restore func()) {
 	xdpSyncInterval = d
 	return func() { xdpSyncInterval = old }
 }
+
+// SetXDPFIBCapacity sets the XDP program's FIB capacity (prefixes a
+// family) for the nodes started until restore is called.
+func SetXDPFIBCapacity(n int) (restore func()) {
+	old := xdpFIBCapacity
+	xdpFIBCapacity = n
+	return func() { xdpFIBCapacity = old }
+}

@@ -30,6 +30,10 @@ import (
 // as soon as it is published (mpls.Tables.Subscribe).
 var xdpSyncInterval = time.Second
 
+// xdpFIBCapacity is the most prefixes of a family the program's FIB
+// holds (tests lower it).
+var xdpFIBCapacity = fxdp.FIBCapacity
+
 // xdpFIBLogWrites is the number of FIB map writes and deletes from which
 // a sync is logged with its duration.
 const xdpFIBLogWrites = 10000
@@ -109,7 +113,7 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 		logger.Warn("XDP label switch off", "reason", err.Error())
 		return nil
 	}
-	prog, err := fxdp.Load(model)
+	prog, err := fxdp.LoadFIB(model, xdpFIBCapacity)
 	if err != nil {
 		return nil, fail("%w", err)
 	}

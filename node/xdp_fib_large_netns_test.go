@@ -1,17 +1,21 @@
 package node_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -155,4 +159,96 @@ set forward xdp on
 	}
 	t.Logf("route added through the API: mirrored in a sync of %.3f s", n1.Report().XDP.FIBSyncSeconds)
 	probeTo(apiRoute.Addr().Next(), "probe to the route added through the API")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestXDPFIBOverCapacity: a FIB over the program's capacity (lowered to
+// 64 prefixes a family for the test) is explicit: one warning in the log
+// (not one a sync), the routes counted in stats (fib_routes_not_carried)
+// and /metrics, and a probe to one of them passed up (fib_not_carried)
+// and forwarded by userspace, not by the kernel on a shorter prefix (a
+// covering 10.0.0.0/8 towards a black-hole next hop is in the FIB, so a
+// partial mirror that kept the /8 and lost the /24 would send the probe
+// there). Planted bugs: logging at each sync (fails: 2 warnings after a
+// route add); capFIB keeping routes up to the capacity (fails: the probe
+// is forwarded in the kernel, to the wrong next hop).
+func TestXDPFIBOverCapacity(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	wiretest.Need(t)
+	t.Cleanup(node.SetXDPFIBCapacity(64))
+	ns0, ns1, ns2 := netns.New(t, "xc0"), netns.New(t, "xc1"), netns.New(t, "xc2")
+	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
+		wiretest.DisableIPv6(t, ns)
+	}
+	v01, v10 := netns.VethPair(t, ns0, ns1)
+	v12, v21 := netns.VethPair(t, ns1, ns2)
+	ns0.MustExec("ip", "addr", "add", "172.16.32.20/24", "dev", v01)
+	ns2.MustExec("ip", "addr", "add", "172.16.33.22/24", "dev", v21)
+	ns2.MustExec("ip", "addr", "add", "172.16.33.23/24", "dev", v21) // the /8's next hop: resolves, so the kernel could send there
+	ns2.MustExec("ethtool", "-K", v21, "gro", "on")
+	var conf strings.Builder
+	fmt.Fprintf(&conf, `link add %[1]s type afpacket
+link add %[2]s type afpacket
+addr add 172.16.32.21/24 dev %[1]s
+addr add 172.16.33.21/24 dev %[2]s
+sysctl -w net.ipv4.ip_forward=1
+set forward xdp on
+route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
+`, v10, v12)
+	const routes = 100
+	for i := range routes {
+		fmt.Fprintf(&conf, "route add 10.1.%d.0/24 via 172.16.33.22 dev %s\n", i, v12)
+	}
+	const probePort = 7780
+	udpSink(t, ns2, probePort)
+	var logs syncBuffer
+	n1 := startNodeWith(t, ns1, "ns1.conf", conf.String(), node.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	warnings := func() int { return strings.Count(logs.String(), "FIB family not carried") }
+	x := n1.Report().XDP
+	if x.FIBNotCarried < routes+1 || x.FIBCapacity != 64 || warnings() != 1 {
+		t.Fatalf("FIB over capacity: report %d routes not carried (want %d or more), capacity %d, %d warnings (want 1)\n%s",
+			x.FIBNotCarried, routes+1, x.FIBCapacity, warnings(), logs.String())
+	}
+	if _, err := n1.AddRoute(fmt.Sprintf("route add 10.2.0.0/24 via 172.16.33.22 dev %s", v12)); err != nil {
+		t.Fatal(err)
+	}
+	if x := n1.Report().XDP; x.FIBNotCarried < routes+2 || warnings() != 1 {
+		t.Fatalf("after a route add: %d routes not carried (want %d or more), %d warnings (want still 1)", x.FIBNotCarried, routes+2, warnings())
+	}
+	rec := httptest.NewRecorder()
+	node.MetricsHandler(n1).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := fmt.Sprintf("mplsnode_xdp_fib_routes_not_carried %d\n", n1.Report().XDP.FIBNotCarried); !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+	// The probe crosses through userspace, to the /24's next hop.
+	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
+	peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01))
+	frame := mplstest.Frame{Dst: lsrMAC, Src: peerMAC,
+		Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.32.20:5000"), netip.MustParseAddrPort(fmt.Sprintf("10.1.%d.1:%d", routes-1, probePort)), true, make([]byte, 64))}.Bytes()
+	before := xdpCounts(n1)
+	res := probe{ns: ns0, dev: v01, frames: [][]byte{frame},
+		taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
+		nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1}},
+	}.run(t)
+	if d := planetest.Delta(before, xdpCounts(n1)); d["passed fib_not_carried"] != 1 || d["ip_forwarded"] != 0 {
+		t.Errorf("the XDP program's counters moved by %v, want passed fib_not_carried 1 and nothing forwarded", d)
+	}
+	expectFields(t, "ns1-ns2", res.frames["ns2"], []string{"mpls.label", "ip.dst", "ip.ttl"}, fmt.Sprintf(",10.1.%d.1,63", routes-1))
 }
