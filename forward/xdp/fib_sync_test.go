@@ -88,7 +88,8 @@ func slabUnreclaimable() int64 {
 // another write one entry and delete one. It logs the sync times, the
 // kernel's memory for the maps and the Go heap the program's mirror
 // state takes. MPLSNODE_XDP_FIB_ROUTES=1000000 runs it at a BGP-fed
-// node's million routes (default 200,000). Planted bug: FIBCapacity back
+// node's million routes (default 200,000); MPLSNODE_XDP_FIB_NOBATCH=1
+// writes one entry a system call, as without batch support. Planted bug: FIBCapacity back
 // at 65536: the frames are passed up (fib_not_carried), and the test
 // fails.
 func TestSyncFIBLarge(t *testing.T) {
@@ -100,6 +101,7 @@ func TestSyncFIBLarge(t *testing.T) {
 		}
 	}
 	p := newTestProgram(t, mpls.TTLUniform, true)
+	p.noBatch = os.Getenv("MPLSNODE_XDP_FIB_NOBATCH") != "" // to compare with one system call an entry
 	routes := largeFIB(n)
 	routes = append(routes, SpecialRoutes()...)
 	var ms runtime.MemStats
