@@ -105,10 +105,10 @@ set forward xdp on
 	rec := httptest.NewRecorder()
 	node.MetricsHandler(n1).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	scrape := rec.Body.String()
-	for _, want := range []string{fmt.Sprintf(`mplsnode_xdp_fib_entries{state="resolved"} %d`, x.FIBEntries),
-		fmt.Sprintf(`mplsnode_xdp_fib_entries{state="all"} %d`, x.FIBMapEntries), "mplsnode_xdp_fib_routes_not_carried 0"} {
-		if !strings.Contains(scrape, want+"\n") {
-			t.Errorf("/metrics lacks %q", want)
+	for sample, want := range map[string]int{`mplsnode_xdp_fib_entries{state="resolved"}`: x.FIBEntries,
+		`mplsnode_xdp_fib_entries{state="all"}`: x.FIBMapEntries, "mplsnode_xdp_fib_routes_not_carried": 0} {
+		if got := metricValue(scrape, sample); got != float64(want) {
+			t.Errorf("/metrics: %s %v, want %d", sample, got, want)
 		}
 	}
 	problems, err := promlint.New(strings.NewReader(scrape)).Lint()
@@ -234,8 +234,8 @@ route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
 	}
 	rec := httptest.NewRecorder()
 	node.MetricsHandler(n1).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if want := fmt.Sprintf("mplsnode_xdp_fib_routes_not_carried %d\n", n1.Report().XDP.FIBNotCarried); !strings.Contains(rec.Body.String(), want) {
-		t.Errorf("/metrics lacks %q", want)
+	if got, want := metricValue(rec.Body.String(), "mplsnode_xdp_fib_routes_not_carried"), n1.Report().XDP.FIBNotCarried; got != float64(want) {
+		t.Errorf("/metrics: mplsnode_xdp_fib_routes_not_carried %v, want %d", got, want)
 	}
 	// The probe crosses through userspace, to the /24's next hop.
 	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
@@ -251,4 +251,19 @@ route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
 		t.Errorf("the XDP program's counters moved by %v, want passed fib_not_carried 1 and nothing forwarded", d)
 	}
 	expectFields(t, "ns1-ns2", res.frames["ns2"], []string{"mpls.label", "ip.dst", "ip.ttl"}, fmt.Sprintf(",10.1.%d.1,63", routes-1))
+}
+
+// metricValue returns the value of sample (name and labels as scraped)
+// in the Prometheus text scrape, -1 if it is not there.
+func metricValue(scrape, sample string) float64 {
+	for _, line := range strings.Split(scrape, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return f
+		}
+	}
+	return -1
 }
