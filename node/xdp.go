@@ -275,7 +275,9 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAdd
 				break
 			}
 		}
-		if same {
+		// A family the program left out after its map refused an
+		// entry is tried again when its time comes.
+		if same && (x.fibState.Retry.IsZero() || time.Now().Before(x.fibState.Retry)) {
 			return
 		}
 	}

@@ -95,6 +95,9 @@ type FIBState struct {
 	// Written and Deleted count the map entries this sync wrote and
 	// deleted (only what changed).
 	Written, Deleted int
+	// Retry, when not zero, is when a family left out because its map
+	// refused an entry is tried again: the next SyncFIB from then on.
+	Retry time.Time
 }
 
 // SyncFIB makes the program's FIB hold exactly routes (a later route
@@ -144,6 +147,14 @@ func (p *Program) SyncFIBSeq(routes iter.Seq[*Route]) (FIBState, error) {
 		st, failed, err := p.syncFIBLocked(routes, off)
 		errs = append(errs, err)
 		if failed == -1 {
+			for f := range off {
+				switch r := p.fibFailed[f].Add(fibRetry); {
+				case !off[f]:
+					p.fibFailed[f] = time.Time{} // carried again
+				case !p.fibFailed[f].IsZero() && time.Now().Before(r) && (st.Retry.IsZero() || r.Before(st.Retry)):
+					st.Retry = r
+				}
+			}
 			return st, errors.Join(errs...)
 		}
 		// A map refused an entry: leave that family to userspace (the

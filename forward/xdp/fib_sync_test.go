@@ -373,11 +373,11 @@ func TestSyncFIBRefused(t *testing.T) {
 		t.Fatalf("frame to a refused family: action %d (forwarded: %v); counters %v", ret, ret == xdpRedirect, mustCounters(t, p))
 	}
 	// Within the retry time it stays off; after it, carried.
-	if st, err := p.SyncFIB(b); err != nil || st.Dropped4 != len(b) {
-		t.Fatalf("sync within the retry time: %+v, %v", st, err)
+	if st, err := p.SyncFIB(b); err != nil || st.Dropped4 != len(b) || time.Until(st.Retry) <= 0 || time.Until(st.Retry) > fibRetry {
+		t.Fatalf("sync within the retry time: %+v, %v; want the retry time a minute on at most", st, err)
 	}
 	p.fibFailed[0] = time.Now().Add(-fibRetry)
-	if st, err := p.SyncFIB(b); err != nil || st.Dropped4 != 0 || st.Carried != len(b) {
+	if st, err := p.SyncFIB(b); err != nil || st.Dropped4 != 0 || st.Carried != len(b) || !st.Retry.IsZero() {
 		t.Fatalf("sync after the retry time: %+v, %v", st, err)
 	}
 	ret, out := run(t, p, frame)
