@@ -30,6 +30,11 @@ import (
 // as soon as it is published (mpls.Tables.Subscribe).
 var xdpSyncInterval = time.Second
 
+// xdpResolveWait bounds how long the plane waits, before its first sync
+// of a large FIB, for the FIB's next hops to resolve: entries written
+// unresolved would all be written again when they do.
+const xdpResolveWait = time.Second
+
 // xdpFIBCapacity is the most prefixes of a family the program's FIB
 // holds (tests lower it).
 var xdpFIBCapacity = fxdp.FIBCapacity
@@ -170,6 +175,7 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 	// Subscribed before the first sync: no FIB published from now on is
 	// missed.
 	x.fibChanged, x.unsubscribe = s.Tables().Subscribe()
+	x.resolveFIBNextHops(xdpResolveWait)
 	x.sync()
 	go x.run()
 	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", prog.VerifiedInstructions())
@@ -334,6 +340,48 @@ func (x *xdpPlane) hostsKey(hosts func(dev string, v6 bool) []resolvedHost) stri
 		}
 	}
 	return b.String()
+}
+
+// resolveFIBNextHops starts resolving the next hops of the FIB's carried
+// routes and, for a FIB of xdpFIBLogWrites routes or more, waits up to
+// wait for them all to resolve.
+func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
+	fib := x.s.Tables().FIB()
+	if !x.fwd || fib.Len() < xdpFIBLogWrites {
+		return
+	}
+	hops := map[nextHopKey]bool{}
+	var last *mpls.Group
+	for i := range fib.Len() {
+		e := fib.Entry(i)
+		if e.Group == last || len(e.Group.Hops) > 1 {
+			continue
+		}
+		last = e.Group
+		if h := &e.Group.Hops[0]; h.Via.IsValid() {
+			if _, ok := x.links[h.Device]; ok {
+				hops[nextHopKey{dev: h.Device, addr: h.Via}] = true
+			}
+		}
+	}
+	ns := x.s.Netstack()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		for k := range hops {
+			if x.neighbor(ns, k.dev, k.addr) != nil {
+				delete(hops, k)
+			}
+		}
+		if len(hops) == 0 {
+			return
+		}
+		select {
+		case <-x.kick: // one resolved
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // fibRoutes returns the program's FIB (see fxdp.Route): the ranges never
