@@ -385,3 +385,23 @@ func TestSyncFIBRefused(t *testing.T) {
 		t.Fatalf("frame after the retry: action %d; counters %v", ret, mustCounters(t, p))
 	}
 }
+
+// BenchmarkSyncFIBOneChange: a sync of 100,000 routes of which one
+// changed (a BGP update's usual size): the routes walked, one entry
+// written.
+func BenchmarkSyncFIBOneChange(b *testing.B) {
+	p := newTestProgram(b, mpls.TTLUniform, true)
+	routes := largeFIB(100_000)
+	if _, err := p.SyncFIB(routes); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		routes[0].Labels[0] = mpls.Label(16 + i%2)
+		st, err := p.SyncFIB(routes)
+		if err != nil || st.Written != 1 {
+			b.Fatalf("%+v, %v", st, err)
+		}
+	}
+}
