@@ -77,6 +77,7 @@ type xdpPlane struct {
 	fibDeps     fibDeps       // what else the mirror was built from
 	fibState    fxdp.FIBState // what the program's FIB held after the last sync
 	fibSync     time.Duration // how long the last FIB sync took
+	fibWalks    uint64        // FIB syncs that walked the routes
 	fibErr      string        // the last FIB sync's error, "" if none
 
 	// fibChanged wakes the plane after each new FIB; unsubscribe ends
@@ -294,6 +295,7 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAdd
 		return m
 	}
 	start := time.Now()
+	x.fibWalks++
 	st, err := x.prog.SyncFIBSeq(x.fibRoutes(fib, recordMAC, hostsOf, locals))
 	took := time.Since(start)
 	if err != nil {
@@ -325,21 +327,23 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAdd
 	}
 }
 
-// hostsKey returns the connected subnets' resolved hosts as one string,
-// to compare with the last sync's.
+// hostsKey returns the connected subnets' resolved hosts as one string
+// (sorted: the neighbour table's order is a map's), to compare with the
+// last sync's.
 func (x *xdpPlane) hostsKey(hosts func(dev string, v6 bool) []resolvedHost) string {
-	var b strings.Builder
+	var all []string
 	for _, c := range x.connected {
 		if _, attached := x.links[c.Device]; !attached {
 			continue
 		}
 		for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
 			if c.Prefix.Contains(h.addr) {
-				fmt.Fprintf(&b, "%s %s %s,", c.Device, h.addr, h.mac)
+				all = append(all, c.Device+" "+h.addr.String()+" "+h.mac.String())
 			}
 		}
 	}
-	return b.String()
+	slices.Sort(all)
+	return strings.Join(all, ",")
 }
 
 // resolveFIBNextHops starts resolving the next hops of the FIB's carried
@@ -528,7 +532,8 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 }
 
 // localAddrs returns the stack's addresses and its IPv4 subnets'
-// broadcast addresses (forward's local set).
+// broadcast addresses (forward's local set), sorted (the stack's order
+// is a map's: the plane compares them with the last sync's).
 func localAddrs(ns *gstack.Stack) []netip.Addr {
 	var out []netip.Addr
 	for _, addrs := range ns.AllAddresses() {
@@ -547,6 +552,7 @@ func localAddrs(ns *gstack.Stack) []netip.Addr {
 			}
 		}
 	}
+	slices.SortFunc(out, netip.Addr.Compare)
 	return out
 }
 
@@ -617,9 +623,12 @@ type XDPReport struct {
 	// (passed fib_not_carried), never forwarded by a shorter prefix.
 	FIBNotCarried int    `json:"fib_routes_not_carried"`
 	FIBError      string `json:"fib_error,omitempty"`
-	// FIBSyncSeconds is how long the last sync that changed the FIB maps
-	// took.
+	// FIBSyncSeconds is how long the last sync that walked the FIB took;
+	// FIBWalks counts those syncs (a new FIB, a next hop's MAC, a
+	// connected host or an address changed: a sync that finds nothing
+	// changed walks no route).
 	FIBSyncSeconds float64 `json:"fib_sync_seconds"`
+	FIBWalks       uint64  `json:"fib_walks"`
 	// Passed counts the frames passed up to the userspace path, by reason
 	// (the userspace drop reasons' names where they share one).
 	Passed map[string]uint64 `json:"passed"`
@@ -644,6 +653,7 @@ func (x *xdpPlane) report() *XDPReport {
 	r.FIBNotCarried = x.fibState.Dropped4 + x.fibState.Dropped6
 	r.FIBError = x.fibErr
 	r.FIBSyncSeconds = x.fibSync.Seconds()
+	r.FIBWalks = x.fibWalks
 	r.FIBCapacity = x.prog.FIBCapacity()
 	x.mu.Unlock()
 	c, err := x.prog.Counters()

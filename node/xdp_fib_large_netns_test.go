@@ -188,7 +188,9 @@ func (s *syncBuffer) String() string {
 // partial mirror that kept the /8 and lost the /24 would send the probe
 // there). Planted bugs: logging at each sync (fails: 2 warnings after a
 // route add); capFIB keeping routes up to the capacity (fails: the probe
-// is forwarded in the kernel, to the wrong next hop).
+// is forwarded in the kernel, to the wrong next hop); the node's
+// addresses compared in map order (fails: the FIB walked at each
+// periodic sync).
 func TestXDPFIBOverCapacity(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
@@ -236,6 +238,20 @@ route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
 	node.MetricsHandler(n1).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if got, want := metricValue(rec.Body.String(), "mplsnode_xdp_fib_routes_not_carried"), n1.Report().XDP.FIBNotCarried; got != float64(want) {
 		t.Errorf("/metrics: mplsnode_xdp_fib_routes_not_carried %v, want %d", got, want)
+	}
+	// With nothing changed, the periodic syncs walk no route (the
+	// node's addresses and neighbours compared in a stable order): once
+	// the last neighbour resolved, two of them pass without a walk.
+	for start := time.Now(); ; {
+		walks := n1.Report().XDP.FIBWalks
+		time.Sleep(2500 * time.Millisecond)
+		got := n1.Report().XDP.FIBWalks
+		if got == walks {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("nothing changed, yet the periodic syncs walked the FIB %d times in 2.5 s (and as often for 15 s)", got-walks)
+		}
 	}
 	// The probe crosses through userspace, to the /24's next hop.
 	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
