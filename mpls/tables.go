@@ -2,6 +2,7 @@ package mpls
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -18,7 +19,9 @@ import (
 // its reload, the control socket and BGP all call ReplaceRoutes,
 // UpdateRoutes and SetILM. Writers are serialised; the owner of the links
 // (package stack) installs a check that every route must pass (its devices
-// exist, its next hops are reachable) and a hook that learns each new FIB.
+// exist, its next hops are reachable) and a hook that learns each new FIB;
+// any number of others (the XDP plane's mirror) Subscribe to be woken
+// after each one.
 //
 // The zero value holds empty tables and is ready to use; do not copy a
 // Tables.
@@ -30,6 +33,9 @@ type Tables struct {
 	mu      sync.Mutex // serialises route writers
 	check   func(*Route) error
 	publish func(*FIB)
+	// subs are the subscribers' channels (capacity 1), woken after each
+	// FIB is published.
+	subs []chan struct{}
 }
 
 // FTN returns the current FTN (nil, an empty table, if none was set).
@@ -64,6 +70,26 @@ func (t *Tables) SetPublishHook(hook func(*FIB)) {
 	t.mu.Lock()
 	t.publish = hook
 	t.mu.Unlock()
+}
+
+// Subscribe returns a channel that receives after each FIB published from
+// now on (ReplaceRoutes, ReplaceRoutesFunc, UpdateRoutes, SetFIB), and a
+// function that ends the subscription. Wake-ups coalesce: the channel
+// holds at most one, so a subscriber that reads it and then loads FIB
+// sees every change, however many were published meanwhile, and a slow
+// subscriber never delays a writer. Lookups are not affected.
+func (t *Tables) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	t.mu.Lock()
+	t.subs = append(t.subs, ch)
+	t.mu.Unlock()
+	return ch, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if i := slices.Index(t.subs, ch); i >= 0 {
+			t.subs = slices.Delete(t.subs, i, i+1)
+		}
+	}
 }
 
 // ReplaceRoutes replaces every route at once (a config load or reload).
@@ -128,6 +154,12 @@ func (t *Tables) setFIBLocked(f *FIB) {
 		t.publish(f)
 	}
 	t.fib.Store(f)
+	for _, ch := range t.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
 }
 
 func (t *Tables) checkAll(routes []Route) error {

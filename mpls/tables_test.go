@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -84,4 +85,73 @@ func TestTablesConcurrentSwap(t *testing.T) {
 	if e, _ := tb.FTN().Lookup(dst4); e.Labels[0] != 16+generations {
 		t.Errorf("final FTN label = %d, want %d", e.Labels[0], 16+generations)
 	}
+}
+
+// TestTablesSubscribe: every subscriber is woken after each published FIB
+// (however it was written), sees that FIB when it loads after the wake-up,
+// and many publishes while it is busy coalesce into one pending wake-up
+// (a writer never blocks on a subscriber). After the subscription ends it
+// is no longer woken. Planted bugs: notifying before the store (the
+// subscriber loads the old FIB: fails "saw the old FIB"); one hook only
+// (the second subscriber is never woken: fails "not woken").
+func TestTablesSubscribe(t *testing.T) {
+	var tb mpls.Tables
+	tb.SetPublishHook(func(*mpls.FIB) {}) // the stack's hook stays
+	a, stopA := tb.Subscribe()
+	b, stopB := tb.Subscribe()
+	defer stopB()
+	route := func(p string) mpls.Route {
+		return mpls.Route{Prefix: netip.MustParsePrefix(p), NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.0.0.1"), Device: "e0"}}}
+	}
+	woken := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not woken", what)
+		}
+	}
+	quiet := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+			t.Fatalf("%s: woken with nothing published", what)
+		default:
+		}
+	}
+	// A subscriber already waiting (as the XDP plane's loop is) loads the
+	// new FIB after its wake-up.
+	saw := make(chan int, 1)
+	go func() {
+		<-a
+		saw <- tb.FIB().Len()
+	}()
+	if err := tb.ReplaceRoutes([]mpls.Route{route("10.1.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-saw:
+		if n != 1 {
+			t.Fatalf("woken, but saw the old FIB (%d routes)", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("replace: waiting subscriber not woken")
+	}
+	woken(b, "replace")
+	// A burst while nobody reads: one pending wake-up each, no block.
+	for i := range 100 {
+		if err := tb.UpdateRoutes([]mpls.Route{route(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 2, byte(i), 0}), 24).String())}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	woken(a, "update burst")
+	quiet(a, "after the burst's one wake-up")
+	woken(b, "update burst")
+	if got := tb.FIB().Len(); got != 101 {
+		t.Fatalf("FIB after the burst holds %d routes, want 101", got)
+	}
+	stopA()
+	tb.SetFIB(nil)
+	woken(b, "SetFIB")
+	quiet(a, "unsubscribed")
 }

@@ -3,10 +3,12 @@ package node
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,16 +23,25 @@ import (
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
-// xdpFIBPollInterval is how often the plane checks for a new FIB snapshot
-// (one pointer comparison; the FIB's publish hook is the stack's): a route
-// change reaches the program within this time, or at once when the node
-// changes it (reload, control socket).
-const xdpFIBPollInterval = 50 * time.Millisecond
-
 // xdpSyncInterval is how often the XDP label switch's maps are brought up
 // to date with the neighbour table and the egress links' ability to take
-// redirected frames (table changes sync at once).
-const xdpSyncInterval = time.Second
+// redirected frames. Table changes sync at once: the node's own writes
+// (reload, control socket) before they return, every new FIB (BGP too)
+// as soon as it is published (mpls.Tables.Subscribe).
+var xdpSyncInterval = time.Second
+
+// xdpResolveWait bounds how long the plane waits, before its first sync
+// of a large FIB, for the FIB's next hops to resolve: entries written
+// unresolved would all be written again when they do.
+const xdpResolveWait = time.Second
+
+// xdpFIBCapacity is the most prefixes of a family the program's FIB
+// holds (tests lower it).
+var xdpFIBCapacity = fxdp.FIBCapacity
+
+// xdpFIBLogWrites is the number of FIB map writes and deletes from which
+// a sync is logged with its duration.
+const xdpFIBLogWrites = 10000
 
 // nextHopKey names a next hop: its address on a link.
 type nextHopKey struct {
@@ -61,15 +72,33 @@ type xdpPlane struct {
 
 	mu          sync.Mutex // serialises sync
 	egressOK    map[int]bool
-	resolved    int       // entries carried with a resolved next hop, last sync
-	fibCarried  int       // FIB entries carried with a resolved next hop, last sync
-	fibMirrored *mpls.FIB // the FIB last mirrored
+	resolved    int           // entries carried with a resolved next hop, last sync
+	fibMirrored *mpls.FIB     // the FIB last mirrored
+	fibDeps     fibDeps       // what else the mirror was built from
+	fibState    fxdp.FIBState // what the program's FIB held after the last sync
+	fibSync     time.Duration // how long the last FIB sync took
+	fibWalks    uint64        // FIB syncs that walked the routes
+	fibErr      string        // the last FIB sync's error, "" if none
 
+	// fibChanged wakes the plane after each new FIB; unsubscribe ends
+	// that.
+	fibChanged  <-chan struct{}
+	unsubscribe func()
 	// kick asks for a sync now: a next hop the program lacked was just
 	// resolved.
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+}
+
+// fibDeps is what the FIB mirror depends on besides the FIB: the MAC of
+// each next hop of its carried routes, the connected subnets' resolved
+// hosts, the node's own addresses. A sync that finds them and the FIB
+// unchanged writes nothing and walks no route.
+type fibDeps struct {
+	hops   map[nextHopKey]string // the MAC, "" if unresolved
+	hosts  string
+	locals string
 }
 
 // startXDP loads and attaches the XDP label switch as mode asks: off
@@ -90,7 +119,7 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 		logger.Warn("XDP label switch off", "reason", err.Error())
 		return nil
 	}
-	prog, err := fxdp.Load(model)
+	prog, err := fxdp.LoadFIB(model, xdpFIBCapacity)
 	if err != nil {
 		return nil, fail("%w", err)
 	}
@@ -144,6 +173,10 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 		feats.Close()
 		return nil, fail("no link took the program")
 	}
+	// Subscribed before the first sync: no FIB published from now on is
+	// missed.
+	x.fibChanged, x.unsubscribe = s.Tables().Subscribe()
+	x.resolveFIBNextHops(xdpResolveWait)
 	x.sync()
 	go x.run()
 	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", prog.VerifiedInstructions())
@@ -154,8 +187,6 @@ func (x *xdpPlane) run() {
 	defer close(x.done)
 	t := time.NewTicker(xdpSyncInterval)
 	defer t.Stop()
-	fibPoll := time.NewTicker(xdpFIBPollInterval)
-	defer fibPoll.Stop()
 	for {
 		select {
 		case <-x.stop:
@@ -164,15 +195,10 @@ func (x *xdpPlane) run() {
 			x.sync()
 		case <-x.kick:
 			x.sync()
-		case <-fibPoll.C:
-			// A new FIB snapshot (a route written by BGP, the control
-			// socket or a reload): mirror it now.
-			x.mu.Lock()
-			changed := x.s.Tables().FIB() != x.fibMirrored
-			x.mu.Unlock()
-			if changed {
-				x.sync()
-			}
+		case <-x.fibChanged:
+			// A new FIB (a route written by BGP, the control socket or
+			// a reload; several coalesce): mirror it now.
+			x.sync()
 		}
 	}
 }
@@ -228,34 +254,150 @@ func (x *xdpPlane) sync() {
 	if err := x.prog.Sync(entries); err != nil {
 		x.log.Warn("XDP label switch: map update", "err", err)
 	}
+	x.syncFIB(ns, macs)
+}
+
+// syncFIB mirrors the FIB into the program if it or what the mirror
+// depends on (fibDeps) changed since the last sync; macs caches next
+// hops' MACs for this sync.
+func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAddr) {
 	fib := x.s.Tables().FIB()
-	n, err := x.prog.SyncFIB(x.fibRoutes(fib, func(dev string, addr netip.Addr) net.HardwareAddr {
+	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
 		key := nextHopKey{dev: dev, addr: addr}
-		mac, seen := macs[key]
+		m, seen := macs[key]
 		if !seen {
-			mac = x.neighbor(ns, dev, addr)
-			macs[key] = mac
+			m = x.neighbor(ns, dev, addr)
+			macs[key] = m
 		}
-		return mac
-	}, func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }, localAddrs(ns)))
+		return m
+	}
+	hostsOf := func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }
+	locals := localAddrs(ns)
+	deps := fibDeps{hosts: x.hostsKey(hostsOf), locals: fmt.Sprint(locals)}
+	if fib == x.fibMirrored && deps.hosts == x.fibDeps.hosts && deps.locals == x.fibDeps.locals {
+		same := true
+		for k, m := range x.fibDeps.hops {
+			if string(mac(k.dev, k.addr)) != m {
+				same = false
+				break
+			}
+		}
+		// A family the program left out after its map refused an
+		// entry is tried again when its time comes.
+		if same && (x.fibState.Retry.IsZero() || time.Now().Before(x.fibState.Retry)) {
+			return
+		}
+	}
+	deps.hops = map[nextHopKey]string{}
+	recordMAC := func(dev string, addr netip.Addr) net.HardwareAddr {
+		m := mac(dev, addr)
+		deps.hops[nextHopKey{dev: dev, addr: addr}] = string(m)
+		return m
+	}
+	start := time.Now()
+	x.fibWalks++
+	st, err := x.prog.SyncFIBSeq(x.fibRoutes(fib, recordMAC, hostsOf, locals))
+	took := time.Since(start)
 	if err != nil {
 		x.log.Warn("XDP label switch: FIB map update", "err", err)
+		x.fibErr = err.Error()
+	} else {
+		x.fibErr = ""
 	}
-	x.fibCarried = n
-	x.fibMirrored = fib
+	for _, fam := range []struct {
+		name          string
+		before, after int
+	}{{"IPv4", x.fibState.Dropped4, st.Dropped4}, {"IPv6", x.fibState.Dropped6, st.Dropped6}} {
+		switch {
+		case fam.before == 0 && fam.after > 0:
+			x.log.Warn("XDP label switch: FIB family not carried: its transit takes the userspace path",
+				"family", fam.name, "routes", fam.after, "capacity", x.prog.FIBCapacity(), "err", x.fibErr)
+		case fam.before > 0 && fam.after == 0:
+			x.log.Info("XDP label switch: FIB family carried again", "family", fam.name)
+		}
+	}
+	if st.Written+st.Deleted >= xdpFIBLogWrites {
+		x.log.Info("XDP label switch: FIB mirrored", "routes", fib.Len(), "written", st.Written, "deleted", st.Deleted,
+			"map_entries", st.Entries4+st.Entries6, "took", took.Round(time.Millisecond).String())
+	}
+	x.fibState, x.fibSync = st, took
+	x.fibMirrored, x.fibDeps = fib, deps
+	if err != nil {
+		x.fibMirrored = nil // retried by the next sync
+	}
+}
+
+// hostsKey returns the connected subnets' resolved hosts as one string
+// (sorted: the neighbour table's order is a map's), to compare with the
+// last sync's.
+func (x *xdpPlane) hostsKey(hosts func(dev string, v6 bool) []resolvedHost) string {
+	var all []string
+	for _, c := range x.connected {
+		if _, attached := x.links[c.Device]; !attached {
+			continue
+		}
+		for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
+			if c.Prefix.Contains(h.addr) {
+				all = append(all, c.Device+" "+h.addr.String()+" "+h.mac.String())
+			}
+		}
+	}
+	slices.Sort(all)
+	return strings.Join(all, ",")
+}
+
+// resolveFIBNextHops starts resolving the next hops of the FIB's carried
+// routes and, for a FIB of xdpFIBLogWrites routes or more, waits up to
+// wait for them all to resolve.
+func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
+	fib := x.s.Tables().FIB()
+	if !x.fwd || fib.Len() < xdpFIBLogWrites {
+		return
+	}
+	hops := map[nextHopKey]bool{}
+	var last *mpls.Group
+	for i := range fib.Len() {
+		e := fib.Entry(i)
+		if e.Group == last || len(e.Group.Hops) > 1 {
+			continue
+		}
+		last = e.Group
+		if h := &e.Group.Hops[0]; h.Via.IsValid() {
+			if _, ok := x.links[h.Device]; ok {
+				hops[nextHopKey{dev: h.Device, addr: h.Via}] = true
+			}
+		}
+	}
+	ns := x.s.Netstack()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		for k := range hops {
+			if x.neighbor(ns, k.dev, k.addr) != nil {
+				delete(hops, k)
+			}
+		}
+		if len(hops) == 0 {
+			return
+		}
+		select {
+		case <-x.kick: // one resolved
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // fibRoutes returns the program's FIB (see fxdp.Route): the ranges never
 // forwarded, the node's FIB entries (single next hop: carried; several:
 // ecmp, passed up), the connected subnets as on-link markers with a host
 // entry for each resolved neighbour that the connected route is the
-// longest match for (hosts), and the node's own addresses (locals). With IP forwarding
-// off, or a FIB over twice fxdp.FIBCapacity (not walked each second),
-// transit is not carried at all (default markers).
+// longest match for (hosts), and the node's own addresses (locals). With
+// IP forwarding off, transit is not carried at all (default markers). The
+// Route yielded is reused.
 func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr) net.HardwareAddr,
-	hosts func(dev string, v6 bool) []resolvedHost, locals []netip.Addr) []fxdp.Route {
+	hosts func(dev string, v6 bool) []resolvedHost, locals []netip.Addr) iter.Seq[*fxdp.Route] {
 	special := fxdp.SpecialRoutes()
-	routes := slices.Clone(special)
 	inSpecial := func(p netip.Prefix) bool {
 		for _, s := range special {
 			if s.Prefix.Bits() <= p.Bits() && s.Prefix.Contains(p.Addr()) {
@@ -264,67 +406,97 @@ func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr
 		}
 		return false
 	}
-	if !x.fwd || fib.Len() > 2*fxdp.FIBCapacity {
-		routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Kind: fxdp.RouteNotCarried},
-			fxdp.Route{Prefix: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Kind: fxdp.RouteNotCarried})
-	} else {
-		for i := range fib.Len() {
-			e := fib.Entry(i)
-			if inSpecial(e.Prefix) {
-				continue
+	return func(yield func(*fxdp.Route) bool) {
+		var r fxdp.Route
+		// Routes share next-hop groups (a million routes over a few
+		// neighbours), consecutive ones often the same: their MAC is
+		// looked up once a run.
+		var lastGroup *mpls.Group
+		var lastMAC net.HardwareAddr
+		for i := range special {
+			if !yield(&special[i]) {
+				return
 			}
-			r := fxdp.Route{Prefix: e.Prefix, Kind: fxdp.RouteForward, MTU: e.MTU}
-			h := &e.Group.Hops[0]
-			l, attached := x.links[h.Device]
-			switch {
-			case len(e.Group.Hops) > 1:
-				r.Kind = fxdp.RouteECMP
-			case !attached || len(h.Labels) > fxdp.MaxOutLabels:
-				r.Kind = fxdp.RouteNotCarried
-			case !h.Via.IsValid() && len(h.Labels) == 0:
-				r.Kind = fxdp.RouteOnLink
-			case !h.Via.IsValid():
-				r.Kind = fxdp.RouteNotCarried
-			default:
-				r.Egress = l.Index
-				r.Labels = h.Labels
-				r.NextHopMAC = mac(h.Device, h.Via)
-				if len(h.Labels) > 0 {
-					r.LabelTTL = e.TTL
-					if r.LabelTTL == 0 {
-						r.LabelTTL = x.pipeTTL
+		}
+		if !x.fwd {
+			for _, a := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+				r = fxdp.Route{Prefix: netip.PrefixFrom(a, 0), Kind: fxdp.RouteNotCarried}
+				if !yield(&r) {
+					return
+				}
+			}
+		} else {
+			for i := range fib.Len() {
+				e := fib.Entry(i)
+				if inSpecial(e.Prefix) {
+					continue
+				}
+				r = fxdp.Route{Prefix: e.Prefix, Kind: fxdp.RouteForward, MTU: e.MTU}
+				h := &e.Group.Hops[0]
+				l, attached := x.links[h.Device]
+				switch {
+				case len(e.Group.Hops) > 1:
+					r.Kind = fxdp.RouteECMP
+				case !attached || len(h.Labels) > fxdp.MaxOutLabels:
+					r.Kind = fxdp.RouteNotCarried
+				case !h.Via.IsValid() && len(h.Labels) == 0:
+					r.Kind = fxdp.RouteOnLink
+				case !h.Via.IsValid():
+					r.Kind = fxdp.RouteNotCarried
+				default:
+					r.Egress = l.Index
+					r.Labels = h.Labels
+					if e.Group != lastGroup {
+						lastGroup, lastMAC = e.Group, mac(h.Device, h.Via)
+					}
+					r.NextHopMAC = lastMAC
+					if len(h.Labels) > 0 {
+						r.LabelTTL = e.TTL
+						if r.LabelTTL == 0 {
+							r.LabelTTL = x.pipeTTL
+						}
+					}
+				}
+				if !yield(&r) {
+					return
+				}
+			}
+			for _, c := range x.connected {
+				if e, ok := fib.Lookup(c.Prefix.Addr()); ok && e.Prefix == c.Prefix {
+					continue // the FIB's route wins a tie (forward.FIBRouter)
+				}
+				r = fxdp.Route{Prefix: c.Prefix, Kind: fxdp.RouteOnLink}
+				if !yield(&r) {
+					return
+				}
+				l, attached := x.links[c.Device]
+				if !attached {
+					continue
+				}
+				for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
+					if !c.Prefix.Contains(h.addr) {
+						continue
+					}
+					if e, ok := fib.Lookup(h.addr); ok && e.Prefix.Bits() >= c.Prefix.Bits() {
+						continue // a FIB route at least as long wins
+					}
+					r = fxdp.Route{Prefix: netip.PrefixFrom(h.addr, h.addr.BitLen()), Kind: fxdp.RouteForward,
+						Egress: l.Index, NextHopMAC: h.mac}
+					if !yield(&r) {
+						return
 					}
 				}
 			}
-			routes = append(routes, r)
 		}
-		for _, c := range x.connected {
-			if e, ok := fib.Lookup(c.Prefix.Addr()); ok && e.Prefix == c.Prefix {
-				continue // the FIB's route wins a tie (forward.FIBRouter)
-			}
-			routes = append(routes, fxdp.Route{Prefix: c.Prefix, Kind: fxdp.RouteOnLink})
-			l, attached := x.links[c.Device]
-			if !attached {
-				continue
-			}
-			for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
-				if !c.Prefix.Contains(h.addr) {
-					continue
-				}
-				if e, ok := fib.Lookup(h.addr); ok && e.Prefix.Bits() >= c.Prefix.Bits() {
-					continue // a FIB route at least as long wins
-				}
-				routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(h.addr, h.addr.BitLen()), Kind: fxdp.RouteForward,
-					Egress: l.Index, NextHopMAC: h.mac})
+		// Last, so that they replace any entry of the same prefix: the
+		// node's own addresses are never transit.
+		for _, a := range locals {
+			r = fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteLocal}
+			if !yield(&r) {
+				return
 			}
 		}
 	}
-	// Last, so that they replace any entry of the same prefix: the node's
-	// own addresses are never transit.
-	for _, a := range locals {
-		routes = append(routes, fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteLocal})
-	}
-	return routes
 }
 
 // resolvedHost is a neighbour whose MAC is known.
@@ -360,7 +532,8 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 }
 
 // localAddrs returns the stack's addresses and its IPv4 subnets'
-// broadcast addresses (forward's local set).
+// broadcast addresses (forward's local set), sorted (the stack's order
+// is a map's: the plane compares them with the last sync's).
 func localAddrs(ns *gstack.Stack) []netip.Addr {
 	var out []netip.Addr
 	for _, addrs := range ns.AllAddresses() {
@@ -379,6 +552,7 @@ func localAddrs(ns *gstack.Stack) []netip.Addr {
 			}
 		}
 	}
+	slices.SortFunc(out, netip.Addr.Compare)
 	return out
 }
 
@@ -438,6 +612,23 @@ type XDPReport struct {
 	// FIBEntries is the number of FIB entries (and on-link hosts) carried
 	// with a resolved next hop at the last sync.
 	FIBEntries int `json:"fib_entries_resolved"`
+	// FIBMapEntries is the number of entries in the program's FIB maps
+	// (both families, markers included); FIBCapacity the most a family's
+	// map holds.
+	FIBMapEntries int `json:"fib_map_entries"`
+	FIBCapacity   int `json:"fib_capacity"`
+	// FIBNotCarried is the number of routes left to userspace because
+	// their family is not carried (over FIBCapacity, or its map refused
+	// an entry: FIBError says why): packets they route are passed up
+	// (passed fib_not_carried), never forwarded by a shorter prefix.
+	FIBNotCarried int    `json:"fib_routes_not_carried"`
+	FIBError      string `json:"fib_error,omitempty"`
+	// FIBSyncSeconds is how long the last sync that walked the FIB took;
+	// FIBWalks counts those syncs (a new FIB, a next hop's MAC, a
+	// connected host or an address changed: a sync that finds nothing
+	// changed walks no route).
+	FIBSyncSeconds float64 `json:"fib_sync_seconds"`
+	FIBWalks       uint64  `json:"fib_walks"`
 	// Passed counts the frames passed up to the userspace path, by reason
 	// (the userspace drop reasons' names where they share one).
 	Passed map[string]uint64 `json:"passed"`
@@ -457,7 +648,13 @@ func (x *xdpPlane) report() *XDPReport {
 	}
 	x.mu.Lock()
 	r.Entries = x.resolved
-	r.FIBEntries = x.fibCarried
+	r.FIBEntries = x.fibState.Carried
+	r.FIBMapEntries = x.fibState.Entries4 + x.fibState.Entries6
+	r.FIBNotCarried = x.fibState.Dropped4 + x.fibState.Dropped6
+	r.FIBError = x.fibErr
+	r.FIBSyncSeconds = x.fibSync.Seconds()
+	r.FIBWalks = x.fibWalks
+	r.FIBCapacity = x.prog.FIBCapacity()
 	x.mu.Unlock()
 	c, err := x.prog.Counters()
 	if err != nil {
@@ -490,6 +687,7 @@ func (x *xdpPlane) close() error {
 	}
 	close(x.stop)
 	<-x.done
+	x.unsubscribe()
 	return errors.Join(x.prog.Close(), x.feats.Close())
 }
 
@@ -498,15 +696,20 @@ func (x *xdpPlane) close() error {
 type xdpCollector struct {
 	n                             *Node
 	forwarded, pushed, passed, ok *prometheus.Desc
+	fibEntries, fibNotCarried     *prometheus.Desc
+	fibSync                       *prometheus.Desc
 }
 
 func newXDPCollector(n *Node) *xdpCollector {
 	name := func(s string) string { return prometheus.BuildFQName(metricsNamespace, "xdp", s) }
 	return &xdpCollector{n: n,
-		forwarded: prometheus.NewDesc(name("forwarded_frames_total"), "Frames the XDP label switch forwarded inside the kernel, by action (swapped, popped_ip, popped_labelled, ip_forwarded).", []string{"action"}, nil),
-		pushed:    prometheus.NewDesc(name("pushed_frames_total"), "IP packets the XDP label switch forwarded with a label stack pushed (LER; a part of forwarded_frames_total{action=\"ip_forwarded\"}).", nil, nil),
-		passed:    prometheus.NewDesc(name("passed_frames_total"), "Frames the XDP label switch passed up to the userspace path, by reason.", []string{"reason"}, nil),
-		ok:        prometheus.NewDesc(name("egress_ok"), "1 if the link runs the XDP label switch and takes redirected frames, 0 if it runs it but frames for it take the userspace path.", []string{"device"}, nil),
+		forwarded:     prometheus.NewDesc(name("forwarded_frames_total"), "Frames the XDP label switch forwarded inside the kernel, by action (swapped, popped_ip, popped_labelled, ip_forwarded).", []string{"action"}, nil),
+		pushed:        prometheus.NewDesc(name("pushed_frames_total"), "IP packets the XDP label switch forwarded with a label stack pushed (LER; a part of forwarded_frames_total{action=\"ip_forwarded\"}).", nil, nil),
+		passed:        prometheus.NewDesc(name("passed_frames_total"), "Frames the XDP label switch passed up to the userspace path, by reason.", []string{"reason"}, nil),
+		ok:            prometheus.NewDesc(name("egress_ok"), "1 if the link runs the XDP label switch and takes redirected frames, 0 if it runs it but frames for it take the userspace path.", []string{"device"}, nil),
+		fibEntries:    prometheus.NewDesc(name("fib_entries"), "Entries in the XDP label switch's FIB maps at the last sync: state=\"resolved\" the routes and on-link hosts it carries with a resolved next hop, state=\"all\" every entry, markers included.", []string{"state"}, nil),
+		fibNotCarried: prometheus.NewDesc(name("fib_routes_not_carried"), "Routes the XDP label switch leaves to the userspace path because their family is not carried (over its FIB capacity, or its map refused an entry).", nil, nil),
+		fibSync:       prometheus.NewDesc(name("fib_sync_seconds"), "How long the XDP label switch's last FIB sync that changed its maps took.", nil, nil),
 	}
 }
 
@@ -516,6 +719,9 @@ func (c *xdpCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pushed
 	ch <- c.passed
 	ch <- c.ok
+	ch <- c.fibEntries
+	ch <- c.fibNotCarried
+	ch <- c.fibSync
 }
 
 // Collect implements prometheus.Collector.
@@ -528,6 +734,10 @@ func (c *xdpCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.forwarded, prometheus.CounterValue, float64(v), action)
 	}
 	ch <- prometheus.MustNewConstMetric(c.pushed, prometheus.CounterValue, float64(r.Pushed))
+	ch <- prometheus.MustNewConstMetric(c.fibEntries, prometheus.GaugeValue, float64(r.FIBEntries), "resolved")
+	ch <- prometheus.MustNewConstMetric(c.fibEntries, prometheus.GaugeValue, float64(r.FIBMapEntries), "all")
+	ch <- prometheus.MustNewConstMetric(c.fibNotCarried, prometheus.GaugeValue, float64(r.FIBNotCarried))
+	ch <- prometheus.MustNewConstMetric(c.fibSync, prometheus.GaugeValue, r.FIBSyncSeconds)
 	for reason, v := range r.Passed {
 		ch <- prometheus.MustNewConstMetric(c.passed, prometheus.CounterValue, float64(v), reason)
 	}

@@ -56,7 +56,7 @@ func TestXDPFIBRoutes(t *testing.T) {
 		return []resolvedHost{{a("10.1.0.1"), mac1}, {a("10.1.0.200"), net.HardwareAddr{2, 0, 0, 0, 0, 2}}, {a("10.3.0.1"), mac1}}
 	}
 	got := map[netip.Prefix]string{}
-	for _, r := range x.fibRoutes(fib, mac, hosts, []netip.Addr{a("10.1.0.5")}) {
+	for r := range x.fibRoutes(fib, mac, hosts, []netip.Addr{a("10.1.0.5")}) {
 		got[r.Prefix] = fmt.Sprintf("%d %v %d %d %s", r.Kind, r.Labels, r.LabelTTL, r.Egress, r.NextHopMAC)
 	}
 	fwd := func(labels string, ttl, egress int, m string) string {
@@ -91,7 +91,7 @@ func TestXDPFIBRoutes(t *testing.T) {
 	// Forwarding off: transit is not carried at all.
 	x.fwd = false
 	got = map[netip.Prefix]string{}
-	for _, r := range x.fibRoutes(fib, mac, hosts, nil) {
+	for r := range x.fibRoutes(fib, mac, hosts, nil) {
 		got[r.Prefix] = fmt.Sprintf("%d", r.Kind)
 	}
 	if got[p("0.0.0.0/0")] != fmt.Sprint(fxdp.RouteNotCarried) || got[p("10.9.0.0/16")] != "" {

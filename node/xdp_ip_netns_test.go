@@ -119,7 +119,7 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				",,,63,1,1", "700,1,63,63,1,1", "500,600,0,1,63,63,63,1,1")
 
 			// A route written to the tables directly, as BGP writes it
-			// (the node is not told: the plane's FIB poll mirrors it),
+			// (the node is not told: the FIB's notification wakes the plane),
 			// and one deleted through the control API: the first probe
 			// leaves with label 800, the second draws no_route.
 			fibBefore := 0

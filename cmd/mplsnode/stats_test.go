@@ -176,7 +176,8 @@ func TestStatsTextUsesJSONNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.XDP = &node.XDPReport{Links: []string{"a0", "b0"}, EgressOK: []string{"b0"}, Skipped: map[string]string{"c0": "no native XDP"},
-		Entries: 1, VerifiedInstructions: 2, Swapped: 3, PoppedLabelled: 4, PoppedIP: 5, Passed: map[string]uint64{"no_ilm_entry": 6}}
+		Entries: 1, VerifiedInstructions: 2, Swapped: 3, PoppedLabelled: 4, PoppedIP: 5, Passed: map[string]uint64{"no_ilm_entry": 6},
+		FIBNotCarried: 7, FIBError: "XDP FIB 10.0.0.0/8: no space left on device"}
 	full, err := json.Marshal(&r)
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,14 @@ func printXDP(w io.Writer, x *node.XDPReport) {
 	printSection(w, "xdp (the XDP label switch)", []namedCount{
 		{"swapped", x.Swapped}, {"popped_ip", x.PoppedIP}, {"popped_labelled", x.PoppedLabelled},
 		{"ip_forwarded", x.IPForwarded}, {"pushed", x.Pushed},
-		{"entries_resolved", uint64(x.Entries)}, {"fib_entries_resolved", uint64(x.FIBEntries)}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
+		{"entries_resolved", uint64(x.Entries)}, {"fib_entries_resolved", uint64(x.FIBEntries)},
+		{"fib_map_entries", uint64(x.FIBMapEntries)}, {"fib_capacity", uint64(x.FIBCapacity)},
+		{"fib_routes_not_carried", uint64(x.FIBNotCarried)}, {"fib_walks", x.FIBWalks}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  fib_sync_seconds\t%.3f\n", x.FIBSyncSeconds)
+	if x.FIBError != "" {
+		fmt.Fprintf(tw, "  fib_error\t%s\n", x.FIBError)
+	}
 	fmt.Fprintf(tw, "  links\t%s\n", strings.Join(x.Links, " "))
 	var userspace []string
 	for _, l := range x.Links {

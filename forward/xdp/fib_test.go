@@ -225,9 +225,9 @@ func TestSyncFIBCap(t *testing.T) {
 	for i := range capacity {
 		routes = append(routes, fwdRoute(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 10, byte(10 + i), 0}), 24).String()))
 	}
-	n, err := p.SyncFIB(routes)
-	if err != nil || n != 1 {
-		t.Fatalf("SyncFIB over capacity: %d carried, %v; want 1 (the IPv6 route)", n, err)
+	st, err := p.SyncFIB(routes)
+	if err != nil || st.Carried != 1 || st.Dropped4 != capacity+1 || st.Dropped6 != 0 {
+		t.Fatalf("SyncFIB over capacity: %+v, %v; want 1 carried (the IPv6 route), %d IPv4 routes dropped", st, err, capacity+1)
 	}
 	if ret, _ := run(t, p, ipFrame(ourMAC, ipv4(t, 64, 100))); ret != xdpPass || counter(t, p, PassFIBNotCarried) != 1 {
 		t.Fatalf("IPv4 over capacity: action %d; counters %v", ret, mustCounters(t, p))
@@ -235,8 +235,8 @@ func TestSyncFIBCap(t *testing.T) {
 	if ret, _ := run(t, p, ipFrame(ourMAC, ipv6(t, 9))); ret != xdpRedirect {
 		t.Fatalf("IPv6 under capacity: action %d; counters %v", ret, mustCounters(t, p))
 	}
-	if n, err := p.SyncFIB([]Route{fwdRoute("10.11.0.0/16")}); err != nil || n != 1 {
-		t.Fatalf("SyncFIB: %d, %v", n, err)
+	if st, err := p.SyncFIB([]Route{fwdRoute("10.11.0.0/16")}); err != nil || st.Carried != 1 || st.Dropped4 != 0 {
+		t.Fatalf("SyncFIB: %+v, %v", st, err)
 	}
 	if ret, _ := run(t, p, ipFrame(ourMAC, ipv4(t, 64, 100))); ret != xdpPass || counter(t, p, PassNoRoute) != 1 {
 		t.Fatalf("deleted route: action %d; counters %v", ret, mustCounters(t, p))

@@ -43,8 +43,10 @@
 // with TX checksum offload: the redirect would lose the note that the sum
 // is unfinished). Every prefix the program does not carry is a marker
 // entry in the trie, never a gap, so no packet is forwarded by a shorter
-// prefix than userspace would choose; a family over FIBCapacity routes is
-// not carried at all.
+// prefix than userspace would choose; a family over FIBCapacity routes
+// (16,777,216) is not carried at all. SyncFIB writes only what changed,
+// in batches, ordered so that no packet meets a mix of the old table and
+// the new one.
 //
 // Map updates are per entry: a BPF hash map update replaces the whole
 // value at once, so a frame sees either the old entry or the new one,
@@ -65,9 +67,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -223,10 +225,18 @@ type Program struct {
 	objs    lsrObjects
 	links   map[int]*attached
 	entries []Entry // as last given to Sync
-	routes  []Route // as last given to SyncFIB (capped)
-	fib     map[netip.Prefix]lsrFibValue
-	fibCap  int // prefixes per family the FIB maps hold
-	insns   uint32
+	// The FIB maps' contents as the last SyncFIB left them.
+	fibIndex  map[fibKey]uint32 // where each prefix's slot is
+	fibSlots  []fibSlot
+	fibFree   []uint32     // free slots
+	fibGen    uint32       // the last SyncFIB
+	fibCap    int          // prefixes per family the FIB maps hold
+	fibFailed [2]time.Time // when a family's map last refused an entry
+	noBatch   bool         // the kernel takes no batched map updates
+	// fibTrace, when set (tests), learns each FIB entry written or
+	// deleted, in the order the maps see them.
+	fibTrace func(k fibKey, v lsrFibValue, deleted bool)
+	insns    uint32
 }
 
 // Load loads the program and its maps into the kernel with the TTL model
@@ -237,10 +247,10 @@ func Load(model mpls.TTLModel) (*Program, error) { return LoadFIB(model, FIBCapa
 // LoadFIB is Load with the program's FIB sized for fibCapacity prefixes
 // per family (1 or more; see SyncFIB).
 func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
-	if fibCapacity < 1 || fibCapacity > 1<<24 {
-		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, 1<<24)
+	if fibCapacity < 1 || fibCapacity > FIBCapacity {
+		return nil, fmt.Errorf("load XDP label switch: FIB capacity %d out of 1..%d", fibCapacity, FIBCapacity)
 	}
-	p := &Program{links: map[int]*attached{}, fib: map[netip.Prefix]lsrFibValue{}, fibCap: fibCapacity}
+	p := &Program{links: map[int]*attached{}, fibIndex: map[fibKey]uint32{}, fibCap: fibCapacity}
 	spec, err := loadLsr()
 	if err != nil {
 		return nil, fmt.Errorf("load XDP label switch: %w", err)
@@ -267,6 +277,9 @@ func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
 	}
 	return p, nil
 }
+
+// FIBCapacity returns the most prefixes a family's FIB map holds.
+func (p *Program) FIBCapacity() int { return p.fibCap }
 
 // VerifiedInstructions returns the number of instructions the verifier
 // processed when it loaded the program (0 if the kernel does not say).
@@ -328,8 +341,35 @@ func (p *Program) SetEgressOK(ifindex int, ok bool) error {
 		return nil
 	}
 	a.egressOK = ok
-	_, ferr := p.syncFIBLocked(p.routes, true)
-	return errors.Join(p.syncLocked(p.entries, true), ferr)
+	return errors.Join(p.syncLocked(p.entries, true), p.rewriteEgressLocked(ifindex))
+}
+
+// rewriteEgressLocked rewrites the FIB entries towards the link ifindex
+// with its new egress state (each entry alone: a packet is redirected or
+// passed up, by the old state or the new one).
+func (p *Program) rewriteEgressLocked(ifindex int) error {
+	a := p.links[ifindex]
+	var idx [2][]uint32
+	for i := range p.fibSlots {
+		s := &p.fibSlots[i]
+		if s.gen == 0 || s.v.Kind != uint8(RouteForward) || s.v.Ifindex != uint32(ifindex) {
+			continue
+		}
+		s.v.Flags &^= flagEgressOK
+		if a.egressOK {
+			s.v.Flags |= flagEgressOK
+		}
+		f := s.key.family()
+		idx[f] = append(idx[f], uint32(i))
+	}
+	var errs []error
+	for f, ks := range idx {
+		// Past a refused entry the rest is rewritten by the next
+		// SyncFIB (they are marked unknown).
+		_, _, err := p.writeFIB(f, ks)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // EgressOK reports what SetEgressOK last said of the link ifindex.
