@@ -158,6 +158,8 @@ type nodeSetup struct {
 	// cpuProfile is where mplsnode writes a CPU profile of its run
 	// (--cpuprofile); empty: none.
 	cpuProfile string
+	// cpus pins the mplsnode process (taskset); empty: not pinned.
+	cpus []int
 }
 
 // nodeSetups gives each mplsnode configuration's setup: the link type
@@ -225,6 +227,19 @@ type Options struct {
 	// profile of its whole run (every frame size) to
 	// CPUProfileDir/CONFIG.pprof, for go tool pprof.
 	CPUProfileDir string
+	// GenCPUs are the CPUs the generator runs on: the xdp generator one
+	// thread pinned to each, the afpacket generator its one thread on
+	// them. Empty means the default: every CPU the process may use for
+	// xdp, not pinned for afpacket. The kernel forwarder (kernel-ipfwd)
+	// and the in-kernel label switch run inline in the generator's
+	// softirq work, so on these CPUs too.
+	GenCPUs []int
+	// FwdCPUs are the CPUs the userspace forwarder (every mplsnode
+	// configuration) runs on: the process is started under taskset(1).
+	// Empty means not pinned. GenCPUs 0 with FwdCPUs 1 gives a 2-core
+	// machine's LSR a core of its own, which the generator's paced
+	// threads (they busy-wait in the kernel) would otherwise share.
+	FwdCPUs []int
 
 	resolved string // the generator opened so far
 }
@@ -383,6 +398,12 @@ func checkOptions(opts *Options) error {
 	default:
 		return fmt.Errorf("lsrrate: generator %q: want %s or %s", opts.Generator, GenXDP, GenAFPacket)
 	}
+	if err := checkCPUs("GenCPUs (-gen-cpus)", opts.GenCPUs); err != nil {
+		return err
+	}
+	if err := checkCPUs("FwdCPUs (-fwd-cpus)", opts.FwdCPUs); err != nil {
+		return err
+	}
 	if !(opts.Rate >= 0 && opts.Rate <= 1e9) {
 		return fmt.Errorf("lsrrate: Rate %v: want 0 (as fast as possible) up to 1e9 frames/s", opts.Rate)
 	}
@@ -428,9 +449,14 @@ func (o *Options) openGenerator(nsPath, dev string) (frameGenerator, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.setCPUs(o.GenCPUs)
 	o.resolved = g.kind()
 	if first {
-		o.log("lsrrate: generator: %s", g.describe())
+		fwd := "userspace forwarder not pinned"
+		if len(o.FwdCPUs) > 0 {
+			fwd = "userspace forwarder on CPUs " + cpuListString(o.FwdCPUs) + " (taskset)"
+		}
+		o.log("lsrrate: generator: %s; %s; kernel forwarding inline on the generator's CPUs", g.describe(), fwd)
 	}
 	return g, nil
 }
@@ -492,6 +518,7 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 		if opts.CPUProfileDir != "" {
 			setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
 		}
+		setup.cpus = opts.FwdCPUs
 		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)

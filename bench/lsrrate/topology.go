@@ -278,7 +278,13 @@ func startMPLSNode(ctx context.Context, bin string, t *topology, setup nodeSetup
 	if setup.cpuProfile != "" {
 		args = append(args, "--cpuprofile", setup.cpuProfile)
 	}
-	m.cmd = exec.Command("ip", args...)
+	name := "ip"
+	if len(setup.cpus) > 0 {
+		// taskset execs ip, which execs mplsnode: the pid stays
+		// mplsnode's, and every thread inherits the affinity.
+		name, args = "taskset", append([]string{"-c", cpuListString(setup.cpus), "ip"}, args...)
+	}
+	m.cmd = exec.Command(name, args...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		close(m.exited)
