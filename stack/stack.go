@@ -139,6 +139,10 @@ type Link struct {
 	// busy-polled links' receive rings after a batch before sleeping
 	// (afpacket.Options.BusyPoll): lower latency for CPU; 0 is off.
 	BusyPoll time.Duration
+	// RXRingFrames, for LinkAFPacket in ring mode, is the number of slots
+	// of each queue's receive ring (afpacket.Options.RXRingFrames); 0 is
+	// afpacket.DefaultRXRingFrames.
+	RXRingFrames int
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -372,7 +376,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll})
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll,
+			RXRingFrames: l.RXRingFrames})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}

@@ -240,6 +240,10 @@ type Options struct {
 	// machine's LSR a core of its own, which the generator's paced
 	// threads (they busy-wait in the kernel) would otherwise share.
 	FwdCPUs []int
+	// LinkWords are appended to both afpacket link lines of the mplsnode
+	// configurations (" rx-ring-frames 16384"), to measure a link option;
+	// empty means none. The TAP and AF_XDP configurations do not get them.
+	LinkWords string
 
 	resolved string // the generator opened so far
 }
@@ -519,6 +523,9 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 			setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
 		}
 		setup.cpus = opts.FwdCPUs
+		if setup.linkType == "afpacket" && opts.LinkWords != "" {
+			setup.words += " " + strings.TrimSpace(opts.LinkWords)
+		}
 		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)

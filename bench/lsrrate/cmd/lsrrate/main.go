@@ -21,7 +21,7 @@ import (
 )
 
 const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-gen xdp|afpacket] [-rate PPS]
-               [-configs NAME,...] [-gen-cpus LIST] [-fwd-cpus LIST] [-q]
+               [-configs NAME,...] [-gen-cpus LIST] [-fwd-cpus LIST] [-link-words WORDS] [-q]
 
 Measures how many frames per second mplsnode swaps as an LSR (label 100 in,
 label 200 out, between two veths) and the CPU it spends per million frames,
@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rate := fs.Float64("rate", 0, "frames per second the generator offers (`PPS`); 0 means as many as it can")
 	genCPUs := fs.String("gen-cpus", "", "CPU `LIST` for the generator's threads (default: one xdp thread per CPU)")
 	fwdCPUs := fs.String("fwd-cpus", "", "CPU `LIST` for the mplsnode forwarder process, via taskset (default: not pinned)")
+	linkWords := fs.String("link-words", "", "`WORDS` appended to the LSR's afpacket link lines, e.g. \"rx-ring-frames 16384\" (docs/CONFIG.md)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each mplsnode forwarder's run to `DIR`/CONFIG.pprof (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -121,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lsrrate: -rate %v: want 0 or more\n", *rate)
 		return 2
 	}
-	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr}
+	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr, LinkWords: *linkWords}
 	for _, c := range []struct {
 		flag string
 		val  string
