@@ -396,7 +396,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
 			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
-				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXRingFrames: ep.RXRingFrames(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
 				BusyPolls: st.BusyPolls, BusyPollHits: st.BusyPollHits, BusyPollTime: st.BusyPollTime}
 		}
 	case LinkTAP:
@@ -692,6 +692,9 @@ type LowerStats struct {
 	// Queues is the number of AF_PACKET sockets (fanout queues); 0 for
 	// others.
 	Queues int
+	// RXRingFrames is the slots of each queue's receive frame ring
+	// (afpacket.Endpoint.RXRingFrames); 0 without one.
+	RXRingFrames int
 	// RXBlocks counts receive ring blocks read (ring mode): one wakeup,
 	// one receive batch each.
 	RXBlocks uint64

@@ -331,6 +331,7 @@ type nodeReport struct {
 // linkReport is one link's part of nodeReport.
 type linkReport struct {
 	Name     string            `json:"name"`
+	RXRing   int               `json:"rx_ring_frames"`
 	RXFrames uint64            `json:"rx_frames"`
 	TXFrames uint64            `json:"tx_frames"`
 	ILMHits  uint64            `json:"ilm_hits"`
@@ -417,6 +418,9 @@ func (m *mplsnodeForwarder) describe() string {
 	for i, l := range r.Links {
 		o := base.Links[i]
 		fmt.Fprintf(&b, " %s rx %d tx %d ilm %d", l.Name, l.RXFrames-o.RXFrames, l.TXFrames-o.TXFrames, l.ILMHits-o.ILMHits)
+		if l.RXRing > 0 {
+			fmt.Fprintf(&b, " (rx ring %d slots)", l.RXRing)
+		}
 		writeDrops(&b, l.Drops, o.Drops)
 	}
 	sw, o := r.LabelSwitch, base.LabelSwitch
