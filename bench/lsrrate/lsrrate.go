@@ -322,6 +322,8 @@ type hooks struct {
 	samples func(config string, size int, frames [][]byte)
 	// sinkRX receives the sink interface's rx_packets delta.
 	sinkRX func(config string, size int, rx uint64)
+	// nodeStarted receives the pid of each mplsnode forwarder started.
+	nodeStarted func(config string, pid int)
 }
 
 // Run measures each configuration (configs: the mplsnode ones, then
@@ -527,6 +529,9 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 			setup.words += " " + strings.TrimSpace(opts.LinkWords)
 		}
 		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
+		if m, ok := fw.(*mplsnodeForwarder); ok && err == nil && h.nodeStarted != nil {
+			h.nodeStarted(cfg, m.cmd.Process.Pid)
+		}
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel
