@@ -160,6 +160,8 @@ type nodeSetup struct {
 	cpuProfile string
 	// cpus pins the mplsnode process (taskset); empty: not pinned.
 	cpus []int
+	// nice is the mplsnode process's nice value (nice(1)); 0: default.
+	nice int
 }
 
 // nodeSetups gives each mplsnode configuration's setup: the link type
@@ -240,6 +242,12 @@ type Options struct {
 	// machine's LSR a core of its own, which the generator's paced
 	// threads (they busy-wait in the kernel) would otherwise share.
 	FwdCPUs []int
+	// FwdNice is the nice value the userspace forwarder runs at (every
+	// mplsnode configuration; nice(1), -20..19); 0 means the default.
+	// The kernel forwarder's work runs in softirq context, ahead of every
+	// task; a negative FwdNice gives the userspace LSR a similar
+	// precedence over the generator and whatever else runs.
+	FwdNice int
 	// LinkWords are appended to both afpacket link lines of the mplsnode
 	// configurations (" rx-ring-frames 16384"), to measure a link option;
 	// empty means none. The TAP and AF_XDP configurations do not get them.
@@ -410,6 +418,9 @@ func checkOptions(opts *Options) error {
 	if err := checkCPUs("FwdCPUs (-fwd-cpus)", opts.FwdCPUs); err != nil {
 		return err
 	}
+	if opts.FwdNice < -20 || opts.FwdNice > 19 {
+		return fmt.Errorf("lsrrate: FwdNice %d: want -20..19", opts.FwdNice)
+	}
 	if !(opts.Rate >= 0 && opts.Rate <= 1e9) {
 		return fmt.Errorf("lsrrate: Rate %v: want 0 (as fast as possible) up to 1e9 frames/s", opts.Rate)
 	}
@@ -461,6 +472,9 @@ func (o *Options) openGenerator(nsPath, dev string) (frameGenerator, error) {
 		fwd := "userspace forwarder not pinned"
 		if len(o.FwdCPUs) > 0 {
 			fwd = "userspace forwarder on CPUs " + cpuListString(o.FwdCPUs) + " (taskset)"
+		}
+		if o.FwdNice != 0 {
+			fwd += fmt.Sprintf(", at nice %d", o.FwdNice)
 		}
 		o.log("lsrrate: generator: %s; %s; kernel forwarding inline on the generator's CPUs", g.describe(), fwd)
 	}
@@ -524,7 +538,7 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 		if opts.CPUProfileDir != "" {
 			setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
 		}
-		setup.cpus = opts.FwdCPUs
+		setup.cpus, setup.nice = opts.FwdCPUs, opts.FwdNice
 		if setup.linkType == "afpacket" && opts.LinkWords != "" {
 			setup.words += " " + strings.TrimSpace(opts.LinkWords)
 		}

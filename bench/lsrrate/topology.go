@@ -284,6 +284,10 @@ func startMPLSNode(ctx context.Context, bin string, t *topology, setup nodeSetup
 		// mplsnode's, and every thread inherits the affinity.
 		name, args = "taskset", append([]string{"-c", cpuListString(setup.cpus), "ip"}, args...)
 	}
+	if setup.nice != 0 {
+		// nice execs the rest: same pid, every thread at that value.
+		name, args = "nice", append([]string{"-n", strconv.Itoa(setup.nice), name}, args...)
+	}
 	m.cmd = exec.Command(name, args...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {

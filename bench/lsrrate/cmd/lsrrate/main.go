@@ -21,7 +21,8 @@ import (
 )
 
 const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-gen xdp|afpacket] [-rate PPS]
-               [-configs NAME,...] [-gen-cpus LIST] [-fwd-cpus LIST] [-link-words WORDS] [-q]
+               [-configs NAME,...] [-gen-cpus LIST] [-fwd-cpus LIST] [-fwd-nice N]
+               [-link-words WORDS] [-q]
 
 Measures how many frames per second mplsnode swaps as an LSR (label 100 in,
 label 200 out, between two veths) and the CPU it spends per million frames,
@@ -89,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rate := fs.Float64("rate", 0, "frames per second the generator offers (`PPS`); 0 means as many as it can")
 	genCPUs := fs.String("gen-cpus", "", "CPU `LIST` for the generator's threads (default: one xdp thread per CPU)")
 	fwdCPUs := fs.String("fwd-cpus", "", "CPU `LIST` for the mplsnode forwarder process, via taskset (default: not pinned)")
+	fwdNice := fs.Int("fwd-nice", 0, "`NICE` value (-20..19) of the mplsnode forwarder process, via nice(1) (default 0)")
 	linkWords := fs.String("link-words", "", "`WORDS` appended to the LSR's afpacket link lines, e.g. \"rx-ring-frames 16384\" (docs/CONFIG.md)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each mplsnode forwarder's run to `DIR`/CONFIG.pprof (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
@@ -122,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lsrrate: -rate %v: want 0 or more\n", *rate)
 		return 2
 	}
-	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr, LinkWords: *linkWords}
+	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr, LinkWords: *linkWords, FwdNice: *fwdNice}
 	for _, c := range []struct {
 		flag string
 		val  string
