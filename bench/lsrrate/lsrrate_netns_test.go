@@ -217,8 +217,8 @@ func TestOptionsErrors(t *testing.T) {
 // nice -5 (/proc/PID/stat), the generator line names one
 // thread on the first CPU and the forwarder's CPU, and the LSR's links
 // got the receive ring asked for. Planted bugs: startMPLSNode ignoring
-// setup.cpus (the process may run on 0-1), openGenerator not passing
-// GenCPUs (2 threads on CPUs 0-1).
+// setup.cpus (the process may run on 0-1) or setup.nice (nice 0),
+// openGenerator not passing GenCPUs (2 threads on CPUs 0-1).
 func TestRunPinned(t *testing.T) {
 	skipUnlessRoot(t)
 	allowed, err := allowedCPUs()
