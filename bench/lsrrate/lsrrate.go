@@ -97,6 +97,15 @@
 //
 // On a shared machine every figure also depends on what else runs: the
 // generator, the forwarder and the kernel's inline work share its cores.
+// Paced, the xdp generator's threads busy-wait in the kernel (the program
+// drops the repetitions before a frame is due), so each holds its CPU
+// whatever the rate, and the userspace LSR waits for a CPU: its ingress
+// drops (lower_rx_overflow) are frames that found the LSR's receive ring
+// still full because the LSR was not running. Options.GenCPUs,
+// Options.FwdCPUs and Options.FwdNice arrange the CPUs (the kernel
+// forwarder runs in softirq context, ahead of every task, where the
+// generator runs); Options.LinkWords measures a link option such as
+// rx-ring-frames.
 //
 // Run needs root (it creates namespaces) and ip(8) from iproute2.
 package lsrrate
