@@ -485,6 +485,9 @@ func (o *Options) openGenerator(nsPath, dev string) (frameGenerator, error) {
 		if o.FwdNice != 0 {
 			fwd += fmt.Sprintf(", at nice %d", o.FwdNice)
 		}
+		if o.LinkWords != "" {
+			fwd += fmt.Sprintf(", afpacket links with %q", strings.TrimSpace(o.LinkWords))
+		}
 		o.log("lsrrate: generator: %s; %s; kernel forwarding inline on the generator's CPUs", g.describe(), fwd)
 	}
 	return g, nil
