@@ -49,8 +49,9 @@ CPUs: by default the xdp generator runs one thread pinned to each CPU and
 the forwarder is not pinned. Paced (-rate), each generator thread
 busy-waits in the kernel between its frames, so on a small machine it
 holds every CPU and the userspace LSR waits for one (its ring overflows
-while it is mostly idle). -gen-cpus LIST puts the generator's threads on
-LIST only (the afpacket generator's one thread too) and -fwd-cpus LIST
+while it waits, though it uses little CPU). -gen-cpus LIST puts the
+generator's threads on LIST only (the afpacket generator's one thread
+too) and -fwd-cpus LIST
 starts every mplsnode forwarder under taskset -c LIST; both apply to every
 configuration. The kernel forwarder has no process: it runs inline in the
 generator's softirq work, on the generator's CPUs, ahead of every task.
