@@ -46,21 +46,21 @@ the sink, cpu s/Mpkt = CPU seconds of the forwarder per million frames
 see go doc ./bench/lsrrate).
 
 CPUs: by default the xdp generator runs one thread pinned to each CPU and
-the forwarder is not pinned. Paced (-rate), each generator thread busy-
-waits in the kernel between its frames, so on a small machine it holds
-every CPU and the userspace LSR waits for one (its ring overflows while it
-waits, though it uses little CPU). -gen-cpus LIST puts the generator's
-threads on LIST only (the afpacket generator's one thread too) and -fwd-
-cpus LIST starts every mplsnode forwarder under taskset -c LIST; both
-apply to every configuration. The kernel forwarder has no process: it runs
-inline in the generator's softirq work, on the generator's CPUs, ahead of
-every task. -fwd-nice N starts every mplsnode forwarder under nice -n N: a
-negative N gives the userspace LSR a similar precedence over the generator
-and whatever else runs. The generator line says what was used. On 2 cores
--gen-cpus 0 -fwd-cpus 1 gives the LSR a core of its own, which helps only
-when nothing else runs there (LIST: taskset's words, e.g. 0, 0-1, 1,3).
--link-words adds words to the LSR's afpacket link lines, to measure a link
-option (-link-words "rx-ring-frames 16384").
+the forwarder is not pinned. Paced (-rate), each generator thread
+busy-waits in the kernel between its frames, so on a small machine it
+holds every CPU and the userspace LSR waits for one (its ring overflows
+while it waits, though it uses little CPU). -gen-cpus LIST puts the
+generator's threads on LIST only (the afpacket generator's one thread too)
+and -fwd-cpus LIST starts every mplsnode forwarder under taskset -c LIST;
+both apply to every configuration. The kernel forwarder has no process: it
+runs inline in the generator's softirq work, on the generator's CPUs,
+ahead of every task. -fwd-nice N starts every mplsnode forwarder under
+nice -n N: a negative N gives the userspace LSR a similar precedence over
+the generator and whatever else runs. The generator line says what was
+used. On 2 cores -gen-cpus 0 -fwd-cpus 1 gives the LSR a core of its own,
+which helps only when nothing else runs there (LIST: taskset's words, e.g.
+0, 0-1, 1,3). -link-words adds words to the LSR's afpacket link lines, to
+measure a link option (-link-words "rx-ring-frames 16384").
 
 Example:
 
