@@ -135,6 +135,14 @@ const (
 // is that long).
 const MaxBusyPoll = 1000
 
+// Receive ring slots an afpacket link may ask for (`rx-ring-frames N`):
+// each slot holds one frame of up to the MTU, so the memory per queue is
+// N times the slot size (2 KiB for a 1500-byte MTU: 64 MiB at the most).
+const (
+	MinRXRingFrames = 64
+	MaxRXRingFrames = 32768
+)
+
 // MaxQueues is the most queues a link may have.
 const MaxQueues = 256
 
@@ -180,7 +188,7 @@ func (m LinkMode) String() string {
 
 // Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC]
 // [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
-// [busy-poll USEC]`.
+// [busy-poll USEC] [rx-ring-frames N]`.
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -212,6 +220,12 @@ type Link struct {
 	// it sleeps (afpacket.Options.BusyPoll); 0 (the default) sleeps at
 	// once. Only for LinkAFPacket.
 	BusyPoll time.Duration
+	// RXRingFrames is `rx-ring-frames N`: the slots of each queue's
+	// receive ring (afpacket.Options.RXRingFrames); 0 (not given) means
+	// the default. Only for LinkAFPacket, not in mode mmsg.
+	RXRingFrames int
+	// RXRingFramesPos is where N is written; zero without rx-ring-frames.
+	RXRingFramesPos Pos
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -509,6 +523,9 @@ func (l Link) String() string {
 	}
 	if l.BusyPoll != 0 {
 		s += " busy-poll " + strconv.FormatInt(l.BusyPoll.Microseconds(), 10)
+	}
+	if l.RXRingFrames != 0 {
+		s += " rx-ring-frames " + strconv.Itoa(l.RXRingFrames)
 	}
 	return s
 }

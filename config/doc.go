@@ -14,7 +14,7 @@
 // -4, -6, -M and -f inet|inet6|mpls (-family too). A config describes
 // state, so the only verb is add.
 //
-//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off] [busy-poll USEC]
+//	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off] [busy-poll USEC] [rx-ring-frames N]
 //	link add NAME type tap [bridge BRIDGE] [address MAC] [mtu N] [queues N]
 //	link add NAME type xdp [mtu N] [queues N]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
@@ -41,6 +41,10 @@
 //	    after a receive batch one goroutine keeps checking the rings of
 //	    every busy-polled link until USEC has passed since the last frame
 //	    (a core at 100% while frames keep coming; idle after).
+//	    rx-ring-frames N (64..32768, default 2048) sizes each queue's
+//	    receive ring: the frames the kernel holds while the node is not
+//	    running (2 KiB of resident memory each at MTU 1500); not with
+//	    mode mmsg.
 //
 //	addr add ADDRESS[/LEN] dev NAME
 //	    An interface address, IPv4 or IPv6 (no /LEN: a host address).

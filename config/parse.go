@@ -381,7 +381,7 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass", "busy-poll"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass", "busy-poll", "rx-ring-frames"}
 
 var linkModes = []string{"auto", "mmsg", "ring"}
 
@@ -393,7 +393,7 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok, addrTok, afTok, busyTok token
+	var bridgeTok, addrTok, afTok, busyTok, ringTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
@@ -436,6 +436,10 @@ func (p *parser) link(pos Pos) {
 			afTok, busyTok = t, t
 			v, _ := p.number("busy-poll microseconds", 0, MaxBusyPoll)
 			l.BusyPoll = time.Duration(v) * time.Microsecond
+		case "rx-ring-frames":
+			afTok, ringTok = t, t
+			v, vt := p.number("receive ring slots", MinRXRingFrames, MaxRXRingFrames)
+			l.RXRingFrames, l.RXRingFramesPos = int(v), p.at(vt)
 		case "mode":
 			afTok = t
 			mt := p.next("link mode auto, mmsg or ring")
@@ -467,6 +471,9 @@ func (p *parser) link(pos Pos) {
 	}
 	if l.BusyPoll > 0 && l.Mode == LinkModeMMsg {
 		p.fail(busyTok, "busy-poll polls the receive rings; a mode mmsg link has none (use mode ring or auto)")
+	}
+	if l.RXRingFrames > 0 && l.Mode == LinkModeMMsg {
+		p.fail(ringTok, "rx-ring-frames sizes the receive ring; a mode mmsg link has none (use mode ring or auto)")
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
 }

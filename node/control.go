@@ -183,6 +183,11 @@ type LinkReport struct {
 	LinkMode string `json:"link_mode"`
 	// Queues is the afpacket link's number of fanout queues (sockets).
 	Queues int `json:"queues"`
+	// RXRingFrames is the slots of each queue's receive ring (`link add
+	// ... rx-ring-frames N`, rounded up to whole blocks; 2048 by default):
+	// the frames the kernel holds for the node while it is not reading.
+	// 0 for links without one (mmsg mode, tap, xdp).
+	RXRingFrames int `json:"rx_ring_frames"`
 	// RXBlocks counts receive ring blocks read (ring mode): one wakeup
 	// and one receive batch each.
 	RXBlocks uint64 `json:"rx_blocks"`
@@ -290,6 +295,7 @@ func (n *Node) Report() Report {
 		}
 		lo := lower[name]
 		lr.LinkMode, lr.Queues, lr.RXBlocks, lr.TXRingFull = lo.Mode, lo.Queues, lo.RXBlocks, lo.TXRingFull
+		lr.RXRingFrames = lo.RXRingFrames
 		lr.RXCoalesced, lr.RXChecksumPartialForm = ls.RXCoalesced, lo.RXChecksumPartialForm
 		lr.RXFragmentsHeld = ls.RXFragmentsHeld
 		lr.BusyPolls, lr.BusyPollHits, lr.BusyPollUS = lo.BusyPolls, lo.BusyPollHits, uint64(lo.BusyPollTime.Microseconds())

@@ -75,6 +75,7 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.Kind = stack.LinkAFPacket
 			sl.QdiscBypass = l.QdiscBypass
 			sl.BusyPoll = l.BusyPoll
+			sl.RXRingFrames = l.RXRingFrames
 			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
 			// The node owns the interface (its kernel holds no address
 			// there): the kernel need not process what it receives.

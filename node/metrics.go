@@ -53,6 +53,7 @@ var linkMicros = []linkCounter{
 // linkGauges are per-link values that go up and down.
 var linkGauges = []linkCounter{
 	{"rx_fragments_held", "IP fragments for this host held until their datagram is complete and its checksum verified.", func(l *LinkReport) uint64 { return l.RXFragmentsHeld }},
+	{"rx_ring_frames", "Slots of each queue's receive ring (afpacket ring mode, rx-ring-frames): the frames the kernel holds while the node is not reading; 0 without one.", func(l *LinkReport) uint64 { return uint64(l.RXRingFrames) }},
 }
 
 // switchCounter is one label switch counter, exported without labels.

@@ -139,6 +139,10 @@ type Link struct {
 	// busy-polled links' receive rings after a batch before sleeping
 	// (afpacket.Options.BusyPoll): lower latency for CPU; 0 is off.
 	BusyPoll time.Duration
+	// RXRingFrames, for LinkAFPacket in ring mode, is the number of slots
+	// of each queue's receive ring (afpacket.Options.RXRingFrames); 0 is
+	// afpacket.DefaultRXRingFrames.
+	RXRingFrames int
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -372,7 +376,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll})
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll,
+			RXRingFrames: l.RXRingFrames})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
@@ -391,7 +396,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
 			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
-				Mode: ep.Mode().String(), Queues: ep.Queues(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXRingFrames: ep.RXRingFrames(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
 				BusyPolls: st.BusyPolls, BusyPollHits: st.BusyPollHits, BusyPollTime: st.BusyPollTime}
 		}
 	case LinkTAP:
@@ -687,6 +692,9 @@ type LowerStats struct {
 	// Queues is the number of AF_PACKET sockets (fanout queues); 0 for
 	// others.
 	Queues int
+	// RXRingFrames is the slots of each queue's receive frame ring
+	// (afpacket.Endpoint.RXRingFrames); 0 without one.
+	RXRingFrames int
 	// RXBlocks counts receive ring blocks read (ring mode): one wakeup,
 	// one receive batch each.
 	RXBlocks uint64

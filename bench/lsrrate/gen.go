@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -41,6 +42,8 @@ type generator struct {
 	frames [][]byte
 	iovs   []unix.Iovec
 	msgs   []mmsghdr
+	// cpus is where run's thread runs; empty: where the scheduler puts it.
+	cpus []int
 }
 
 // genStats is what one generator run did.
@@ -143,6 +146,8 @@ type frameGenerator interface {
 	// run sends until d has passed or stop is set, as fast as it can
 	// (rate 0) or at rate frames per second.
 	run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error)
+	// setCPUs makes run's threads run on cpus (empty: the default).
+	setCPUs(cpus []int)
 	// close releases the generator.
 	close() error
 }
@@ -152,8 +157,15 @@ func (g *generator) kind() string { return GenAFPacket }
 
 // describe implements frameGenerator.
 func (g *generator) describe() string {
-	return fmt.Sprintf("afpacket (sendmmsg of %d frames on one thread, %d UDP source ports)", genBatch, genFlows)
+	where := "not pinned"
+	if len(g.cpus) > 0 {
+		where = "on CPUs " + cpuListString(g.cpus)
+	}
+	return fmt.Sprintf("afpacket (sendmmsg of %d frames on one thread, %s, %d UDP source ports)", genBatch, where, genFlows)
 }
+
+// setCPUs implements frameGenerator.
+func (g *generator) setCPUs(cpus []int) { g.cpus = slices.Clone(cpus) }
 
 // send implements frameGenerator: exactly n frames, retrying what the
 // kernel refuses.
@@ -178,6 +190,18 @@ func (g *generator) send(n uint64) error {
 func (g *generator) run(d time.Duration, rate float64, stop *atomic.Bool) (genStats, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if len(g.cpus) > 0 {
+		var old unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &old); err != nil {
+			return genStats{}, fmt.Errorf("generator: sched_getaffinity: %w", err)
+		}
+		set := cpuSet(g.cpus)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return genStats{}, fmt.Errorf("generator: pin to CPUs %s: %w", cpuListString(g.cpus), err)
+		}
+		// The thread goes back to the runtime's pool as it was.
+		defer unix.SchedSetaffinity(0, &old)
+	}
 	tid := unix.Gettid()
 	cpu0, err := threadCPU(tid)
 	if err != nil {

@@ -97,6 +97,15 @@
 //
 // On a shared machine every figure also depends on what else runs: the
 // generator, the forwarder and the kernel's inline work share its cores.
+// Paced, the xdp generator's threads busy-wait in the kernel (the program
+// drops the repetitions before a frame is due), so each holds its CPU
+// whatever the rate, and the userspace LSR waits for a CPU: its ingress
+// drops (lower_rx_overflow) are frames that found the LSR's receive ring
+// still full because the LSR was not running. Options.GenCPUs,
+// Options.FwdCPUs and Options.FwdNice arrange the CPUs (the kernel
+// forwarder runs in softirq context, ahead of every task, where the
+// generator runs); Options.LinkWords measures a link option such as
+// rx-ring-frames.
 //
 // Run needs root (it creates namespaces) and ip(8) from iproute2.
 package lsrrate
@@ -158,6 +167,10 @@ type nodeSetup struct {
 	// cpuProfile is where mplsnode writes a CPU profile of its run
 	// (--cpuprofile); empty: none.
 	cpuProfile string
+	// cpus pins the mplsnode process (taskset); empty: not pinned.
+	cpus []int
+	// nice is the mplsnode process's nice value (nice(1)); 0: default.
+	nice int
 }
 
 // nodeSetups gives each mplsnode configuration's setup: the link type
@@ -225,6 +238,29 @@ type Options struct {
 	// profile of its whole run (every frame size) to
 	// CPUProfileDir/CONFIG.pprof, for go tool pprof.
 	CPUProfileDir string
+	// GenCPUs are the CPUs the generator runs on: the xdp generator one
+	// thread pinned to each, the afpacket generator its one thread on
+	// them. Empty means the default: every CPU the process may use for
+	// xdp, not pinned for afpacket. The kernel forwarder (kernel-ipfwd)
+	// and the in-kernel label switch run inline in the generator's
+	// softirq work, so on these CPUs too.
+	GenCPUs []int
+	// FwdCPUs are the CPUs the userspace forwarder (every mplsnode
+	// configuration) runs on: the process is started under taskset(1).
+	// Empty means not pinned. GenCPUs 0 with FwdCPUs 1 gives a 2-core
+	// machine's LSR a core of its own, which the generator's paced
+	// threads (they busy-wait in the kernel) would otherwise share.
+	FwdCPUs []int
+	// FwdNice is the nice value the userspace forwarder runs at (every
+	// mplsnode configuration; nice(1), -20..19); 0 means the default.
+	// The kernel forwarder's work runs in softirq context, ahead of every
+	// task; a negative FwdNice gives the userspace LSR a similar
+	// precedence over the generator and whatever else runs.
+	FwdNice int
+	// LinkWords are appended to both afpacket link lines of the mplsnode
+	// configurations (" rx-ring-frames 16384"), to measure a link option;
+	// empty means none. The TAP and AF_XDP configurations do not get them.
+	LinkWords string
 
 	resolved string // the generator opened so far
 }
@@ -303,6 +339,8 @@ type hooks struct {
 	samples func(config string, size int, frames [][]byte)
 	// sinkRX receives the sink interface's rx_packets delta.
 	sinkRX func(config string, size int, rx uint64)
+	// nodeStarted receives the pid of each mplsnode forwarder started.
+	nodeStarted func(config string, pid int)
 }
 
 // Run measures each configuration (configs: the mplsnode ones, then
@@ -383,6 +421,15 @@ func checkOptions(opts *Options) error {
 	default:
 		return fmt.Errorf("lsrrate: generator %q: want %s or %s", opts.Generator, GenXDP, GenAFPacket)
 	}
+	if err := checkCPUs("GenCPUs (-gen-cpus)", opts.GenCPUs); err != nil {
+		return err
+	}
+	if err := checkCPUs("FwdCPUs (-fwd-cpus)", opts.FwdCPUs); err != nil {
+		return err
+	}
+	if opts.FwdNice < -20 || opts.FwdNice > 19 {
+		return fmt.Errorf("lsrrate: FwdNice %d: want -20..19", opts.FwdNice)
+	}
 	if !(opts.Rate >= 0 && opts.Rate <= 1e9) {
 		return fmt.Errorf("lsrrate: Rate %v: want 0 (as fast as possible) up to 1e9 frames/s", opts.Rate)
 	}
@@ -428,9 +475,20 @@ func (o *Options) openGenerator(nsPath, dev string) (frameGenerator, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.setCPUs(o.GenCPUs)
 	o.resolved = g.kind()
 	if first {
-		o.log("lsrrate: generator: %s", g.describe())
+		fwd := "userspace forwarder not pinned"
+		if len(o.FwdCPUs) > 0 {
+			fwd = "userspace forwarder on CPUs " + cpuListString(o.FwdCPUs) + " (taskset)"
+		}
+		if o.FwdNice != 0 {
+			fwd += fmt.Sprintf(", at nice %d", o.FwdNice)
+		}
+		if o.LinkWords != "" {
+			fwd += fmt.Sprintf(", afpacket links with %q", strings.TrimSpace(o.LinkWords))
+		}
+		o.log("lsrrate: generator: %s; %s; kernel forwarding inline on the generator's CPUs", g.describe(), fwd)
 	}
 	return g, nil
 }
@@ -492,7 +550,14 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 		if opts.CPUProfileDir != "" {
 			setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
 		}
+		setup.cpus, setup.nice = opts.FwdCPUs, opts.FwdNice
+		if setup.linkType == "afpacket" && opts.LinkWords != "" {
+			setup.words += " " + strings.TrimSpace(opts.LinkWords)
+		}
 		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
+		if m, ok := fw.(*mplsnodeForwarder); ok && err == nil && h.nodeStarted != nil {
+			h.nodeStarted(cfg, m.cmd.Process.Pid)
+		}
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel

@@ -196,6 +196,9 @@ func TestOptionsErrors(t *testing.T) {
 		{"negative seconds", Options{Bin: exe, Seconds: -1}, "Seconds -1"},
 		{"small frame", Options{Bin: exe, FrameSizes: []int{64, 59}}, "frame size 59"},
 		{"big frame", Options{Bin: exe, FrameSizes: []int{1515}}, "frame size 1515"},
+		{"generator CPU", Options{Bin: exe, GenCPUs: []int{0, maxCPU - 1}}, fmt.Sprintf("GenCPUs (-gen-cpus): CPU %d is not one this process may run on", maxCPU-1)},
+		{"forwarder nice", Options{Bin: exe, FwdNice: -21}, "FwdNice -21: want -20..19"},
+		{"forwarder CPU", Options{Bin: exe, FwdCPUs: []int{maxCPU - 1}}, fmt.Sprintf("FwdCPUs (-fwd-cpus): CPU %d is not one this process may run on", maxCPU-1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Run(context.Background(), tc.opts)
@@ -203,5 +206,86 @@ func TestOptionsErrors(t *testing.T) {
 				t.Errorf("got err = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunPinned runs mplsnode-swap for a short measurement with the
+// generator on the first CPU this process may use and the forwarder on
+// the last (-gen-cpus, -fwd-cpus) at nice -5 (-fwd-nice), and a link
+// option (-link-words): the mplsnode process may run only on its CPU
+// (Cpus_allowed_list in /proc/PID/status, read while it runs) and runs at
+// nice -5 (/proc/PID/stat), the generator line names one
+// thread on the first CPU and the forwarder's CPU, and the LSR's links
+// got the receive ring asked for. Planted bugs: startMPLSNode ignoring
+// setup.cpus (the process may run on 0-1) or setup.nice (nice 0),
+// openGenerator not passing GenCPUs (2 threads on CPUs 0-1).
+func TestRunPinned(t *testing.T) {
+	skipUnlessRoot(t)
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, fwd := allowed[:1], allowed[len(allowed)-1:]
+	bin := buildMPLSNode(t)
+	var mu sync.Mutex
+	cpusAllowed := map[string]string{}
+	nice := map[string]string{}
+	h := hooks{nodeStarted: func(cfg string, pid int) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		mu.Lock()
+		defer mu.Unlock()
+		// proc(5): field 19 is nice; the fields after the command name
+		// (in parentheses) start at field 3.
+		if i := strings.LastIndexByte(string(st), ')'); i >= 0 {
+			if f := strings.Fields(string(st[i+1:])); len(f) > 19-3 {
+				nice[cfg] = f[19-3]
+			}
+		}
+		if err != nil {
+			cpusAllowed[cfg] = err.Error()
+			return
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				cpusAllowed[cfg] = strings.TrimSpace(v)
+			}
+		}
+	}}
+	var lines []string
+	pw := progressFunc(func(line string) {
+		t.Log(line)
+		mu.Lock()
+		lines = append(lines, line)
+		mu.Unlock()
+	})
+	rs, err := run(context.Background(), Options{Bin: bin, Seconds: 0.3, FrameSizes: []int{64}, Configs: []string{ConfigMPLSNode},
+		GenCPUs: gen, FwdCPUs: fwd, FwdNice: -5, LinkWords: "rx-ring-frames 4096", Progress: pw}, h)
+	if left := ourNamespaces(t); len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Frames == 0 {
+		t.Errorf("got results %+v, want one with frames", rs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got, want := cpusAllowed[ConfigMPLSNode], cpuListString(fwd); got != want {
+		t.Errorf("mplsnode's Cpus_allowed_list: got %q, want %q", got, want)
+	}
+	if got := nice[ConfigMPLSNode]; got != "-5" {
+		t.Errorf("mplsnode's nice value: got %q, want -5", got)
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{
+		fmt.Sprintf("1 threads on CPUs %d,", gen[0]),
+		fmt.Sprintf("userspace forwarder on CPUs %d (taskset), at nice -5", fwd[0]),
+		"(rx ring 4096 slots)",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("progress lines do not say %q", want)
+		}
 	}
 }

@@ -278,7 +278,17 @@ func startMPLSNode(ctx context.Context, bin string, t *topology, setup nodeSetup
 	if setup.cpuProfile != "" {
 		args = append(args, "--cpuprofile", setup.cpuProfile)
 	}
-	m.cmd = exec.Command("ip", args...)
+	name := "ip"
+	if len(setup.cpus) > 0 {
+		// taskset execs ip, which execs mplsnode: the pid stays
+		// mplsnode's, and every thread inherits the affinity.
+		name, args = "taskset", append([]string{"-c", cpuListString(setup.cpus), "ip"}, args...)
+	}
+	if setup.nice != 0 {
+		// nice execs the rest: same pid, every thread at that value.
+		name, args = "nice", append([]string{"-n", strconv.Itoa(setup.nice), name}, args...)
+	}
+	m.cmd = exec.Command(name, args...)
 	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
 	if err := m.cmd.Start(); err != nil {
 		close(m.exited)
@@ -325,6 +335,7 @@ type nodeReport struct {
 // linkReport is one link's part of nodeReport.
 type linkReport struct {
 	Name     string            `json:"name"`
+	RXRing   int               `json:"rx_ring_frames"`
 	RXFrames uint64            `json:"rx_frames"`
 	TXFrames uint64            `json:"tx_frames"`
 	ILMHits  uint64            `json:"ilm_hits"`
@@ -411,6 +422,9 @@ func (m *mplsnodeForwarder) describe() string {
 	for i, l := range r.Links {
 		o := base.Links[i]
 		fmt.Fprintf(&b, " %s rx %d tx %d ilm %d", l.Name, l.RXFrames-o.RXFrames, l.TXFrames-o.TXFrames, l.ILMHits-o.ILMHits)
+		if l.RXRing > 0 {
+			fmt.Fprintf(&b, " (rx ring %d slots)", l.RXRing)
+		}
 		writeDrops(&b, l.Drops, o.Drops)
 	}
 	sw, o := r.LabelSwitch, base.LabelSwitch

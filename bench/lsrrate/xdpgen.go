@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,7 +190,16 @@ func (g *xdpGenerator) kind() string { return GenXDP }
 
 // describe implements frameGenerator.
 func (g *xdpGenerator) describe() string {
-	return fmt.Sprintf("xdp (BPF_PROG_TEST_RUN of an XDP program in live-frames mode, %d threads on CPUs %v, %d UDP source ports)", len(g.cpus), g.cpus, genFlows)
+	return fmt.Sprintf("xdp (BPF_PROG_TEST_RUN of an XDP program in live-frames mode, %d threads on CPUs %s, one pinned to each, %d UDP source ports)",
+		len(g.cpus), cpuListString(g.cpus), genFlows)
+}
+
+// setCPUs implements frameGenerator: one thread on each of cpus instead
+// of one on each CPU the process may use.
+func (g *xdpGenerator) setCPUs(cpus []int) {
+	if len(cpus) > 0 {
+		g.cpus = slices.Clone(cpus)
+	}
 }
 
 // close implements frameGenerator.

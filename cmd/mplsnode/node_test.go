@@ -27,6 +27,11 @@ func TestCheck(t *testing.T) {
 	// A 2 MB word: the error quotes its first bytes and its length only
 	// (before: the whole word, 2 MB of stderr).
 	long := write("long.conf", "link add virt01 type afpacket mtu "+strings.Repeat("9", 2<<20)+"\n")
+	// rx-ring-frames: accepted on an afpacket link, refused with mode mmsg
+	// (planted bug: the mmsg check removed from config/parse.go, the
+	// second case exits 0).
+	ring := write("ring.conf", "link add virt01 type afpacket rx-ring-frames 16384\naddr add 10.0.0.1/24 dev virt01\n")
+	ringMMsg := write("ringmmsg.conf", "link add virt01 type afpacket\nlink add virt02 type afpacket mode mmsg rx-ring-frames 4096\n")
 	bgpConf := filepath.Join("..", "..", "config", "testdata", "bgp.conf")
 	farPeer := write("far.conf", "link add virt01 type afpacket\naddr add 10.0.0.1/24 dev virt01\nbgp as 65001 router-id 10.0.0.1\nbgp neighbor 10.9.0.2 remote-as 65002\n")
 	tests := []struct {
@@ -43,6 +48,8 @@ func TestCheck(t *testing.T) {
 		{"seed ns1", []string{"-c", seed1}, 0, seed1 + ": ok", ""},
 		{"parse error", []string{"-c", bad}, 2, "", bad + ":3:"},
 		{"semantic error", []string{"-c", lo}, 2, "", lo + ":3:10: an address on lo must be a host address: 10.10.10.0/32"},
+		{"rx-ring-frames", []string{"-c", ring}, 0, ring + ": ok", ""},
+		{"rx-ring-frames mmsg", []string{"-c", ringMMsg}, 2, "", ringMMsg + ":2:41: rx-ring-frames sizes the receive ring; a mode mmsg link has none"},
 		{"bgp", []string{"-c", bgpConf}, 0, bgpConf + ": ok", ""},
 		{"bgp neighbor not connected", []string{"-c", farPeer}, 2, "", farPeer + ":4:14: bgp neighbor 10.9.0.2 is on none of the node's subnets"},
 		{"missing file", []string{"-c", filepath.Join(dir, "nope.conf")}, 2, "", "nope.conf"},

@@ -151,15 +151,16 @@ func fetchStats(ctx context.Context, path string) ([]byte, error) {
 func printReport(w io.Writer, r *node.Report) {
 	fmt.Fprintln(w, "links")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "name\tlink_mode\tqueues\trx_frames\ttx_frames\trx_delivered\trx_forwarded\ttx_packets\tgso_packets\tstack_rx_bytes\tstack_tx_bytes\tilm_hits\tftn_hits\trx_blocks\ttx_ring_full\tbusy_polls\tbusy_poll_hits\tbusy_poll_us\trx_coalesced\trx_checksum_partial_form\trx_fragments_held\t")
+	fmt.Fprintln(tw, "name\tlink_mode\tqueues\trx_frames\ttx_frames\trx_delivered\trx_forwarded\ttx_packets\tgso_packets\tstack_rx_bytes\tstack_tx_bytes\tilm_hits\tftn_hits\trx_blocks\ttx_ring_full\tbusy_polls\tbusy_poll_hits\tbusy_poll_us\trx_coalesced\trx_checksum_partial_form\trx_fragments_held\trx_ring_frames\t")
 	for _, l := range r.Links {
 		mode := l.LinkMode
 		if mode == "" {
 			mode = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, mode, l.Queues, l.RXFrames, l.TXFrames,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, mode, l.Queues, l.RXFrames, l.TXFrames,
 			l.RXDelivered, l.RXForwarded, l.TXPackets, l.GSOPackets, l.StackRXBytes, l.StackTXBytes, l.ILMHits, l.FTNHits,
-			l.RXBlocks, l.TXRingFull, l.BusyPolls, l.BusyPollHits, l.BusyPollUS, l.RXCoalesced, l.RXChecksumPartialForm, l.RXFragmentsHeld)
+			l.RXBlocks, l.TXRingFull, l.BusyPolls, l.BusyPollHits, l.BusyPollUS, l.RXCoalesced, l.RXChecksumPartialForm, l.RXFragmentsHeld,
+			l.RXRingFrames)
 	}
 	tw.Flush()
 

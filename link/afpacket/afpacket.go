@@ -166,7 +166,11 @@ type Options struct {
 	RXRing RXRing
 
 	// RXRingFrames is the number of slots of an RXRingFrame ring, each
-	// sized for the link MTU. 0 means DefaultRXRingFrames.
+	// sized for the link MTU (a power of two: 2 KiB for 1500 bytes),
+	// rounded up to whole blocks (Endpoint.RXRingFrames). 0 means
+	// DefaultRXRingFrames. The ring is resident memory, per queue; its
+	// slots are what the kernel holds while the reader is not running (a
+	// stalled reader loses what arrives beyond them: Stats.RXDrops).
 	RXRingFrames int
 
 	// RingBlockSize is the size of a TPACKET_V3 receive block (a multiple
@@ -1266,6 +1270,18 @@ func (e *Endpoint) ReceiveCapacity() int {
 		return min(q.rx2.frameNr*int(e.MTU()), buf)
 	}
 	return buf
+}
+
+// RXRingFrames returns the slots of each queue's receive frame ring:
+// Options.RXRingFrames (or DefaultRXRingFrames) rounded up to a whole
+// number of the ring's blocks (64 KiB or one slot, whichever is larger:
+// 32 slots of 2 KiB for a 1500-byte MTU). It is 0 without a frame ring
+// (mmsg mode, block ring).
+func (e *Endpoint) RXRingFrames() int {
+	if len(e.queues) == 0 || e.queues[0].rx2 == nil {
+		return 0
+	}
+	return e.queues[0].rx2.frameNr
 }
 
 // QueueRXPackets returns the frames each queue delivered upward, in queue

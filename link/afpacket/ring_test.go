@@ -505,3 +505,65 @@ func TestReceiveCapacity(t *testing.T) {
 		})
 	}
 }
+
+// TestRXRingFramesHold fills a receive frame ring of N slots from the
+// veth peer while nobody reads it (the reader starts at Attach), then
+// attaches a reader: exactly the ring's slots come out, and the kernel
+// counted the rest as dropped (PACKET_STATISTICS tp_drops, Stats.RXDrops),
+// so the ring holds what Options.RXRingFrames asked for, rounded up to
+// whole 64 KiB blocks of 2 KiB slots. Planted bug: New ignoring
+// Options.RXRingFrames (always DefaultRXRingFrames) delivered all 1,524
+// frames and dropped none in each case.
+func TestRXRingFramesHold(t *testing.T) {
+	tp := newTopo(t)
+	tp.a.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.va+".disable_ipv6=1")
+	tp.b.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.vb+".disable_ipv6=1")
+	tx, err := openIn(t, tp.a, afpacket.Options{Interface: tp.va, Mode: afpacket.ModeMMsg})
+	if err != nil {
+		t.Fatalf("sender: %v", err)
+	}
+	t.Cleanup(func() { tx.Close(); tx.Wait() })
+	const sent = 1524
+	frames := make([][]byte, sent)
+	for i := range frames {
+		frames[i] = seqFrame("\xff\xff\xff\xff\xff\xff", "\x02\x00\x00\x00\x00\x01", uint32(i), 64+i%64)
+	}
+	for _, tc := range []struct{ ask, want int }{{64, 64}, {100, 128}, {1000, 1024}} {
+		t.Run(fmt.Sprint(tc.ask), func(t *testing.T) {
+			rx, err := openIn(t, tp.b, afpacket.Options{Interface: tp.vb, Mode: afpacket.ModeRing, RXRingFrames: tc.ask})
+			if err != nil {
+				t.Fatalf("receiver: %v", err)
+			}
+			defer func() { rx.Close(); rx.Wait() }()
+			if got := rx.RXRingFrames(); got != tc.want {
+				t.Errorf("RXRingFrames() = %d, want %d", got, tc.want)
+			}
+			// Small batches with pauses: the veth peer's backlog
+			// (netdev_max_backlog) must not be what drops.
+			for i := 0; i < sent; i += 32 {
+				if n := sendFrames(t, tx, frames[i:min(i+32, sent)]); n != min(32, sent-i) {
+					t.Fatalf("sender took %d of %d frames", n, min(32, sent-i))
+				}
+				time.Sleep(time.Millisecond)
+			}
+			wantDrops := uint64(sent - tc.want)
+			deadline := time.Now().Add(10 * time.Second)
+			for rx.Stats().RXDrops < wantDrops && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			rec := newRecorder()
+			rx.Attach(rec)
+			got := 0
+			for got, _, _, _ = rec.snapshot(); got < tc.want && time.Now().Before(deadline); got, _, _, _ = rec.snapshot() {
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond) // anything beyond the slots would show now
+			got, bad, _, _ := rec.snapshot()
+			drops := rx.Stats().RXDrops // cumulative
+			if got != tc.want || bad != 0 || drops != wantDrops {
+				t.Errorf("ring of %d slots (asked %d): delivered %d intact, %d bad, %d dropped of %d sent; want %d delivered, %d dropped",
+					tc.want, tc.ask, got, bad, drops, sent, tc.want, wantDrops)
+			}
+		})
+	}
+}

@@ -21,7 +21,8 @@ import (
 )
 
 const usage = `usage: lsrrate [-bin PATH] [-seconds N] [-sizes 64,1500] [-gen xdp|afpacket] [-rate PPS]
-               [-configs NAME,...] [-q]
+               [-configs NAME,...] [-gen-cpus LIST] [-fwd-cpus LIST] [-fwd-nice N]
+               [-link-words WORDS] [-q]
 
 Measures how many frames per second mplsnode swaps as an LSR (label 100 in,
 label 200 out, between two veths) and the CPU it spends per million frames,
@@ -43,6 +44,23 @@ second), frames = frames counted at the sink, pps = frames per second at
 the sink, cpu s/Mpkt = CPU seconds of the forwarder per million frames
 (mplsnode: its user+sys time; kernel: softirq time of the whole machine;
 see go doc ./bench/lsrrate).
+
+CPUs: by default the xdp generator runs one thread pinned to each CPU and
+the forwarder is not pinned. Paced (-rate), each generator thread
+busy-waits in the kernel between its frames, so on a small machine it
+holds every CPU and the userspace LSR waits for one (its ring overflows
+while it waits, though it uses little CPU). -gen-cpus LIST puts the
+generator's threads on LIST only (the afpacket generator's one thread too)
+and -fwd-cpus LIST starts every mplsnode forwarder under taskset -c LIST;
+both apply to every configuration. The kernel forwarder has no process: it
+runs inline in the generator's softirq work, on the generator's CPUs,
+ahead of every task. -fwd-nice N starts every mplsnode forwarder under
+nice -n N: a negative N gives the userspace LSR a similar precedence over
+the generator and whatever else runs. The generator line says what was
+used. On 2 cores -gen-cpus 0 -fwd-cpus 1 gives the LSR a core of its own,
+which helps only when nothing else runs there (LIST: taskset's words, e.g.
+0, 0-1, 1,3). -link-words adds words to the LSR's afpacket link lines, to
+measure a link option (-link-words "rx-ring-frames 16384").
 
 Example:
 
@@ -75,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gen := fs.String("gen", "", "generator: xdp or afpacket (default: xdp where the kernel runs it, else afpacket)")
 	only := fs.String("configs", "", "comma-separated `CONFIGS` to measure (default all: "+strings.Join(lsrrate.Configs(), ",")+")")
 	rate := fs.Float64("rate", 0, "frames per second the generator offers (`PPS`); 0 means as many as it can")
+	genCPUs := fs.String("gen-cpus", "", "CPU `LIST` for the generator's threads (default: one xdp thread per CPU)")
+	fwdCPUs := fs.String("fwd-cpus", "", "CPU `LIST` for the mplsnode forwarder process, via taskset (default: not pinned)")
+	fwdNice := fs.Int("fwd-nice", 0, "`NICE` value (-20..19) of the mplsnode forwarder process, via nice(1) (default 0)")
+	linkWords := fs.String("link-words", "", "`WORDS` appended to the LSR's afpacket link lines, e.g. \"rx-ring-frames 16384\" (docs/CONFIG.md)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each mplsnode forwarder's run to `DIR`/CONFIG.pprof (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,7 +129,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lsrrate: -rate %v: want 0 or more\n", *rate)
 		return 2
 	}
-	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr}
+	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr, LinkWords: *linkWords, FwdNice: *fwdNice}
+	for _, c := range []struct {
+		flag string
+		val  string
+		dst  *[]int
+	}{{"-gen-cpus", *genCPUs, &opts.GenCPUs}, {"-fwd-cpus", *fwdCPUs, &opts.FwdCPUs}} {
+		if c.val == "" {
+			continue
+		}
+		cpus, err := lsrrate.ParseCPUList(c.val)
+		if err != nil {
+			fmt.Fprintf(stderr, "lsrrate: %s: %v\n", c.flag, err)
+			return 2
+		}
+		*c.dst = cpus
+	}
 	if *cpuProfile != "" {
 		if err := os.MkdirAll(*cpuProfile, 0o755); err != nil {
 			fmt.Fprintf(stderr, "lsrrate: -cpuprofile: %v\n", err)
