@@ -135,6 +135,14 @@ const (
 // is that long).
 const MaxBusyPoll = 1000
 
+// DefaultBusyPoll is the busy-poll of an afpacket link without the word
+// on a node that forwards (more than one link, or ip_forward or IPv6
+// forwarding on): adaptive (afpacket.Options.BusyPollAdaptive), it spins
+// only after a frame that was followed within it by another the last time
+// (a request forwarded, whose response comes back through the node).
+// Nodes that do not forward default to 0.
+const DefaultBusyPoll = 50 * time.Microsecond
+
 // MaxQueues is the most queues a link may have.
 const MaxQueues = 256
 
@@ -209,9 +217,13 @@ type Link struct {
 	QdiscBypass bool
 	// BusyPoll is `busy-poll USEC`: after a receive batch, the node keeps
 	// checking its busy-polled links' receive rings for that long before
-	// it sleeps (afpacket.Options.BusyPoll); 0 (the default) sleeps at
-	// once. Only for LinkAFPacket.
+	// it sleeps (afpacket.Options.BusyPoll); 0 sleeps at once. Only for
+	// LinkAFPacket.
 	BusyPoll time.Duration
+	// BusyPollSet says the link has the busy-poll word. Without it a node
+	// that forwards busy-polls adaptively (DefaultBusyPoll), any other
+	// node not at all.
+	BusyPollSet bool
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
@@ -507,7 +519,7 @@ func (l Link) String() string {
 	if l.QdiscBypass {
 		s += " qdisc-bypass on"
 	}
-	if l.BusyPoll != 0 {
+	if l.BusyPoll != 0 || l.BusyPollSet {
 		s += " busy-poll " + strconv.FormatInt(l.BusyPoll.Microseconds(), 10)
 	}
 	return s

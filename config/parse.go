@@ -436,6 +436,7 @@ func (p *parser) link(pos Pos) {
 			afTok, busyTok = t, t
 			v, _ := p.number("busy-poll microseconds", 0, MaxBusyPoll)
 			l.BusyPoll = time.Duration(v) * time.Microsecond
+			l.BusyPollSet = true
 		case "mode":
 			afTok = t
 			mt := p.next("link mode auto, mmsg or ring")

@@ -33,7 +33,7 @@ func TestParseStatements(t *testing.T) {
 		{name: "link afpacket mode mmsg", in: "link add virt10 type afpacket mode mmsg", want: "link add virt10 type afpacket mode mmsg"},
 		{name: "link afpacket qdisc-bypass", in: "link add virt10 type afpacket qdisc-bypass on mode ring", want: "link add virt10 type afpacket mode ring qdisc-bypass on"},
 		{name: "link afpacket busy-poll", in: "link add virt10 busy-poll 50 type afpacket mode ring", want: "link add virt10 type afpacket mode ring busy-poll 50"},
-		{name: "link afpacket busy-poll 0", in: "link add virt10 type afpacket busy-poll 0", want: "link add virt10 type afpacket"},
+		{name: "link afpacket busy-poll 0", in: "link add virt10 type afpacket busy-poll 0", want: "link add virt10 type afpacket busy-poll 0"},
 		{name: "link tap", in: "link add tap0 type tap", want: "link add tap0 type tap"},
 		{name: "link tap bridge mtu", in: "link add tap0 mtu 1500 type tap bridge br0", want: "link add tap0 type tap bridge br0 mtu 1500"},
 		{name: "link tap queues", in: "link add tap0 type tap queues 4", want: "link add tap0 type tap queues 4"},

@@ -139,6 +139,9 @@ type Link struct {
 	// busy-polled links' receive rings after a batch before sleeping
 	// (afpacket.Options.BusyPoll): lower latency for CPU; 0 is off.
 	BusyPoll time.Duration
+	// BusyPollAdaptive spins BusyPoll only where a frame is likely to come
+	// within it (afpacket.Options.BusyPollAdaptive).
+	BusyPollAdaptive bool
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -372,7 +375,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll})
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX,
+			BusyPoll: l.BusyPoll, BusyPollAdaptive: l.BusyPollAdaptive})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}
