@@ -216,6 +216,8 @@ func Configs() []Config {
 		{ID: "9h", Group: 9, Name: "TCP_RR: our host, our LSR forwards plain IP (forward/), same hosts as 9g", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label, NS1Conf: ns1Pop},
 		{ID: "9i", Group: 9, Name: "as 9h, the LSR's links with busy-poll 50 (latency for CPU)", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label,
 			NS1Conf: strings.ReplaceAll(ns1Pop, "type afpacket\n", "type afpacket busy-poll 50\n")},
+		{ID: "9j", Group: 9, Name: "as 9h, the LSR's links with busy-poll 0 (a wake-up for every frame: 9h before the adaptive default)", Test: netperf.TCPRR, Topo: TopoUserLSR, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label,
+			NS1Conf: strings.ReplaceAll(ns1Pop, "type afpacket\n", "type afpacket busy-poll 0\n")},
 		{ID: "9k", Group: 9, Name: "as 9h, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21): ns0->ns2 IP forwarded in the kernel program", Test: netperf.TCPRR, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostPlain, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},
 	}
 }

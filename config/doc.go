@@ -37,10 +37,14 @@
 //	    each link runs. qdisc-bypass on (default off) sends past the
 //	    interface's queueing discipline (PACKET_QDISC_BYPASS): no tc
 //	    shaping, and captures on the interface miss the frames sent.
-//	    busy-poll USEC (0..1000, default 0: off) trades CPU for latency:
-//	    after a receive batch one goroutine keeps checking the rings of
-//	    every busy-polled link until USEC has passed since the last frame
-//	    (a core at 100% while frames keep coming; idle after).
+//	    busy-poll USEC (0..1000; 0: off) trades CPU for latency: after a
+//	    receive batch one goroutine keeps checking the rings of every
+//	    busy-polled link until USEC has passed since the last frame (up
+//	    to a core while frames keep coming, yielded to any thread that
+//	    wants it; idle after). Default: adaptive 100 on a node that
+//	    forwards (more than one link, or ip_forward on): it spins only
+//	    after a batch that was followed within 100 us the last time;
+//	    off on other nodes.
 //	    rx-ring-frames N (64..32768, default 2048) sizes each queue's
 //	    receive ring: the frames the kernel holds while the node is not
 //	    running (2 KiB of resident memory each at MTU 1500); not with

@@ -436,6 +436,7 @@ func (p *parser) link(pos Pos) {
 			afTok, busyTok = t, t
 			v, _ := p.number("busy-poll microseconds", 0, MaxBusyPoll)
 			l.BusyPoll = time.Duration(v) * time.Microsecond
+			l.BusyPollSet = true
 		case "rx-ring-frames":
 			afTok, ringTok = t, t
 			v, vt := p.number("receive ring slots", MinRXRingFrames, MaxRXRingFrames)

@@ -33,7 +33,7 @@ func TestParseStatements(t *testing.T) {
 		{name: "link afpacket mode mmsg", in: "link add virt10 type afpacket mode mmsg", want: "link add virt10 type afpacket mode mmsg"},
 		{name: "link afpacket qdisc-bypass", in: "link add virt10 type afpacket qdisc-bypass on mode ring", want: "link add virt10 type afpacket mode ring qdisc-bypass on"},
 		{name: "link afpacket busy-poll", in: "link add virt10 busy-poll 50 type afpacket mode ring", want: "link add virt10 type afpacket mode ring busy-poll 50"},
-		{name: "link afpacket busy-poll 0", in: "link add virt10 type afpacket busy-poll 0", want: "link add virt10 type afpacket"},
+		{name: "link afpacket busy-poll 0", in: "link add virt10 type afpacket busy-poll 0", want: "link add virt10 type afpacket busy-poll 0"},
 		{name: "link afpacket rx-ring-frames", in: "link add virt10 rx-ring-frames 16384 type afpacket", want: "link add virt10 type afpacket rx-ring-frames 16384"},
 		{name: "link afpacket rx-ring-frames ring", in: "link add virt10 type afpacket mode ring rx-ring-frames 64 queues 2", want: "link add virt10 type afpacket queues 2 mode ring rx-ring-frames 64"},
 		{name: "link afpacket rx-ring-frames max", in: "link add virt10 type afpacket rx-ring-frames 32768 busy-poll 50", want: "link add virt10 type afpacket busy-poll 50 rx-ring-frames 32768"},

@@ -207,7 +207,8 @@ type LinkReport struct {
 	// BusyPolls counts the busy polls (link option busy-poll) the link's
 	// goroutines ran, BusyPollHits the receive batches they delivered
 	// without a wake-up (on any busy-polled link), and BusyPollUS the
-	// microseconds they spent spinning: the CPU the option costs.
+	// microseconds they spent spinning (yielded time included: at most
+	// their CPU).
 	BusyPolls    uint64 `json:"busy_polls"`
 	BusyPollHits uint64 `json:"busy_poll_hits"`
 	BusyPollUS   uint64 `json:"busy_poll_us"`

@@ -76,6 +76,11 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.QdiscBypass = l.QdiscBypass
 			sl.BusyPoll = l.BusyPoll
 			sl.RXRingFrames = l.RXRingFrames
+			if !l.BusyPollSet && c.fwd && l.Mode != config.LinkModeMMsg {
+				// A forwarding node spins for the response to what it
+				// forwarded (config.DefaultBusyPoll).
+				sl.BusyPoll, sl.BusyPollAdaptive = config.DefaultBusyPoll, true
+			}
 			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
 			// The node owns the interface (its kernel holds no address
 			// there): the kernel need not process what it receives.

@@ -47,7 +47,7 @@ var linkCounters = []linkCounter{
 // linkMicros are per-link counters kept in microseconds, exported in
 // seconds (the base unit Prometheus wants).
 var linkMicros = []linkCounter{
-	{"busy_poll_seconds_total", "Time the link's busy polls spent spinning: the CPU the option costs.", func(l *LinkReport) uint64 { return l.BusyPollUS }},
+	{"busy_poll_seconds_total", "Time the link's busy polls spent spinning, time yielded to other threads included: at most their CPU.", func(l *LinkReport) uint64 { return l.BusyPollUS }},
 }
 
 // linkGauges are per-link values that go up and down.

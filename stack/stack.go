@@ -143,6 +143,9 @@ type Link struct {
 	// of each queue's receive ring (afpacket.Options.RXRingFrames); 0 is
 	// afpacket.DefaultRXRingFrames.
 	RXRingFrames int
+	// BusyPollAdaptive spins BusyPoll only where a frame is likely to come
+	// within it (afpacket.Options.BusyPollAdaptive).
+	BusyPollAdaptive bool
 	// RejectMPLS drops the labelled frames the link receives
 	// (net.mpls.conf.DEV.input=0); see mplsendpoint.Options.RejectMPLS.
 	RejectMPLS bool
@@ -376,8 +379,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
 		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX, BusyPoll: l.BusyPoll,
-			RXRingFrames: l.RXRingFrames})
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX,
+			BusyPoll: l.BusyPoll, BusyPollAdaptive: l.BusyPollAdaptive, RXRingFrames: l.RXRingFrames})
 		if err != nil {
 			return fmt.Errorf("link %s: %w", l.Name, err)
 		}

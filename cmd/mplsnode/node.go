@@ -50,7 +50,8 @@ goroutine each: the number of cores) and [mode auto|mmsg|ring] (packet
 rings, recvmmsg/sendmmsg, or rings where the kernel has them: the default);
 "mplsnode stats" shows the mode each link runs. [busy-poll USEC] (ring
 mode) spins over the rings up to USEC after the last frame instead of
-sleeping: lower latency for a core's CPU (docs/CONFIG.md).
+sleeping: lower latency for a core's CPU; a node that forwards does so
+adaptively for 100 by default, busy-poll 0 turns it off (docs/CONFIG.md).
 Counters: "mplsnode stats" reads them over the control socket (root-only,
 mode 0600, which also takes "mplsnode route add|del"; "" turns it off);
 --metrics-addr 127.0.0.1:9477 serves them to Prometheus at /metrics

@@ -28,8 +28,11 @@
 // sysmon). Options.BusyPoll trades CPU for latency: after a batch one
 // goroutine of the process spins over the rings of every busy-polled
 // queue and takes a frame that arrives meanwhile without a wake-up, until
-// BusyPoll has passed since the last frame; then it parks again, so an
-// idle endpoint costs nothing. Stats.BusyPollTime is what it spent. It knows nothing of MPLS or of any
+// BusyPoll has passed since the last frame, yielding the CPU to any
+// thread that wants it; then it parks again, so an idle endpoint costs
+// nothing. Options.BusyPollAdaptive spins only where the last gaps say a
+// frame will come within BusyPoll. Stats.BusyPollTime is what it spent.
+// It knows nothing of MPLS or of any
 // network protocol: it is a "lower link" as docs/CONTRACTS.md defines it.
 // Frames go up with DeliverNetworkPacket(0, pkt), the Ethernet header
 // unconsumed in pkt.Data(); wrap the endpoint (for example with gVisor's
@@ -51,6 +54,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -217,10 +221,22 @@ type Options struct {
 	// through a node (the request on one link, the response on another)
 	// gains the wake-up latency twice per transaction. The cost is CPU:
 	// while frames keep coming less than BusyPoll apart the spinning
-	// goroutine holds a core (Stats.BusyPollTime); after the last frame
-	// it spins BusyPoll once, then sleeps, so an idle node stays idle.
+	// goroutine holds a core that nothing else wants (it yields the CPU
+	// between its rounds; Stats.BusyPollTime); after the last frame it
+	// spins BusyPoll once, then sleeps, so an idle node stays idle.
 	// 0 (the default) sleeps at once. Ignored in mmsg mode.
 	BusyPoll time.Duration
+	// BusyPollAdaptive, with BusyPoll, spins only where it is likely to
+	// pay: after a queue's batch when, the last time, the next frame (on
+	// any link of the busy group) came less than BusyPoll after that
+	// queue's batch, and only as long as the frames it catches are of
+	// that kind. Through a node, a request forwarded from one link to the
+	// other is followed by its response within the peer's turnaround, so
+	// the node spins for the response; a response, followed by nothing
+	// until the client's next request, puts it to sleep at once. A frame
+	// after a quiet spell, or a trickle of frames further apart than
+	// BusyPoll, never starts a spin.
+	BusyPollAdaptive bool
 }
 
 // Stats are the endpoint's counters, summed over its queues.
@@ -259,7 +275,8 @@ type Stats struct {
 	// BusyPolls counts the busy polls (Options.BusyPoll) the endpoint's
 	// goroutines ran, BusyPollHits the receive batches they delivered
 	// (each a wake-up saved, on any link of the busy group), and
-	// BusyPollTime the time they spent spinning: the CPU the option costs.
+	// BusyPollTime the time they spent spinning: at most the CPU the
+	// option costs (it includes the time the spinner yielded to others).
 	BusyPolls, BusyPollHits uint64
 	BusyPollTime            time.Duration
 }
@@ -496,6 +513,11 @@ type queue struct {
 	rxReady   func() bool // the ring's next slot is ours
 	rxDeliver func()      // deliver what is ready
 	busyPoll  time.Duration
+	// busyAdaptive is Options.BusyPollAdaptive; gapAfter is how long after
+	// this queue's last batch the busy group's next frame came
+	// (nanoseconds; initially forever), its guess for the next one.
+	busyAdaptive bool
+	gapAfter     atomic.Int64
 
 	// Counters; the ring-drop counter is accumulated from PACKET_STATISTICS.
 	rxPackets, rxBytes, rxCsum, rxTrunc, rxNoDisp, rxBad, rxErrors atomic.Uint64
@@ -623,7 +645,8 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 		return fail("bind", err.(syscall.Errno))
 	}
 
-	q := &queue{ep: e, fd: fd, rx: rx, rx2: rx2, rxBatch: batch, maxFrame: frameSize, busyPoll: opts.BusyPoll}
+	q := &queue{ep: e, fd: fd, rx: rx, rx2: rx2, rxBatch: batch, maxFrame: frameSize, busyPoll: opts.BusyPoll, busyAdaptive: opts.BusyPollAdaptive}
+	q.gapAfter.Store(math.MaxInt64)
 	if rx2 != nil && opts.RecvBatch == 0 {
 		q.rxBatch = DefaultRingBatch
 	}

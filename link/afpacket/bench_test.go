@@ -100,7 +100,8 @@ func (c *countingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *sta
 func (c *countingDispatcher) EndBatch()                                                          { c.batches.Add(1) }
 
 // BenchmarkFrames measures one endpoint, in mmsg or ring mode (with
-// PACKET_QDISC_BYPASS too, sending; with Options.BusyPoll, receiving), sending
+// PACKET_QDISC_BYPASS too, sending; with Options.BusyPoll, adaptive or not,
+// receiving), sending
 // ("tx") or receiving ("rx") 1000-byte frames to or from a peer endpoint
 // in mmsg mode across a veth; an op is one frame. The frames sent are
 // built once and written again and again, so the allocations reported
@@ -111,8 +112,10 @@ func BenchmarkFrames(b *testing.B) {
 		mode   afpacket.Mode
 		bypass bool
 		busy   time.Duration
-	}{{"mmsg", afpacket.ModeMMsg, false, 0}, {"ring", afpacket.ModeRing, false, 0}, {"ring-qdiscbypass", afpacket.ModeRing, true, 0},
-		{"ring-busypoll", afpacket.ModeRing, false, 50 * time.Microsecond}} {
+		adapt  bool
+	}{{"mmsg", afpacket.ModeMMsg, false, 0, false}, {"ring", afpacket.ModeRing, false, 0, false}, {"ring-qdiscbypass", afpacket.ModeRing, true, 0, false},
+		{"ring-busypoll", afpacket.ModeRing, false, 50 * time.Microsecond, false},
+		{"ring-busypoll-adaptive", afpacket.ModeRing, false, 100 * time.Microsecond, true}} {
 		mode := v.mode
 		for _, dir := range []string{"tx", "rx"} {
 			if v.bypass && dir == "rx" || v.busy != 0 && dir == "tx" {
@@ -122,7 +125,7 @@ func BenchmarkFrames(b *testing.B) {
 				tp := newTopo(b)
 				tp.a.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.va+".disable_ipv6=1")
 				tp.b.MustExec("sysctl", "-qw", "net.ipv6.conf."+tp.vb+".disable_ipv6=1")
-				ours, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, Mode: mode, QdiscBypass: v.bypass, BusyPoll: v.busy})
+				ours, err := openIn(b, tp.a, afpacket.Options{Interface: tp.va, Mode: mode, QdiscBypass: v.bypass, BusyPoll: v.busy, BusyPollAdaptive: v.adapt})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -85,3 +85,56 @@ func writeOne(ep *afpacket.Endpoint, f []byte) (int, tcpip.Error) {
 	defer l.DecRef()
 	return ep.WritePackets(l)
 }
+
+// TestBusyPollAdaptive receives on a ring endpoint with BusyPoll and
+// BusyPollAdaptive: frames 20 ms apart (a trickle, further apart than
+// BusyPoll) must never start a spin, and frames 100 us apart (each
+// followed within BusyPoll by the next) must start spins that deliver
+// some of them; every frame is delivered once, in order. Sleeps only
+// lengthen the gaps, so the first half holds on any machine; the second
+// needs one gap in 300 shorter than 5 ms. Planted bugs it caught: the
+// adaptive option ignored (a spin after each trickled frame: 20 busy
+// polls and 5 after the burst, want 0); expectsSoon always false (no
+// busy poll in the burst).
+func TestBusyPollAdaptive(t *testing.T) {
+	const busy = 5 * time.Millisecond
+	tp := newTopo(t)
+	tx, rx, rec := pair(t, tp, afpacket.Options{Mode: afpacket.ModeMMsg},
+		afpacket.Options{Mode: afpacket.ModeRing, BusyPoll: busy, BusyPollAdaptive: true})
+	seq := 0
+	send := func(n int, gap time.Duration) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			f := seqFrame(rx.LinkAddress(), tx.LinkAddress(), uint32(seq), 60)
+			if n, err := writeOne(tx, f); n != 1 || err != nil {
+				t.Fatalf("frame %d: wrote %d: %v", seq, n, err)
+			}
+			seq++
+			time.Sleep(gap)
+		}
+	}
+	// A quiet spell first: whatever came before (nothing) is long past.
+	send(20, 20*time.Millisecond)
+	waitAccounted(t, rec, tx, rx, seq)
+	if s := rx.Stats(); s.BusyPolls != 0 {
+		t.Errorf("frames %v apart (more than BusyPoll %v) started %d busy polls; want 0", 20*time.Millisecond, busy, s.BusyPolls)
+	}
+	send(300, 100*time.Microsecond)
+	rs, ts := waitAccounted(t, rec, tx, rx, seq)
+	if rs.BusyPolls == 0 || rs.BusyPollHits == 0 {
+		t.Errorf("frames %v apart: %d busy polls delivered %d batches; want both > 0", 100*time.Microsecond, rs.BusyPolls, rs.BusyPollHits)
+	}
+	got, bad, reorder, _ := rec.snapshot()
+	if bad != 0 || reorder != 0 || uint64(got)+rs.RXDrops+ts.TXDropped != uint64(seq) {
+		t.Errorf("%d of %d frames delivered (%d receive drops, %d send drops), %d corrupt, %d out of order", got, seq, rs.RXDrops, ts.TXDropped, bad, reorder)
+	}
+	// Quiet again: a spin ends BusyPoll after the burst; the next trickle
+	// (its first frame follows a long gap) starts none.
+	time.Sleep(50 * time.Millisecond)
+	polls := rx.Stats().BusyPolls
+	send(5, 20*time.Millisecond)
+	waitAccounted(t, rec, tx, rx, seq)
+	if s := rx.Stats(); s.BusyPolls != polls {
+		t.Errorf("a trickle after a quiet spell started %d busy polls; want 0", s.BusyPolls-polls)
+	}
+}

@@ -24,7 +24,20 @@ import (
 // the response arrive on the other link, which is why the spin covers
 // every link and not only the spinner's own. The queue's own goroutine is
 // still woken for each frame, finds it delivered (or delivers it, if the
-// spinner missed it), and parks: nothing depends on the spinner.
+// spinner missed it), and parks: nothing depends on the spinner. A round
+// of the spin that found nothing yields the CPU (sched_yield), so that on
+// a machine with no core to spare the spinner does not hold a core the
+// processes at either end of the flow are waiting for.
+//
+// With Options.BusyPollAdaptive a queue spins only when a frame is likely
+// to come within BusyPoll: each batch the group delivers tells the queue
+// that delivered the previous one how long it was followed by nothing
+// (gapAfter), and a queue spins after a batch only if that gap was shorter
+// than BusyPoll the last time. Through a node, the request a client sends
+// is followed by its response within the server's turnaround, the
+// response by nothing until the client's next request: the node spins for
+// responses only, and a lone frame after a quiet spell never starts a
+// spin.
 //
 // Sending: the transmit socket is blocking and so stays out of the Go
 // netpoller (registered, every frame sent woke it with an EPOLLOUT edge
@@ -39,10 +52,6 @@ import (
 // that it notices Close.
 const txWaitSlice = 10 * time.Millisecond
 
-// spinCheck is the number of rounds over the busy group's rings between
-// two readings of the clock.
-const spinCheck = 32
-
 // errClosing is what a kick returns once Close has begun.
 var errClosing = errors.New("afpacket: endpoint closed")
 
@@ -51,7 +60,34 @@ var busyGroup struct {
 	mu       sync.Mutex
 	members  atomic.Pointer[[]*queue]
 	spinning atomic.Bool // a goroutine is spinning over the members
+	// lastQ delivered the group's last batch, at lastAt (busyClock).
+	lastQ  atomic.Pointer[queue]
+	lastAt atomic.Int64
 }
+
+// busyEpoch is the origin of busyClock.
+var busyEpoch = time.Now()
+
+// busyClock returns monotonic nanoseconds since busyEpoch.
+func busyClock() int64 { return int64(time.Since(busyEpoch)) }
+
+// noteBatch records that q just delivered a batch: the queue that
+// delivered the group's previous batch learns how long it was followed by
+// nothing (its gapAfter, Options.BusyPollAdaptive's guess). Two queues
+// noting at once may pair one's queue with the other's time: a guess
+// slightly off, never a wrong delivery.
+func (q *queue) noteBatch() {
+	now := busyClock()
+	prev := busyGroup.lastQ.Swap(q)
+	prevAt := busyGroup.lastAt.Swap(now)
+	if prev != nil {
+		prev.gapAfter.Store(now - prevAt)
+	}
+}
+
+// expectsSoon reports whether, the last time, the group's next frame came
+// within q.busyPoll of q's batch.
+func (q *queue) expectsSoon() bool { return q.gapAfter.Load() < int64(q.busyPoll) }
 
 // joinBusyGroup adds q to the busy group.
 func joinBusyGroup(q *queue) {
@@ -111,16 +147,25 @@ func (q *queue) ringLoop(ready func() bool, deliver func(), unmap func()) {
 		q.rxMu.Lock()
 		deliver()
 		q.rxMu.Unlock()
-		if q.busyPoll > 0 && busyGroup.spinning.CompareAndSwap(false, true) {
-			q.spin()
-			busyGroup.spinning.Store(false)
+		if q.busyPoll > 0 {
+			q.noteBatch()
+			if (!q.busyAdaptive || q.expectsSoon()) && busyGroup.spinning.CompareAndSwap(false, true) {
+				q.spin()
+				busyGroup.spinning.Store(false)
+			}
 		}
 	}
 }
 
 // spin checks the next slot of every ring in the busy group and delivers
 // what arrives, until q.busyPoll has passed since the last frame or q's
-// endpoint closes. Its time is counted as q's.
+// endpoint closes; with q.busyAdaptive also once it delivered a batch
+// whose queue expects nothing soon. A round that found nothing yields the
+// CPU
+// (sched_yield): a thread that is ready to run on this core (the
+// process that will answer the frame just forwarded, on a machine with
+// no core to spare) runs first, so the spin costs only CPU that nothing
+// else wants. Its time is counted as q's.
 func (q *queue) spin() {
 	members := *busyGroup.members.Load()
 	q.rxBusySpins.Add(1)
@@ -128,12 +173,23 @@ func (q *queue) spin() {
 	last := now // when the last frame was delivered
 	for now.Sub(last) < q.busyPoll && !q.ep.closing.Load() {
 		var hits uint64
-		for i := 0; i < spinCheck; i++ {
-			for _, m := range members {
-				if m.tryDeliver() {
-					hits++
-				}
+		more := !q.busyAdaptive // another frame is worth waiting for
+		for _, m := range members {
+			if m.tryDeliver() {
+				hits++
+				m.noteBatch()
+				more = more || m.expectsSoon()
 			}
+		}
+		if hits != 0 && !more {
+			q.rxBusyHits.Add(hits)
+			q.rxBusyNanos.Add(uint64(time.Since(now)))
+			return
+		}
+		if hits == 0 {
+			// A raw system call: sched_yield never blocks (wait.go's
+			// comment on kicks says why not a runtime-announced one).
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 		t := time.Now()
 		q.rxBusyNanos.Add(uint64(t.Sub(now)))
