@@ -422,13 +422,13 @@ func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
 	switch {
 	case dst.Is4():
 		b := dst.As4()
-		i = f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(b[:]))})
+		i = f.v4.lookup4(binary.BigEndian.Uint32(b[:]))
 	case dst.Is4In6():
 		b := dst.Unmap().As4()
-		i = f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(b[:]))})
+		i = f.v4.lookup4(binary.BigEndian.Uint32(b[:]))
 	case dst.Is6():
 		b := dst.As16()
-		i = f.v6.lookup(u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])})
+		i = f.v6.lookup6(u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])})
 	default:
 		return nil, false
 	}
@@ -444,7 +444,7 @@ func (f *FIB) Lookup4(dst [4]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	i := f.v4.lookup(u128{0, uint64(binary.BigEndian.Uint32(dst[:]))})
+	i := f.v4.lookup4(binary.BigEndian.Uint32(dst[:]))
 	if i < 0 {
 		return nil, false
 	}
@@ -456,7 +456,7 @@ func (f *FIB) Lookup6(dst [16]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	i := f.v6.lookup(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
+	i := f.v6.lookup6(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
 	if i < 0 {
 		return nil, false
 	}

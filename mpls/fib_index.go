@@ -108,16 +108,87 @@ func (r *rangeIndex) lookup(a u128) int32 {
 		return r.only
 	}
 	nd := &r.nodes[0]
+	if a.less(nd.base) {
+		return nd.before
+	}
+	rel := a.sub(nd.base)
+	if nd.lim.less(rel) {
+		return nd.after
+	}
+	s := uint(nd.shift)
+	return r.walk(a, r.slots[nd.slot+uint32(rel.shrLo(s))], rel, s)
+}
+
+// lookup4 is lookup for an IPv4 index (every start below 2^32, so that
+// the root node's base, limit and offsets fit in 64 bits): the common
+// steps (the root slot, an aligned child, a fat bucket's inline leaf) in
+// 64-bit arithmetic. A cold lookup waits for its loads from memory, and
+// a core meanwhile runs ahead into the next lookups of a burst as far as
+// its reorder window reaches: the shorter each lookup's instructions, the
+// more of their misses overlap.
+func (r *rangeIndex) lookup4(a uint32) int32 {
+	if len(r.nodes) == 0 {
+		return r.only
+	}
+	nd := &r.nodes[0]
+	rel := uint64(a) - nd.base.lo // wraps when a is below base
+	if rel > nd.lim.lo {
+		return r.lookup(u128{0, uint64(a)})
+	}
+	s := uint(nd.shift) & 63
+	slot := r.slots[nd.slot+uint32(rel>>s)]
+	if slot&3 == slotChild {
+		k := uint(slot>>2&15) + 1
+		s = (s - k) & 63 // a child's bits never exceed its bucket's
+		b := uint32(rel>>s) & (1<<k - 1)
+		if slot&fatChild == 0 {
+			slot = r.slots[slot>>7+b]
+		} else {
+			f := r.slots[slot>>7+fatWords*b:]
+			f = f[:fatWords:fatWords]
+			if slot = f[7]; slot == fatInline {
+				x := uint32(rel) & (1<<s - 1) // s <= 31: the whole offset
+				return int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
+			}
+		}
+	}
+	if slot&3 == slotDirect {
+		return int32(slot>>2) - 1
+	}
+	return r.walk(u128{0, uint64(a)}, slot, u128{0, rel}, s)
+}
+
+// lookup6 is lookup for an IPv6 index: when the root node's buckets are
+// at least 2^64 wide and its base's low 64 bits zero (prefixes of /64 or
+// shorter, as in a full table), the root slot and a plain aligned child
+// of it are found from the address's high 64 bits alone (see lookup4).
+func (r *rangeIndex) lookup6(a u128) int32 {
+	if len(r.nodes) == 0 {
+		return r.only
+	}
+	nd := &r.nodes[0]
+	rel := a.hi - nd.base.hi // wraps when a is below base
+	if nd.base.lo != 0 || nd.shift < 64 || rel >= nd.lim.hi {
+		return r.lookup(a)
+	}
+	s := uint(nd.shift-64) & 63
+	slot := r.slots[nd.slot+uint32(rel>>s)]
+	if slot&(3|fatChild) == slotChild {
+		if k := uint(slot>>2&15) + 1; k <= s {
+			s -= k
+			slot = r.slots[slot>>7+uint32(rel>>s)&(1<<k-1)]
+		}
+	}
+	if slot&3 == slotDirect {
+		return int32(slot>>2) - 1
+	}
+	return r.walk(a, slot, u128{rel, a.lo}, s+64)
+}
+
+// walk returns the answer for a of slot, a bucket of width 2^s, where a
+// is at rel from the base of the bucket's node.
+func (r *rangeIndex) walk(a u128, slot uint32, rel u128, s uint) int32 {
 	for {
-		if a.less(nd.base) {
-			return nd.before
-		}
-		rel := a.sub(nd.base)
-		if nd.lim.less(rel) {
-			return nd.after
-		}
-		s := uint(nd.shift)
-		slot := r.slots[nd.slot+uint32(rel.shrLo(s))]
 		for slot&3 == slotChild {
 			k := uint(slot>>2&15) + 1
 			s -= k
@@ -139,7 +210,16 @@ func (r *rangeIndex) lookup(a u128) int32 {
 		case slotLeaf:
 			return r.leaf(slot, rel, s)
 		}
-		nd = &r.nodes[slot>>2]
+		nd := &r.nodes[slot>>2]
+		if a.less(nd.base) {
+			return nd.before
+		}
+		rel = a.sub(nd.base)
+		if nd.lim.less(rel) {
+			return nd.after
+		}
+		s = uint(nd.shift)
+		slot = r.slots[nd.slot+uint32(rel.shrLo(s))]
 	}
 }
 
