@@ -346,13 +346,13 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 	if a >= 0 {
 		return nil, int(a), int(d), nil
 	}
-	if f.v4, err = newRangeIndex(iv4); err != nil {
+	if f.v4, err = newRangeIndex(iv4, false); err != nil {
 		return nil, -1, -1, err
 	}
 	v4 = nil
 	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
 	if a < 0 {
-		f.v6, err = newRangeIndex(iv6)
+		f.v6, err = newRangeIndex(iv6, true)
 	}
 	if a >= 0 || err != nil {
 		unmapIndex([2][]byte{f.v4.mapped})

@@ -42,9 +42,41 @@ type rangeIndex struct {
 	slots  []uint32
 	leaves []uint32 // 64-byte aligned: no leaf crosses a cache line
 	only   int32    // the answer when nodes is empty
+	// root is the root node as lookup4 and lookup6 read it.
+	root fastRoot
 	// mapped is the memory of slots and leaves when it is not on the Go
 	// heap (mapIndex): the FIB unmaps it when it is collected.
 	mapped []byte
+}
+
+// fastRoot is the root node in the form the first step of lookup4 and
+// lookup6 reads, with no slice of nodes to go through: the offset rel of
+// a key (an IPv4 address, or the high 64 bits of an IPv6 one) from base
+// finds its slot at slots[slot+rel>>shift] when it is below end. A key
+// outside (always, when end is 0) takes lookup.
+type fastRoot struct {
+	base, end uint64
+	shift     uint32
+	slot      uint32
+}
+
+// setRoot fills r.root from the root node, for lookup4 (v6 false: every
+// start of the index is below 2^32) or lookup6: when the root's buckets
+// are at least 2^64 wide and its base's low 64 bits zero (prefixes of /64
+// or shorter, as in a full table), an offset's high 64 bits alone find
+// its slot.
+func (r *rangeIndex) setRoot(v6 bool) {
+	if len(r.nodes) == 0 {
+		return
+	}
+	nd := &r.nodes[0]
+	switch {
+	case !v6 && nd.base.hi == 0 && nd.lim.hi == 0 && nd.shift < 64:
+		r.root = fastRoot{base: nd.base.lo, end: nd.lim.lo + 1, shift: nd.shift, slot: nd.slot}
+	case v6 && nd.base.lo == 0 && nd.shift >= 64:
+		// Offsets of high word lim.hi may be past the limit: lookup.
+		r.root = fastRoot{base: nd.base.hi, end: nd.lim.hi, shift: nd.shift - 64, slot: nd.slot}
+	}
 }
 
 // heapIndex returns n zeroed words on the Go heap, 64-byte aligned (Go
@@ -119,24 +151,20 @@ func (r *rangeIndex) lookup(a u128) int32 {
 	return r.walk(a, r.slots[nd.slot+uint32(rel.shrLo(s))], rel, s)
 }
 
-// lookup4 is lookup for an IPv4 index (every start below 2^32, so that
-// the root node's base, limit and offsets fit in 64 bits): the common
-// steps (the root slot, an aligned child, a fat bucket's inline leaf) in
-// 64-bit arithmetic. A cold lookup waits for its loads from memory, and
-// a core meanwhile runs ahead into the next lookups of a burst as far as
-// its reorder window reaches: the shorter each lookup's instructions, the
-// more of their misses overlap.
+// lookup4 is lookup for an IPv4 index: the common steps (the root slot,
+// an aligned child, a fat bucket's inline leaf) in 64-bit arithmetic,
+// the rest through walk. A cold lookup waits for its loads from memory,
+// and a core meanwhile runs ahead into the next lookups of a burst as
+// far as its reorder window reaches: the fewer instructions a lookup
+// takes, the more of their misses overlap.
 func (r *rangeIndex) lookup4(a uint32) int32 {
-	if len(r.nodes) == 0 {
-		return r.only
-	}
-	nd := &r.nodes[0]
-	rel := uint64(a) - nd.base.lo // wraps when a is below base
-	if rel > nd.lim.lo {
+	rt := &r.root
+	rel := uint64(a) - rt.base // wraps when a is below base
+	if rel >= rt.end {
 		return r.lookup(u128{0, uint64(a)})
 	}
-	s := uint(nd.shift) & 63
-	slot := r.slots[nd.slot+uint32(rel>>s)]
+	s := uint(rt.shift) & 63
+	slot := r.slots[rt.slot+uint32(rel>>s)]
 	if slot&3 == slotChild {
 		k := uint(slot>>2&15) + 1
 		s = (s - k) & 63 // a child's bits never exceed its bucket's
@@ -158,21 +186,17 @@ func (r *rangeIndex) lookup4(a uint32) int32 {
 	return r.walk(u128{0, uint64(a)}, slot, u128{0, rel}, s)
 }
 
-// lookup6 is lookup for an IPv6 index: when the root node's buckets are
-// at least 2^64 wide and its base's low 64 bits zero (prefixes of /64 or
-// shorter, as in a full table), the root slot and a plain aligned child
-// of it are found from the address's high 64 bits alone (see lookup4).
+// lookup6 is lookup for an IPv6 index: the root slot and a plain aligned
+// child of it found from the address's high 64 bits (see setRoot and
+// lookup4), the rest through walk.
 func (r *rangeIndex) lookup6(a u128) int32 {
-	if len(r.nodes) == 0 {
-		return r.only
-	}
-	nd := &r.nodes[0]
-	rel := a.hi - nd.base.hi // wraps when a is below base
-	if nd.base.lo != 0 || nd.shift < 64 || rel >= nd.lim.hi {
+	rt := &r.root
+	rel := a.hi - rt.base // wraps when a is below base
+	if rel >= rt.end {
 		return r.lookup(a)
 	}
-	s := uint(nd.shift-64) & 63
-	slot := r.slots[nd.slot+uint32(rel>>s)]
+	s := uint(rt.shift) & 63
+	slot := r.slots[rt.slot+uint32(rel>>s)]
 	if slot&(3|fatChild) == slotChild {
 		if k := uint(slot>>2&15) + 1; k <= s {
 			s -= k
@@ -305,7 +329,8 @@ type indexBuilder struct {
 	err    error
 }
 
-func newRangeIndex(iv intervals) (rangeIndex, error) {
+// newRangeIndex builds the index of one family's intervals (v6: IPv6).
+func newRangeIndex(iv intervals, v6 bool) (rangeIndex, error) {
 	if len(iv.starts) <= 1 {
 		only := int32(-1)
 		if len(iv.idx) == 1 {
@@ -329,6 +354,7 @@ func newRangeIndex(iv intervals) (rangeIndex, error) {
 	b.r.leaves = mem[ns : ns+copy(mem[ns:], b.r.leaves) : ns+len(b.r.leaves)]
 	b.r.nodes = slices.Clip(b.r.nodes)
 	b.r.mapped = mapped
+	b.r.setRoot(v6)
 	return b.r, nil
 }
 
