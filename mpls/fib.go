@@ -121,7 +121,7 @@ func (e *FIBEntry) Route() Route {
 // whatever the table size, no allocation. LookupBatch walks many lookups
 // side by side, for bursts of traffic spread over a large table. Building
 // costs O(n log n) (one sort). On Linux the index of a large table (about
-// 12 MiB for a million routes) is mapped outside the Go heap, in huge
+// 8.5 MiB for a million routes) is mapped outside the Go heap, in huge
 // pages where the kernel grants them, and unmapped when the FIB is
 // garbage collected.
 type FIB struct {

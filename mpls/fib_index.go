@@ -23,7 +23,9 @@ import (
 //     entries, side by side in one cache line); an aligned child when
 //     many do (2^k buckets splitting this one, found in slots, no header
 //     to read), whose buckets may be fat (a 3-start leaf in place, see
-//     fatChild); or a node of its own when the starts crowd a small part
+//     fatChild) or, for buckets of at most 128 addresses, a cache line
+//     each (an 11-start leaf in place, see lineChild: a run of host
+//     routes); or a node of its own when the starts crowd a small part
 //     of the bucket (path compression: deep clusters, such as IPv6 host
 //     routes in one /64, cost one extra node, not a level per few bits);
 //   - each node and child takes the bucket width that costs the least
@@ -33,7 +35,8 @@ import (
 //
 // A lookup reads the root node (in cache: one per table), the root slot,
 // any child slots, and the leaf: for a table of a million routes one to
-// three cache lines. Addresses are handled as offsets from the node's
+// three cache lines (the route-scaling table: two, of which the root
+// slot is nearly always in cache). Addresses are handled as offsets from the node's
 // base (rel); IPv4 addresses use only the low 32 bits. A large index has
 // its own mapping in huge pages (mapIndex), so that its random reads do
 // not each miss the TLB.
@@ -101,7 +104,7 @@ type rangeNode struct {
 const (
 	slotDirect = 0 // bits 2..31: the answer + 1 (0: no route)
 	slotLeaf   = 1 // bits 2..3: leaf class; bits 4..31: offset in leaves / 4
-	slotChild  = 2 // bits 2..5: k-1; bit 6: fatChild; bits 7..31: offset of the child in slots
+	slotChild  = 2 // bits 2..5: k-1; bit 6: fatChild; bits 7..31: offset of the child in slots (with lineChild: bit 7 set)
 	slotNode   = 3 // bits 2..31: index in nodes
 
 	// fatChild marks an aligned child of fat buckets: 8 words each (32
@@ -113,6 +116,22 @@ const (
 	fatChild  = 1 << 6
 	fatInline = ^uint32(0)
 	fatWords  = 8
+
+	// lineChild, with fatChild, marks an aligned child of line buckets:
+	// 16 words each (a cache line), for buckets of at most 2^lineBits
+	// addresses, such as a run of host routes a few addresses apart.
+	// Words 0 to 2 hold up to lineKeys starts as bytes (offsets in the
+	// bucket; the 12th byte and padding are lineKeyPad), words 3 to 14 the
+	// answers before the first start and after each (padding repeats the
+	// last), word 15 fatInline, or, for a bucket of more starts, the
+	// bucket's slot. Half the memory of fat buckets for such runs, with
+	// the same one read. A line child's offset is a multiple of 16, a fat
+	// one's of 8: the offset's bit 0 (slot bit 7) is free for the mark.
+	lineChild  = 1 << 7
+	lineWords  = 16
+	lineKeys   = 11
+	lineBits   = 7
+	lineKeyPad = 0x7f
 
 	maxNodeBits  = 20        // buckets of a node at most 2^20
 	maxChildBits = 16        // buckets of an aligned child at most 2^16
@@ -171,6 +190,12 @@ func (r *rangeIndex) lookup4(a uint32) int32 {
 		b := uint32(rel>>s) & (1<<k - 1)
 		if slot&fatChild == 0 {
 			slot = r.slots[slot>>7+b]
+		} else if slot&lineChild != 0 {
+			f := r.slots[slot>>7&^1+lineWords*b:]
+			f = f[:lineWords:lineWords]
+			if slot = f[15]; slot == fatInline {
+				return int32(f[3+lineRank(f, uint32(rel)&(1<<s-1))])
+			}
 		} else {
 			f := r.slots[slot>>7+fatWords*b:]
 			f = f[:fatWords:fatWords]
@@ -219,6 +244,14 @@ func (r *rangeIndex) walk(a u128, slot uint32, rel u128, s uint) int32 {
 			b := uint32(rel.shrLo(s)) & (1<<k - 1)
 			if slot&fatChild == 0 {
 				slot = r.slots[slot>>7+b]
+				continue
+			}
+			if slot&lineChild != 0 {
+				f := r.slots[slot>>7&^1+lineWords*b:]
+				f = f[:lineWords:lineWords]
+				if slot = f[15]; slot == fatInline {
+					return int32(f[3+lineRank(f, uint32(rel.lo)&(1<<s-1))])
+				}
 				continue
 			}
 			f := r.slots[slot>>7+fatWords*b:]
@@ -275,6 +308,17 @@ func bucketBits(rel u128, s uint) uint32 {
 		d = s - 32
 	}
 	return uint32(rel.shrLo(d)) & (^uint32(0) >> (32 - (s - d)))
+}
+
+// lineRank returns how many of the starts of line bucket f are at or
+// before x (x < 2^lineBits): the bytes of words 0 to 2 compared at once,
+// each as x+128-start, whose top bit stays set when start <= x (no lane
+// borrows from the next: a start is below 128).
+func lineRank(f []uint32, x uint32) uint32 {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	x8 := uint64(x)*ones | tops
+	n := bits.OnesCount64((x8 - (uint64(f[0]) | uint64(f[1])<<32)) & tops)
+	return uint32(n + bits.OnesCount32((uint32(x8)-f[2])&0x00808080))
 }
 
 func b2u(b bool) uint32 {
@@ -375,10 +419,11 @@ func bitsFor(m int) uint {
 // bucket), halving the index.
 //
 // For an aligned child (child), it also weighs fat buckets (fatChild), at
-// four fifths of their memory, for the leaf read they save.
-func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child bool) (best uint, fat bool) {
+// four fifths of their memory, for the leaf read they save. It returns
+// the chosen width's cost, to weigh against line buckets (chooseLine).
+func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child bool) (best uint, fat bool, bestCost int) {
 	k0 := min(max(bitsFor(i1-i0), 1), kmax)
-	best, bestCost := k0, -1
+	best, bestCost = k0, -1
 	for k := max(k0, 2) - 1; k <= min(k0+2, kmax); k++ {
 		shift := width - k
 		thin, thick, cur, n, first := 0, 0, ^uint64(0), 0, false
@@ -420,7 +465,41 @@ func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child
 			best, fat, bestCost = k, true, c
 		}
 	}
-	return best, fat
+	return best, fat, bestCost
+}
+
+// chooseLine returns the number of bits k that splits starts [i0, i1),
+// all in [base, base+2^width), into line buckets (lineChild) at the least
+// memory, and that memory weighed as chooseBits weighs fat buckets; ok is
+// false when no bucket width fits a line (at most 2^lineBits addresses
+// and 2^maxChildBits buckets).
+func (b *indexBuilder) chooseLine(i0, i1 int, base u128, width uint) (best uint, cost int, ok bool) {
+	k0 := uint(bits.Len(uint((i1 - i0) / (lineKeys + 1)))) // about lineKeys/2 starts a bucket
+	for k := max(k0, 2) - 1; k <= k0+1; k++ {
+		if k > maxChildBits || k > width || width-k > lineBits {
+			continue
+		}
+		shift := width - k
+		c, cur, n := 4*lineWords<<k, ^uint64(0), 0
+		flush := func() {
+			if n > lineKeys {
+				c += 64 + 12*n // the bucket's own leaf or child, as chooseBits counts it
+			}
+		}
+		for i := i0; i < i1; i++ {
+			bk := b.start(i).sub(base).shrLo(shift)
+			if bk != cur {
+				flush()
+				cur, n = bk, 0
+			}
+			n++
+		}
+		flush()
+		if c = c * 4 / 5; !ok || c < cost {
+			best, cost, ok = k, c, true
+		}
+	}
+	return best, cost, ok
 }
 
 // node adds a node over starts [i0, i1) and returns its index.
@@ -430,7 +509,7 @@ func (b *indexBuilder) node(i0, i1 int) uint32 {
 	span := uint(lim.bitLen())
 	k := uint(1)
 	if span > 1 {
-		k, _ = b.chooseBits(i0, i1, base, span, min(maxNodeBits, span), false)
+		k, _, _ = b.chooseBits(i0, i1, base, span, min(maxNodeBits, span), false)
 	}
 	var shift uint
 	if span > k {
@@ -511,7 +590,10 @@ func (b *indexBuilder) bucket(i0, i1 int, start u128, s uint) uint32 {
 		// own, over just them.
 		return b.node(i0, i1)<<2 | slotNode
 	}
-	k, fat := b.chooseBits(i0, i1, start, s, min(maxChildBits, s), true)
+	k, fat, cost := b.chooseBits(i0, i1, start, s, min(maxChildBits, s), true)
+	if kl, lc, ok := b.chooseLine(i0, i1, start, s); ok && lc < cost {
+		return b.lineChild(i0, i1, start, s, kl)
+	}
 	if fat {
 		return b.fatChild(i0, i1, start, s, k)
 	}
@@ -573,6 +655,53 @@ func (b *indexBuilder) fatChild(i0, i1 int, start u128, s, k uint) uint32 {
 	return uint32(slot)<<7 | uint32(k-1)<<2 | fatChild | slotChild
 }
 
+// lineChild adds an aligned child of 2^k line buckets (lineChild) over
+// the bucket [start, start+2^s) holding starts [i0, i1), and returns its
+// slot.
+func (b *indexBuilder) lineChild(i0, i1 int, start u128, s, k uint) uint32 {
+	// Align the child to a cache line (slots start on one).
+	slot := (len(b.r.slots) + lineWords - 1) &^ (lineWords - 1)
+	if slot+lineWords<<k > maxSlots {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	b.r.slots = append(b.r.slots, make([]uint32, slot+lineWords<<k-len(b.r.slots))...)
+	s -= k
+	i := i0
+	for bk := range 1 << k {
+		bstart := start.add(u128{0, uint64(bk)}.shl(s))
+		j := b.bucketEnd(i, i1, bstart, s, bk == 1<<k-1)
+		o := slot + lineWords*bk
+		if j-i > lineKeys {
+			v := b.bucket(i, j, bstart, s)
+			if b.err != nil {
+				return 0
+			}
+			b.r.slots[o+15] = v
+			i = j
+			continue
+		}
+		f := b.r.slots[o : o+lineWords]
+		var keys [12]byte
+		for x := range keys {
+			keys[x] = lineKeyPad
+			if i+x < j {
+				keys[x] = byte(b.start(i + x).sub(bstart).lo)
+			}
+		}
+		for w := range 3 {
+			f[w] = uint32(keys[4*w]) | uint32(keys[4*w+1])<<8 | uint32(keys[4*w+2])<<16 | uint32(keys[4*w+3])<<24
+		}
+		f[3] = uint32(b.idx[i-1])
+		for x := range lineKeys {
+			f[4+x] = uint32(b.idx[i-1+min(x+1, j-i)])
+		}
+		f[15] = fatInline
+		i = j
+	}
+	return uint32(slot)<<7 | lineChild | uint32(k-1)<<2 | fatChild | slotChild
+}
+
 func direct(idx int32) uint32 { return uint32(idx+1)<<2 | slotDirect }
 
 // leaf writes a leaf for starts [i0, i1) of the bucket from start (drop:
@@ -626,7 +755,8 @@ const batchLanes = 16
 // lane is one lookup of a batch between levels: the index it searches,
 // the address, its offset from the current node's base, the bucket width
 // (2^s), the slot read last and, when that slot is the last word of a fat
-// bucket, the bucket's offset in slots (fat; else -1).
+// or line bucket, the bucket's offset in slots (fat; else -1) and whether
+// it is a line bucket.
 type lane struct {
 	r    *rangeIndex
 	a    u128
@@ -634,6 +764,7 @@ type lane struct {
 	s    uint
 	slot uint32
 	fat  int32
+	line bool
 }
 
 // lookupLanes looks up ls[i] (of indexes and addresses set) into out[i],
@@ -665,6 +796,11 @@ func lookupLanes(ls []lane, out []int32) {
 		for _, i := range pending[:np] {
 			l := &ls[i]
 			if l.fat >= 0 {
+				if l.slot == fatInline && l.line {
+					f := l.r.slots[l.fat : l.fat+lineWords : l.fat+lineWords]
+					out[i] = int32(f[3+lineRank(f, uint32(l.rel.lo)&(1<<l.s-1))])
+					continue
+				}
 				if l.slot == fatInline {
 					f := l.r.slots[l.fat : l.fat+fatWords : l.fat+fatWords]
 					x := bucketBits(l.rel, l.s)
@@ -681,8 +817,12 @@ func lookupLanes(ls []lane, out []int32) {
 				if l.slot&fatChild == 0 {
 					l.slot = l.r.slots[l.slot>>7+b]
 				} else {
-					l.fat = int32(l.slot>>7 + fatWords*b)
-					l.slot = l.r.slots[l.fat+fatWords-1]
+					w := uint32(fatWords)
+					if l.line = l.slot&lineChild != 0; l.line {
+						w = lineWords
+					}
+					l.fat = int32(l.slot>>7&^1 + w*b)
+					l.slot = l.r.slots[l.fat+int32(w)-1]
 				}
 			case slotDirect:
 				out[i] = int32(l.slot>>2) - 1

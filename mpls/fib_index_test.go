@@ -188,7 +188,7 @@ func TestFIBIndexMatchesOracle(t *testing.T) {
 		if n == 40000 { // every kind of bucket was there to check
 			fib, _ := mpls.NewFIB(routes)
 			kinds := mpls.FIBIndexKinds(fib)
-			for _, k := range []string{"direct", "leaf1", "leaf3", "leaf7", "child", "fat", "inline", "node"} {
+			for _, k := range []string{"direct", "leaf1", "leaf3", "leaf7", "child", "fat", "line", "inline", "node"} {
 				if kinds[k] == 0 {
 					t.Errorf("clustered/%d: no %s bucket (%v)", n, k, kinds)
 				}
