@@ -281,6 +281,17 @@ func itoa1(n int) string { return big.NewInt(int64(n)).String() }
 func FuzzFIBLookup(f *testing.F) {
 	f.Add([]byte{0, 24, 11, 0, 0, 0, 0, 32, 11, 0, 0, 5, 1, 64, 0x20, 1, 0xd, 0xb8, 25, 128, 0, 0, 0, 1})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 8, 10, 0, 0, 0, 0, 31, 10, 0, 0, 2})
+	// A run of /32s three addresses apart under a /8, and /24s: line
+	// buckets.
+	var run []byte
+	for i := range 190 {
+		run = append(run, 0, 32, 10, 0, byte(i*3>>8), byte(i*3))
+	}
+	run = append(run, 0, 8, 10, 0, 0, 0)
+	for i := range 8 {
+		run = append(run, 0, 24, 10, byte(1+i), 0, 0)
+	}
+	f.Add(run)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		seen := map[netip.Prefix]bool{}
 		var routes []mpls.Route
