@@ -428,7 +428,7 @@ func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
 		b := dst.Unmap().As4()
 		i = f.v4.lookup4(binary.BigEndian.Uint32(b[:]))
 	case dst.Is6():
-		i = f.v6.lookup6(addr6(dst))
+		i = f.v6.lookup6(addr128(dst))
 	default:
 		return nil, false
 	}
@@ -436,16 +436,6 @@ func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
 		return nil, false
 	}
 	return &f.entries[i], true
-}
-
-// addr6 returns the IPv6 address a as a number. It reads a's bytes
-// through AsSlice, not As16: As16 writes its array as two 8-byte words
-// and the copy of its result reads them back as one 16-byte word, which
-// the core cannot forward from the two stores (a stall of about 10 ns, as
-// long as a lookup in cache). AsSlice does not allocate once inlined.
-func addr6(a netip.Addr) u128 {
-	b := a.AsSlice()
-	return u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:16])}
 }
 
 // Lookup4 is Lookup for an IPv4 destination given as 4 bytes in network
