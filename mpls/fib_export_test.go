@@ -26,8 +26,8 @@ func FIBIndexBytes(f *FIB) int {
 }
 
 // FIBIndexKinds counts the buckets of f's index by kind (direct, leaf1,
-// leaf3, leaf7, child, fat: aligned children, inline: fat buckets
-// holding their starts, node), both families together.
+// leaf3, leaf7, child, fat and line: aligned children, inline: fat or
+// line buckets holding their starts, node), both families together.
 func FIBIndexKinds(f *FIB) map[string]int {
 	m := map[string]int{}
 	for _, r := range []*rangeIndex{&f.v4, &f.v6} {
@@ -55,9 +55,15 @@ func FIBIndexKinds(f *FIB) map[string]int {
 					}
 					return
 				}
-				m["fat"]++
+				w := uint32(fatWords)
+				if s&lineChild != 0 {
+					w = lineWords
+					m["line"]++
+				} else {
+					m["fat"]++
+				}
 				for b := range uint32(1) << k {
-					if v := r.slots[s>>7+fatWords*b+7]; v == fatInline {
+					if v := r.slots[s>>7&^1+w*b+w-1]; v == fatInline {
 						m["inline"]++
 					} else {
 						visit(v)

@@ -23,7 +23,9 @@ import (
 //     entries, side by side in one cache line); an aligned child when
 //     many do (2^k buckets splitting this one, found in slots, no header
 //     to read), whose buckets may be fat (a 3-start leaf in place, see
-//     fatChild); or a node of its own when the starts crowd a small part
+//     fatChild) or, for buckets of at most 128 addresses, a cache line
+//     each (an 11-start leaf in place, see lineChild: a run of host
+//     routes); or a node of its own when the starts crowd a small part
 //     of the bucket (path compression: deep clusters, such as IPv6 host
 //     routes in one /64, cost one extra node, not a level per few bits);
 //   - each node and child takes the bucket width that costs the least
@@ -33,8 +35,9 @@ import (
 //
 // A lookup reads the root node (in cache: one per table), the root slot,
 // any child slots, and the leaf: for a table of a million routes one to
-// three cache lines. Addresses are handled as offsets from the node's
-// base (rel); IPv4 addresses use only the low 32 bits. A large index has
+// three cache lines (the route-scaling table: two, of which the root
+// slot is nearly always in cache). Addresses are handled as offsets from
+// the node's base (rel); IPv4 addresses use only the low 32 bits. A large index has
 // its own mapping in huge pages (mapIndex), so that its random reads do
 // not each miss the TLB.
 type rangeIndex struct {
@@ -42,9 +45,41 @@ type rangeIndex struct {
 	slots  []uint32
 	leaves []uint32 // 64-byte aligned: no leaf crosses a cache line
 	only   int32    // the answer when nodes is empty
+	// root is the root node as lookup4 and lookup6 read it.
+	root fastRoot
 	// mapped is the memory of slots and leaves when it is not on the Go
 	// heap (mapIndex): the FIB unmaps it when it is collected.
 	mapped []byte
+}
+
+// fastRoot is the root node in the form the first step of lookup4 and
+// lookup6 reads, with no slice of nodes to go through: the offset rel of
+// a key (an IPv4 address, or the high 64 bits of an IPv6 one) from base
+// finds its slot at slots[slot+rel>>shift] when it is below end. A key
+// outside (always, when end is 0) takes lookup.
+type fastRoot struct {
+	base, end uint64
+	shift     uint32
+	slot      uint32
+}
+
+// setRoot fills r.root from the root node, for lookup4 (v6 false: every
+// start of the index is below 2^32) or lookup6: when the root's buckets
+// are at least 2^64 wide and its base's low 64 bits zero (prefixes of /64
+// or shorter, as in a full table), an offset's high 64 bits alone find
+// its slot.
+func (r *rangeIndex) setRoot(v6 bool) {
+	if len(r.nodes) == 0 {
+		return
+	}
+	nd := &r.nodes[0]
+	switch {
+	case !v6 && nd.base.hi == 0 && nd.lim.hi == 0 && nd.shift < 64:
+		r.root = fastRoot{base: nd.base.lo, end: nd.lim.lo + 1, shift: nd.shift, slot: nd.slot}
+	case v6 && nd.base.lo == 0 && nd.shift >= 64:
+		// Offsets of high word lim.hi may be past the limit: lookup.
+		r.root = fastRoot{base: nd.base.hi, end: nd.lim.hi, shift: nd.shift - 64, slot: nd.slot}
+	}
 }
 
 // heapIndex returns n zeroed words on the Go heap, 64-byte aligned (Go
@@ -69,7 +104,7 @@ type rangeNode struct {
 const (
 	slotDirect = 0 // bits 2..31: the answer + 1 (0: no route)
 	slotLeaf   = 1 // bits 2..3: leaf class; bits 4..31: offset in leaves / 4
-	slotChild  = 2 // bits 2..5: k-1; bit 6: fatChild; bits 7..31: offset of the child in slots
+	slotChild  = 2 // bits 2..5: k-1; bit 6: fatChild; bits 7..31: offset of the child in slots (with lineChild: bit 7 set)
 	slotNode   = 3 // bits 2..31: index in nodes
 
 	// fatChild marks an aligned child of fat buckets: 8 words each (32
@@ -81,6 +116,22 @@ const (
 	fatChild  = 1 << 6
 	fatInline = ^uint32(0)
 	fatWords  = 8
+
+	// lineChild, with fatChild, marks an aligned child of line buckets:
+	// 16 words each (a cache line), for buckets of at most 2^lineBits
+	// addresses, such as a run of host routes a few addresses apart.
+	// Words 0 to 2 hold up to lineKeys starts as bytes (offsets in the
+	// bucket; the 12th byte and padding are lineKeyPad), words 3 to 14 the
+	// answers before the first start and after each (padding repeats the
+	// last), word 15 fatInline, or, for a bucket of more starts, the
+	// bucket's slot. Half the memory of fat buckets for such runs, with
+	// the same one read. A line child's offset is a multiple of 16, a fat
+	// one's of 8: the offset's bit 0 (slot bit 7) is free for the mark.
+	lineChild  = 1 << 7
+	lineWords  = 16
+	lineKeys   = 11
+	lineBits   = 7
+	lineKeyPad = 0x7f
 
 	maxNodeBits  = 20        // buckets of a node at most 2^20
 	maxChildBits = 16        // buckets of an aligned child at most 2^16
@@ -108,22 +159,101 @@ func (r *rangeIndex) lookup(a u128) int32 {
 		return r.only
 	}
 	nd := &r.nodes[0]
+	if a.less(nd.base) {
+		return nd.before
+	}
+	rel := a.sub(nd.base)
+	if nd.lim.less(rel) {
+		return nd.after
+	}
+	s := uint(nd.shift)
+	return r.walk(a, r.slots[nd.slot+uint32(rel.shrLo(s))], rel, s)
+}
+
+// lookup4 is lookup for an IPv4 index: the common steps (the root slot,
+// an aligned child, a fat or line bucket's inline leaf) in 64-bit
+// arithmetic, the rest through walk. A cold lookup waits for its loads
+// from memory, and a core meanwhile runs ahead into the next lookups of a
+// burst as far as its reorder window reaches: the fewer instructions a
+// lookup takes, the more of their misses overlap (written without
+// branches on what the loads return, it measured slower: more
+// instructions).
+func (r *rangeIndex) lookup4(a uint32) int32 {
+	rt := &r.root
+	rel := uint64(a) - rt.base // wraps when a is below base
+	if rel >= rt.end {
+		return r.lookup(u128{0, uint64(a)})
+	}
+	s := uint(rt.shift) & 63
+	slot := r.slots[rt.slot+uint32(rel>>s)]
+	if slot&3 == slotChild {
+		k := uint(slot>>2&15) + 1
+		s = (s - k) & 63 // a child's bits never exceed its bucket's
+		b := uint32(rel>>s) & (1<<k - 1)
+		if slot&fatChild == 0 {
+			slot = r.slots[slot>>7+b]
+		} else if slot&lineChild != 0 {
+			f := r.slots[slot>>7&^1+lineWords*b:]
+			f = f[:lineWords:lineWords]
+			if slot = f[15]; slot == fatInline {
+				return int32(f[3+lineRank(f, uint32(rel)&(1<<s-1))])
+			}
+		} else {
+			f := r.slots[slot>>7+fatWords*b:]
+			f = f[:fatWords:fatWords]
+			if slot = f[7]; slot == fatInline {
+				x := uint32(rel) & (1<<s - 1) // s <= 31: the whole offset
+				return int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
+			}
+		}
+	}
+	if slot&3 == slotDirect {
+		return int32(slot>>2) - 1
+	}
+	return r.walk(u128{0, uint64(a)}, slot, u128{0, rel}, s)
+}
+
+// lookup6 is lookup for an IPv6 index: the root slot and a plain aligned
+// child of it found from the address's high 64 bits (see setRoot and
+// lookup4), the rest through walk.
+func (r *rangeIndex) lookup6(a u128) int32 {
+	rt := &r.root
+	rel := a.hi - rt.base // wraps when a is below base
+	if rel >= rt.end {
+		return r.lookup(a)
+	}
+	s := uint(rt.shift) & 63
+	slot := r.slots[rt.slot+uint32(rel>>s)]
+	if slot&(3|fatChild) == slotChild {
+		if k := uint(slot>>2&15) + 1; k <= s {
+			s -= k
+			slot = r.slots[slot>>7+uint32(rel>>s)&(1<<k-1)]
+		}
+	}
+	if slot&3 == slotDirect {
+		return int32(slot>>2) - 1
+	}
+	return r.walk(a, slot, u128{rel, a.lo}, s+64)
+}
+
+// walk returns the answer for a of slot, a bucket of width 2^s, where a
+// is at rel from the base of the bucket's node.
+func (r *rangeIndex) walk(a u128, slot uint32, rel u128, s uint) int32 {
 	for {
-		if a.less(nd.base) {
-			return nd.before
-		}
-		rel := a.sub(nd.base)
-		if nd.lim.less(rel) {
-			return nd.after
-		}
-		s := uint(nd.shift)
-		slot := r.slots[nd.slot+uint32(rel.shrLo(s))]
 		for slot&3 == slotChild {
 			k := uint(slot>>2&15) + 1
 			s -= k
 			b := uint32(rel.shrLo(s)) & (1<<k - 1)
 			if slot&fatChild == 0 {
 				slot = r.slots[slot>>7+b]
+				continue
+			}
+			if slot&lineChild != 0 {
+				f := r.slots[slot>>7&^1+lineWords*b:]
+				f = f[:lineWords:lineWords]
+				if slot = f[15]; slot == fatInline {
+					return int32(f[3+lineRank(f, uint32(rel.lo)&(1<<s-1))])
+				}
 				continue
 			}
 			f := r.slots[slot>>7+fatWords*b:]
@@ -139,7 +269,16 @@ func (r *rangeIndex) lookup(a u128) int32 {
 		case slotLeaf:
 			return r.leaf(slot, rel, s)
 		}
-		nd = &r.nodes[slot>>2]
+		nd := &r.nodes[slot>>2]
+		if a.less(nd.base) {
+			return nd.before
+		}
+		rel = a.sub(nd.base)
+		if nd.lim.less(rel) {
+			return nd.after
+		}
+		s = uint(nd.shift)
+		slot = r.slots[nd.slot+uint32(rel.shrLo(s))]
 	}
 }
 
@@ -171,6 +310,17 @@ func bucketBits(rel u128, s uint) uint32 {
 		d = s - 32
 	}
 	return uint32(rel.shrLo(d)) & (^uint32(0) >> (32 - (s - d)))
+}
+
+// lineRank returns how many of the starts of line bucket f are at or
+// before x (x < 2^lineBits): the bytes of words 0 to 2 compared at once,
+// each as x+128-start, whose top bit stays set when start <= x (no lane
+// borrows from the next: a start is below 128).
+func lineRank(f []uint32, x uint32) uint32 {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	x8 := uint64(x)*ones | tops
+	n := bits.OnesCount64((x8 - (uint64(f[0]) | uint64(f[1])<<32)) & tops)
+	return uint32(n + bits.OnesCount32((uint32(x8)-f[2])&0x00808080))
 }
 
 func b2u(b bool) uint32 {
@@ -225,7 +375,8 @@ type indexBuilder struct {
 	err    error
 }
 
-func newRangeIndex(iv intervals) (rangeIndex, error) {
+// newRangeIndex builds the index of one family's intervals (v6: IPv6).
+func newRangeIndex(iv intervals, v6 bool) (rangeIndex, error) {
 	if len(iv.starts) <= 1 {
 		only := int32(-1)
 		if len(iv.idx) == 1 {
@@ -249,6 +400,7 @@ func newRangeIndex(iv intervals) (rangeIndex, error) {
 	b.r.leaves = mem[ns : ns+copy(mem[ns:], b.r.leaves) : ns+len(b.r.leaves)]
 	b.r.nodes = slices.Clip(b.r.nodes)
 	b.r.mapped = mapped
+	b.r.setRoot(v6)
 	return b.r, nil
 }
 
@@ -269,10 +421,11 @@ func bitsFor(m int) uint {
 // bucket), halving the index.
 //
 // For an aligned child (child), it also weighs fat buckets (fatChild), at
-// four fifths of their memory, for the leaf read they save.
-func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child bool) (best uint, fat bool) {
+// four fifths of their memory, for the leaf read they save. It returns
+// the chosen width's cost, to weigh against line buckets (chooseLine).
+func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child bool) (best uint, fat bool, bestCost int) {
 	k0 := min(max(bitsFor(i1-i0), 1), kmax)
-	best, bestCost := k0, -1
+	best, bestCost = k0, -1
 	for k := max(k0, 2) - 1; k <= min(k0+2, kmax); k++ {
 		shift := width - k
 		thin, thick, cur, n, first := 0, 0, ^uint64(0), 0, false
@@ -314,7 +467,41 @@ func (b *indexBuilder) chooseBits(i0, i1 int, base u128, width, kmax uint, child
 			best, fat, bestCost = k, true, c
 		}
 	}
-	return best, fat
+	return best, fat, bestCost
+}
+
+// chooseLine returns the number of bits k that splits starts [i0, i1),
+// all in [base, base+2^width), into line buckets (lineChild) at the least
+// memory, and that memory weighed as chooseBits weighs fat buckets; ok is
+// false when no bucket width fits a line (at most 2^lineBits addresses
+// and 2^maxChildBits buckets).
+func (b *indexBuilder) chooseLine(i0, i1 int, base u128, width uint) (best uint, cost int, ok bool) {
+	k0 := uint(bits.Len(uint((i1 - i0) / (lineKeys + 1)))) // 6 to 12 starts a bucket on average
+	for k := max(k0, 2) - 1; k <= k0+1; k++ {
+		if k > maxChildBits || k > width || width-k > lineBits {
+			continue
+		}
+		shift := width - k
+		c, cur, n := 4*lineWords<<k, ^uint64(0), 0
+		flush := func() {
+			if n > lineKeys {
+				c += 64 + 12*n // the bucket's own leaf or child, as chooseBits counts it
+			}
+		}
+		for i := i0; i < i1; i++ {
+			bk := b.start(i).sub(base).shrLo(shift)
+			if bk != cur {
+				flush()
+				cur, n = bk, 0
+			}
+			n++
+		}
+		flush()
+		if c = c * 4 / 5; !ok || c < cost {
+			best, cost, ok = k, c, true
+		}
+	}
+	return best, cost, ok
 }
 
 // node adds a node over starts [i0, i1) and returns its index.
@@ -324,7 +511,7 @@ func (b *indexBuilder) node(i0, i1 int) uint32 {
 	span := uint(lim.bitLen())
 	k := uint(1)
 	if span > 1 {
-		k, _ = b.chooseBits(i0, i1, base, span, min(maxNodeBits, span), false)
+		k, _, _ = b.chooseBits(i0, i1, base, span, min(maxNodeBits, span), false)
 	}
 	var shift uint
 	if span > k {
@@ -405,7 +592,10 @@ func (b *indexBuilder) bucket(i0, i1 int, start u128, s uint) uint32 {
 		// own, over just them.
 		return b.node(i0, i1)<<2 | slotNode
 	}
-	k, fat := b.chooseBits(i0, i1, start, s, min(maxChildBits, s), true)
+	k, fat, cost := b.chooseBits(i0, i1, start, s, min(maxChildBits, s), true)
+	if kl, lc, ok := b.chooseLine(i0, i1, start, s); ok && lc < cost {
+		return b.lineChild(i0, i1, start, s, kl)
+	}
 	if fat {
 		return b.fatChild(i0, i1, start, s, k)
 	}
@@ -467,6 +657,53 @@ func (b *indexBuilder) fatChild(i0, i1 int, start u128, s, k uint) uint32 {
 	return uint32(slot)<<7 | uint32(k-1)<<2 | fatChild | slotChild
 }
 
+// lineChild adds an aligned child of 2^k line buckets (lineChild) over
+// the bucket [start, start+2^s) holding starts [i0, i1), and returns its
+// slot.
+func (b *indexBuilder) lineChild(i0, i1 int, start u128, s, k uint) uint32 {
+	// Align the child to a cache line (slots start on one).
+	slot := (len(b.r.slots) + lineWords - 1) &^ (lineWords - 1)
+	if slot+lineWords<<k > maxSlots {
+		b.err = errIndexTooLarge
+		return 0
+	}
+	b.r.slots = append(b.r.slots, make([]uint32, slot+lineWords<<k-len(b.r.slots))...)
+	s -= k
+	i := i0
+	for bk := range 1 << k {
+		bstart := start.add(u128{0, uint64(bk)}.shl(s))
+		j := b.bucketEnd(i, i1, bstart, s, bk == 1<<k-1)
+		o := slot + lineWords*bk
+		if j-i > lineKeys {
+			v := b.bucket(i, j, bstart, s)
+			if b.err != nil {
+				return 0
+			}
+			b.r.slots[o+15] = v
+			i = j
+			continue
+		}
+		f := b.r.slots[o : o+lineWords]
+		var keys [12]byte
+		for x := range keys {
+			keys[x] = lineKeyPad
+			if i+x < j {
+				keys[x] = byte(b.start(i + x).sub(bstart).lo)
+			}
+		}
+		for w := range 3 {
+			f[w] = uint32(keys[4*w]) | uint32(keys[4*w+1])<<8 | uint32(keys[4*w+2])<<16 | uint32(keys[4*w+3])<<24
+		}
+		f[3] = uint32(b.idx[i-1])
+		for x := range lineKeys {
+			f[4+x] = uint32(b.idx[i-1+min(x+1, j-i)])
+		}
+		f[15] = fatInline
+		i = j
+	}
+	return uint32(slot)<<7 | lineChild | uint32(k-1)<<2 | fatChild | slotChild
+}
+
 func direct(idx int32) uint32 { return uint32(idx+1)<<2 | slotDirect }
 
 // leaf writes a leaf for starts [i0, i1) of the bucket from start (drop:
@@ -509,105 +746,4 @@ func (b *indexBuilder) leaf(i0, i1 int, start u128, drop uint) uint32 {
 		l[n+1+j] = uint32(b.idx[i0+min(j, m-1)])
 	}
 	return unit<<4 | uint32(c)<<2 | slotLeaf
-}
-
-// batchLanes is how many lookups lookupBatch walks side by side: enough
-// for the cache misses of one level to overlap (a core keeps 10 to 20
-// loads in flight), few enough for the lanes' state to stay in registers
-// and L1.
-const batchLanes = 16
-
-// lane is one lookup of a batch between levels: the index it searches,
-// the address, its offset from the current node's base, the bucket width
-// (2^s), the slot read last and, when that slot is the last word of a fat
-// bucket, the bucket's offset in slots (fat; else -1).
-type lane struct {
-	r    *rangeIndex
-	a    u128
-	rel  u128
-	s    uint
-	slot uint32
-	fat  int32
-}
-
-// lookupLanes looks up ls[i] (of indexes and addresses set) into out[i],
-// one level of every lane at a time, so that the lanes' cache misses
-// overlap instead of following each other. A pass only stores what it
-// reads from the index; the next pass branches on it, once it has
-// arrived: a branch on a value still in flight would be mispredicted as
-// often as not, and the loads issued past it discarded.
-func lookupLanes(ls []lane, out []int32) {
-	out = out[:len(ls)]
-	var pending [batchLanes]uint8
-	np := 0
-	for i := range ls {
-		l := &ls[i]
-		l.fat = -1
-		if len(l.r.nodes) == 0 {
-			out[i] = l.r.only
-			continue
-		}
-		if res, ok := l.enter(&l.r.nodes[0]); !ok {
-			out[i] = res
-			continue
-		}
-		pending[np] = uint8(i)
-		np++
-	}
-	for np > 0 {
-		n := 0
-		for _, i := range pending[:np] {
-			l := &ls[i]
-			if l.fat >= 0 {
-				if l.slot == fatInline {
-					f := l.r.slots[l.fat : l.fat+fatWords : l.fat+fatWords]
-					x := bucketBits(l.rel, l.s)
-					out[i] = int32(f[3+b2u(f[0] <= x)+b2u(f[1] <= x)+b2u(f[2] <= x)])
-					continue
-				}
-				l.fat = -1 // l.slot is the bucket's slot
-			}
-			switch l.slot & 3 {
-			case slotChild:
-				k := uint(l.slot>>2&15) + 1
-				l.s -= k
-				b := uint32(l.rel.shrLo(l.s)) & (1<<k - 1)
-				if l.slot&fatChild == 0 {
-					l.slot = l.r.slots[l.slot>>7+b]
-				} else {
-					l.fat = int32(l.slot>>7 + fatWords*b)
-					l.slot = l.r.slots[l.fat+fatWords-1]
-				}
-			case slotDirect:
-				out[i] = int32(l.slot>>2) - 1
-				continue
-			case slotLeaf:
-				out[i] = l.r.leaf(l.slot, l.rel, l.s)
-				continue
-			case slotNode:
-				if res, ok := l.enter(&l.r.nodes[l.slot>>2]); !ok {
-					out[i] = res
-					continue
-				}
-			}
-			pending[n] = i
-			n++
-		}
-		np = n
-	}
-}
-
-// enter starts l's walk of node nd: it reads the slot of l's bucket, or
-// returns the answer (and false) when l's address is outside the node.
-func (l *lane) enter(nd *rangeNode) (int32, bool) {
-	if l.a.less(nd.base) {
-		return nd.before, false
-	}
-	l.rel = l.a.sub(nd.base)
-	if nd.lim.less(l.rel) {
-		return nd.after, false
-	}
-	l.s = uint(nd.shift)
-	l.slot = l.r.slots[nd.slot+uint32(l.rel.shrLo(l.s))]
-	return 0, true
 }

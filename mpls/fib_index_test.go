@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/mpls"
@@ -45,12 +46,14 @@ func addrAdd(a netip.Addr, d int64) netip.Addr {
 
 // probes returns the addresses where the answer of a lookup can change
 // around the routes' prefixes: each prefix's first and last address and
-// their neighbours, and random addresses inside the prefixes.
+// their neighbours (two each way: the address after a table's last range
+// start is one of them), and random addresses inside the prefixes.
 func probes(rng *rand.Rand, routes []mpls.Route, random int) []netip.Addr {
 	var out []netip.Addr
 	for _, r := range routes {
 		first, last := r.Prefix.Addr(), lastAddr(r.Prefix)
-		out = append(out, first, addrAdd(first, -1), addrAdd(first, 1), last, addrAdd(last, 1), addrAdd(last, -1))
+		out = append(out, first, addrAdd(first, -1), addrAdd(first, -2), addrAdd(first, 1),
+			last, addrAdd(last, 1), addrAdd(last, 2), addrAdd(last, -1))
 	}
 	for range random {
 		if len(routes) == 0 {
@@ -185,7 +188,7 @@ func TestFIBIndexMatchesOracle(t *testing.T) {
 		if n == 40000 { // every kind of bucket was there to check
 			fib, _ := mpls.NewFIB(routes)
 			kinds := mpls.FIBIndexKinds(fib)
-			for _, k := range []string{"direct", "leaf1", "leaf3", "leaf7", "child", "fat", "inline", "node"} {
+			for _, k := range []string{"direct", "leaf1", "leaf3", "leaf7", "child", "fat", "line", "inline", "node"} {
 				if kinds[k] == 0 {
 					t.Errorf("clustered/%d: no %s bucket (%v)", n, k, kinds)
 				}
@@ -217,6 +220,58 @@ func TestFIBIndexMatchesOracle(t *testing.T) {
 	}
 }
 
+// TestFIBLookupFastPaths checks, against the oracle, the tables where
+// Lookup's 64-bit first steps (lookup4, lookup6) must give way to the
+// general walk: an IPv6 root node whose base has low bits (a first route
+// longer than /64: an address with the same high 64 bits below it is
+// before every range), whose buckets are exactly 2^64 wide with a child
+// splitting one below bit 64, and addresses just past the last range
+// start of either family (planted bugs: ignoring the base's low bits, or
+// taking a child that splits below bit 64 from the high bits alone, each
+// fail here; letting an IPv4 address just past the limit into the slots
+// fails TestFIBIndexMatchesOracle, whose probes reach two addresses past
+// each prefix for it).
+func TestFIBLookupFastPaths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	route := func(p string) mpls.Route {
+		pp := netip.MustParsePrefix(p)
+		if pp.Addr().Is4() {
+			return mpls.Route{Prefix: pp, NextHops: hop("10.0.0.1")}
+		}
+		return mpls.Route{Prefix: pp, NextHops: hop("2001:db8::1")}
+	}
+	// A first route longer than /64, then /64s.
+	var low []mpls.Route
+	low = append(low, route("2001:db8:0:1:0:1::/96"), route("2001:db8:0:1:8000::/65"))
+	for i := range 300 {
+		low = append(low, route(netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, byte((i + 2) >> 8), byte(i + 2)}), 64).String()))
+	}
+	checkFIB(t, "low base", low, append(probes(rng, low, 500), netip.MustParseAddr("2001:db8:0:1::"), netip.MustParseAddr("2001:db8:0:1::ffff")))
+	// Adjacent /64s (buckets of 2^64), one of them holding spread /96s
+	// and /128s (a child below bit 64).
+	var wide []mpls.Route
+	for i := range 300 {
+		a := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, byte(i >> 8), byte(i)}
+		wide = append(wide, route(netip.PrefixFrom(netip.AddrFrom16(a), 64).String()))
+	}
+	for i := range 400 {
+		a := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 7}
+		a[8], a[9] = byte(i>>2), byte(i<<6)
+		bits := 96
+		if i%3 == 0 {
+			a[15] = byte(i)
+			bits = 128
+		}
+		wide = append(wide, route(netip.PrefixFrom(netip.AddrFrom16(a), bits).Masked().String()))
+	}
+	wide = slices.CompactFunc(wide, func(a, b mpls.Route) bool { return a.Prefix == b.Prefix })
+	checkFIB(t, "2^64 buckets", wide, probes(rng, wide, 2000))
+	// Host routes at the top of IPv4 and IPv6 (nothing after the last
+	// range start) and just below.
+	top := []mpls.Route{route("255.255.255.254/32"), route("255.255.255.251/32"), route("11.0.0.0/24"), route("ffff:ffff:ffff:ffff::/64"), route("ffff:ffff:ffff:fff0::/64"), route("2001:db8::/48")}
+	checkFIB(t, "top hosts", top, probes(rng, top, 200))
+}
+
 func itoa1(n int) string { return big.NewInt(int64(n)).String() }
 
 // FuzzFIBLookup builds a FIB from routes the input describes and compares
@@ -226,6 +281,17 @@ func itoa1(n int) string { return big.NewInt(int64(n)).String() }
 func FuzzFIBLookup(f *testing.F) {
 	f.Add([]byte{0, 24, 11, 0, 0, 0, 0, 32, 11, 0, 0, 5, 1, 64, 0x20, 1, 0xd, 0xb8, 25, 128, 0, 0, 0, 1})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 8, 10, 0, 0, 0, 0, 31, 10, 0, 0, 2})
+	// A run of /32s three addresses apart under a /8, and /24s: line
+	// buckets.
+	var run []byte
+	for i := range 190 {
+		run = append(run, 0, 32, 10, 0, byte(i*3>>8), byte(i*3))
+	}
+	run = append(run, 0, 8, 10, 0, 0, 0)
+	for i := range 8 {
+		run = append(run, 0, 24, 10, byte(1+i), 0, 0)
+	}
+	f.Add(run)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		seen := map[netip.Prefix]bool{}
 		var routes []mpls.Route

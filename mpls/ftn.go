@@ -1,6 +1,7 @@
 package mpls
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -138,14 +139,14 @@ func prefixSpan(p netip.Prefix, idx int) span {
 	return span{first: u128{a.hi &^ hostHi, a.lo &^ hostLo}, host: uint8(128 - bits), idx: int32(idx)}
 }
 
+// addr128 returns the IPv6 address a as a number. It reads a's bytes
+// through AsSlice, not As16: As16 writes its array as two 8-byte words
+// and the copy of its result reads them back as one 16-byte word, which
+// the core cannot forward from the two stores (a stall of about 10 ns, as
+// long as a FIB lookup in cache). AsSlice does not allocate once inlined.
 func addr128(a netip.Addr) u128 {
-	b := a.As16()
-	var hi, lo uint64
-	for i := range 8 {
-		hi = hi<<8 | uint64(b[i])
-		lo = lo<<8 | uint64(b[i+8])
-	}
-	return u128{hi, lo}
+	b := a.AsSlice()
+	return u128{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:16])}
 }
 
 func addr32(a netip.Addr) u128 {
