@@ -93,6 +93,29 @@ func (g *Group) Select(h uint32) *NextHop {
 	return &g.Hops[len(g.Hops)-1] // unreachable: x < total = cum[last]
 }
 
+// sum fills in the running weight sums and MaxLabels of g.Hops.
+func (g *Group) sum() {
+	g.cum = make([]uint32, len(g.Hops))
+	g.total = 0
+	for i := range g.Hops {
+		g.total += g.Hops[i].weight()
+		g.cum[i] = g.total
+		g.MaxLabels = max(g.MaxLabels, len(g.Hops[i].Labels))
+	}
+}
+
+// newGroup returns a Group of copies of hops (Labels cloned, Via unmapped).
+func newGroup(hops []NextHop) *Group {
+	g := &Group{Hops: make([]NextHop, len(hops))}
+	for i, h := range hops {
+		h.Labels = slices.Clone(h.Labels)
+		h.Via = h.Via.Unmap()
+		g.Hops[i] = h
+	}
+	g.sum()
+	return g
+}
+
 // FIBEntry is a route as the FIB holds it.
 type FIBEntry struct {
 	Prefix netip.Prefix
@@ -291,12 +314,7 @@ func (b *fibBuilder) group(hops []NextHop, clone bool) *Group {
 			g.Hops[i] = h
 		}
 	}
-	g.cum = make([]uint32, len(g.Hops))
-	for i := range g.Hops {
-		g.total += g.Hops[i].weight()
-		g.cum[i] = g.total
-		g.MaxLabels = max(g.MaxLabels, len(g.Hops[i].Labels))
-	}
+	g.sum()
 	b.groups[string(k)] = g
 	b.last = g
 	return g

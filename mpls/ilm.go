@@ -23,6 +23,13 @@ const (
 	ILMPopContinue
 	// ILMPopLocal pops the label and delivers the payload to this node.
 	ILMPopLocal
+	// ILMMultipath spreads the flows under the label over NextHops (ECMP
+	// on a label route, iproute2: `-f mpls route add 100 nexthop as 200
+	// via ... nexthop via ...`): each hop swaps the label for its Labels,
+	// or, with none, pops it and forwards the payload (as ILMPopForward).
+	// The hop of a packet is chosen by Group().Select over LabelStackHash,
+	// so a flow keeps one hop.
+	ILMMultipath
 )
 
 // String returns "swap", "pop-forward", "pop-continue" or "pop-local".
@@ -36,6 +43,8 @@ func (a ILMAction) String() string {
 		return "pop-continue"
 	case ILMPopLocal:
 		return "pop-local"
+	case ILMMultipath:
+		return "multipath"
 	}
 	return "ilmaction(" + strconv.Itoa(int(a)) + ")"
 }
@@ -60,7 +69,19 @@ type ILMEntry struct {
 	// one (PayloadNone: infer it, see InferPayload). Must agree with an
 	// explicit null label.
 	Payload Payload
+	// NextHops are the hops of ILMMultipath, 1 to MaxNextHops: each with a
+	// Via (required), Device, Weight (1 to 256, 0 means 1) and Labels (the
+	// swap's out labels as OutLabels, or none to pop and forward). Empty
+	// for the other actions, which use OutLabels, NextHop and Device.
+	NextHops []NextHop
+	// group is NextHops with their weights summed (NewILM builds it).
+	group *Group
 }
+
+// Group returns the hops of an ILMMultipath entry of a table built by
+// NewILM, nil for the other actions. Pick a packet's hop with
+// Group().Select(LabelStackHash(...)).
+func (e *ILMEntry) Group() *Group { return e.group }
 
 // denseLabels bounds the labels kept in the ILM's direct-indexed slice: an
 // int32 per label up to the highest one present, at most 256 KiB. Higher
@@ -83,7 +104,10 @@ type ILM struct {
 // label, an invalid action or payload, a swap without OutLabels or with too
 // many (*TooDeepError) or with implicit null or out-of-range labels among
 // them, OutLabels on a pop action, no NextHop for swap or pop-forward, a
-// payload binding contradicting an explicit null.
+// payload binding contradicting an explicit null; for ILMMultipath, no
+// NextHops or more than MaxNextHops, a hop without Via, with a weight over
+// 256 or with bad Labels (as for swap), a hop that swaps an explicit null,
+// or OutLabels, NextHop or Device set on the entry itself.
 func NewILM(entries []ILMEntry) (*ILM, error) {
 	t := &ILM{entries: make([]ILMEntry, len(entries))}
 	maxDense := -1
@@ -93,6 +117,11 @@ func NewILM(entries []ILMEntry) (*ILM, error) {
 		}
 		e.OutLabels = slices.Clone(e.OutLabels)
 		e.NextHop = e.NextHop.Unmap()
+		e.group = nil
+		if e.Action == ILMMultipath {
+			e.group = newGroup(e.NextHops)
+			e.NextHops = e.group.Hops
+		}
 		t.entries[i] = e
 		if e.Label < denseLabels {
 			maxDense = max(maxDense, int(e.Label))
@@ -124,7 +153,7 @@ func checkILMEntry(e *ILMEntry) error {
 		return &LabelRangeError{Label: l}
 	case l.IsReserved() && !explicitNull:
 		return &ReservedLabelError{Label: l, Reason: "labels 0-15 are never allocated to routes; only the explicit nulls 0 and 2 may have ILM entries"}
-	case e.Action > ILMPopLocal:
+	case e.Action > ILMMultipath:
 		return fmt.Errorf("invalid action %s", e.Action)
 	case e.Payload > PayloadIPv6:
 		return fmt.Errorf("invalid payload binding %s", e.Payload)
@@ -133,6 +162,12 @@ func checkILMEntry(e *ILMEntry) error {
 	case l == LabelIPv4ExplicitNull && e.Payload == PayloadIPv6,
 		l == LabelIPv6ExplicitNull && e.Payload == PayloadIPv4:
 		return fmt.Errorf("payload binding %s contradicts the explicit null label", e.Payload)
+	}
+	if e.Action == ILMMultipath {
+		return checkILMMultipath(e, explicitNull)
+	}
+	if len(e.NextHops) != 0 {
+		return fmt.Errorf("%s takes no NextHops (several hops are multipath)", e.Action)
 	}
 	if e.Action != ILMSwap {
 		if len(e.OutLabels) != 0 {
@@ -154,6 +189,36 @@ func checkILMEntry(e *ILMEntry) error {
 	for j, out := range e.OutLabels {
 		if err := checkPushLabel(out, EntryLen*j); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+func checkILMMultipath(e *ILMEntry, explicitNull bool) error {
+	switch {
+	case len(e.NextHops) == 0:
+		return errors.New("multipath needs NextHops")
+	case len(e.NextHops) > MaxNextHops:
+		return fmt.Errorf("%d next hops; at most %d", len(e.NextHops), MaxNextHops)
+	case len(e.OutLabels) != 0 || e.NextHop.IsValid() || e.Device != "":
+		return errors.New("multipath takes its OutLabels, NextHop and Device per hop (NextHops), not on the entry")
+	}
+	for i := range e.NextHops {
+		h := &e.NextHops[i]
+		switch {
+		case !h.Via.IsValid():
+			return fmt.Errorf("next hop %d: no Via (a label route's hop needs a neighbour)", i+1)
+		case h.Weight > 256:
+			return fmt.Errorf("next hop %d: weight %d; at most 256", i+1, h.Weight)
+		case len(h.Labels) > DefaultMaxDepth:
+			return &TooDeepError{Offset: EntryLen * DefaultMaxDepth, Max: DefaultMaxDepth}
+		case explicitNull && len(h.Labels) != 0:
+			return &ReservedLabelError{Label: e.Label, Reason: "an explicit null label can only be popped"}
+		}
+		for j, out := range h.Labels {
+			if err := checkPushLabel(out, EntryLen*j); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -187,8 +252,8 @@ func (t *ILM) Len() int {
 }
 
 // Entries returns the entries in the order given to NewILM. The slice is a
-// copy; the OutLabels slices are shared with the table and must not be
-// modified.
+// copy; the OutLabels and NextHops slices are shared with the table and
+// must not be modified.
 func (t *ILM) Entries() []ILMEntry {
 	if t == nil {
 		return nil

@@ -131,6 +131,42 @@ func TestNewILMErrors(t *testing.T) {
 			msg: "mpls: ILM entry 1 (label 2 (ipv6-explicit-null)): payload binding ipv4 contradicts the explicit null label",
 		},
 		{
+			name: "multipath without hops", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath},
+			msg: "mpls: ILM entry 1 (label 20): multipath needs NextHops",
+		},
+		{
+			name: "multipath too many hops", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath, NextHops: manyHops(mpls.MaxNextHops + 1)},
+			msg: "mpls: ILM entry 1 (label 20): 65 next hops; at most 64",
+		},
+		{
+			name: "multipath hop without via", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{{Via: nh}, {Labels: []mpls.Label{30}}}},
+			msg: "mpls: ILM entry 1 (label 20): next hop 2: no Via (a label route's hop needs a neighbour)",
+		},
+		{
+			name: "multipath heavy hop", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{{Via: nh, Weight: 257}, {Via: nh}}},
+			msg: "mpls: ILM entry 1 (label 20): next hop 1: weight 257; at most 256",
+		},
+		{
+			name: "multipath hop swaps to implicit null", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{{Via: nh, Labels: []mpls.Label{3}}}}, sentinel: mpls.ErrReservedLabel,
+			msg: "mpls: ILM entry 1 (label 20): mpls: reserved label 3 (implicit-null) at stack offset 0: implicit null is signalled, never pushed: leave the label out (penultimate hop popping)",
+		},
+		{
+			name: "multipath hop too deep", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{{Via: nh, Labels: make([]mpls.Label, 17)}}}, sentinel: mpls.ErrTooDeep,
+			msg: "mpls: ILM entry 1 (label 20): mpls: label stack deeper than 16 entries: entry 17 at offset 64",
+		},
+		{
+			name: "multipath swaps explicit null", entry: mpls.ILMEntry{Label: 0, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{{Via: nh}, {Via: nh, Labels: []mpls.Label{30}}}}, sentinel: mpls.ErrReservedLabel,
+			msg: "mpls: ILM entry 1 (label 0 (ipv4-explicit-null)): mpls: reserved label 0 (ipv4-explicit-null) at stack offset 0: an explicit null label can only be popped",
+		},
+		{
+			name: "multipath with entry next hop", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMMultipath, NextHop: nh, NextHops: []mpls.NextHop{{Via: nh}}},
+			msg: "mpls: ILM entry 1 (label 20): multipath takes its OutLabels, NextHop and Device per hop (NextHops), not on the entry",
+		},
+		{
+			name: "swap with hops", entry: mpls.ILMEntry{Label: 20, Action: mpls.ILMSwap, OutLabels: []mpls.Label{30}, NextHop: nh, NextHops: []mpls.NextHop{{Via: nh}}},
+			msg: "mpls: ILM entry 1 (label 20): swap takes no NextHops (several hops are multipath)",
+		},
+		{
 			name: "invalid action", entry: mpls.ILMEntry{Label: 20, Action: 9},
 			msg: "mpls: ILM entry 1 (label 20): invalid action ilmaction(9)",
 		},
@@ -165,5 +201,51 @@ func TestNewILMErrors(t *testing.T) {
 	_, err := mpls.NewILM([]mpls.ILMEntry{{Label: 300000, Action: mpls.ILMPopLocal}, {Label: 300000, Action: mpls.ILMPopLocal}})
 	if err == nil {
 		t.Error("NewILM with duplicate label 300000: err = nil, want duplicate")
+	}
+}
+
+func manyHops(n int) []mpls.NextHop {
+	hops := make([]mpls.NextHop, n)
+	for i := range hops {
+		hops[i] = mpls.NextHop{Via: nh, Labels: []mpls.Label{mpls.Label(100 + i)}}
+	}
+	return hops
+}
+
+// TestILMMultipath checks that a multipath entry keeps copies of its hops,
+// unmapped, and that its Group spreads hashes by the hops' weights.
+func TestILMMultipath(t *testing.T) {
+	hops := []mpls.NextHop{
+		{Via: netip.MustParseAddr("::ffff:172.16.21.22"), Device: "virt12", Labels: []mpls.Label{200}},
+		{Via: netip.MustParseAddr("172.16.31.22"), Device: "virt13", Weight: 3},
+	}
+	ilm, err := mpls.NewILM([]mpls.ILMEntry{
+		{Label: 100, Action: mpls.ILMMultipath, NextHops: hops},
+		{Label: 101, Action: mpls.ILMMultipath, NextHops: manyHops(mpls.MaxNextHops)},
+		{Label: 0, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{{Via: nh}, {Via: nh, Device: "x"}}},
+		{Label: 102, Action: mpls.ILMSwap, OutLabels: []mpls.Label{30}, NextHop: nh},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hops[0].Labels[0] = 999
+	e, _ := ilm.Lookup(100)
+	g := e.Group()
+	if g == nil || len(g.Hops) != 2 || g.Hops[0].Labels[0] != 200 || g.Hops[0].Via != nh || &e.NextHops[0] != &g.Hops[0] {
+		t.Fatalf("Lookup(100) = %+v group %+v, want the hops copied and unmapped", e, g)
+	}
+	if e, _ := ilm.Lookup(102); e.Group() != nil {
+		t.Errorf("swap entry has a group %+v", e.Group())
+	}
+	var n [2]int
+	for i := range 4096 {
+		h := g.Select(uint32(i) << 20)
+		n[h.Device[len(h.Device)-1]-'2']++
+	}
+	if n[0] != 1024 || n[1] != 3072 {
+		t.Errorf("evenly spread hashes picked the hops %v times, want 1024 and 3072 (weights 1:3)", n)
+	}
+	if ilm.Entries()[0].Group() != g {
+		t.Error("Entries()[0] lost its group")
 	}
 }
