@@ -367,6 +367,9 @@ const (
 	LabelSwap
 	// LabelPopLocal pops and delivers to the node's own stack: `LABEL dev lo`.
 	LabelPopLocal
+	// LabelMultipath spreads the label's flows over NextHops (ECMP):
+	// `LABEL nexthop [as [to] STACK] via ADDR [dev NAME] [weight N] nexthop ...`.
+	LabelMultipath
 )
 
 // String returns a short name for a.
@@ -378,12 +381,16 @@ func (a LabelAction) String() string {
 		return "swap"
 	case LabelPopLocal:
 		return "pop-local"
+	case LabelMultipath:
+		return "multipath"
 	}
 	return "LabelAction(" + strconv.Itoa(int(a)) + ")"
 }
 
 // LabelRoute is `-f mpls route add LABEL [as [to] STACK] [via [inet|inet6]
-// ADDR] [dev NAME]`: an ILM entry.
+// ADDR] [dev NAME]`: an ILM entry. A multipath label route (`LABEL nexthop
+// ... nexthop ...`, LabelMultipath) has NextHops instead of OutLabels, Via
+// and Dev.
 type LabelRoute struct {
 	Pos      Pos
 	Label    uint32
@@ -398,6 +405,46 @@ type LabelRoute struct {
 	// connected subnet of Via when the line omits it.
 	Dev    string
 	DevPos Pos
+	// NextHops are the hops of a LabelMultipath route, two or more (one
+	// `nexthop` is parsed as the one-hop route it is); nil otherwise.
+	NextHops []LabelNextHop
+}
+
+// LabelNextHop is one `nexthop [as [to] STACK] via [inet|inet6] ADDR [dev
+// NAME] [weight N]` of a multipath label route: a swap to OutLabels, or
+// without them a pop (to implicit null) and forward.
+type LabelNextHop struct {
+	// Pos is the position of the nexthop word.
+	Pos Pos
+	// OutLabels replace the incoming label, outermost first; nil to pop.
+	OutLabels    []uint32
+	OutLabelsPos Pos
+	// Via is the hop's neighbour (required).
+	Via    netip.Addr
+	ViaPos Pos
+	// Dev is the hop's link, filled from the connected subnet of Via when
+	// the line omits it.
+	Dev    string
+	DevPos Pos
+	// Weight is the hop's share of flows, 1..256; 0 when not given, which
+	// means 1.
+	Weight uint16
+}
+
+// String returns h in config words, from the nexthop word on.
+func (h LabelNextHop) String() string {
+	s := "nexthop"
+	if h.OutLabels != nil {
+		s += " as to " + FormatStack(h.OutLabels)
+	}
+	s += " " + viaWords(h.Via)
+	if h.Dev != "" {
+		s += " dev " + h.Dev
+	}
+	if h.Weight != 0 {
+		s += " weight " + strconv.Itoa(int(h.Weight))
+	}
+	return s
 }
 
 // GSOMode chooses where large TCP segments are cut to the link MTU: the
@@ -587,6 +634,9 @@ func (r LabelRoute) String() string {
 	}
 	if r.Dev != "" {
 		s += " dev " + r.Dev
+	}
+	for _, h := range r.NextHops {
+		s += " " + h.String()
 	}
 	return s
 }

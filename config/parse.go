@@ -842,10 +842,14 @@ func fam(v6 bool) string {
 	return "IPv4"
 }
 
-var labelRouteWords = []string{"as", "via", "dev"}
+var labelRouteWords = []string{"as", "via", "dev", "nexthop"}
+
+var labelHopWords = []string{"as", "via", "dev", "weight", "nexthop"}
 
 // labelRoute parses `-f mpls route add LABEL [as [to] STACK]
-// [via [inet|inet6] ADDR] [dev NAME]`.
+// [via [inet|inet6] ADDR] [dev NAME]`, or a multipath label route:
+// `-f mpls route add LABEL nexthop HOP [nexthop HOP ...]`, each HOP
+// `[as [to] STACK] via [inet|inet6] ADDR [dev NAME] [weight N]`.
 func (p *parser) labelRoute(pos Pos) {
 	r := LabelRoute{Pos: pos}
 	lt := p.next("an incoming label after -f mpls route add")
@@ -860,9 +864,21 @@ func (p *parser) labelRoute(pos Pos) {
 	r.Label = uint32(v)
 	seen := map[string]bool{}
 	var asTok token
+	var firstHopWord token
 	for p.more() {
 		t := p.next("")
+		if t.s == "nexthop" {
+			if firstHopWord.s != "" {
+				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath label route: write it after the nexthop word", firstHopWord.s)
+			}
+			r.NextHops = append(r.NextHops, p.labelNextHop(t))
+			continue
+		}
+		if len(r.NextHops) > 0 {
+			p.fail(t, "%q after a nexthop; expected %s%s", t.s, oneOf(labelHopWords), suggest(t.s, labelHopWords))
+		}
 		p.once(seen, t, "label route")
+		firstHopWord = t
 		switch t.s {
 		case "as":
 			asTok = t
@@ -884,6 +900,10 @@ func (p *parser) labelRoute(pos Pos) {
 			p.fail(t, "unknown word %q in label route; expected %s%s", t.s, oneOf(labelRouteWords), suggest(t.s, labelRouteWords))
 		}
 	}
+	if len(r.NextHops) > 0 {
+		p.labelMultipath(&r)
+		return
+	}
 	switch {
 	case r.Dev == LoopbackDev && r.OutLabels != nil:
 		p.fail(asTok, "dev lo delivers locally; a swap (as to) needs a next hop on a link")
@@ -904,4 +924,71 @@ func (p *parser) labelRoute(pos Pos) {
 		panic(abort{})
 	}
 	p.cfg.LabelRoutes = append(p.cfg.LabelRoutes, r)
+}
+
+// labelMultipath checks the hops of the multipath label route r and adds
+// it; one hop makes the one-hop route (swap or pop-forward) it is.
+func (p *parser) labelMultipath(r *LabelRoute) {
+	for i := range r.NextHops {
+		h := &r.NextHops[i]
+		switch {
+		case h.Dev == LoopbackDev:
+			p.addAt(h.DevPos, "dev lo delivers locally; a nexthop of a multipath label route needs a link toward its via")
+			panic(abort{})
+		case !h.Via.IsValid():
+			p.add(h.Pos, "nexthop", "nexthop of label route %d needs via ADDRESS", r.Label)
+			panic(abort{})
+		case h.OutLabels != nil && (r.Label == 0 || r.Label == 2):
+			p.addAt(h.OutLabelsPos, "%s can only be popped; drop as", labelName(uint64(r.Label)))
+			panic(abort{})
+		case h.Via.Is6() && h.Via.IsLinkLocalUnicast() && h.Dev == "":
+			p.addAt(h.ViaPos, "link-local next hop %s needs dev NAME", h.Via)
+			panic(abort{})
+		}
+	}
+	if len(r.NextHops) == 1 {
+		h := r.NextHops[0]
+		r.NextHops = nil
+		r.OutLabels, r.OutLabelsPos = h.OutLabels, h.OutLabelsPos
+		r.Via, r.ViaPos, r.Dev, r.DevPos = h.Via, h.ViaPos, h.Dev, h.DevPos
+		r.Action = LabelPopForward
+		if r.OutLabels != nil {
+			r.Action = LabelSwap
+		}
+	} else {
+		r.Action = LabelMultipath
+	}
+	p.cfg.LabelRoutes = append(p.cfg.LabelRoutes, *r)
+}
+
+// labelNextHop parses one HOP of a multipath label route after the
+// nexthop word t.
+func (p *parser) labelNextHop(t token) LabelNextHop {
+	h := LabelNextHop{Pos: p.pos(t.col)}
+	var seen wordSet
+	for p.more() && p.peek() != "nexthop" {
+		w := p.next("")
+		seen.once(p, w, "nexthop", labelHopWords)
+		switch w.s {
+		case "as":
+			if p.peek() == "to" {
+				p.i++
+			}
+			st := p.next("a label stack such as 300/400 after as")
+			h.OutLabelsPos = p.at(st)
+			h.OutLabels, _ = p.stack(st)
+		case "via":
+			var vt token
+			h.Via, vt = p.via()
+			h.ViaPos = p.at(vt)
+		case "dev":
+			h.Dev, h.DevPos = p.ifName("device name")
+		case "weight":
+			v, _ := p.number("nexthop weight", 1, 256)
+			h.Weight = uint16(v)
+		default:
+			p.fail(w, "unknown word %q in nexthop; expected %s%s", w.s, oneOf(labelHopWords), suggest(w.s, labelHopWords))
+		}
+	}
+	return h
 }

@@ -286,6 +286,12 @@ func (p *parser) validate() {
 			continue
 		}
 		labels[r.Label] = r.Pos
-		nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+		if len(r.NextHops) == 0 {
+			nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+		}
+		for j := range r.NextHops {
+			h := &r.NextHops[j]
+			nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
+		}
 	}
 }
