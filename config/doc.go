@@ -84,6 +84,13 @@
 //	-f mpls route add LABEL dev lo
 //	    Pop LABEL and deliver to the node's own stack. For LABEL 0 (IPv4
 //	    explicit null) and 2 (IPv6 explicit null) the payload is known.
+//	-f mpls route add LABEL nexthop HOP [nexthop HOP ...]
+//	    HOP: [as [to] STACK] via [inet|inet6] ADDR [dev NAME] [weight N]
+//	    A multipath (ECMP) label route: each hop swaps LABEL for STACK,
+//	    or without as pops it and forwards; each flow (the label stack
+//	    and the inner IP 5-tuple, or the entropy label of RFC 6790) sticks
+//	    to one hop, flows spread in proportion to weight (1..256, default
+//	    1). One nexthop is the one-hop route.
 //
 //	sysctl [-w] NAME=VALUE
 //	    net.mpls.ip_ttl_propagate   1 uniform TTL model (default), 0 pipe (RFC 3443)

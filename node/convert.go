@@ -126,6 +126,15 @@ func convert(cfg *config.Config) (*converted, error) {
 		case config.LabelPopLocal:
 			e.Action = mpls.ILMPopLocal
 			e.Device = ""
+		case config.LabelMultipath:
+			e = mpls.ILMEntry{Label: e.Label, Action: mpls.ILMMultipath}
+			for _, h := range lr.NextHops {
+				nh := mpls.NextHop{Via: h.Via, Device: h.Dev, Weight: h.Weight}
+				for _, l := range h.OutLabels {
+					nh.Labels = append(nh.Labels, mpls.Label(l))
+				}
+				e.NextHops = append(e.NextHops, nh)
+			}
 		default:
 			errs = append(errs, lr.Pos.Errorf("", "unknown label action %s", lr.Action))
 			continue
