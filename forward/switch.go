@@ -201,6 +201,9 @@ func (s *Stats) Drop(r Drop) uint64 {
 type Switch struct {
 	ttlModel mpls.TTLModel
 	log      *slog.Logger
+	// seed varies the flow hash that picks a multipath label route's hop
+	// (net.ipv4.fib_multipath_hash_seed).
+	seed atomic.Uint32
 
 	st     atomic.Pointer[attached]
 	router atomic.Pointer[Router] // transit IP routes (ip.go)
@@ -368,6 +371,12 @@ func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 	return ls
 }
 
+// SetMultipathSeed sets the seed of the flow hash (mpls.LabelStackHash)
+// that picks the hop of a multipath label route (mpls.ILMMultipath): the
+// node's net.ipv4.fib_multipath_hash_seed, as for IP multipath. The seed
+// is 0 until set.
+func (ls *Switch) SetMultipathSeed(seed uint32) { ls.seed.Store(seed) }
+
 // Attach gives the switch the running gVisor stack whose links it forwards
 // between: every NIC whose link endpoint is an *mplsendpoint.Endpoint, by
 // its NIC name (the device an ILM entry names). The stack's neighbour
@@ -455,23 +464,25 @@ func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRe
 			return
 		}
 	}
+	swap, out, dev, via := ent.Action == mpls.ILMSwap, ent.OutLabels, ent.Device, ent.NextHop
+	if ent.Action == mpls.ILMMultipath {
+		h := ls.multipathHop(ent, req)
+		swap, out, dev, via = len(h.Labels) > 0, h.Labels, h.Device, h.Via
+	}
 	rest := req.Labels[req.Top+1:]
-	if ent.Action != mpls.ILMSwap {
+	if !swap {
 		var ok bool
 		if rest, ok = exposedLabels(rest); !ok {
 			ls.drop(DropReservedLabel, 1, top.Label)
 			return
 		}
 	}
-	nh := ls.nextHop(st, ent.Device, ent.NextHop)
+	nh := ls.nextHop(st, dev, via)
 	if nh == nil {
 		ls.drop(DropNoEgressLink, 1, top.Label)
 		return
 	}
-	nOut := len(rest)
-	if ent.Action == mpls.ILMSwap {
-		nOut += len(ent.OutLabels)
-	}
+	nOut := len(rest) + len(out)
 	data := req.Packet.Data()
 	payloadOff := len(req.Frame)
 	payloadLen := data.Size() - payloadOff
@@ -498,7 +509,7 @@ func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRe
 		}
 	}
 	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
-	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: ent.Action == mpls.ILMSwap, out: ent.OutLabels,
+	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: swap, out: out,
 		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched,
 		csumValid: req.Packet.RXChecksumValidated}
 	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
@@ -509,6 +520,25 @@ func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRe
 	buf.TrimFront(int64(payloadOff))
 	ls.countAction(&eg)
 	ls.emit(st, &eg, buf, top.Label)
+}
+
+// multipathHop returns the hop of the multipath ILM entry ent for the
+// frame of req: by the flow hash of its received label stack and the
+// payload below it (mpls.LabelStackHash: the entropy label when there is
+// one, else the labels and the inner IP 5-tuple), so that every frame of
+// a flow takes the same hop.
+func (ls *Switch) multipathHop(ent *mpls.ILMEntry, req *mplsendpoint.ForwardRequest) *mpls.NextHop {
+	g := ent.Group()
+	if len(g.Hops) == 1 {
+		return &g.Hops[0]
+	}
+	data := req.Packet.Data()
+	off := len(req.Frame)
+	var payload []byte
+	if b, ok := data.PullUp(min(data.Size(), off+ipPeek)); ok && len(b) > off {
+		payload = b[off:]
+	}
+	return g.Select(mpls.LabelStackHash(ls.seed.Load(), req.Labels, payload))
 }
 
 // exposedLabels returns the labels a pop leaves on the frame, rest, once

@@ -138,6 +138,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	// One seed for the node's own traffic and for transit, as Linux's one
 	// net.ipv4.fib_multipath_hash_seed.
 	seed := stack.MultipathSeed(cfg.Sysctl.MultipathHashSeed)
+	ls.SetMultipathSeed(seed)
 	s, err := stack.New(stack.Config{
 		Links:     c.links,
 		Addresses: c.addrs,
