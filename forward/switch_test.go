@@ -420,13 +420,16 @@ func BenchmarkLabelSwitch(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		labels []uint32
+		spec   *lsrSpec
 	}{
-		{"swap", []uint32{100}},
-		{"swap_push", []uint32{101}},
-		{"pop_ip", []uint32{102}},
+		{"swap", []uint32{100}, &lsrV4},
+		{"swap_push", []uint32{101}, &lsrV4},
+		{"pop_ip", []uint32{102}, &lsrV4},
+		{"multipath_swap", []uint32{110}, &lsrECMP},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l := newLSR(b, lsrV4, true)
+			l := newLSR(b, *tc.spec, true)
+			l.neighbor(b, "out0", hop3, macHop3)
 			frame := labelled(tc.labels, 64, ipv4UDP(b, 64, 1400))
 			// One view the benchmark re-injects: the frame bytes are
 			// copied into a pooled chunk per frame, as a lower link does.
