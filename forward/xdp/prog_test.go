@@ -309,6 +309,8 @@ func TestPassedUp(t *testing.T) {
 		{"ttl 1", true, frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 1}}, ip), PassTTLExpired},
 		{"ttl 0", true, frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 0}}, ip), PassTTLExpired},
 		{"unknown label", true, frame(ourMAC, []mpls.Entry{{Label: 999, S: true, TTL: 9}}, ip), PassNoILMEntry},
+		{"multipath label", true, frame(ourMAC, []mpls.Entry{{Label: 105, S: true, TTL: 9}}, ip), PassECMP},
+		{"multipath label, ttl 1", true, frame(ourMAC, []mpls.Entry{{Label: 105, S: true, TTL: 1}}, ip), PassECMP},
 		{"pop-local not carried", true, frame(ourMAC, []mpls.Entry{{Label: 104, S: true, TTL: 9}}, ip), PassNoILMEntry},
 		{"unresolved", true, frame(ourMAC, []mpls.Entry{{Label: 102, S: true, TTL: 9}}, ip), PassNoNeighbor},
 		{"egress down", false, frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 9}}, ip), PassEgressDown},
@@ -330,7 +332,8 @@ func TestPassedUp(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := newTestProgram(t, mpls.TTLUniform, c.egressOK, swapEntry(100, 200), swapEntry(101, 300, 400),
-				unresolved, popEntry(103), Entry{Label: 104, Action: mpls.ILMPopLocal, Egress: loIndex})
+				unresolved, popEntry(103), Entry{Label: 104, Action: mpls.ILMPopLocal, Egress: loIndex},
+				Entry{Label: 105, Action: mpls.ILMMultipath})
 			ret, out := run(t, p, c.frame)
 			if ret != xdpPass {
 				t.Fatalf("action %d, want pass", ret)

@@ -23,9 +23,10 @@
 // updated incrementally, RFC 1624, so a wrong checksum stays wrong); pipe
 // leaves them. What it passes up: everything else, notably TTL 0/1 (the
 // ICMP time exceeded with RFC 4950's label stack is built in userspace),
-// unknown labels, reserved labels on top or under a popped one, unresolved
-// neighbours, frames over the egress MTU (fragmented or answered with ICMP
-// in userspace), payloads that are not IP.
+// unknown labels, multipath labels (ecmp: the flow hash that keeps a flow
+// on one hop is userspace's), reserved labels on top or under a popped
+// one, unresolved neighbours, frames over the egress MTU (fragmented or
+// answered with ICMP in userspace), payloads that are not IP.
 //
 // IP transit: an IPv4 or IPv6 packet to the ingress link's MAC is looked
 // up in an LPM trie per family that the caller fills from the FIB, the
@@ -84,6 +85,7 @@ const MaxOutLabels = 4
 const (
 	actionSwap       = 1
 	actionPopForward = 2
+	actionECMP       = 3
 
 	flagResolved = 1
 	flagEgressOK = 2
@@ -180,8 +182,11 @@ func Reasons() []Reason {
 type Entry struct {
 	// Label is the incoming top label (16 and up).
 	Label mpls.Label
-	// Action is mpls.ILMSwap or mpls.ILMPopForward; other actions are
-	// not carried (Sync skips them: userspace handles those labels).
+	// Action is mpls.ILMSwap or mpls.ILMPopForward, or mpls.ILMMultipath:
+	// the program passes the label's frames up (counted as ecmp), since
+	// the flow hash that keeps a flow on one hop is userspace's; Egress
+	// and NextHopMAC are then unused. Other actions are not carried (Sync
+	// skips them: userspace handles those labels, no_ilm_entry).
 	Action mpls.ILMAction
 	// OutLabels replaces Label for a swap, outermost first.
 	OutLabels []mpls.Label
@@ -441,6 +446,9 @@ func (p *Program) value(e *Entry) (lsrIlmValue, bool) {
 		}
 	case mpls.ILMPopForward:
 		v.Action = actionPopForward
+	case mpls.ILMMultipath:
+		v.Action = actionECMP
+		return v, true
 	default:
 		return v, false
 	}

@@ -24,6 +24,7 @@
 // ILM actions (mirror forward/xdp's Go constants).
 #define ACTION_SWAP 1
 #define ACTION_POP_FORWARD 2
+#define ACTION_ECMP 3 // several next hops: userspace hashes the flow
 
 // Payload bindings (mirror mpls.Payload).
 #define PAYLOAD_NONE 0
@@ -61,7 +62,7 @@ enum reason {
 	R_PASS_NOT_TRANSIT,    // IP to multicast, broadcast, loopback, link-local, unspecified
 	R_PASS_MARTIAN_SOURCE, // IP from the node's own, a non-host or link-local address
 	R_PASS_NO_ROUTE,       // no FIB entry (userspace sends ICMP unreachable)
-	R_PASS_ECMP,           // FIB entry with several next hops (flow hash in userspace)
+	R_PASS_ECMP,           // FIB or ILM entry with several next hops (flow hash in userspace)
 	R_PASS_FIB_NOT_CARRIED, // FIB entry the program does not carry (see forward/xdp)
 	R_PASS_CHECKSUM_PARTIAL, // TCP/UDP checksum field in Linux's partial form: userspace finishes it
 	R_PASS_MULTI_BUFFER,   // frame in several buffers (only BPF_PROG_TEST_RUN gives one to this program)
@@ -428,6 +429,8 @@ int mplsnode_lsr(struct xdp_md *ctx)
 	struct ilm_value *v = bpf_map_lookup_elem(&ilm, &label);
 	if (!v)
 		return count(R_PASS_NO_ILM_ENTRY, XDP_PASS);
+	if (v->action == ACTION_ECMP)
+		return count(R_PASS_ECMP, XDP_PASS);
 	if (ttl <= 1)
 		return count(R_PASS_TTL_EXPIRED, XDP_PASS);
 	__u32 out_ttl = ttl - 1;
