@@ -231,30 +231,46 @@ func (x *xdpPlane) sync() {
 	}
 	ns := x.s.Netstack()
 	macs := map[nextHopKey]net.HardwareAddr{}
+	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
+		key := nextHopKey{dev: dev, addr: addr}
+		m, seen := macs[key]
+		if !seen {
+			m = x.neighbor(ns, dev, addr)
+			macs[key] = m
+		}
+		return m
+	}
 	var entries []fxdp.Entry
-	x.resolved = 0
-	for _, e := range x.s.Tables().ILM().Entries() {
+	entries, x.resolved = x.ilmEntries(x.s.Tables().ILM().Entries(), mac)
+	if err := x.prog.Sync(entries); err != nil {
+		x.log.Warn("XDP label switch: map update", "err", err)
+	}
+	x.syncFIB(ns, macs)
+}
+
+// ilmEntries returns the ILM entries the program carries, with the
+// number whose next hop mac resolved: swaps and pops-and-forwards on an
+// attached link, and multipath entries as ecmp (the program passes their
+// frames up: the flow hash that keeps a flow on one hop is userspace's,
+// so no hop of theirs is mirrored as if it were the only one).
+func (x *xdpPlane) ilmEntries(ilm []mpls.ILMEntry, mac func(dev string, addr netip.Addr) net.HardwareAddr) (entries []fxdp.Entry, resolved int) {
+	for _, e := range ilm {
+		if e.Action == mpls.ILMMultipath {
+			entries = append(entries, fxdp.Entry{Label: e.Label, Action: e.Action})
+			continue
+		}
 		l, ok := x.links[e.Device]
 		if !ok || (e.Action != mpls.ILMSwap && e.Action != mpls.ILMPopForward) {
 			continue
 		}
 		fe := fxdp.Entry{Label: e.Label, Action: e.Action, OutLabels: e.OutLabels, Payload: e.Payload, Egress: l.Index}
-		key := nextHopKey{dev: e.Device, addr: e.NextHop}
-		mac, seen := macs[key]
-		if !seen {
-			mac = x.neighbor(ns, e.Device, e.NextHop)
-			macs[key] = mac
-		}
-		if mac != nil {
-			fe.NextHopMAC = mac
-			x.resolved++
+		if m := mac(e.Device, e.NextHop); m != nil {
+			fe.NextHopMAC = m
+			resolved++
 		}
 		entries = append(entries, fe)
 	}
-	if err := x.prog.Sync(entries); err != nil {
-		x.log.Warn("XDP label switch: map update", "err", err)
-	}
-	x.syncFIB(ns, macs)
+	return entries, resolved
 }
 
 // syncFIB mirrors the FIB into the program if it or what the mirror
