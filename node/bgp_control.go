@@ -17,32 +17,52 @@ type ILMEntry struct {
 	OutLabels []uint32 `json:"out_labels,omitempty"`
 	Via       string   `json:"via,omitempty"`
 	Dev       string   `json:"dev,omitempty"`
-	Protocol  string   `json:"protocol"`
+	// NextHops are the hops of a multipath entry (action "multipath").
+	NextHops []ILMHop `json:"nexthops,omitempty"`
+	Protocol string   `json:"protocol"`
+}
+
+// ILMHop is one next hop of a multipath label route.
+type ILMHop struct {
+	OutLabels []uint32 `json:"out_labels,omitempty"`
+	Via       string   `json:"via"`
+	Dev       string   `json:"dev,omitempty"`
+	Weight    uint16   `json:"weight"`
 }
 
 // String returns e in iproute2's words.
 func (e ILMEntry) String() string {
 	var b strings.Builder
 	b.WriteString(itoa(e.Label))
-	if len(e.OutLabels) > 0 {
+	writeHop(&b, e.OutLabels, e.Via, e.Dev)
+	if e.Dev == "" && e.Action == mpls.ILMPopLocal.String() {
+		b.WriteString(" dev lo")
+	}
+	for _, h := range e.NextHops {
+		b.WriteString(" nexthop")
+		writeHop(&b, h.OutLabels, h.Via, h.Dev)
+		b.WriteString(" weight " + itoa(uint32(h.Weight)))
+	}
+	b.WriteString(" proto " + e.Protocol)
+	return b.String()
+}
+
+func writeHop(b *strings.Builder, out []uint32, via, dev string) {
+	if len(out) > 0 {
 		b.WriteString(" as to ")
-		for i, l := range e.OutLabels {
+		for i, l := range out {
 			if i > 0 {
 				b.WriteByte('/')
 			}
 			b.WriteString(itoa(l))
 		}
 	}
-	if e.Via != "" {
-		b.WriteString(" via " + e.Via)
+	if via != "" {
+		b.WriteString(" via " + via)
 	}
-	if e.Dev != "" {
-		b.WriteString(" dev " + e.Dev)
-	} else if e.Action == mpls.ILMPopLocal.String() {
-		b.WriteString(" dev lo")
+	if dev != "" {
+		b.WriteString(" dev " + dev)
 	}
-	b.WriteString(" proto " + e.Protocol)
-	return b.String()
 }
 
 func itoa(v uint32) string {
@@ -81,6 +101,13 @@ func (n *Node) LabelRoutes() []ILMEntry {
 		}
 		for _, l := range e.OutLabels {
 			r.OutLabels = append(r.OutLabels, uint32(l))
+		}
+		for _, h := range e.NextHops {
+			hop := ILMHop{Via: h.Via.String(), Dev: h.Device, Weight: max(h.Weight, 1)}
+			for _, l := range h.Labels {
+				hop.OutLabels = append(hop.OutLabels, uint32(l))
+			}
+			r.NextHops = append(r.NextHops, hop)
 		}
 		out = append(out, r)
 	}

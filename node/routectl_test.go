@@ -140,6 +140,17 @@ func TestControlLabelRouteAddDel(t *testing.T) {
 	if !reflect.DeepEqual(m, before) {
 		t.Errorf("mpls route show after del: %+v, want as before the add: %+v", m, before)
 	}
+
+	// A multipath label route, in iproute2's words, through the same
+	// parser as the file's.
+	got = ask(t, path, "mpls route add 102 nexthop as 202 via inet 10.2.0.2 nexthop via inet 10.2.0.3 weight 3\n")
+	if err := json.Unmarshal([]byte(got), &ch); err != nil || ch.Change != "added" {
+		t.Fatalf("multipath mpls route add: %q (%v)", got, err)
+	}
+	e, ok := show()[102]
+	if want := "102 nexthop as to 202 via 10.2.0.2 dev out0 weight 1 nexthop via 10.2.0.3 dev out0 weight 3 proto static"; !ok || e.Action != "multipath" || e.String() != want {
+		t.Errorf("mpls route show after the multipath add: %+v %q, want %q", e, e.String(), want)
+	}
 }
 
 // TestControlRouteChangesUntilReload: routes and label routes added at run
