@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 	for _, c := range errorCases {
 		f.Add(prelude + c.in)
 	}
+	f.Add(prelude + "-f mpls route add 100 nexthop as 200 via inet 172.16.21.22 dev virt12 nexthop via 172.16.20.21 weight 3\n")
 	files, _ := filepath.Glob("testdata/*.conf")
 	for _, name := range files {
 		b, err := os.ReadFile(name)
