@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
 )
 
 // naiveLPM is the oracle: a linear scan for the longest prefix holding a.
@@ -267,26 +268,7 @@ func scaleRoutes(n int) []mpls.Route {
 	plain4 := hop("172.16.20.21")
 	plain6 := hop("2001:db8:ffff::1")
 	for i := 0; len(out) < n; i++ {
-		var p netip.Prefix
-		j := uint32(i / 4)
-		switch i % 4 {
-		case 0: // /24 from 11.0.0.0
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x0b000000+j<<8)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 24)
-		case 1: // /32 inside 100.64.0.0/10 and beyond
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x64400000+j*7)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 32)
-		case 2: // /48 in 2001:db8::/32 and beyond
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db800000000+uint64(j)<<16)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 48)
-		case 3: // /64 in 2001:db9::/32 and beyond
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db900000000+uint64(j)*3)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 64)
-		}
+		p := mplstest.ScalePrefix(i)
 		r := mpls.Route{Prefix: p, NextHops: plain4}
 		if p.Addr().Is6() {
 			r.NextHops = plain6

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/mplstest"
 )
 
 // manyRoutes returns n route lines towards ns2 (172.16.21.22): IPv4 /24
@@ -23,26 +22,7 @@ func manyRoutes(n int) string {
 	var b strings.Builder
 	b.Grow(n * 60)
 	for i := range n {
-		j := uint32(i / 4)
-		var p netip.Prefix
-		switch i % 4 {
-		case 0:
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x0b000000+j<<8)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 24)
-		case 1:
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x64400000+j*7)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 32)
-		case 2:
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db800000000+uint64(j)<<16)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 48)
-		default:
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db900000000+uint64(j)*3)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 64)
-		}
+		p := mplstest.ScalePrefix(i)
 		switch {
 		case p.Addr().Is6():
 			fmt.Fprintf(&b, "route add %s encap mpls %d via inet 172.16.21.22\n", p, 16+i%5000)

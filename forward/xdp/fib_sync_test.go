@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
 )
 
 // largeFIB returns n routes like a BGP-fed node's (the mix of
@@ -22,26 +23,7 @@ import (
 func largeFIB(n int) []Route {
 	routes := make([]Route, 0, n)
 	for i := range n {
-		j := uint32(i / 4)
-		var p netip.Prefix
-		switch i % 4 {
-		case 0:
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x0b000000+j<<8)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 24)
-		case 1:
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x64400000+j*7)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 32)
-		case 2:
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db800000000+uint64(j)<<16)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 48)
-		default:
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db900000000+uint64(j)*3)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 64)
-		}
+		p := mplstest.ScalePrefix(i)
 		routes = append(routes, Route{Prefix: p, Kind: RouteForward, Labels: []mpls.Label{mpls.Label(1000 + i)},
 			Egress: loIndex, NextHopMAC: nhMAC})
 	}

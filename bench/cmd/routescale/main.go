@@ -16,7 +16,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/mpls"
+	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -126,26 +126,7 @@ sysctl net.ipv4.ip_forward=1
 sysctl net.ipv6.conf.all.forwarding=1
 `)
 	for i := range n {
-		j := uint32(i / 4)
-		var p netip.Prefix
-		switch i % 4 {
-		case 0:
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x0b000000+j<<8)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 24)
-		case 1:
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], 0x64400000+j*7)
-			p = netip.PrefixFrom(netip.AddrFrom4(a), 32)
-		case 2:
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db800000000+uint64(j)<<16)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 48)
-		case 3:
-			var a [16]byte
-			binary.BigEndian.PutUint64(a[:], 0x20010db900000000+uint64(j)*3)
-			p = netip.PrefixFrom(netip.AddrFrom16(a), 64)
-		}
+		p := mplstest.ScalePrefix(i)
 		v6 := p.Addr().Is6()
 		switch {
 		case i%100 == 99 && !v6:
