@@ -231,15 +231,7 @@ func (x *xdpPlane) sync() {
 	}
 	ns := x.s.Netstack()
 	macs := map[nextHopKey]net.HardwareAddr{}
-	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
-		key := nextHopKey{dev: dev, addr: addr}
-		m, seen := macs[key]
-		if !seen {
-			m = x.neighbor(ns, dev, addr)
-			macs[key] = m
-		}
-		return m
-	}
+	mac := x.cachedNeighbor(ns, macs)
 	var entries []fxdp.Entry
 	entries, x.resolved = x.ilmEntries(x.s.Tables().ILM().Entries(), mac)
 	if err := x.prog.Sync(entries); err != nil {
@@ -273,12 +265,10 @@ func (x *xdpPlane) ilmEntries(ilm []mpls.ILMEntry, mac func(dev string, addr net
 	return entries, resolved
 }
 
-// syncFIB mirrors the FIB into the program if it or what the mirror
-// depends on (fibDeps) changed since the last sync; macs caches next
-// hops' MACs for this sync.
-func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAddr) {
-	fib := x.s.Tables().FIB()
-	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
+// cachedNeighbor returns x.neighbor for ns with its answers kept in macs,
+// so that one sync asks the neighbour table once per next hop.
+func (x *xdpPlane) cachedNeighbor(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAddr) func(dev string, addr netip.Addr) net.HardwareAddr {
+	return func(dev string, addr netip.Addr) net.HardwareAddr {
 		key := nextHopKey{dev: dev, addr: addr}
 		m, seen := macs[key]
 		if !seen {
@@ -287,6 +277,14 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAdd
 		}
 		return m
 	}
+}
+
+// syncFIB mirrors the FIB into the program if it or what the mirror
+// depends on (fibDeps) changed since the last sync; macs caches next
+// hops' MACs for this sync.
+func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAddr) {
+	fib := x.s.Tables().FIB()
+	mac := x.cachedNeighbor(ns, macs)
 	hostsOf := func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }
 	locals := localAddrs(ns)
 	deps := fibDeps{hosts: x.hostsKey(hostsOf), locals: fmt.Sprint(locals)}
