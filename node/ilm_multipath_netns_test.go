@@ -31,11 +31,11 @@ func TestSeedILMMultipath(t *testing.T) {
 	const probePort, flows = 7778, 16
 	udpSink(t, s.ns2, probePort)
 	route := fmt.Sprintf("-f mpls route add 110 nexthop via inet 172.16.21.22 dev %[1]s nexthop via inet 172.16.21.23 dev %[1]s weight 3\n", s.v12)
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
-			s.start(t, m.conf()+route, node.Options{}, node.Options{})
-			if m.xdp {
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			s.start(t, m.Conf()+route, node.Options{}, node.Options{})
+			if m.XDP {
 				waitXDPEntries(t, s.n1, 1)
 			}
 			lsrMAC, srcMAC := wiretest.MAC(t, s.ns1, s.v10), wiretest.MAC(t, s.ns0, s.v01)
@@ -52,14 +52,14 @@ func TestSeedILMMultipath(t *testing.T) {
 				nodes:    map[string]*node.Node{"ns1": s.n1},
 				counts:   map[string]map[string]uint64{"ns1": {"popped_ip": flows}},
 			}.run(t)
-			results[m.name] = res
-			if m.xdp {
+			results[m.Name] = res
+			if m.XDP {
 				if d := planetest.Delta(x, xdpCounts(s.n1)); d["popped_ip"] != 0 || d["passed ecmp"] != flows {
 					t.Errorf("the XDP program's counters moved by %v, want passed ecmp %d and nothing popped by the program", d, flows)
 				}
 			}
-			expectFields(t, "ns1-ns2", res.frames["popped"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, ",63,1,1")
+			expectFields(t, "ns1-ns2", res.Frames["popped"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, ",63,1,1")
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"github.com/mplsnode/mplsnode/internal/planetest"
 	"io"
 	"net"
 	"net/netip"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
@@ -61,11 +61,11 @@ sysctl -w net.ipv4.ip_forward=1
 route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 `, v10, v12)
 	const probePort = 7777
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			n0 := startNode(t, ns0, "ns0.conf", conf0)
-			n1 := startNode(t, ns1, "ns1.conf", conf1+m.conf())
+			n1 := startNode(t, ns1, "ns1.conf", conf1+m.Conf())
 			lerTransfer(t, n0, n1, ns2)
 
 			pc, err := n0.Stack().ListenUDP(netip.MustParseAddrPort(fmt.Sprintf("172.16.20.20:%d", probePort)))
@@ -89,14 +89,14 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(frames)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"pushed": n, "ip_forwarded": n}},
 			}.run(t)
-			results[m.name] = res
-			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && d["passed egress_down"] < n {
+			results[m.Name] = res
+			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && d["passed egress_down"] < n {
 				t.Errorf("the XDP program's counters moved by %v, want passed egress_down %d", d, n)
 			}
-			expectFields(t, "ns1-ns0", res.frames["ns0"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, "200,1,63,63,1,1")
+			expectFields(t, "ns1-ns0", res.Frames["ns0"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, "200,1,63,63,1,1")
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }
 
 // lerTransfer sends 8 MiB from the kernel in ns2 to n0 through n1, the

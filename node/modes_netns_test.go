@@ -12,12 +12,11 @@ package node_test
 // end of a veth (wiretest.Inject), so that both modes get the same input
 // bytes; taps where no XDP program runs keep what leaves, and tshark
 // decodes it, with checksums verified and an MD5 of each whole frame
-// (wiretest.Wire). cmd/mplsnode's tests have the same helpers for nodes
-// run as processes.
+// (wiretest.Wire). The modes and their comparison are internal/planetest's,
+// shared with cmd/mplsnode's tests of nodes run as processes.
 
 import (
 	"fmt"
-	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net"
 	"slices"
 	"strings"
@@ -25,26 +24,10 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/node"
 )
-
-// fwdMode is one way the forwarding plane runs.
-type fwdMode struct {
-	name string
-	xdp  bool
-}
-
-// fwdModes are the two modes every forwarding-plane e2e test runs in.
-var fwdModes = []fwdMode{{"mode=userspace", false}, {"mode=xdp", true}}
-
-// conf is the config line of the mode (empty in userspace mode).
-func (m fwdMode) conf() string {
-	if m.xdp {
-		return "set forward xdp on\n"
-	}
-	return ""
-}
 
 // quiesce waits until the nodes' plane counters have stood still for 300
 // ms (the last segments of a transfer before, a FIN, an ACK, cross as
@@ -71,37 +54,6 @@ func quiesce(t *testing.T, nodes map[string]*node.Node) map[string]map[string]ui
 	return last
 }
 
-// modeResult is what one mode put on the wire and counted for the probes.
-type modeResult struct {
-	frames map[string][][]byte          // capture name -> frames
-	wire   map[string][]string          // capture name -> decoded frames
-	counts map[string]map[string]uint64 // node name -> counter deltas
-}
-
-// compareModes fails t unless every mode's result equals the first one's.
-func compareModes(t *testing.T, results map[string]*modeResult) {
-	t.Helper()
-	base := results[fwdModes[0].name]
-	for _, m := range fwdModes[1:] {
-		r := results[m.name]
-		if base == nil || r == nil {
-			// A mode left out by -run, or one that failed (and said
-			// why): nothing to compare.
-			return
-		}
-		for name, want := range base.wire {
-			if got := r.wire[name]; !slices.Equal(got, want) {
-				t.Errorf("%s: %s: frames differ from %s:\n got  %q\n want %q", m.name, name, fwdModes[0].name, got, want)
-			}
-		}
-		for name, want := range base.counts {
-			if got := r.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("%s: %s: counters moved by %v, %s by %v", m.name, name, got, fwdModes[0].name, want)
-			}
-		}
-	}
-}
-
 // probe is frames sent into a topology and what they must do there.
 type probe struct {
 	// ns and dev are where the frames are sent from (a kernel's end of a
@@ -121,40 +73,22 @@ type probe struct {
 
 // run sends the probe's frames and returns what the taps saw and the
 // counters moved, failing t where they differ from what p wants.
-func (p probe) run(t *testing.T) *modeResult {
+func (p probe) run(t *testing.T) *planetest.Result {
 	t.Helper()
 	before := quiesce(t, p.nodes)
 	wiretest.Inject(t, p.ns, p.dev, p.frames)
-	res := newModeResult()
+	res := planetest.NewResult()
 	for name, tp := range p.taps {
-		res.frames[name] = tp.Wait(p.tapCount[name])
-		res.wire[name] = wiretest.Wire(t, res.frames[name])
+		res.Frames[name] = tp.Wait(p.tapCount[name])
+		res.Wire[name] = wiretest.Wire(t, res.Frames[name])
 	}
 	for name, n := range p.nodes {
-		res.counts[name] = planetest.Settle(t, n.Report, before[name], p.counts[name])
-		if got, want := res.counts[name], p.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+		res.Counts[name] = planetest.Settle(t, n.Report, before[name], p.counts[name])
+		if got, want := res.Counts[name], p.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: counters moved by %v, want %v", name, got, want)
 		}
 	}
 	return res
-}
-
-// add adds r's captures and counters to res, under prefix.
-func (res *modeResult) add(prefix string, r *modeResult) {
-	for k, v := range r.frames {
-		res.frames[prefix+k] = v
-	}
-	for k, v := range r.wire {
-		res.wire[prefix+k] = v
-	}
-	for k, v := range r.counts {
-		res.counts[prefix+k] = v
-	}
-}
-
-// newModeResult returns an empty result.
-func newModeResult() *modeResult {
-	return &modeResult{frames: map[string][][]byte{}, wire: map[string][]string{}, counts: map[string]map[string]uint64{}}
 }
 
 // expectFields fails t unless every frame decodes (tshark) to want in the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"github.com/mplsnode/mplsnode/internal/planetest"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -421,14 +421,14 @@ func TestSeedTTLExpiry(t *testing.T) {
 	wiretest.GROOn(t, s.ns2, s.v21)
 	const probePort = 7777
 	udpSink(t, s.ns2, probePort)
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
-			s.start(t, m.conf(), node.Options{}, node.Options{})
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			s.start(t, m.Conf(), node.Options{}, node.Options{})
 			seedTTLExpiryDial(t, s)
 
 			// Probes from ns0's kernel end of its link into ns1.
-			if m.xdp {
+			if m.XDP {
 				waitXDPEntries(t, s.n1, 1)
 			}
 			lsrMAC, srcMAC := wiretest.MAC(t, s.ns1, s.v10), wiretest.MAC(t, s.ns0, s.v01)
@@ -455,23 +455,23 @@ func TestSeedTTLExpiry(t *testing.T) {
 				nodes:    map[string]*node.Node{"ns1": s.n1},
 				counts:   map[string]map[string]uint64{"ns1": {"popped_ip": 3, "drop ttl_expired": 3, "icmp_sent": 3}},
 			}.run(t)
-			results[m.name] = res
+			results[m.Name] = res
 			// The ICMP errors' own IPv4 ID is the stack's (salted per
 			// node start): compared without it.
-			res.wire["icmp"] = wiretest.Wire(t, wiretest.WithoutIPv4ID(res.frames["icmp"]))
-			if m.xdp {
+			res.Wire["icmp"] = wiretest.Wire(t, wiretest.WithoutIPv4ID(res.Frames["icmp"]))
+			if m.XDP {
 				if d := planetest.Delta(x, xdpCounts(s.n1)); d["popped_ip"] != 3 || d["passed ttl_expired"] != 3 {
 					t.Errorf("the XDP program's counters moved by %v, want popped_ip 3 and passed ttl_expired 3", d)
 				}
 			}
-			expectFields(t, "ns1-ns2", res.frames["popped"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, ",63,1,1")
+			expectFields(t, "ns1-ns2", res.Frames["popped"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "udp.checksum.status"}, ",63,1,1")
 			// ip.src and ip.dst list the outer header, then the quoted
 			// datagram's.
-			expectFields(t, "ns1-ns0", res.frames["icmp"], []string{"ip.src", "ip.dst", "icmp.type", "icmp.code", "icmp.mpls.label", "icmp.mpls.s", "icmp.mpls.ttl", "ip.checksum.status"},
+			expectFields(t, "ns1-ns0", res.Frames["icmp"], []string{"ip.src", "ip.dst", "icmp.type", "icmp.code", "icmp.mpls.label", "icmp.mpls.s", "icmp.mpls.ttl", "ip.checksum.status"},
 				"172.16.20.21,172.16.20.20,172.16.20.20,10.10.10.10,11,0,100,1,1,1,1")
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }
 
 // seedTTLExpiryDial has ns0's node push TTL 1 and dial through ns1, which
@@ -575,12 +575,12 @@ route add fd00:20::/64 via fd00:22::1
 -f mpls route add 201 via inet6 fd00:21::22
 `, vba, vb3)
 
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			n0 := startNode(t, ns0, "ns0.conf", conf0)
-			nA := startNode(t, nsA, "a.conf", confA+m.conf())
-			nB := startNode(t, nsB, "b.conf", confB+m.conf())
+			nA := startNode(t, nsA, "a.conf", confA+m.Conf())
+			nB := startNode(t, nsB, "b.conf", confB+m.Conf())
 			swapChainTransfers(t, n0, nA, nB, ns3, nsT, vta)
 			// Labelled frames are only swapped at A; the plain return
 			// path (the ACKs) is routed by the forwarding plane too, as
@@ -588,7 +588,7 @@ route add fd00:20::/64 via fd00:22::1
 			if st := planetest.Counts(nA.Report()); st["swapped"] == 0 || st["popped_ip"]+st["popped_labelled"] != 0 || st["ip_forwarded"] == 0 {
 				t.Errorf("A: got %v, want only swaps and transit IP", st)
 			}
-			if m.xdp {
+			if m.XDP {
 				waitXDPEntries(t, nA, 2)
 				waitXDPEntries(t, nB, 2)
 			}
@@ -615,8 +615,8 @@ route add fd00:20::/64 via fd00:22::1
 				nodes:    map[string]*node.Node{"A": nA, "B": nB},
 				counts:   map[string]map[string]uint64{"A": {"swapped": n}, "B": {"popped_ip": n}},
 			}.run(t)
-			results[m.name] = res
-			if m.xdp {
+			results[m.Name] = res
+			if m.XDP {
 				if got := xdpCounts(nA)["swapped"] - xA["swapped"]; got != n {
 					t.Errorf("A's XDP program swapped %d probes, want %d", got, n)
 				}
@@ -626,12 +626,12 @@ route add fd00:20::/64 via fd00:22::1
 			}
 			// What tshark reads: label 200/201 with TTL 63 between A and
 			// B; IP TTL / hop limit 62 and good checksums after B.
-			expectFields(t, "A-B", res.frames["A-B"], []string{"mpls.label", "mpls.exp", "mpls.bottom", "mpls.ttl"}, "200,0,1,63", "201,0,1,63")
-			expectFields(t, "B-ns3", res.frames["B-ns3"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "ipv6.hlim", "udp.checksum.status"},
+			expectFields(t, "A-B", res.Frames["A-B"], []string{"mpls.label", "mpls.exp", "mpls.bottom", "mpls.ttl"}, "200,0,1,63", "201,0,1,63")
+			expectFields(t, "B-ns3", res.Frames["B-ns3"], []string{"mpls.label", "ip.ttl", "ip.checksum.status", "ipv6.hlim", "udp.checksum.status"},
 				",62,1,,1", ",,,62,1")
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }
 
 // swapChainTransfers sends 32 MiB over IPv4 and over IPv6 from n0 through

@@ -3,12 +3,12 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
@@ -63,15 +63,15 @@ sysctl net.ipv6.conf.all.forwarding=1
 route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 `, v10, v12)
 
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			n0 := startNode(t, ns0, "ns0.conf", conf0)
-			n1 := startNode(t, ns1, "ns1.conf", conf1+m.conf())
+			n1 := startNode(t, ns1, "ns1.conf", conf1+m.Conf())
 			start := time.Now()
 			sixPETransfer(t, n0, ns0, ns2, v01)
 			t.Logf("16 MiB over 6PE in %v; ns1 %+v", time.Since(start).Round(time.Millisecond), n1.Report().XDP)
-			if m.xdp {
+			if m.XDP {
 				waitXDPEntries(t, n1, 1)
 			}
 			// n0 takes the probes that come back.
@@ -97,28 +97,28 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 				back = append(back, mplstest.Frame{Dst: lsrOut, Src: peerMAC,
 					Payload: mplstest.IPv6UDP(netip.AddrPortFrom(peer, 5000), netip.AddrPortFrom(host, probePort), p)}.Bytes())
 			}
-			res := newModeResult()
+			res := planetest.NewResult()
 			x := xdpCounts(n1)
-			res.add("out ", probe{ns: ns0, dev: v01, frames: out,
+			res.Add("out ", probe{ns: ns0, dev: v01, frames: out,
 				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(out)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"popped_ip": uint64(len(out))}},
 			}.run(t))
-			res.add("back ", probe{ns: ns2, dev: v21, frames: back,
+			res.Add("back ", probe{ns: ns2, dev: v21, frames: back,
 				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(back)},
 				nodes:  map[string]*node.Node{"ns1": n1},
 				counts: map[string]map[string]uint64{"ns1": {"pushed": uint64(len(back)), "ip_forwarded": uint64(len(back))}},
 			}.run(t))
-			results[m.name] = res
-			if m.xdp {
+			results[m.Name] = res
+			if m.XDP {
 				if d := planetest.Delta(x, xdpCounts(n1)); d["popped_ip"] != uint64(len(out)) || d["passed egress_down"] < uint64(len(back)) {
 					t.Errorf("the XDP program's counters moved by %v, want popped_ip %d and passed egress_down %d", d, len(out), len(back))
 				}
 			}
-			expectFields(t, "ns1-ns2", res.frames["out ns2"], []string{"mpls.label", "ipv6.hlim", "udp.checksum.status"}, ",63,1")
-			expectFields(t, "ns1-ns0", res.frames["back ns0"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ipv6.hlim", "udp.checksum.status"}, "400,1,63,63,1")
+			expectFields(t, "ns1-ns2", res.Frames["out ns2"], []string{"mpls.label", "ipv6.hlim", "udp.checksum.status"}, ",63,1")
+			expectFields(t, "ns1-ns0", res.Frames["back ns0"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ipv6.hlim", "udp.checksum.status"}, "400,1,63,63,1")
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }
 
 // sixPETransfer sends 16 MiB from n0 over 6PE to the kernel in ns2; a tap

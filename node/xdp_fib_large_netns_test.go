@@ -281,7 +281,7 @@ route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
 	if d := planetest.Delta(before, xdpCounts(n1)); d["passed fib_not_carried"] != 1 || d["ip_forwarded"] != 0 {
 		t.Errorf("the XDP program's counters moved by %v, want passed fib_not_carried 1 and nothing forwarded", d)
 	}
-	expectFields(t, "ns1-ns2", res.frames["ns2"], []string{"mpls.label", "ip.dst", "ip.ttl"}, fmt.Sprintf(",10.1.%d.1,63", routes-1))
+	expectFields(t, "ns1-ns2", res.Frames["ns2"], []string{"mpls.label", "ip.dst", "ip.ttl"}, fmt.Sprintf(",10.1.%d.1,63", routes-1))
 }
 
 // metricValue returns the value of sample (name and labels as scraped)

@@ -2,13 +2,13 @@ package node_test
 
 import (
 	"fmt"
-	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -65,10 +65,10 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 `, v10, v12)
 	const probePort = 7778
 	udpSink(t, ns2, probePort)
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
-			n1 := startNode(t, ns1, "ns1.conf", conf1+m.conf())
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			n1 := startNode(t, ns1, "ns1.conf", conf1+m.Conf())
 			// First with TX checksum offload on the kernels' veth ends
 			// (the default): their TCP segments carry Linux's partial
 			// form, which the program must pass up (a redirect would lose
@@ -85,14 +85,14 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 			txOffload("on")
 			x := xdpCounts(n1)
 			kernelTransfer(t, ns0, ns2, size, state)
-			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && d["passed checksum_partial"] < size/1500 {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && d["passed checksum_partial"] < size/1500 {
 				t.Errorf("TX offload on: the XDP program's counters moved by %v, want passed checksum_partial >= %d", d, size/1500)
 			}
 			// Then with full checksums: the program carries the transfer.
 			txOffload("off")
 			x = xdpCounts(n1)
 			kernelTransfer(t, ns0, ns2, size, state)
-			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && d["ip_forwarded"] < size/1500 {
+			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && d["ip_forwarded"] < size/1500 {
 				t.Errorf("TX offload off: the XDP program's counters moved by %v, want ip_forwarded >= %d", d, size/1500)
 			}
 			lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
@@ -111,11 +111,11 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(frames)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 3, "pushed": 2}},
 			}.run(t)
-			results[m.name] = res
-			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && (d["ip_forwarded"] != 3 || d["pushed"] != 2) {
+			results[m.Name] = res
+			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && (d["ip_forwarded"] != 3 || d["pushed"] != 2) {
 				t.Errorf("probes: the XDP program's counters moved by %v, want ip_forwarded 3, pushed 2", d)
 			}
-			expectFields(t, "ns1-ns2", res.frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"},
+			expectFields(t, "ns1-ns2", res.Frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl", "ip.checksum.status", "udp.checksum.status"},
 				",,,63,1,1", "700,1,63,63,1,1", "500,600,0,1,63,63,63,1,1")
 
 			// A route written to the tables directly, as BGP writes it
@@ -130,7 +130,7 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.21.22"), Device: v12, Labels: []mpls.Label{800}}}}}, nil); err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(5 * time.Second); m.xdp && n1.Report().XDP.FIBEntries <= fibBefore; time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(5 * time.Second); m.XDP && n1.Report().XDP.FIBEntries <= fibBefore; time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the XDP program did not take the new route in 5 s: %+v", n1.Report().XDP)
 				}
@@ -149,14 +149,14 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				nodes:  map[string]*node.Node{"ns1": n1},
 				counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1, "pushed": 1, "drop no_route": 1, "icmp_sent": 1}},
 			}.run(t)
-			res.add("changed ", res2)
-			if d := planetest.Delta(x, xdpCounts(n1)); m.xdp && (d["pushed"] != 1 || d["passed no_route"] != 1) {
+			res.Add("changed ", res2)
+			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && (d["pushed"] != 1 || d["passed no_route"] != 1) {
 				t.Errorf("changed routes: the XDP program's counters moved by %v, want pushed 1, passed no_route 1", d)
 			}
-			expectFields(t, "ns1-ns2 after the change", res2.frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl"}, "800,1,63,63")
+			expectFields(t, "ns1-ns2 after the change", res2.Frames["ns2"], []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.ttl"}, "800,1,63,63")
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }
 
 // kernelTransfer sends size bytes over TCP from the kernel in from to the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/mplsnode/mplsnode/internal/planetest"
 	"net"
 	"net/netip"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/planetest"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -149,13 +149,13 @@ addr add %[4]s dev %[2]s
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := map[string]*modeResult{}
-	for _, m := range fwdModes {
-		t.Run(m.name, func(t *testing.T) {
+	results := map[string]*planetest.Result{}
+	for _, m := range planetest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
 			recv := newECMPReceiver(t, nsR)
-			ler := startProcNode(t, bin, nsL, lerConf+m.conf())
-			lsrA := startProcNode(t, bin, nsA, confA+m.conf())
-			lsrB := startProcNode(t, bin, nsB, confB+m.conf())
+			ler := startProcNode(t, bin, nsL, lerConf+m.Conf())
+			lsrA := startProcNode(t, bin, nsA, confA+m.Conf())
+			lsrB := startProcNode(t, bin, nsB, confB+m.Conf())
 			t.Cleanup(func() {
 				if t.Failed() {
 					t.Logf("LER %+v\nA %+v %+v\nB %+v %+v", ler.Report().LabelSwitch, lsrA.Report().LabelSwitch, lsrA.Report().XDP,
@@ -182,7 +182,7 @@ addr add %[4]s dev %[2]s
 					t.Errorf("no warm-up flow went through LSR %s (its first frames may wait for ARP; the spread is judged below)", name)
 				}
 			}
-			if m.xdp {
+			if m.XDP {
 				for _, n := range []*procNode{lsrA, lsrB} {
 					waitXDPEntries(t, n, 1)
 				}
@@ -225,8 +225,8 @@ addr add %[4]s dev %[2]s
 				}
 			}
 
-			res := &modeResult{wire: map[string][]string{}, counts: map[string]map[string]uint64{}}
-			results[m.name] = res
+			res := &planetest.Result{Wire: map[string][]string{}, Counts: map[string]map[string]uint64{}}
+			results[m.Name] = res
 			wantLSR := map[string]map[string]uint64{}
 			for _, lsr := range []string{"A", "B"} {
 				wantLSR[lsr] = map[string]uint64{}
@@ -234,18 +234,18 @@ addr add %[4]s dev %[2]s
 					wantLSR[lsr]["popped_ip"] = uint64(wantFrames[lsr])
 				}
 			}
-			res.counts["ler"] = planetest.Settle(t, ler.Report, before["ler"], map[string]uint64{"pushed": uint64(total)})
-			res.counts["A"] = planetest.Settle(t, lsrA.Report, before["A"], wantLSR["A"])
-			res.counts["B"] = planetest.Settle(t, lsrB.Report, before["B"], wantLSR["B"])
-			if got := res.counts["ler"]; got["pushed"] != uint64(total) || got["ip_forwarded"] != uint64(total) || len(got) != 2 {
+			res.Counts["ler"] = planetest.Settle(t, ler.Report, before["ler"], map[string]uint64{"pushed": uint64(total)})
+			res.Counts["A"] = planetest.Settle(t, lsrA.Report, before["A"], wantLSR["A"])
+			res.Counts["B"] = planetest.Settle(t, lsrB.Report, before["B"], wantLSR["B"])
+			if got := res.Counts["ler"]; got["pushed"] != uint64(total) || got["ip_forwarded"] != uint64(total) || len(got) != 2 {
 				t.Errorf("LER counters moved by %v, want pushed and ip_forwarded %d", got, total)
 			}
 			for lsr, n := range map[string]*procNode{"A": lsrA, "B": lsrB} {
-				if got := res.counts[lsr]; fmt.Sprint(got) != fmt.Sprint(wantLSR[lsr]) {
+				if got := res.Counts[lsr]; fmt.Sprint(got) != fmt.Sprint(wantLSR[lsr]) {
 					t.Errorf("LSR %s counters moved by %v, want %v (the flows the hash puts on it)", lsr, got, wantLSR[lsr])
 				}
 				// In XDP mode the program popped every one of them.
-				if got := xdpPoppedIP(n) - xdpBefore[lsr]; m.xdp && got != uint64(wantFrames[lsr]) {
+				if got := xdpPoppedIP(n) - xdpBefore[lsr]; m.XDP && got != uint64(wantFrames[lsr]) {
 					t.Errorf("LSR %s: the XDP program popped %d frames, want %d", lsr, got, wantFrames[lsr])
 				}
 			}
@@ -257,7 +257,7 @@ addr add %[4]s dev %[2]s
 			wiretest.WaitTaps(t, total, tapA, tapB)
 			for lsr, tp := range map[string]*wiretest.Tap{"A": tapA, "B": tapB} {
 				frames := tp.Wait(tp.Count())
-				res.wire[lsr] = wiretest.Wire(t, frames)
+				res.Wire[lsr] = wiretest.Wire(t, frames)
 				for _, row := range wiretest.Decode(t, frames, "ip.dst", "udp.srcport", "ip.ttl", "ip.checksum.status", "udp.checksum.status") {
 					if row[2] != "62" || row[3] != "1" || row[4] != "1" {
 						t.Errorf("frame from LSR %s: ip.dst,udp.srcport,ip.ttl,ip.checksum.status,udp.checksum.status %v; want TTL 62, checksums good", lsr, row)
@@ -294,7 +294,7 @@ addr add %[4]s dev %[2]s
 			}
 		})
 	}
-	compareModes(t, results)
+	planetest.CompareModes(t, results)
 }
 
 // ecmpFlowKey names a flow: its destination and index.

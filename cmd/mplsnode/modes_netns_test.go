@@ -5,34 +5,16 @@ package main
 // bytes on the wire and the same counters in both modes). The nodes are
 // `mplsnode run` processes started in each mode's subtest over one
 // topology; internal/wiretest puts frames on the wire and reads them
-// back. node's tests have the in-process counterparts.
+// back; internal/planetest holds the modes and their comparison, shared
+// with node's in-process tests.
 
 import (
-	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/node"
 )
-
-// fwdMode is one way the forwarding plane runs.
-type fwdMode struct {
-	name string
-	xdp  bool
-}
-
-// fwdModes are the two modes every forwarding-plane e2e test runs in.
-var fwdModes = []fwdMode{{"mode=userspace", false}, {"mode=xdp", true}}
-
-// conf is the config line of the mode (empty in userspace mode).
-func (m fwdMode) conf() string {
-	if m.xdp {
-		return "set forward xdp on\n"
-	}
-	return ""
-}
 
 // procNode is an `mplsnode run` process read through its control socket.
 type procNode struct{ p *lsrProc }
@@ -52,36 +34,6 @@ func startProcNode(t *testing.T, bin string, ns *netns.NS, conf string) *procNod
 
 // Report returns the node's counters (mplsnode stats --json).
 func (n *procNode) Report() node.Report { return n.p.mustReport() }
-
-// modeResult is what one mode put on the wire and counted.
-type modeResult struct {
-	wire   map[string][]string          // capture name -> decoded frames
-	counts map[string]map[string]uint64 // node name -> counter deltas
-}
-
-// compareModes fails t unless every mode's result equals the first one's.
-func compareModes(t *testing.T, results map[string]*modeResult) {
-	t.Helper()
-	base := results[fwdModes[0].name]
-	for _, m := range fwdModes[1:] {
-		r := results[m.name]
-		if base == nil || r == nil {
-			// A mode left out by -run, or one that failed (and said
-			// why): nothing to compare.
-			return
-		}
-		for name, want := range base.wire {
-			if got := r.wire[name]; !slices.Equal(got, want) {
-				t.Errorf("%s: %s: frames differ from %s:\n got  %q\n want %q", m.name, name, fwdModes[0].name, got, want)
-			}
-		}
-		for name, want := range base.counts {
-			if got := r.counts[name]; fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("%s: %s: counters moved by %v, %s by %v", m.name, name, got, fwdModes[0].name, want)
-			}
-		}
-	}
-}
 
 // waitXDPEntries waits until n's XDP program carries at least want ILM
 // entries with a resolved next hop, and takes redirects on some link.

@@ -1,7 +1,9 @@
 // Package planetest holds the test helpers that compare a node's
 // forwarding-plane counters between modes (userspace switch and XDP
 // program): one view of the counters that the same input must move the
-// same way in both, their difference, and a bounded wait for them to move.
+// same way in both, their difference, and a bounded wait for them to move;
+// the two modes themselves (Modes), what a mode put on the wire and
+// counted (Result), and the comparison of the modes (CompareModes).
 // It is for tests of node and cmd/mplsnode only.
 package planetest
 
