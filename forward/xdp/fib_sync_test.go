@@ -198,17 +198,7 @@ func decision(fib map[fibKey]lsrFibValue, a netip.Addr) string {
 func TestSyncFIBOrder(t *testing.T) {
 	skipUnlessBPF(t)
 	const capacity = 128
-	p, err := LoadFIB(mpls.TTLUniform, capacity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: testMTU, Ingress: true}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetEgressOK(loIndex, true); err != nil {
-		t.Fatal(err)
-	}
+	p := newFIBTestProgram(t, capacity)
 	rng := rand.New(rand.NewPCG(1, 2))
 	// table returns n random nested IPv4 prefixes inside 10.0.0.0/16 (and
 	// sometimes a default route), each with a random label.
@@ -325,17 +315,7 @@ func TestSyncFIBOrder(t *testing.T) {
 func TestSyncFIBRefused(t *testing.T) {
 	skipUnlessBPF(t)
 	const capacity = 8
-	p, err := LoadFIB(mpls.TTLUniform, capacity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: testMTU, Ingress: true}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetEgressOK(loIndex, true); err != nil {
-		t.Fatal(err)
-	}
+	p := newFIBTestProgram(t, capacity)
 	var a, b []Route
 	for i := range 6 {
 		a = append(a, fwdRoute(fmt.Sprintf("10.20.%d.0/24", i)))

@@ -210,17 +210,7 @@ func TestIPPassedUp(t *testing.T) {
 func TestSyncFIBCap(t *testing.T) {
 	skipUnlessBPF(t)
 	const capacity = 4
-	p, err := LoadFIB(mpls.TTLUniform, capacity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: testMTU, Ingress: true}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetEgressOK(loIndex, true); err != nil {
-		t.Fatal(err)
-	}
+	p := newFIBTestProgram(t, capacity)
 	routes := []Route{fwdRoute("10.10.0.0/16"), fwdRoute("2001:db8::/64")}
 	for i := range capacity {
 		routes = append(routes, fwdRoute(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 10, byte(10 + i), 0}), 24).String()))

@@ -45,6 +45,25 @@ func skipUnlessBPF(t testing.TB) {
 	}
 }
 
+// newFIBTestProgram loads the program with a FIB of capacity prefixes a
+// family and lo registered as a healthy link (not attached: the tests run
+// it with BPF_PROG_TEST_RUN).
+func newFIBTestProgram(t testing.TB, capacity int) *Program {
+	t.Helper()
+	p, err := LoadFIB(mpls.TTLUniform, capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: testMTU, Ingress: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetEgressOK(loIndex, true); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // newTestProgram loads the program with the links registered (not
 // attached: the tests run it with BPF_PROG_TEST_RUN) and entries synced.
 func newTestProgram(t testing.TB, model mpls.TTLModel, egressOK bool, entries ...Entry) *Program {

@@ -170,21 +170,8 @@ func TestGSOGroupsMatchWholePacket(t *testing.T) {
 				l.DecRef()
 				got := sink.Frames()
 
-				frame := mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, labelStack(nl)...), Payload: ip}.Bytes()
 				prefix := header.EthernetMinimumSize + 4*nl
-				proto := gso.ProtoIPv4
-				if v6 {
-					proto = gso.ProtoIPv6
-				}
-				gp := gso.Packet{Buf: frame, PrefixLen: prefix, Proto: proto, L4Offset: prefix + l3, MSS: mss}
-				need, err := gso.SegmentedLen(gp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := gso.Segment(gp, make([]byte, need), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				want := referenceSegments(t, ip, nl, mss)
 				if len(want) <= buffer.MaxChunkSize/(prefix+l3+header.TCPMinimumSize+mss) {
 					t.Fatalf("got %d segments, want more than one chunk's worth", len(want))
 				}
@@ -199,4 +186,27 @@ func TestGSOGroupsMatchWholePacket(t *testing.T) {
 			})
 		}
 	}
+}
+
+// referenceSegments is what gso.Segment makes of ip (IPv4 or IPv6 TCP)
+// under nl labels in a frame from macA to macB, cut at mss: the frames an
+// endpoint's own segmenting must match byte for byte.
+func referenceSegments(t testing.TB, ip []byte, nl, mss int) [][]byte {
+	t.Helper()
+	frame := mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, labelStack(nl)...), Payload: ip}.Bytes()
+	prefix := header.EthernetMinimumSize + 4*nl
+	proto, l3 := gso.ProtoIPv4, header.IPv4MinimumSize
+	if ip[0]>>4 == 6 {
+		proto, l3 = gso.ProtoIPv6, header.IPv6MinimumSize
+	}
+	gp := gso.Packet{Buf: frame, PrefixLen: prefix, Proto: proto, L4Offset: prefix + l3, MSS: mss}
+	need, err := gso.SegmentedLen(gp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := gso.Segment(gp, make([]byte, need), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
 }

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/gso"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -139,21 +138,8 @@ func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool)
 		t.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
 	}
 	l.DecRef()
-	frame := mplstest.Frame{Dst: macB, Src: macA, Labels: mplstest.Stack(64, labelStack(nl)...), Payload: ip}.Bytes()
 	prefix := header.EthernetMinimumSize + 4*nl
-	proto := gso.ProtoIPv4
-	if v6 {
-		proto = gso.ProtoIPv6
-	}
-	gp := gso.Packet{Buf: frame, PrefixLen: prefix, Proto: proto, L4Offset: prefix + l3, MSS: mss}
-	need, err := gso.SegmentedLen(gp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := gso.Segment(gp, make([]byte, need), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := referenceSegments(t, ip, nl, mss)
 	if len(r.frames) != len(want) || r.batches != 1 || r.Written() != 0 {
 		t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.frames), r.batches, r.Written(), len(want))
 	}
