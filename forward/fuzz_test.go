@@ -3,8 +3,10 @@ package forward_test
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
@@ -15,8 +17,10 @@ import (
 // fuzzLinkMTU is the link MTU of both fuzzed links.
 const fuzzLinkMTU = 1500
 
-// FuzzForward feeds whole Ethernet frames to an LSR (lsrIP: swap, swap and
-// push, pop to IP, and IP transit plain or with labels pushed; the egress
+// FuzzForward feeds whole Ethernet frames to an LSR (lsrFuzz: swap, swap and
+// push, pop to IP, label 110 spread over a swap and a pop (ECMP: the flow
+// hash reads the label stack and the payload), and IP transit plain or
+// with labels pushed; the egress
 // link takes GSO frames, so popped and routed TCP may coalesce) through its
 // ingress link, each twice in one receive batch, and
 // checks every frame the switch writes, forwarded on out0 or an ICMP error
@@ -50,13 +54,22 @@ func FuzzForward(f *testing.F) {
 	badTCP[header.IPv4MinimumSize+16] ^= 0x5a
 	f.Add(labelled([]uint32{102}, 64, badTCP))
 
+	f.Add(labelled([]uint32{110}, 64, ipv4UDPFuzz(64, 100)))
+	f.Add(labelled([]uint32{110, 7, 4242}, 64, ipv4UDPFuzz(64, 100)))
+	f.Add(labelled([]uint32{110}, 64, seg(data, 0, 1400, 0)))
+
 	f.Add(ipFrame(udpTo("10.9.9.9", 64, 100, false)))
 	f.Add(ipFrame(udpTo("10.8.1.1", 64, 1480, false)))
 	f.Add(ipFrame(udpTo("10.8.1.1", 64, 1480, true)))
 	f.Add(ipFrame(udpTo("10.9.9.9", 1, 100, false)))
 	f.Add(ipFrame(seg(data, 0, 1400, 0)))
 
-	p, in, out := groLSR(f, lsrIP, hop2)
+	lsrFuzz := lsrIP
+	lsrFuzz.ilm = append(slices.Clone(lsrIP.ilm), mpls.ILMEntry{Label: 110, Action: mpls.ILMMultipath, NextHops: []mpls.NextHop{
+		{Via: hop2, Device: "out0", Labels: []mpls.Label{200}},
+		{Via: hop2, Device: "out0", Weight: 3},
+	}})
+	p, in, out := groLSR(f, lsrFuzz, hop2)
 	p.neighbor(f, "in0", netip.MustParseAddr("10.1.0.2"), macPrev)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) > 9000 {

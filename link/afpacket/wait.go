@@ -161,11 +161,10 @@ func (q *queue) ringLoop(ready func() bool, deliver func(), unmap func()) {
 // what arrives, until q.busyPoll has passed since the last frame or q's
 // endpoint closes; with q.busyAdaptive also once it delivered a batch
 // whose queue expects nothing soon. A round that found nothing yields the
-// CPU
-// (sched_yield): a thread that is ready to run on this core (the
-// process that will answer the frame just forwarded, on a machine with
-// no core to spare) runs first, so the spin costs only CPU that nothing
-// else wants. Its time is counted as q's.
+// CPU (sched_yield): a thread that is ready to run on this core (the
+// process that will answer the frame just forwarded, on a machine with no
+// core to spare) runs first, so the spin costs only CPU that nothing else
+// wants. Its time is counted as q's.
 func (q *queue) spin() {
 	members := *busyGroup.members.Load()
 	q.rxBusySpins.Add(1)
