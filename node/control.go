@@ -205,8 +205,9 @@ type LinkReport struct {
 	// now until their datagram is complete and its checksum verified.
 	RXFragmentsHeld uint64 `json:"rx_fragments_held"`
 	// BusyPolls counts the busy polls (link option busy-poll) the link's
-	// goroutines ran, BusyPollHits the receive batches they delivered
-	// without a wake-up (on any busy-polled link), and BusyPollUS the
+	// goroutines ran, BusyPollHits the link's receive batches a busy poll
+	// delivered without a wake-up (whichever busy-polled link's goroutine
+	// spun), and BusyPollUS the
 	// microseconds they spent spinning (yielded time included: at most
 	// their CPU).
 	BusyPolls    uint64 `json:"busy_polls"`

@@ -41,7 +41,7 @@ var linkCounters = []linkCounter{
 	{"rx_checksum_partial_form_total", "Frames of an AF_XDP link whose TCP or UDP checksum held the pseudo-header sum (a peer offloading transmit checksums: they fail verification; ethtool -K PEER tx off).", func(l *LinkReport) uint64 { return l.RXChecksumPartialForm }},
 	{"tx_ring_full_total", "Sends that found the transmit ring full and waited for the kernel (afpacket ring mode).", func(l *LinkReport) uint64 { return l.TXRingFull }},
 	{"busy_polls_total", "Busy polls (link option busy-poll) the link's receive goroutines ran.", func(l *LinkReport) uint64 { return l.BusyPolls }},
-	{"busy_poll_hits_total", "Receive batches the link's busy polls delivered without a wake-up (on any busy-polled link).", func(l *LinkReport) uint64 { return l.BusyPollHits }},
+	{"busy_poll_hits_total", "The link's receive batches a busy poll delivered without a wake-up (whichever busy-polled link's goroutine spun).", func(l *LinkReport) uint64 { return l.BusyPollHits }},
 }
 
 // linkMicros are per-link counters kept in microseconds, exported in

@@ -710,8 +710,10 @@ type LowerStats struct {
 	// offloading peer also count as bad_checksum drops.
 	RXChecksumPartialForm uint64
 	// BusyPolls counts the busy polls the link's goroutines ran
-	// (Link.BusyPoll), BusyPollHits the receive batches they delivered
-	// (wake-ups saved), BusyPollTime the time they spun: its CPU cost.
+	// (Link.BusyPoll), BusyPollHits the link's receive batches a busy
+	// poll delivered (wake-ups saved; the spinner may be another link's
+	// goroutine), BusyPollTime the time the link's goroutines spun: its
+	// CPU cost.
 	BusyPolls, BusyPollHits uint64
 	BusyPollTime            time.Duration
 }

@@ -273,9 +273,10 @@ type Stats struct {
 	// in use and waited for the kernel (ring mode).
 	TXRingFull uint64
 	// BusyPolls counts the busy polls (Options.BusyPoll) the endpoint's
-	// goroutines ran, BusyPollHits the receive batches they delivered
-	// (each a wake-up saved, on any link of the busy group), and
-	// BusyPollTime the time they spent spinning: at most the CPU the
+	// goroutines ran, BusyPollHits the endpoint's receive batches that a
+	// busy poll delivered (each a wake-up saved; the spinner may be any
+	// queue of the busy group, this process's), and BusyPollTime the
+	// time the endpoint's goroutines spent spinning: at most the CPU the
 	// option costs (it includes the time the spinner yielded to others).
 	BusyPolls, BusyPollHits uint64
 	BusyPollTime            time.Duration

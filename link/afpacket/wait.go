@@ -164,7 +164,8 @@ func (q *queue) ringLoop(ready func() bool, deliver func(), unmap func()) {
 // CPU (sched_yield): a thread that is ready to run on this core (the
 // process that will answer the frame just forwarded, on a machine with no
 // core to spare) runs first, so the spin costs only CPU that nothing else
-// wants. Its time is counted as q's.
+// wants. Its time is counted as q's; each batch it delivers, as the
+// delivering queue's (Stats.BusyPollHits), whoever spun.
 func (q *queue) spin() {
 	members := *busyGroup.members.Load()
 	q.rxBusySpins.Add(1)
@@ -176,12 +177,12 @@ func (q *queue) spin() {
 		for _, m := range members {
 			if m.tryDeliver() {
 				hits++
+				m.rxBusyHits.Add(1)
 				m.noteBatch()
 				more = more || m.expectsSoon()
 			}
 		}
 		if hits != 0 && !more {
-			q.rxBusyHits.Add(hits)
 			q.rxBusyNanos.Add(uint64(time.Since(now)))
 			return
 		}
@@ -194,7 +195,6 @@ func (q *queue) spin() {
 		q.rxBusyNanos.Add(uint64(t.Sub(now)))
 		now = t
 		if hits != 0 {
-			q.rxBusyHits.Add(hits)
 			last = now
 		}
 	}
