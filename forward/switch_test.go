@@ -5,30 +5,24 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/internal/leakcheck"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/stack"
 	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/refs"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
-func TestMain(m *testing.M) {
-	refs.SetLeakMode(refs.LeaksPanic)
-	code := m.Run()
-	refs.DoLeakCheck()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // lsrSpec is an in-process LSR: the addresses of its links in0 and out0
 // and its label routes.

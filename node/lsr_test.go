@@ -5,29 +5,23 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/leakcheck"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/refs"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
-func TestMain(m *testing.M) {
-	refs.SetLeakMode(refs.LeaksPanic)
-	code := m.Run()
-	refs.DoLeakCheck()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // Node-level helpers for the tests that run a whole node on channel
 // endpoints (reload, mpls input); the label switch's own tests are in

@@ -4,16 +4,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/mplsnode/mplsnode/internal/leakcheck"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
-	"gvisor.dev/gvisor/pkg/refs"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
 	"gvisor.dev/gvisor/pkg/tcpip/link/pipe"
@@ -25,12 +24,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 )
 
-func TestMain(m *testing.M) {
-	refs.SetLeakMode(refs.LeaksPanic)
-	code := m.Run()
-	refs.DoLeakCheck()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 const nicID = 1
 
