@@ -219,3 +219,117 @@ func BenchmarkWriteGSOSlots(b *testing.B) {
 		})
 	}
 }
+
+// gsoRing is a ringSink that also sends TCP GSO packets whole
+// (mplsendpoint.GSOFramer, as link/afpacket with its GSO socket) and logs,
+// in order, each slot committed ("slot"), each batch ended ("end") and each
+// packet written whole ("whole").
+type gsoRing struct {
+	*ringSink
+	events []string
+	whole  []*stack.PacketBuffer // clones of what WritePackets took
+}
+
+func (g *gsoRing) GSOFrames() bool { return true }
+
+func (g *gsoRing) TXCommit(q, n int) {
+	g.events = append(g.events, "slot")
+	g.ringSink.TXCommit(q, n)
+}
+
+func (g *gsoRing) TXEnd(q int) (int, tcpip.Error) {
+	g.events = append(g.events, "end")
+	return g.ringSink.TXEnd(q)
+}
+
+func (g *gsoRing) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	for _, p := range pkts.AsSlice() {
+		g.events = append(g.events, "whole")
+		g.whole = append(g.whole, p.Clone())
+	}
+	return pkts.Len(), nil
+}
+
+// TestGSOSlotsUnlabelledLeaveWhole writes, on a lower link with a transmit
+// ring that also takes GSO frames (link/afpacket's default), a plain
+// frame, an unlabelled TCP GSO packet, a labelled one and another
+// unlabelled one in one WritePackets call. The unlabelled GSO packets must
+// leave whole, their bytes those of the packet and their MSS the link's,
+// each after the slots before it were sent (a batch end between), and the
+// labelled one must be cut into the slots. Planted bugs it caught: the
+// whole path removed (the unlabelled packets cut into 45 slots each, no
+// "whole"); sendWhole not ending the open batch first (the plain frame's
+// slot sent after the whole packet: no "end" before the first "whole").
+func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
+	_, r := ringEndpoint(t, 1)
+	g := &gsoRing{ringSink: r}
+	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(1), NextHop: addrB4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := &mpls.Tables{}
+	tables.SetFTN(ftn)
+	ep, err := mplsendpoint.New(g, mplsendpoint.Options{Tables: tables})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainDst := netip.MustParseAddr("10.0.0.99") // no FTN entry: unlabelled
+	payload := make([]byte, benchGSOPayload)
+	for i := range payload {
+		payload[i] = byte(i * 13)
+	}
+	packet := func(dst netip.Addr, n int, gso bool) ([]byte, *stack.PacketBuffer) {
+		ip := mplstest.IPv4TCP(mplstest.TCP{Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(dst, 80),
+			Seq: 1000, Ack: 1, Window: 502, Flags: header.TCPFlagAck | header.TCPFlagPsh, Payload: payload[:n]})
+		pkt := gsoPacketFromIP(ep, ip, 1460)
+		if !gso {
+			pkt.GSOOptions = stack.GSO{}
+		}
+		ep.AddHeader(pkt)
+		return ip, pkt
+	}
+	var l stack.PacketBufferList
+	_, p1 := packet(plainDst, 100, false)
+	ip2, p2 := packet(plainDst, len(payload), true)
+	_, p3 := packet(addrB4, len(payload), true)
+	ip4, p4 := packet(plainDst, 20000, true)
+	for _, p := range []*stack.PacketBuffer{p1, p2, p3, p4} {
+		l.PushBack(p)
+	}
+	if n, err := ep.WritePackets(l); n != 4 || err != nil {
+		t.Fatalf("WritePackets = %d, %v; want 4, nil", n, err)
+	}
+	l.DecRef()
+	defer func() {
+		for _, p := range g.whole {
+			p.DecRef()
+		}
+	}()
+
+	labelledSlots := (len(payload) + 1455) / 1456 // MSS 1500 - 4 - 20 - 20
+	var want []string
+	want = append(want, "slot", "end", "whole")
+	for range labelledSlots {
+		want = append(want, "slot")
+	}
+	want = append(want, "end", "whole")
+	if fmt.Sprint(g.events) != fmt.Sprint(want) {
+		t.Fatalf("events %v\nwant    %v", g.events, want)
+	}
+	for i, ip := range [][]byte{ip2, ip4} {
+		p := g.whole[i]
+		v := p.ToView()
+		defer v.Release()
+		frame := v.AsSlice()
+		if len(frame) != header.EthernetMinimumSize+len(ip) || !bytes.Equal(frame[header.EthernetMinimumSize:header.EthernetMinimumSize+header.IPv4MinimumSize], ip[:header.IPv4MinimumSize]) ||
+			!bytes.Equal(frame[header.EthernetMinimumSize+header.IPv4MinimumSize+header.TCPMinimumSize:], ip[header.IPv4MinimumSize+header.TCPMinimumSize:]) {
+			t.Errorf("whole packet %d: %d bytes, want the %d-byte IP packet behind an Ethernet header", i, len(frame), len(ip))
+		}
+		if typ := header.Ethernet(frame).Type(); typ != header.IPv4ProtocolNumber {
+			t.Errorf("whole packet %d: ethertype %#x, want IPv4 (no label)", i, typ)
+		}
+		if p.GSOOptions.MSS != 1460 || p.GSOOptions.Type != stack.GSOTCPv4 {
+			t.Errorf("whole packet %d: GSO %+v, want TCPv4 with MSS 1460 (the link's)", i, p.GSOOptions)
+		}
+	}
+}
