@@ -127,9 +127,8 @@ func (e *Endpoint) writeSlots(r TXRing, pkts []*stack.PacketBuffer, s *txScratch
 		g := pkt.GSOOptions
 		isGSO := g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6)
 		if isGSO && whole && len(pkt.LinkHeader().Slice()) == header.EthernetMinimumSize {
-			if err := e.writeGSO(s, pkt, linkMTU); err != nil {
-				sendWhole() // what it queued before, in order
-			}
+			// Queued in s.out, or dropped and counted (writeGSO).
+			_ = e.writeGSO(s, pkt, linkMTU)
 			continue
 		}
 		sendWhole()
