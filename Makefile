@@ -38,6 +38,7 @@ BENCHFLAGS ?=
 bench: deps build
 	$(GO) run ./bench/cmd/seedbench $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/routescale
+	$(GO) run ./bench/cmd/rrload -bin bin/mplsnode
 
 demo: deps build
 	@scripts/demo.sh
