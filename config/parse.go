@@ -865,6 +865,7 @@ func (p *parser) labelRoute(pos Pos) {
 	seen := map[string]bool{}
 	var asTok token
 	var firstHopWord token
+	var hop LabelNextHop // the single hop's words (labelHopWord)
 	for p.more() {
 		t := p.next("")
 		if t.s == "nexthop" {
@@ -879,21 +880,13 @@ func (p *parser) labelRoute(pos Pos) {
 		}
 		p.once(seen, t, "label route")
 		firstHopWord = t
-		switch t.s {
-		case "as":
-			asTok = t
-			if p.peek() == "to" {
-				p.i++
+		if p.labelHopWord(t, &hop) {
+			if t.s == "as" {
+				asTok = t
 			}
-			st := p.next("a label stack such as 300/400 after as to")
-			r.OutLabelsPos = p.at(st)
-			r.OutLabels, _ = p.stack(st)
-		case "via":
-			var vt token
-			r.Via, vt = p.via()
-			r.ViaPos = p.at(vt)
-		case "dev":
-			r.Dev, r.DevPos = p.ifName("device name")
+			continue
+		}
+		switch t.s {
 		case "to":
 			p.fail(t, "\"to\" belongs after \"as\": write as to 300/400")
 		default:
@@ -904,6 +897,8 @@ func (p *parser) labelRoute(pos Pos) {
 		p.labelMultipath(&r)
 		return
 	}
+	r.OutLabels, r.OutLabelsPos = hop.OutLabels, hop.OutLabelsPos
+	r.Via, r.ViaPos, r.Dev, r.DevPos = hop.Via, hop.ViaPos, hop.Dev, hop.DevPos
 	switch {
 	case r.Dev == LoopbackDev && r.OutLabels != nil:
 		p.fail(asTok, "dev lo delivers locally; a swap (as to) needs a next hop on a link")
@@ -961,6 +956,30 @@ func (p *parser) labelMultipath(r *LabelRoute) {
 	p.cfg.LabelRoutes = append(p.cfg.LabelRoutes, *r)
 }
 
+// labelHopWord parses the word w of a label route's hop that a one-hop
+// and a multipath label route share (as [to] STACK, via ADDR, dev NAME)
+// into h, and reports whether w was one of them.
+func (p *parser) labelHopWord(w token, h *LabelNextHop) bool {
+	switch w.s {
+	case "as":
+		if p.peek() == "to" {
+			p.i++
+		}
+		st := p.next("a label stack such as 300/400 after as to")
+		h.OutLabelsPos = p.at(st)
+		h.OutLabels, _ = p.stack(st)
+	case "via":
+		var vt token
+		h.Via, vt = p.via()
+		h.ViaPos = p.at(vt)
+	case "dev":
+		h.Dev, h.DevPos = p.ifName("device name")
+	default:
+		return false
+	}
+	return true
+}
+
 // labelNextHop parses one HOP of a multipath label route after the
 // nexthop word t.
 func (p *parser) labelNextHop(t token) LabelNextHop {
@@ -969,20 +988,10 @@ func (p *parser) labelNextHop(t token) LabelNextHop {
 	for p.more() && p.peek() != "nexthop" {
 		w := p.next("")
 		seen.once(p, w, "nexthop", labelHopWords)
+		if p.labelHopWord(w, &h) {
+			continue
+		}
 		switch w.s {
-		case "as":
-			if p.peek() == "to" {
-				p.i++
-			}
-			st := p.next("a label stack such as 300/400 after as")
-			h.OutLabelsPos = p.at(st)
-			h.OutLabels, _ = p.stack(st)
-		case "via":
-			var vt token
-			h.Via, vt = p.via()
-			h.ViaPos = p.at(vt)
-		case "dev":
-			h.Dev, h.DevPos = p.ifName("device name")
 		case "weight":
 			v, _ := p.number("nexthop weight", 1, 256)
 			h.Weight = uint16(v)
