@@ -505,6 +505,9 @@ type queue struct {
 	txClosing atomic.Bool
 	// kickFn is kick's RawConn.Control callback (wait.go).
 	kickFn func(fd uintptr)
+	// txBatchFrames counts the frames TXCommit put in the ring since
+	// TXBegin, under txMu.
+	txBatchFrames int
 
 	// Ring mode: rxMu is held by whoever reads the receive ring, the
 	// queue's goroutine or a busy-polling one (wait.go); rxDead, under it,

@@ -756,6 +756,7 @@ func (e *Endpoint) TXBegin(hash uint32) (queue int, ok bool) {
 		q.txMu.Unlock()
 		return 0, false
 	}
+	q.txBatchFrames = 0
 	return i, true
 }
 
@@ -781,12 +782,19 @@ func (e *Endpoint) TXSlot(queue, size int) ([]byte, tcpip.Error) {
 func (e *Endpoint) TXCommit(queue, n int) {
 	q := e.queues[queue]
 	q.tx.commit(n)
+	q.txBatchFrames++
 }
 
 // TXEnd sends the committed frames with one kick and unlocks the queue.
-// On a failed send (ENETDOWN) it returns the frames withdrawn unsent.
+// On a failed send (ENETDOWN) it returns the frames withdrawn unsent. A
+// batch that committed nothing (link/mplsendpoint opens one before it
+// knows whether any frame goes into a slot) makes no system call.
 func (e *Endpoint) TXEnd(queue int) (int, tcpip.Error) {
 	q := e.queues[queue]
+	if q.txBatchFrames == 0 {
+		q.txMu.Unlock()
+		return 0, nil
+	}
 	before := q.txErrors.Load()
 	err := q.kick(false)
 	failed := int(q.txErrors.Load() - before)
