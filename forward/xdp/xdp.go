@@ -125,35 +125,43 @@ const (
 	PassFIBNotCarried
 	PassChecksumPartial
 	PassMultiBuffer
+	PassNoBottomOfStack
+	PassLabelStackTooDeep
+	PassImplicitNull
+	PassBadChecksum
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
-	Swapped:             "swapped",
-	PoppedLabelled:      "popped_labelled",
-	PoppedIP:            "popped_ip",
-	PassNotMPLS:         "not_mpls",
-	PassNotForUs:        "not_for_us",
-	PassTruncated:       "truncated_label_stack",
-	PassReservedLabel:   "reserved_label",
-	PassNoILMEntry:      "no_ilm_entry",
-	PassTTLExpired:      "ttl_expired",
-	PassNoNeighbor:      "no_neighbor",
-	PassEgressDown:      "egress_down",
-	PassMTUExceeded:     "mtu_exceeded",
-	PassUnknownPayload:  "unknown_payload",
-	PassAdjustFailed:    "adjust_failed",
-	DropInternal:        "internal_error",
-	IPForwarded:         "ip_forwarded",
-	IPPushed:            "pushed",
-	PassLocal:           "local",
-	PassNotTransit:      "not_transit",
-	PassMartianSource:   "martian_source",
-	PassNoRoute:         "no_route",
-	PassECMP:            "ecmp",
-	PassFIBNotCarried:   "fib_not_carried",
-	PassChecksumPartial: "checksum_partial",
-	PassMultiBuffer:     "multi_buffer",
+	Swapped:               "swapped",
+	PoppedLabelled:        "popped_labelled",
+	PoppedIP:              "popped_ip",
+	PassNotMPLS:           "not_mpls",
+	PassNotForUs:          "not_for_us",
+	PassTruncated:         "truncated_label_stack",
+	PassReservedLabel:     "reserved_label",
+	PassNoILMEntry:        "no_ilm_entry",
+	PassTTLExpired:        "ttl_expired",
+	PassNoNeighbor:        "no_neighbor",
+	PassEgressDown:        "egress_down",
+	PassMTUExceeded:       "mtu_exceeded",
+	PassUnknownPayload:    "unknown_payload",
+	PassAdjustFailed:      "adjust_failed",
+	DropInternal:          "internal_error",
+	IPForwarded:           "ip_forwarded",
+	IPPushed:              "pushed",
+	PassLocal:             "local",
+	PassNotTransit:        "not_transit",
+	PassMartianSource:     "martian_source",
+	PassNoRoute:           "no_route",
+	PassECMP:              "ecmp",
+	PassFIBNotCarried:     "fib_not_carried",
+	PassChecksumPartial:   "checksum_partial",
+	PassMultiBuffer:       "multi_buffer",
+	PassNoBottomOfStack:   "no_bottom_of_stack",
+	PassLabelStackTooDeep: "label_stack_too_deep",
+	PassImplicitNull:      "implicit_null_label",
+	PassBadChecksum:       "bad_checksum",
 }
 
 // String returns the counter's name: the userspace drop reason's name for

@@ -10,6 +10,21 @@
 // egress link. Everything else is passed up (XDP_PASS) untouched to the
 // userspace path, and the reason is counted in `counters`.
 //
+// What it never carries, so that it never sends on what userspace would
+// drop: a label stack without a bottom-of-stack entry within MAX_DEPTH
+// entries (cut short, no S bit, or too deep, also once a swap has pushed
+// its labels), label 3 (implicit null, signalled but never sent: RFC 3032
+// §2.1) anywhere in it, and, under a popped bottom label or in IP transit,
+// an IP packet that is not whole (IPv4 total length below its header or
+// beyond the frame, IPv6 payload beyond the frame) or an IPv4 header whose
+// checksum does not verify (RFC 1812 §5.2.2). Bytes after the IP packet
+// (Ethernet padding) are trimmed, as userspace sends the IP packet alone.
+//
+// TTL: the label TTL must be above 1 in both models. Uniform: the exposed
+// label or the IP header gets the label TTL - 1. Pipe: the exposed label or
+// the IP header keeps its own TTL, decremented by one for this hop (the
+// node forwards the packet), and passed up when that TTL is 0 or 1.
+//
 // Regenerate lsr_bpfel.o and lsr_bpfel.go with `make bpf` (go generate
 // ./forward/xdp; needs clang). Both are committed so builds need no
 // compiler.
@@ -20,6 +35,13 @@
 #include <bpf/bpf_endian.h>
 
 #define MAX_OUT 4
+
+// Deepest label stack walked, received or sent (mpls.DefaultMaxDepth, the
+// userspace endpoint's default MaxLabels).
+#define MAX_DEPTH 16
+
+// Label 3, implicit null: never on the wire (RFC 3032 §2.1).
+#define LABEL_IMPLICIT_NULL 3
 
 // ILM actions (mirror forward/xdp's Go constants).
 #define ACTION_SWAP 1
@@ -46,14 +68,14 @@ enum reason {
 	R_POPPED_IP,           // redirected after a pop to IP
 	R_PASS_NOT_MPLS,       // not unicast MPLS over Ethernet: the stack's
 	R_PASS_NOT_FOR_US,     // MPLS to another MAC (userspace: not_for_us)
-	R_PASS_TRUNCATED,      // label stack or IP header cut short
+	R_PASS_TRUNCATED,      // the frame ends inside a label entry
 	R_PASS_RESERVED_LABEL, // reserved label on top or under a popped one
 	R_PASS_NO_ILM_ENTRY,   // unknown label, or one the program does not carry
 	R_PASS_TTL_EXPIRED,    // TTL 0 or 1: userspace sends ICMP (RFC 4950)
 	R_PASS_NO_NEIGHBOR,    // next hop MAC not resolved yet
 	R_PASS_EGRESS_DOWN,    // egress link not taking redirects
 	R_PASS_MTU_EXCEEDED,   // frame over the egress MTU: userspace fragments or sends ICMP
-	R_PASS_UNKNOWN_PAYLOAD, // popped payload is not IP
+	R_PASS_UNKNOWN_PAYLOAD, // popped payload, or IP transit, not a whole IP packet
 	R_PASS_ADJUST_FAILED,  // the kernel refused to move the frame head
 	R_DROP_INTERNAL,       // a bound the verifier needs failed after a rewrite (never seen)
 	R_IP_FORWARDED,        // IP transit redirected (FIB), with or without labels pushed
@@ -66,6 +88,10 @@ enum reason {
 	R_PASS_FIB_NOT_CARRIED, // FIB entry the program does not carry (see forward/xdp)
 	R_PASS_CHECKSUM_PARTIAL, // TCP/UDP checksum field in Linux's partial form: userspace finishes it
 	R_PASS_MULTI_BUFFER,   // frame in several buffers (only BPF_PROG_TEST_RUN gives one to this program)
+	R_PASS_NO_BOTTOM_OF_STACK, // the frame ends after whole label entries, none with S
+	R_PASS_LABEL_STACK_TOO_DEEP, // no S within MAX_DEPTH entries, received or after a swap's push
+	R_PASS_IMPLICIT_NULL,  // label 3 under the top label: userspace drops it (implicit_null_label)
+	R_PASS_BAD_CHECKSUM,   // IPv4 header checksum does not verify: userspace drops it
 	R_MAX,
 };
 
@@ -268,6 +294,90 @@ static __always_inline int partial_form(__u8 *l4, void *end, __u8 proto, const _
 	return f == s || (f == 0 && s == 0xffff) || (f == 0xffff && s == 0);
 }
 
+// walk_stack walks the received label stack at p (len bytes to the end of
+// the frame) as userspace's mpls.ParseStack does with MAX_DEPTH: it
+// returns R_MAX and the number of entries in *depth when an entry with S
+// ends the stack within MAX_DEPTH entries, else the reason the stack is
+// not carried (no_bottom_of_stack, truncated_label_stack,
+// label_stack_too_deep, in ParseStack's order). *null_below says whether
+// an entry under the top one holds label 3 (the top one is judged as a
+// reserved label).
+static __always_inline int walk_stack(__u8 *p, void *end, __u32 len, __u32 *depth, int *null_below)
+{
+	for (int i = 0; i < MAX_DEPTH; i++) {
+		__u8 *e = p + 4 * i;
+		if ((void *)(e + 4) > end)
+			return len == 4 * (__u32)i ? R_PASS_NO_BOTTOM_OF_STACK : R_PASS_TRUNCATED;
+		__u32 v = bpf_ntohl(*(__u32 *)e);
+		if (i > 0 && (v >> 12) == LABEL_IMPLICIT_NULL)
+			*null_below = 1;
+		if (v & 0x100) {
+			*depth = i + 1;
+			return R_MAX;
+		}
+	}
+	return len == 4 * MAX_DEPTH ? R_PASS_NO_BOTTOM_OF_STACK : R_PASS_LABEL_STACK_TOO_DEEP;
+}
+
+// ipv4_checksum_ok verifies the IPv4 header checksum over the hl bytes at
+// ip (RFC 1071: the ones' complement sum of the header's 16-bit words,
+// checksum included, is 0xffff). hl is at most 60 bytes, 30 words; a
+// header running past end does not verify.
+static __always_inline int ipv4_checksum_ok(const __u8 *ip, const void *end, __u32 hl)
+{
+	__u32 s = 0;
+	for (int i = 0; i < 30; i++) {
+		if (2 * (__u32)i >= hl)
+			break;
+		if ((const void *)(ip + 2 * i + 2) > end)
+			return 0;
+		s += ((__u32)ip[2 * i] << 8) | ip[2 * i + 1];
+	}
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return s == 0xffff;
+}
+
+// ip_judge judges the IP packet at ip (IPv6 if v6, else IPv4), with have
+// bytes from ip to the end of the frame, before it is carried, the same
+// way for a popped payload and for IP transit: the version nibble must
+// match, the fixed header (IPv4: its IHL's worth) be there, the packet
+// whole (IPv4 total length from its header length up to have; IPv6 40 +
+// payload length up to have; bytes beyond it are padding, trimmed by
+// trim_to) and an IPv4 header checksum verify. Returns 0 with the IP
+// packet's length in *size and its header's in *hl, or the reason to pass
+// the frame up.
+static __always_inline int ip_judge(__u8 *ip, void *end, int v6, __u32 have, __u32 *size, __u32 *hl)
+{
+	if (v6) {
+		if ((void *)(ip + 40) > end || ip[0] >> 4 != 6)
+			return R_PASS_UNKNOWN_PAYLOAD;
+		*size = 40 + bpf_ntohs(*(__u16 *)(ip + 4));
+		*hl = 40;
+	} else {
+		if ((void *)(ip + 20) > end || ip[0] >> 4 != 4 || (ip[0] & 0xf) < 5)
+			return R_PASS_UNKNOWN_PAYLOAD;
+		*size = bpf_ntohs(*(__u16 *)(ip + 2));
+		*hl = (ip[0] & 0xf) * 4;
+	}
+	if (*size < *hl || *size > have)
+		return R_PASS_UNKNOWN_PAYLOAD;
+	if (!v6 && !ipv4_checksum_ok(ip, end, *hl))
+		return R_PASS_BAD_CHECKSUM;
+	return 0;
+}
+
+// trim_to cuts the frame's bytes after the IP packet (have bytes from the
+// IP header to the end of the frame, size of them the packet): userspace
+// sends the IP packet alone. Returns nonzero if the kernel refused; packet
+// pointers are invalid afterwards.
+static __always_inline int trim_to(struct xdp_md *ctx, __u32 have, __u32 size)
+{
+	if (have > size)
+		return bpf_xdp_adjust_tail(ctx, -(int)(have - size));
+	return 0;
+}
+
 // forward_ip forwards a unicast IP packet for another host per the FIB
 // (forward/ip.go's ForwardIP): TTL/hop limit decremented (RFC 1812
 // §5.3.1), optionally a label stack pushed (LER), Ethernet rewritten.
@@ -282,8 +392,6 @@ static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
 	if (v6) {
 		if ((void *)(ip + 40) > end || ip[0] >> 4 != 6)
 			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
-		size = 40 + bpf_ntohs(*(__u16 *)(ip + 4));
-		hl = 40;
 		ttl = ip[7];
 		struct fib6_key k = {.prefixlen = 128};
 		__builtin_memcpy(k.addr, ip + 24, 16);
@@ -303,8 +411,6 @@ static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
 	} else {
 		if ((void *)(ip + 20) > end || ip[0] >> 4 != 4 || (ip[0] & 0xf) < 5)
 			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
-		size = bpf_ntohs(*(__u16 *)(ip + 2));
-		hl = (ip[0] & 0xf) * 4;
 		ttl = ip[8];
 		struct fib4_key k = {.prefixlen = 32};
 		__builtin_memcpy(k.addr, ip + 16, 4);
@@ -321,10 +427,12 @@ static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
 	if (s && s->kind == FIB_LOCAL)
 		return count(R_PASS_MARTIAN_SOURCE, XDP_PASS);
 	// The whole packet must be there (a frame may be longer: Ethernet
-	// padding, trimmed below), its header inside it.
+	// padding, trimmed below), its header inside it, an IPv4 header's
+	// checksum valid.
 	__u32 have = (__u32)(end - data) - ETH_HLEN;
-	if (size < hl || size > have)
-		return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+	int bad = ip_judge(ip, end, v6, have, &size, &hl);
+	if (bad)
+		return count(bad, XDP_PASS);
 	if (!f)
 		return count(R_PASS_NO_ROUTE, XDP_PASS);
 	if (f->kind != FIB_FORWARD)
@@ -364,7 +472,7 @@ static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
 		ip[8] = out_ttl;
 		csum_replace16((__u16 *)(ip + 10), old, *(__u16 *)(ip + 8));
 	}
-	if (have > size && bpf_xdp_adjust_tail(ctx, -(int)(have - size)))
+	if (trim_to(ctx, have, size))
 		return count(R_DROP_INTERNAL, XDP_DROP); // the TTL is already rewritten
 	if (n > 0 && bpf_xdp_adjust_head(ctx, -(int)(n * 4)))
 		return count(R_DROP_INTERNAL, XDP_DROP);
@@ -418,6 +526,15 @@ int mplsnode_lsr(struct xdp_md *ctx)
 	if (!in || !(in->flags & INGRESS_MPLS) || !mac_equal(eth, in->mac))
 		return count(R_PASS_NOT_FOR_US, XDP_PASS);
 
+	__u32 l2len = (__u32)(end - data) - ETH_HLEN; // labels + payload
+	// The whole stack first, as userspace parses it before it looks at
+	// any label: a frame carried always has its bottom within MAX_DEPTH.
+	__u32 depth = 0;
+	int null_below = 0;
+	int bad = walk_stack(eth + ETH_HLEN, end, l2len, &depth, &null_below);
+	if (bad != R_MAX)
+		return count(bad, XDP_PASS);
+
 	__u32 top = bpf_ntohl(*(__u32 *)(eth + ETH_HLEN));
 	__u32 label = top >> 12;
 	__u32 tc = (top >> 9) & 7;
@@ -434,12 +551,15 @@ int mplsnode_lsr(struct xdp_md *ctx)
 	if (ttl <= 1)
 		return count(R_PASS_TTL_EXPIRED, XDP_PASS);
 	__u32 out_ttl = ttl - 1;
+	// Label 3 below the top one is never carried on, swapped over or
+	// exposed (the label switch checks the received stack after the TTL).
+	if (null_below)
+		return count(R_PASS_IMPLICIT_NULL, XDP_PASS);
 	if (!(v->flags & FLAG_RESOLVED))
 		return count(R_PASS_NO_NEIGHBOR, XDP_PASS);
 	if (!(v->flags & FLAG_EGRESS_OK))
 		return count(R_PASS_EGRESS_DOWN, XDP_PASS);
 
-	__u32 l2len = (__u32)(end - data) - ETH_HLEN; // labels + payload
 	__u32 model = TTL_UNIFORM;
 	__u32 zero = 0;
 	struct settings *set = bpf_map_lookup_elem(&config, &zero);
@@ -450,6 +570,10 @@ int mplsnode_lsr(struct xdp_md *ctx)
 		__u32 n = v->n_out;
 		if (n < 1 || n > MAX_OUT)
 			return count(R_PASS_NO_ILM_ENTRY, XDP_PASS);
+		// The swapped label and the ones it pushes replace the top
+		// entry: the stack sent must have its bottom within MAX_DEPTH too.
+		if (depth + n - 1 > MAX_DEPTH)
+			return count(R_PASS_LABEL_STACK_TOO_DEEP, XDP_PASS);
 		if (l2len + (n - 1) * 4 > v->mtu)
 			return count(R_PASS_MTU_EXCEEDED, XDP_PASS);
 		// Grow the head by the labels pushed beyond the swapped one;
@@ -477,47 +601,63 @@ int mplsnode_lsr(struct xdp_md *ctx)
 
 	if (v->action != ACTION_POP_FORWARD)
 		return count(R_PASS_NO_ILM_ENTRY, XDP_PASS);
-	if (l2len - 4 > v->mtu)
-		return count(R_PASS_MTU_EXCEEDED, XDP_PASS);
 
 	// Judge what is under the popped label before touching the frame, so
-	// that everything passed up is passed up as it came.
+	// that everything passed up is passed up as it came. new_ttl is the
+	// TTL the exposed label or IP header leaves with (mpls.PopTTL, and the
+	// label switch's pop to a label): uniform, the label TTL - 1; pipe,
+	// its own decremented for this hop, which must not expire here.
 	__u8 *under = eth + ETH_HLEN + 4;
 	__u16 proto = ETH_P_MPLS_UC;
+	__u32 new_ttl = out_ttl;
+	__u32 have = l2len - 4; // bytes under the popped label
+	__u32 size = have;      // of them, the bytes sent
 	if (!bottom) {
+		// walk_stack saw this entry whole; the verifier needs the bound.
 		if ((void *)(under + 4) > end)
 			return count(R_PASS_TRUNCATED, XDP_PASS);
-		if ((bpf_ntohl(*(__u32 *)under) >> 12) < 16)
+		__u32 next = bpf_ntohl(*(__u32 *)under);
+		if ((next >> 12) < 16)
 			return count(R_PASS_RESERVED_LABEL, XDP_PASS);
+		if (model == TTL_PIPE) {
+			if ((next & 0xff) <= 1)
+				return count(R_PASS_TTL_EXPIRED, XDP_PASS);
+			new_ttl = (next & 0xff) - 1;
+		}
 	} else {
 		// Pop to IP: the payload type from the binding or the version
-		// nibble (mpls.InferPayload).
+		// nibble (mpls.InferPayload), then the packet judged whole.
 		__u32 payload = v->payload;
 		if ((void *)(under + 1) > end)
 			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
 		if (payload == PAYLOAD_NONE) {
 			__u8 ver = under[0] >> 4;
-			if (ver == 4) {
-				__u8 ihl = under[0] & 0xf;
-				if (ihl < 5 || (void *)(under + ihl * 4) > end)
-					return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+			if (ver == 4)
 				payload = PAYLOAD_IPV4;
-			} else if (ver == 6) {
+			else if (ver == 6)
 				payload = PAYLOAD_IPV6;
-			} else {
-				return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
-			}
 		}
-		if (payload == PAYLOAD_IPV4) {
-			if ((void *)(under + 20) > end)
-				return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+		if (payload == PAYLOAD_IPV4)
 			proto = ETH_P_IP;
-		} else {
-			if ((void *)(under + 40) > end)
-				return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+		else if (payload == PAYLOAD_IPV6)
 			proto = ETH_P_IPV6;
+		else
+			return count(R_PASS_UNKNOWN_PAYLOAD, XDP_PASS);
+		__u32 hl;
+		bad = ip_judge(under, end, proto == ETH_P_IPV6, have, &size, &hl);
+		if (bad)
+			return count(bad, XDP_PASS);
+		if (model == TTL_PIPE) {
+			__u32 inner = proto == ETH_P_IPV6 ? under[7] : under[8];
+			if (inner <= 1)
+				return count(R_PASS_TTL_EXPIRED, XDP_PASS);
+			new_ttl = inner - 1;
 		}
 	}
+	// What leaves: the frame less the popped label, or the IP packet
+	// alone.
+	if (size > v->mtu)
+		return count(R_PASS_MTU_EXCEEDED, XDP_PASS);
 	if (bpf_xdp_adjust_head(ctx, 4))
 		return count(R_PASS_ADJUST_FAILED, XDP_PASS);
 	data = (void *)(long)ctx->data;
@@ -529,25 +669,28 @@ int mplsnode_lsr(struct xdp_md *ctx)
 		return count(R_DROP_INTERNAL, XDP_DROP);
 	if ((void *)(under + 4) > end)
 		return count(R_DROP_INTERNAL, XDP_DROP);
-	// The TTL model (mpls.PopTTL, and the label switch's pop to a label).
-	if (model == TTL_UNIFORM) {
-		if (proto == ETH_P_MPLS_UC) {
-			__u32 next = bpf_ntohl(*(__u32 *)under);
-			*(__u32 *)under = bpf_htonl((next & ~0xffu) | out_ttl);
-		} else if (proto == ETH_P_IP) {
-			if ((void *)(under + 20) > end)
-				return count(R_DROP_INTERNAL, XDP_DROP);
-			if (under[8] != out_ttl) {
-				__u16 old = *(__u16 *)(under + 8);
-				under[8] = out_ttl;
-				csum_replace16((__u16 *)(under + 10), old, *(__u16 *)(under + 8));
-			}
-		} else {
-			if ((void *)(under + 40) > end)
-				return count(R_DROP_INTERNAL, XDP_DROP);
-			under[7] = out_ttl;
+	if (proto == ETH_P_MPLS_UC) {
+		__u32 next = bpf_ntohl(*(__u32 *)under);
+		*(__u32 *)under = bpf_htonl((next & ~0xffu) | new_ttl);
+	} else if (proto == ETH_P_IP) {
+		if ((void *)(under + 20) > end)
+			return count(R_DROP_INTERNAL, XDP_DROP);
+		if (under[8] != new_ttl) {
+			__u16 old = *(__u16 *)(under + 8);
+			under[8] = new_ttl;
+			csum_replace16((__u16 *)(under + 10), old, *(__u16 *)(under + 8));
 		}
+	} else {
+		if ((void *)(under + 40) > end)
+			return count(R_DROP_INTERNAL, XDP_DROP);
+		under[7] = new_ttl;
 	}
+	if (trim_to(ctx, have, size))
+		return count(R_DROP_INTERNAL, XDP_DROP); // the TTL is already rewritten
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + ETH_HLEN > end)
+		return count(R_DROP_INTERNAL, XDP_DROP);
 	write_eth(data, v, proto);
 	count(proto == ETH_P_MPLS_UC ? R_POPPED_LABELLED : R_POPPED_IP, 0);
 	return bpf_redirect_map(&egress, v->ifindex, 0);
