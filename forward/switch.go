@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/internal/drops"
 	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -89,11 +90,22 @@ const (
 	// link-local, or is one of the node's own addresses: never forwarded
 	// (RFC 1812 §5.3.7, RFC 4291 §2.5.6).
 	DropMartianSource
-	// DropBadChecksum: a packet that needed its IPv4 header rewritten
-	// (fragmented to fit the egress link) has a header checksum that does
-	// not verify: a router checks it before rewriting the header (RFC 1812
-	// §5.2.2), so that a corrupt header never leaves with a valid one.
+	// DropBadChecksum: an IPv4 header whose checksum does not verify: a
+	// router discards it (RFC 1812 §5.2.2), so that a corrupt header never
+	// leaves, least of all with a valid checksum.
 	DropBadChecksum
+	// DropTruncatedLabelStack: the frame ends inside its label stack, or
+	// with no bottom-of-stack entry.
+	DropTruncatedLabelStack
+	// DropLabelStackTooDeep: no bottom-of-stack entry within the maximum
+	// depth.
+	DropLabelStackTooDeep
+	// DropNoILMEntry: a label below one the node pops has no entry.
+	DropNoILMEntry
+	// DropMalformedIP: an IP length field contradicts the packet (an IPv4
+	// total length below its header or beyond the bytes received, an IPv6
+	// payload length beyond them): never forwarded (RFC 1812 §5.2.2).
+	DropMalformedIP
 
 	numDrops
 )
@@ -115,6 +127,11 @@ var dropNames = [numDrops]string{
 	DropBadChecksum:     "bad_checksum",
 	DropNoRoute:         "no_route",
 	DropMartianSource:   "martian_source",
+
+	DropTruncatedLabelStack: "truncated_label_stack",
+	DropLabelStackTooDeep:   "label_stack_too_deep",
+	DropNoILMEntry:          "no_ilm_entry",
+	DropMalformedIP:         "malformed_ip",
 }
 
 var remedies = [numDrops]string{
@@ -134,6 +151,11 @@ var remedies = [numDrops]string{
 	DropBadChecksum:     "the packet was corrupted on the way (IPv4 header checksum); capture on the ingress link",
 	DropNoRoute:         "add a route to the destination (route add PREFIX via ADDR)",
 	DropMartianSource:   "a sender uses a source address no one may use, or spoofs the node's own; find it",
+
+	DropTruncatedLabelStack: "the sender emits malformed MPLS frames; capture on the ingress link",
+	DropLabelStackTooDeep:   "shorten the label stacks upstream",
+	DropNoILMEntry:          "add an ILM entry for the label (mpls route add <label> ...) or fix the upstream LSR's label",
+	DropMalformedIP:         "a sender emits IP packets whose length fields are wrong; capture on the ingress link",
 }
 
 // String returns the counter name, e.g. "no_neighbor".
@@ -231,8 +253,9 @@ type attached struct {
 	ns     *gstack.Stack
 	byName map[string]attachedLink
 	nics   map[*mplsendpoint.Endpoint]tcpip.NICID
-	// local holds the node's addresses and its IPv4 subnets' broadcast
-	// addresses: IP packets to them are the stack's, never transit.
+	// local holds the node's addresses and its IPv4 subnets' network and
+	// broadcast addresses: IP packets to them are the stack's, never
+	// transit, and packets from them get no ICMP error.
 	local map[tcpip.Address]struct{}
 }
 
@@ -391,6 +414,7 @@ func (ls *Switch) Attach(ns *gstack.Stack) {
 			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
 				sn := pa.AddressWithPrefix.Subnet()
 				st.local[sn.Broadcast()] = struct{}{}
+				st.local[sn.ID()] = struct{}{}
 			}
 		}
 	}
@@ -433,133 +457,28 @@ func (ls *Switch) drop(r Drop, n uint64, label mpls.Label) {
 	ls.ctr.drops.Add(r, n, int64(label), nil)
 }
 
-// Forward implements mplsendpoint.Forwarder: it swaps or pops the matched
-// label, decrements the TTL (RFC 3032 §2.4.1), and writes the new frame to
-// the ILM entry's next hop. An expiring TTL yields an ICMP time exceeded
-// with the received label stack (RFC 4950).
+// Forward implements mplsendpoint.Forwarder: the frame is decided by the
+// reference (verdict.Tables.DecideLabelled: swap or pop, the TTL rules of
+// RFC 3032 §2.4 and RFC 3443, the checks of the IP packet a pop exposes,
+// the egress MTU) and the verdict carried out: the new frame written to
+// its next hop, or the drop counted and its ICMP error (RFC 4950) sent.
 func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest) {
-	ent := req.Entry
-	top := req.Labels[req.Top]
 	st := ls.st.Load()
 	if st == nil {
-		ls.drop(DropNotReady, 1, top.Label)
+		ls.drop(DropNotReady, 1, req.Labels[req.Top].Label)
 		return
-	}
-	// The TTL that arrived: in the uniform model every label above the
-	// matched one counted the same hops, so the outermost one is the
-	// packet's TTL; in the pipe model the matched label's own TTL.
-	inTTL := top.TTL
-	if ls.ttlModel == mpls.TTLUniform {
-		inTTL = req.Labels[0].TTL
-	}
-	outTTL, err := mpls.ForwardTTL(inTTL)
-	if err != nil {
-		ls.drop(DropTTLExpired, 1, top.Label)
-		ls.sendICMPError(st, in, req, icmpTimeExceeded, 0)
-		return
-	}
-	for _, e := range req.Labels {
-		if e.Label == mpls.LabelImplicitNull {
-			ls.drop(DropImplicitNull, 1, top.Label)
-			return
-		}
-	}
-	swap, out, dev, via := ent.Action == mpls.ILMSwap, ent.OutLabels, ent.Device, ent.NextHop
-	if ent.Action == mpls.ILMMultipath {
-		h := ls.multipathHop(ent, req)
-		swap, out, dev, via = len(h.Labels) > 0, h.Labels, h.Device, h.Via
-	}
-	rest := req.Labels[req.Top+1:]
-	if !swap {
-		var ok bool
-		if rest, ok = exposedLabels(rest); !ok {
-			ls.drop(DropReservedLabel, 1, top.Label)
-			return
-		}
-	}
-	nh := ls.nextHop(st, dev, via)
-	if nh == nil {
-		ls.drop(DropNoEgressLink, 1, top.Label)
-		return
-	}
-	nOut := len(rest) + len(out)
-	data := req.Packet.Data()
-	payloadOff := len(req.Frame)
-	payloadLen := data.Size() - payloadOff
-	typ := mplsendpoint.EthertypeMPLSUnicast
-	if nOut == 0 {
-		// Pop to IP: find the payload type, apply the TTL model.
-		b, ok := data.PullUp(min(data.Size(), payloadOff+ipPeek))
-		if !ok {
-			ls.drop(DropUnknownPayload, 1, top.Label)
-			return
-		}
-		ip := b[payloadOff:]
-		p, err := mpls.InferPayload(ent.Payload, top.Label, ip)
-		if err == nil {
-			err = mpls.PopTTL(ls.ttlModel, outTTL, p, ip)
-		}
-		if err != nil {
-			ls.drop(DropUnknownPayload, 1, top.Label)
-			return
-		}
-		typ = header.IPv4ProtocolNumber
-		if p == mpls.PayloadIPv6 {
-			typ = header.IPv6ProtocolNumber
-		}
-	}
-	hdrLen := header.EthernetMinimumSize + nOut*mpls.EntryLen
-	eg := egress{nh: nh, typ: typ, hdrLen: hdrLen, swap: swap, out: out,
-		rest: rest, tc: top.TC, ttl: outTTL, hash: req.Packet.Hash, batched: req.Batched,
-		csumValid: req.Packet.RXChecksumValidated}
-	if l2 := hdrLen - header.EthernetMinimumSize + payloadLen; l2 > int(nh.ep.LinkMTU()) {
-		ls.tooBig(st, in, req, &eg, top.Label)
-		return
-	}
-	buf := data.ToBuffer()
-	buf.TrimFront(int64(payloadOff))
-	ls.countAction(&eg)
-	ls.emit(st, &eg, buf, top.Label)
-}
-
-// multipathHop returns the hop of the multipath ILM entry ent for the
-// frame of req: by the flow hash of its received label stack and the
-// payload below it (mpls.LabelStackHash: the entropy label when there is
-// one, else the labels and the inner IP 5-tuple), so that every frame of
-// a flow takes the same hop.
-func (ls *Switch) multipathHop(ent *mpls.ILMEntry, req *mplsendpoint.ForwardRequest) *mpls.NextHop {
-	g := ent.Group()
-	if len(g.Hops) == 1 {
-		return &g.Hops[0]
 	}
 	data := req.Packet.Data()
-	off := len(req.Frame)
-	var payload []byte
-	if b, ok := data.PullUp(min(data.Size(), off+ipPeek)); ok && len(b) > off {
-		payload = b[off:]
+	b, ok := data.PullUp(min(data.Size(), len(req.Frame)+ipPeek))
+	if !ok {
+		ls.drop(DropTruncatedLabelStack, 1, req.Labels[req.Top].Label)
+		return
 	}
-	return g.Select(mpls.LabelStackHash(ls.seed.Load(), req.Labels, payload))
-}
-
-// exposedLabels returns the labels a pop leaves on the frame, rest, once
-// reserved labels the pop exposes are dealt with: an entropy label
-// indicator and its entropy label are popped too (RFC 6790 §4.3: whoever
-// pops the label above the ELI pops the ELI and EL); explicit nulls stay
-// (the next hop pops them); any other reserved label (router alert, GAL,
-// OAM alert, 4-15) or an ELI at the bottom of the stack makes ok false: the
-// frame must not leave with it on top.
-func exposedLabels(rest []mpls.Entry) (out []mpls.Entry, ok bool) {
-	for len(rest) > 0 {
-		switch l := rest[0].Label; {
-		case l == mpls.LabelIPv4ExplicitNull || l == mpls.LabelIPv6ExplicitNull || !l.IsReserved():
-			return rest, true
-		case l == mpls.LabelEntropyIndicator && !rest[0].S && len(rest) >= 2:
-			rest = rest[2:]
-		default:
-			return nil, false
-		}
-	}
-	return rest, true
+	t := ls.tables(st, req.ILM, len(req.Labels))
+	var v verdict.Verdict
+	const eth = header.EthernetMinimumSize
+	t.DecideLabelled(b[eth:], data.Size()-eth, &v)
+	ls.carryOut(st, in, req.Packet, eth, b, &v, req.Batched)
 }
 
 // egress is where and how the label switch sends one received frame: the
@@ -569,37 +488,18 @@ type egress struct {
 	nh     *nextHop
 	typ    tcpip.NetworkProtocolNumber
 	hdrLen int
-	swap   bool         // the top label is swapped for out
-	out    []mpls.Label // the labels a swap pushes, outermost first
-	rest   []mpls.Entry // the received labels below the top one
-	tc     uint8
-	ttl    uint8
-	hash   uint32
+	// labels[:nLabels] are the label stack entries the frame leaves
+	// with, as encoded on the wire (held by value: the verdict they come
+	// from lives on its caller's stack).
+	labels  [verdict.MaxOut]mpls.Entry
+	nLabels int
+	hash    uint32
 	// batched: the ingress link ends its receive batches with EndBatch,
 	// so the frame may be held and written with the batch.
 	batched bool
 	// csumValid: the receive path validated the frame's checksums (the
 	// kernel's TP_STATUS_CSUM_VALID, or a partial checksum it will finish).
 	csumValid bool
-	// ip: a transit IP packet (ip.go), pushed labels in out if swap.
-	ip bool
-}
-
-// countAction counts what the switch did to one received frame.
-func (ls *Switch) countAction(eg *egress) {
-	switch {
-	case eg.ip:
-		ls.ctr.ipForwarded.Add(1)
-		if eg.swap {
-			ls.ctr.pushed.Add(1)
-		}
-	case eg.swap:
-		ls.ctr.swapped.Add(1)
-	case len(eg.rest) > 0:
-		ls.ctr.poppedLabelled.Add(1)
-	default:
-		ls.ctr.poppedIP.Add(1)
-	}
 }
 
 // emit puts eg's link header and labels in front of payload and transmits
@@ -622,63 +522,11 @@ func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mp
 	h := out.LinkHeader().Push(eg.hdrLen)
 	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.ep.LinkAddress(), Type: eg.typ})
 	off := header.EthernetMinimumSize
-	if eg.swap {
-		// NewILM rejected every label EncodeLabels refuses (implicit
-		// null, over 20 bits), so it cannot fail here.
-		n, _ := mpls.EncodeLabels(h[off:], eg.out, eg.tc, eg.ttl)
-		off += n
-		if len(eg.rest) > 0 && n > 0 { // the received labels below stay the bottom
-			last := mpls.DecodeEntry(h[off-mpls.EntryLen:])
-			last.S = false
-			last.Encode(h[off-mpls.EntryLen:])
-		}
-	}
-	for i, e := range eg.rest {
-		if i == 0 && !eg.swap && ls.ttlModel == mpls.TTLUniform {
-			// Popping to a label: uniform copies the TTL down.
-			e.TTL = eg.ttl
-		}
+	for _, e := range eg.labels[:eg.nLabels] {
 		e.Encode(h[off:])
 		off += mpls.EntryLen
 	}
 	ls.transmit(st, eg.nh, out, label, eg.batched, groOK)
-}
-
-// tooBig handles a frame whose payload does not fit the egress link once
-// labelled (RFC 3032 §3): an IPv4 packet without DF is fragmented to the
-// path's IP MTU and each fragment labelled alike; any other packet is
-// dropped (mtu_exceeded) and its sender gets an ICMP fragmentation needed
-// or Packet Too Big naming that MTU, so that path MTU discovery converges.
-func (ls *Switch) tooBig(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, eg *egress, label mpls.Label) {
-	ipMTU := int(eg.nh.ep.LinkMTU()) - (eg.hdrLen - header.EthernetMinimumSize)
-	data := req.Packet.Data()
-	payloadOff := len(req.Frame)
-	b, ok := data.PullUp(data.Size())
-	if ok && ipMTU >= header.IPv4MinimumMTU {
-		ip := b[payloadOff:]
-		bottom := req.Labels[len(req.Labels)-1].Label
-		if p, err := mpls.InferPayload(mpls.PayloadNone, bottom, ip); err == nil && p == mpls.PayloadIPv4 &&
-			header.IPv4(ip).Flags()&header.IPv4FlagDontFragment == 0 {
-			if !header.IPv4(ip).IsChecksumValid() {
-				// Each fragment gets a new header checksum: a corrupt
-				// header must not leave with valid ones.
-				ls.drop(DropBadChecksum, 1, label)
-				return
-			}
-			if frags, ok := fragmentIPv4(ip, ipMTU); ok {
-				ls.countAction(eg)
-				ls.ctr.fragmented.Add(1)
-				for _, f := range frags {
-					ls.emit(st, eg, buffer.MakeWithData(f), label)
-				}
-				return
-			}
-		}
-	}
-	ls.drop(DropMTUExceeded, 1, label)
-	if ipMTU > 0 {
-		ls.sendICMPError(st, in, req, icmpTooBig, uint32(ipMTU))
-	}
 }
 
 // nextHop returns the next hop state for (dev, addr), creating it on first
@@ -834,76 +682,28 @@ func (ls *Switch) Flush() {
 	}
 }
 
-// icmpKind is the ICMP error the label switch sends back.
-type icmpKind int
-
-const (
-	// icmpTimeExceeded: the label TTL expired (RFC 3032 §2.4.1).
-	icmpTimeExceeded icmpKind = iota
-	// icmpTooBig: the packet does not fit the egress path (RFC 3032 §3).
-	icmpTooBig
-	// icmpNoRoute: no route to a transit packet's destination (RFC 1812
-	// §5.2.7.1, RFC 4443 §3.1).
-	icmpNoRoute
-)
-
-// sendICMPError sends an ICMP error of kind for the labelled frame in req
-// back to its IP source, sourced from the ingress link's address, with the
-// received label stack as an RFC 4950 extension; mtu is the path MTU that
-// icmpTooBig reports. The IP packet is routed by the stack (and labelled
-// if the route back is). ICMP errors and non-first fragments get none
-// (RFC 1812 §4.3.2.7), and all are rate-limited.
-func (ls *Switch) sendICMPError(st *attached, in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRequest, kind icmpKind, mtu uint32) {
-	data := req.Packet.Data()
-	payloadOff := len(req.Frame)
-	want := icmp.OrigLen
-	if kind == icmpTooBig {
-		want = header.IPv6MinimumMTU // Packet Too Big carries up to 1232 bytes
-	}
-	b, ok := data.PullUp(min(data.Size(), payloadOff+want))
-	if !ok || len(b) < payloadOff+1 {
-		ls.drop(DropICMPFailed, 1, req.Labels[req.Top].Label)
-		return
-	}
-	bottom := req.Labels[len(req.Labels)-1].Label
-	p, err := mpls.InferPayload(mpls.PayloadNone, bottom, b[payloadOff:])
-	if err != nil {
-		ls.drop(DropICMPFailed, 1, bottom)
-		return
-	}
-	ls.icmpError(st, in, p == mpls.PayloadIPv6, b[payloadOff:], req.Frame[header.EthernetMinimumSize:], kind, mtu, bottom)
-}
+// quoteLen is how much of an offending packet the ICMP errors are given
+// to quote: a Packet Too Big carries up to the IPv6 minimum MTU, an ICMPv4
+// error as much as fits in 576 bytes (RFC 1812 §4.3.2.3).
+func quoteLen(*verdict.Verdict) int { return header.IPv6MinimumMTU }
 
 // icmpError sends an ICMP error of kind for orig, the start of an IP
 // packet (v6: IPv6; a whole fixed header) received on in, back to its
 // source, sourced from in's address, with labels (the received label
-// stack, nil for none) as an RFC 4950 extension; mtu is what icmpTooBig
-// reports. The IP packet is routed by the stack (and labelled if the route
-// back is). ICMP errors, non-first fragments and sources that name no
-// single host or this node get none (RFC 1812 §4.3.2.7), and all are
-// rate-limited by the stack's node-wide bucket. label names the frame in
-// drop warnings.
-func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, orig, labels []byte, kind icmpKind, mtu uint32, label mpls.Label) {
-	p := mpls.PayloadIPv4
-	if v6 {
-		p = mpls.PayloadIPv6
-	}
-	bottom := label
-	if icmp.IsError(p == mpls.PayloadIPv6, orig) {
-		return
-	}
-	if !ls.icmpSourceOK(st, p == mpls.PayloadIPv6, orig) {
-		ls.drop(DropICMPBadSource, 1, bottom)
-		return
-	}
+// stack, nil for none) as an RFC 4950 extension; mtu is what a TooBig
+// reports. The verdict decided that this source may get one (RFC 1812
+// §4.3.2.7); the IP packet is routed by the stack (and labelled if the
+// route back is) and rate-limited by the stack's node-wide bucket. label
+// names the frame in drop warnings.
+func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, orig, labels []byte, kind verdict.ICMPKind, mtu uint32, label mpls.Label) {
 	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
-		ls.drop(DropICMPRateLimited, 1, bottom)
+		ls.drop(DropICMPRateLimited, 1, label)
 		return
 	}
 	var origSrc tcpip.Address
 	proto := header.IPv4ProtocolNumber
 	tproto := header.ICMPv4ProtocolNumber
-	if p == mpls.PayloadIPv6 {
+	if v6 {
 		proto, tproto = header.IPv6ProtocolNumber, header.ICMPv6ProtocolNumber
 		origSrc = header.IPv6(orig).SourceAddress()
 	} else {
@@ -920,7 +720,7 @@ func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, or
 		r, terr = st.ns.FindRoute(0, tcpip.Address{}, origSrc, proto, false)
 	}
 	if terr != nil {
-		ls.drop(DropICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, label)
 		return
 	}
 	defer r.Release()
@@ -929,51 +729,20 @@ func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, or
 	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
 	var msg []byte
 	switch kind {
-	case icmpTooBig:
-		msg = icmp.FragmentationNeeded(p == mpls.PayloadIPv6, orig, labels, mtu, src, dst)
-	case icmpNoRoute:
-		msg = icmp.NoRoute(p == mpls.PayloadIPv6, orig, src, dst)
+	case verdict.TooBig:
+		msg = icmp.FragmentationNeeded(v6, orig, labels, mtu, src, dst)
+	case verdict.Unreachable:
+		msg = icmp.NoRoute(v6, orig, src, dst)
 	default:
-		msg = icmp.TimeExceeded(p == mpls.PayloadIPv6, orig, labels, src, dst)
+		msg = icmp.TimeExceeded(v6, orig, labels, src, dst)
 	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
 	defer pkt.DecRef()
 	copy(pkt.TransportHeader().Push(len(msg)), msg)
 	pkt.TransportProtocolNumber = tproto
 	if terr := r.WritePacket(gstack.NetworkHeaderParams{Protocol: tproto, TTL: icmp.ErrorTTL}, pkt); terr != nil {
-		ls.drop(DropICMPFailed, 1, bottom)
+		ls.drop(DropICMPFailed, 1, label)
 		return
 	}
 	ls.ctr.icmpSent.Add(1)
-}
-
-// icmpSourceOK reports whether the source of the IP packet ip (a whole
-// fixed header, checked by InferPayload) may get an ICMP error: it names
-// one host (icmp.SourceNamesOneHost) that is not this node, nor the
-// broadcast address of a subnet the node is on (RFC 1812 §4.3.2.7, RFC
-// 4443 §2.4 (e)).
-func (ls *Switch) icmpSourceOK(st *attached, v6 bool, ip []byte) bool {
-	var src tcpip.Address
-	if v6 {
-		src = header.IPv6(ip).SourceAddress()
-	} else {
-		src = header.IPv4(ip).SourceAddress()
-	}
-	a, _ := netip.AddrFromSlice(src.AsSlice())
-	if !icmp.SourceNamesOneHost(a) {
-		return false
-	}
-	for _, addrs := range st.ns.AllAddresses() {
-		for _, pa := range addrs {
-			if pa.AddressWithPrefix.Address == src {
-				return false
-			}
-			if !v6 && pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
-				if sn := pa.AddressWithPrefix.Subnet(); sn.Broadcast() == src {
-					return false
-				}
-			}
-		}
-	}
-	return true
 }

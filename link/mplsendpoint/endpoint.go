@@ -114,6 +114,9 @@ type ForwardRequest struct {
 	Top int
 	// Entry is the matched ILM entry.
 	Entry *mpls.ILMEntry
+	// ILM is the table Entry came from: the forwarder decides the frame
+	// on the same snapshot.
+	ILM *mpls.ILM
 	// Batched says the lower link ends every receive batch with EndBatch,
 	// which the endpoint passes on to a BatchForwarder: the forwarder may
 	// hold the frames it builds and write them together then.

@@ -322,6 +322,7 @@ func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 					Labels:  labels,
 					Top:     i,
 					Entry:   ent,
+					ILM:     ilm,
 					Batched: e.batched.Load(),
 				}
 				e.ctr.rxForwarded.Add(1)
