@@ -86,7 +86,7 @@ func wantPassedUp(t *testing.T, p *Program, in []byte, r Reason) {
 	t.Helper()
 	ret, out := run(t, p, in)
 	if ret != xdpPass {
-		t.Fatalf("action %d, want pass (%s) for %x", ret, r, in)
+		t.Fatalf("action %d, want pass (%s) for %s", ret, r, head(in))
 	}
 	if !bytes.Equal(out, in) {
 		t.Fatalf("frame changed:\n got %x\nwant %x", out, in)
@@ -111,9 +111,17 @@ func wantCarried(t *testing.T, p *Program, in []byte) []byte {
 	t.Helper()
 	ret, out := run(t, p, in)
 	if ret != xdpRedirect {
-		t.Fatalf("action %d, want redirect for %x; counters %v", ret, in, mustCounters(t, p))
+		t.Fatalf("action %d, want redirect for %s; counters %v", ret, head(in), mustCounters(t, p))
 	}
 	return out
+}
+
+// head is a frame's first bytes in hex, for failure messages.
+func head(b []byte) string {
+	if len(b) > 80 {
+		return fmt.Sprintf("%x... (%d bytes)", b[:80], len(b))
+	}
+	return fmt.Sprintf("%x", b)
 }
 
 type hostileCase struct {
@@ -301,7 +309,9 @@ func TestHostilePoppedIPLength(t *testing.T) {
 // guards: pipe leaving the exposed TTL untouched (inner TTL 0 and 1 were
 // redirected as they came).
 func TestHostilePipeTTL(t *testing.T) {
-	pop := func(ttl uint8, ip []byte) []byte { return frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: ttl}}, ip) }
+	pop := func(ttl uint8, ip []byte) []byte {
+		return frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: ttl}}, ip)
+	}
 	popLabel := func(inner uint8) []byte {
 		return frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 20}, {Label: 700, S: true, TTL: inner}}, ipv4(t, 64, 60))
 	}
