@@ -182,7 +182,8 @@ func TestIPPassedUp(t *testing.T) {
 		{"on-link", with(64, [4]byte{10, 50, 1, 1}, src, 100), PassNoNeighbor},
 		{"route mtu", with(64, [4]byte{10, 40, 1, 1}, src, 100), PassMTUExceeded},
 		{"link mtu", with(64, [4]byte{10, 10, 1, 1}, src, testMTU+1), PassMTUExceeded},
-		{"truncated", with(64, [4]byte{10, 10, 1, 1}, src, 100)[:60], PassUnknownPayload},
+		{"truncated", with(64, [4]byte{10, 10, 1, 1}, src, 100)[:60], PassMalformedIP},
+		{"header cut short", with(64, [4]byte{10, 10, 1, 1}, src, 100)[:14+19], PassUnknownPayload},
 		{"not to us", append(append([]byte{}, nhMAC...), with(64, [4]byte{10, 10, 1, 1}, src, 100)[6:]...), PassNotMPLS},
 	}
 	for _, c := range cases {

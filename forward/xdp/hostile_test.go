@@ -252,7 +252,7 @@ func TestHostileChecksum(t *testing.T) {
 // TestHostilePoppedIPLength: a popped IP packet is judged whole, as IP
 // transit is: IPv4 total length below its header or beyond the bytes
 // there, IPv6 payload beyond the bytes there, are passed up
-// (unknown_payload); bytes after the packet (Ethernet padding, an IPv6
+// (malformed_ip); bytes after the packet (Ethernet padding, an IPv6
 // payload length of 0 with bytes after the header) are trimmed.
 // guards: no length check after a pop (total length 10, 19 and 200 in 44
 // bytes, IPv6 payload length 500 over 25 bytes were redirected) and no
@@ -265,16 +265,16 @@ func TestHostilePoppedIPLength(t *testing.T) {
 	}
 	pop := func(ip []byte) []byte { return frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 20}}, ip) }
 	runPassedUp(t, []hostileCase{
-		{"IPv4 total length 10", mpls.TTLUniform, pop(withTot(44, 10)), PassUnknownPayload},
-		{"IPv4 total length 19", mpls.TTLUniform, pop(withTot(44, 19)), PassUnknownPayload},
-		{"IPv4 total length 200 in 44 bytes", mpls.TTLUniform, pop(withTot(44, 200)), PassUnknownPayload},
+		{"IPv4 total length 10", mpls.TTLUniform, pop(withTot(44, 10)), PassMalformedIP},
+		{"IPv4 total length 19", mpls.TTLUniform, pop(withTot(44, 19)), PassMalformedIP},
+		{"IPv4 total length 200 in 44 bytes", mpls.TTLUniform, pop(withTot(44, 200)), PassMalformedIP},
 		{"IPv4 total length 23 under IHL 6", mpls.TTLPipe, pop(func() []byte {
 			ip := ipv4Options(t, 64, 40, 1)
 			binary.BigEndian.PutUint16(ip[2:], 23)
 			return fixIPv4Checksum(ip)
-		}()), PassUnknownPayload},
-		{"IPv6 payload length 500 over 25 bytes", mpls.TTLUniform, pop(ipv6Payload(64, 500, 25)), PassUnknownPayload},
-		{"IPv6 payload length 26 over 25 bytes", mpls.TTLPipe, pop(ipv6Payload(64, 26, 25)), PassUnknownPayload},
+		}()), PassMalformedIP},
+		{"IPv6 payload length 500 over 25 bytes", mpls.TTLUniform, pop(ipv6Payload(64, 500, 25)), PassMalformedIP},
+		{"IPv6 payload length 26 over 25 bytes", mpls.TTLPipe, pop(ipv6Payload(64, 26, 25)), PassMalformedIP},
 	})
 	t.Run("IPv4 padding trimmed", func(t *testing.T) {
 		p := newTestProgram(t, mpls.TTLUniform, true, hostileEntries()...)

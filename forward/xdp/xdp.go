@@ -129,6 +129,7 @@ const (
 	PassLabelStackTooDeep
 	PassImplicitNull
 	PassBadChecksum
+	PassMalformedIP
 	numReasons
 )
 
@@ -162,6 +163,7 @@ var reasonNames = [numReasons]string{
 	PassLabelStackTooDeep: "label_stack_too_deep",
 	PassImplicitNull:      "implicit_null_label",
 	PassBadChecksum:       "bad_checksum",
+	PassMalformedIP:       "malformed_ip",
 }
 
 // String returns the counter's name: the userspace drop reason's name for

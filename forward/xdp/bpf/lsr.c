@@ -75,7 +75,7 @@ enum reason {
 	R_PASS_NO_NEIGHBOR,    // next hop MAC not resolved yet
 	R_PASS_EGRESS_DOWN,    // egress link not taking redirects
 	R_PASS_MTU_EXCEEDED,   // frame over the egress MTU: userspace fragments or sends ICMP
-	R_PASS_UNKNOWN_PAYLOAD, // popped payload, or IP transit, not a whole IP packet
+	R_PASS_UNKNOWN_PAYLOAD, // popped payload not IP, or an IP header cut short
 	R_PASS_ADJUST_FAILED,  // the kernel refused to move the frame head
 	R_DROP_INTERNAL,       // a bound the verifier needs failed after a rewrite (never seen)
 	R_IP_FORWARDED,        // IP transit redirected (FIB), with or without labels pushed
@@ -92,6 +92,7 @@ enum reason {
 	R_PASS_LABEL_STACK_TOO_DEEP, // no S within MAX_DEPTH entries, received or after a swap's push
 	R_PASS_IMPLICIT_NULL,  // label 3 under the top label: userspace drops it (implicit_null_label)
 	R_PASS_BAD_CHECKSUM,   // IPv4 header checksum does not verify: userspace drops it
+	R_PASS_MALFORMED_IP,   // IP length field contradicting the packet: userspace drops it
 	R_MAX,
 };
 
@@ -340,13 +341,14 @@ static __always_inline int ipv4_checksum_ok(const __u8 *ip, const void *end, __u
 
 // ip_judge judges the IP packet at ip (IPv6 if v6, else IPv4), with have
 // bytes from ip to the end of the frame, before it is carried, the same
-// way for a popped payload and for IP transit: the version nibble must
-// match, the fixed header (IPv4: its IHL's worth) be there, the packet
-// whole (IPv4 total length from its header length up to have; IPv6 40 +
-// payload length up to have; bytes beyond it are padding, trimmed by
-// trim_to) and an IPv4 header checksum verify. Returns 0 with the IP
-// packet's length in *size and its header's in *hl, or the reason to pass
-// the frame up.
+// way for a popped payload and for IP transit, in the userspace plane's
+// order: the version nibble must match and the header be there (IPv4: its
+// IHL's worth; else unknown_payload), an IPv4 header checksum verify
+// (bad_checksum), the length fields fit the packet (IPv4 total length
+// from its header length up to have; IPv6 40 + payload length up to have;
+// else malformed_ip). Bytes beyond the IP length are padding, trimmed by
+// trim_to. Returns 0 with the IP packet's length in *size and its
+// header's in *hl, or the reason to pass the frame up.
 static __always_inline int ip_judge(__u8 *ip, void *end, int v6, __u32 have, __u32 *size, __u32 *hl)
 {
 	if (v6) {
@@ -359,11 +361,13 @@ static __always_inline int ip_judge(__u8 *ip, void *end, int v6, __u32 have, __u
 			return R_PASS_UNKNOWN_PAYLOAD;
 		*size = bpf_ntohs(*(__u16 *)(ip + 2));
 		*hl = (ip[0] & 0xf) * 4;
+		if (*hl > have)
+			return R_PASS_UNKNOWN_PAYLOAD;
+		if (!ipv4_checksum_ok(ip, end, *hl))
+			return R_PASS_BAD_CHECKSUM;
 	}
 	if (*size < *hl || *size > have)
-		return R_PASS_UNKNOWN_PAYLOAD;
-	if (!v6 && !ipv4_checksum_ok(ip, end, *hl))
-		return R_PASS_BAD_CHECKSUM;
+		return R_PASS_MALFORMED_IP;
 	return 0;
 }
 
