@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -336,10 +337,12 @@ func TestDifferentialSeeds(t *testing.T) {
 		d := newDiffPlanes(t, m)
 		t.Cleanup(func() { d.prog.Close() })
 		carried := 0
-		for _, f := range diffSeeds(t) {
-			if d.check(t, f) == xdpRedirect {
-				carried++
-			}
+		for i, f := range diffSeeds(t) {
+			t.Run(fmt.Sprintf("%v/%d", m, i), func(t *testing.T) {
+				if d.check(t, f) == xdpRedirect {
+					carried++
+				}
+			})
 		}
 		if carried < 8 {
 			t.Fatalf("%v: the program carried %d seeds; the differential compares nothing", m, carried)
