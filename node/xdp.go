@@ -52,10 +52,16 @@ type nextHopKey struct {
 // xdpPlane runs the label switch's decisions as an XDP program on the
 // node's AF_PACKET links (set forward xdp on|auto) and keeps its maps in
 // step with the ILM, the neighbour table and the egress links' state.
+// Without the program (set forward xdp off, or auto where no link takes
+// it) the plane runs its neighbour watch alone (prog is nil), which the
+// userspace plane needs as much.
 type xdpPlane struct {
-	log   *slog.Logger
-	s     *stack.Stack
-	prog  *fxdp.Program
+	log  *slog.Logger
+	s    *stack.Stack
+	prog *fxdp.Program // nil: the userspace plane alone
+	// watch follows neighbours that announce a new MAC (neighbor.go);
+	// with the program, it kicks a sync at once.
+	watch *neighborWatch
 	feats *fxdp.Features         // opened in the node's network namespace
 	nics  map[string]tcpip.NICID // the stack NIC of each link
 	links map[string]fxdp.Link   // attached links by name
@@ -84,8 +90,8 @@ type xdpPlane struct {
 	// that.
 	fibChanged  <-chan struct{}
 	unsubscribe func()
-	// kick asks for a sync now: a next hop the program lacked was just
-	// resolved.
+	// kick asks for a sync now (kickNow): a next hop the program lacked
+	// was just resolved, or one was just resolved again for a new MAC.
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -102,31 +108,37 @@ type fibDeps struct {
 }
 
 // startXDP loads and attaches the XDP label switch as mode asks: off
-// returns nil; on fails unless every AF_PACKET link of links takes it;
-// auto attaches where it can and logs once for each link where it cannot.
-// Links given as endpoints (tests, embedders) have no interface and never
-// take it.
+// returns the plane without the program (its neighbour watch alone); on
+// fails unless every AF_PACKET link of links takes it; auto attaches where
+// it can and logs once for each link where it cannot (none: the plane
+// without the program). Links given as endpoints (tests, embedders) have
+// no interface and never take it. It runs in the node's network
+// namespace.
 func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
+	// The userspace plane alone: the neighbour watch, nothing to kick.
+	userspace := func() *xdpPlane {
+		return &xdpPlane{log: logger, s: s, watch: startNeighborWatch(s, c.links, logger, nil)}
+	}
 	if mode == config.XDPOff {
-		return nil, nil
+		return userspace(), nil
 	}
 	model, links := c.ttl, c.links
-	fail := func(format string, args ...any) error {
+	fail := func(format string, args ...any) (*xdpPlane, error) {
 		err := fmt.Errorf("set forward xdp "+mode.String()+": "+format, args...)
 		if mode == config.XDPOn {
-			return err
+			return nil, err
 		}
 		logger.Warn("XDP label switch off", "reason", err.Error())
-		return nil
+		return userspace(), nil
 	}
 	prog, err := fxdp.LoadFIB(model, xdpFIBCapacity)
 	if err != nil {
-		return nil, fail("%w", err)
+		return fail("%w", err)
 	}
 	feats, err := fxdp.OpenFeatures()
 	if err != nil {
 		prog.Close()
-		return nil, fail("%w", err)
+		return fail("%w", err)
 	}
 	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
 		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
@@ -171,8 +183,9 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 	if len(x.links) == 0 {
 		prog.Close()
 		feats.Close()
-		return nil, fail("no link took the program")
+		return fail("no link took the program")
 	}
+	x.watch = startNeighborWatch(s, links, logger, x.kickNow)
 	// Subscribed before the first sync: no FIB published from now on is
 	// missed.
 	x.fibChanged, x.unsubscribe = s.Tables().Subscribe()
@@ -181,6 +194,15 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 	go x.run()
 	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", prog.VerifiedInstructions())
 	return x, nil
+}
+
+// kickNow asks the plane for a sync now; it never blocks (a sync already
+// asked for takes this one in).
+func (x *xdpPlane) kickNow() {
+	select {
+	case x.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (x *xdpPlane) run() {
@@ -209,6 +231,9 @@ func (x *xdpPlane) run() {
 // answer starts the next sync), and marks each attached link as an egress that
 // takes redirected frames or not.
 func (x *xdpPlane) sync() {
+	if x.prog == nil {
+		return
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, l := range x.links {
@@ -540,9 +565,25 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 		if !ok || n.LinkAddr == "" || n.State == gstack.Unreachable || n.State == gstack.Incomplete {
 			continue
 		}
+		confirmStale(ns, nic, proto, n)
 		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
 	}
 	return out
+}
+
+// confirmStale starts the reachability check of a stale neighbour entry
+// that the program forwards to, as a frame the userspace plane sends to it
+// would (RFC 4861 section 7.3.3: the frames keep its MAC meanwhile). The
+// program's frames never reach the stack, so without this a stale entry
+// would stay stale, and its MAC in the program, however long the
+// neighbour has been gone or has answered from another MAC: now its
+// probes (after the delay, to the MAC it holds) either confirm it, or
+// fail and it becomes unreachable, and the next sync clears its MAC in the
+// program (frames pass up to userspace, which resolves it again).
+func confirmStale(ns *gstack.Stack, nic tcpip.NICID, proto tcpip.NetworkProtocolNumber, n gstack.NeighborEntry) {
+	if n.State == gstack.Stale {
+		ns.GetLinkAddress(nic, n.Addr, tcpip.Address{}, proto, nil) // Stale -> Delay: never blocks
+	}
 }
 
 // localAddrs returns the stack's addresses and its IPv4 subnets'
@@ -585,16 +626,14 @@ func (x *xdpPlane) neighbor(ns *gstack.Stack, dev string, addr netip.Addr) net.H
 	if nbrs, err := ns.Neighbors(nic, proto); err == nil {
 		for _, n := range nbrs {
 			if n.Addr == want && n.LinkAddr != "" && n.State != gstack.Unreachable && n.State != gstack.Incomplete {
+				confirmStale(ns, nic, proto, n)
 				return net.HardwareAddr(n.LinkAddr)
 			}
 		}
 	}
 	ns.GetLinkAddress(nic, want, tcpip.Address{}, proto, func(r gstack.LinkResolutionResult) {
 		if r.Err == nil {
-			select {
-			case x.kick <- struct{}{}:
-			default:
-			}
+			x.kickNow()
 		}
 	})
 	return nil
@@ -650,7 +689,7 @@ type XDPReport struct {
 
 // report returns the plane's report; nil when XDP is off.
 func (x *xdpPlane) report() *XDPReport {
-	if x == nil {
+	if x == nil || x.prog == nil {
 		return nil
 	}
 	r := &XDPReport{Skipped: x.skipped, VerifiedInstructions: x.prog.VerifiedInstructions(), Passed: map[string]uint64{}}
@@ -697,6 +736,10 @@ func (x *xdpPlane) report() *XDPReport {
 // they were found) and frees it.
 func (x *xdpPlane) close() error {
 	if x == nil {
+		return nil
+	}
+	x.watch.close()
+	if x.prog == nil {
 		return nil
 	}
 	close(x.stop)
