@@ -20,13 +20,20 @@
 // above 1. The TTL rule is RFC 3032's (outgoing = incoming - 1); the TTL
 // model (RFC 3443) is the node's: uniform writes the decremented TTL into
 // the label below a popped one, or into the IP header (IPv4 checksum
-// updated incrementally, RFC 1624, so a wrong checksum stays wrong); pipe
-// leaves them. What it passes up: everything else, notably TTL 0/1 (the
-// ICMP time exceeded with RFC 4950's label stack is built in userspace),
-// unknown labels, multipath labels (ecmp: the flow hash that keeps a flow
-// on one hop is userspace's), reserved labels on top or under a popped
-// one, unresolved neighbours, frames over the egress MTU (fragmented or
-// answered with ICMP in userspace), payloads that are not IP.
+// updated incrementally, RFC 1624); pipe decrements that label's or IP
+// header's own TTL for this hop, and passes the frame up when it is 0 or
+// 1. What it passes up: everything else, notably TTL 0/1 (the ICMP time
+// exceeded with RFC 4950's label stack is built in userspace), label
+// stacks without their bottom within 16 entries (mpls.DefaultMaxDepth;
+// cut short, no S bit, too deep, or too deep once a swap pushed its
+// labels), label 3 anywhere in the stack, unknown labels, multipath
+// labels (ecmp: the flow hash that keeps a flow on one hop is
+// userspace's), reserved labels on top or under a popped one, unresolved
+// neighbours, frames over the egress MTU (fragmented or answered with
+// ICMP in userspace), payloads that are not IP, and popped IP packets
+// that are not whole (malformed_ip) or whose IPv4 header checksum does
+// not verify (bad_checksum), judged as for IP transit; Ethernet padding
+// after a popped IP packet is trimmed.
 //
 // IP transit: an IPv4 or IPv6 packet to the ingress link's MAC is looked
 // up in an LPM trie per family that the caller fills from the FIB, the
@@ -38,11 +45,12 @@
 // own for the pipe model and `ttl N` routes; S on the last), Ethernet
 // padding trimmed, and is redirected. Everything else is passed up:
 // packets to or from the node's addresses, martian sources, ranges never
-// forwarded, TTL 1, no route, packets over the route's MTU, ECMP routes
-// (the flow hash stays userspace's, so a flow keeps its hop), TCP/UDP
-// segments whose checksum field holds Linux's partial form (a veth peer
-// with TX checksum offload: the redirect would lose the note that the sum
-// is unfinished). Every prefix the program does not carry is a marker
+// forwarded, TTL 1, IPv4 headers whose checksum does not verify, length
+// fields that contradict the packet, no route, packets over the route's
+// MTU, ECMP routes (the flow hash stays userspace's, so a flow keeps its
+// hop), TCP/UDP segments whose checksum field holds Linux's partial form
+// (a veth peer with TX checksum offload: the redirect would lose the note
+// that the sum is unfinished). Every prefix the program does not carry is a marker
 // entry in the trie, never a gap, so no packet is forwarded by a shorter
 // prefix than userspace would choose; a family over FIBCapacity routes
 // (16,777,216) is not carried at all. SyncFIB writes only what changed,
