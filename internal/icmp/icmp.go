@@ -44,10 +44,11 @@ const (
 	// ErrorTTL is the TTL (hop limit) of the ICMP errors we originate,
 	// Linux's default.
 	ErrorTTL = 64
-	// icmpv4QuoteLen is how much of the offending datagram an ICMPv4
-	// error without extensions quotes beyond its IP header: 64 bits (RFC
-	// 792).
-	icmpv4QuoteLen = 8
+	// icmpv4MaxLen bounds an ICMPv4 error without extensions, its IP
+	// header included: it quotes as much of the offending datagram as
+	// fits in 576 bytes (RFC 1812 §4.3.2.3; RFC 792's IP header and 64
+	// bits is the least).
+	icmpv4MaxLen = 576
 )
 
 // TimeExceeded returns an ICMP time exceeded message (the ICMP header and
@@ -87,7 +88,7 @@ func TimeExceeded(v6 bool, orig, labels []byte, src, dst netip.Addr) []byte {
 // the label overhead, RFC 3032 §3.2). For IPv4 it is a destination
 // unreachable, fragmentation needed and DF set (RFC 1191), with labels as
 // an RFC 4950 extension like TimeExceeded; with labels nil, the plain RFC
-// 792 form quoting the IP header and 64 bits. For IPv6 it is a Packet Too Big
+// 792 form quoting as much as fits in 576 bytes. For IPv6 it is a Packet Too Big
 // (RFC 4443 §3.2) carrying as much of orig as fits in the IPv6 minimum
 // MTU; RFC 4884 defines no extension for it, so it has no label stack.
 func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst netip.Addr) []byte {
@@ -114,19 +115,15 @@ func FragmentationNeeded(v6 bool, orig, labels []byte, mtu uint32, src, dst neti
 
 // plain returns an ICMP error without extensions: type, code, the 32-bit
 // word after the checksum (the MTU for fragmentation needed / Packet Too
-// Big), and the quote: for ICMPv4 orig's IP header and first 64 bits of
-// data (RFC 792), for ICMPv6 as much of orig as fits in the IPv6 minimum
-// MTU (RFC 4443 §2.4 (c)).
+// Big), and the quote: for ICMPv4 as much of orig as fits in 576 bytes
+// with the error's own IP header (20 bytes: no options; RFC 1812 §4.3.2.3),
+// for ICMPv6 as much as fits in the IPv6 minimum MTU (RFC 4443 §2.4 (c)).
 func plain(v6 bool, typ, code byte, orig []byte, word uint32, src, dst netip.Addr) []byte {
 	var n int
 	if v6 {
 		n = min(len(orig), header.IPv6MinimumMTU-header.IPv6MinimumSize-header.ICMPv6MinimumSize)
 	} else {
-		hl := header.IPv4MinimumSize
-		if len(orig) >= header.IPv4MinimumSize {
-			hl = max(hl, int(header.IPv4(orig).HeaderLength()))
-		}
-		n = min(len(orig), hl+icmpv4QuoteLen)
+		n = min(len(orig), icmpv4MaxLen-header.IPv4MinimumSize-header.ICMPv4MinimumSize)
 	}
 	b := make([]byte, header.ICMPv4MinimumSize+n)
 	b[0], b[1] = typ, code

@@ -1,6 +1,7 @@
 package icmp_test
 
 import (
+	"bytes"
 	"net/netip"
 	"testing"
 
@@ -48,4 +49,30 @@ func FuzzIsError(f *testing.F) {
 		icmp.FragmentationNeeded(v6, b, []byte{0, 0, 0x64, 0x01}, 1400, src, dst)
 		icmp.NoRoute(v6, b, src, dst)
 	})
+}
+
+// TestQuoteFillsIPv4Minimum: an ICMPv4 error without extensions quotes as
+// much of the offending datagram as fits in 576 bytes with its own 20-byte
+// IP header (RFC 1812 §4.3.2.3), not only the header and 64 bits (issue
+// 22, D9: time exceeded and fragmentation needed from the IP path quoted
+// 28 bytes); a shorter datagram is quoted whole.
+func TestQuoteFillsIPv4Minimum(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	for _, size := range []int{100, 548, 1000} {
+		orig := make([]byte, size)
+		orig[0] = 0x45
+		for i := 20; i < size; i++ {
+			orig[i] = byte(i)
+		}
+		want := min(size, 576-20-8)
+		for name, msg := range map[string][]byte{
+			"time exceeded":        icmp.TimeExceeded(false, orig, nil, src, dst),
+			"fragmentation needed": icmp.FragmentationNeeded(false, orig, nil, 1400, src, dst),
+			"unreachable":          icmp.NoRoute(false, orig, src, dst),
+		} {
+			if got := len(msg) - 8; got != want || !bytes.Equal(msg[8:], orig[:want]) {
+				t.Errorf("%s for a %d-byte datagram quotes %d bytes, want its first %d", name, size, got, want)
+			}
+		}
+	}
 }
