@@ -27,8 +27,15 @@ type issue12Class struct {
 	// every other drop counter of the switch and of the ingress link
 	// stays.
 	switchDrops []string
-	// popped: frames forwarded (popped to IP towards ns2), each.
+	// linkDrops: the ingress link's drop counters that move by count each
+	// (frames the link drops before the switch sees them).
+	linkDrops []string
+	// popped: frames forwarded (popped to IP towards ns2), each, that
+	// the filter picks out at ns2 (tcpToDiscard when nil).
 	popped bool
+	filter func([]byte) bool
+	// wireLen, when not 0, is the length of each frame ns2 receives.
+	wireLen int
 	// kernelCsum: ns2's kernel counter ("Tcp InCsumErrors" or "IpExt
 	// InCsumErrors") that must move by count: the frames reached it with
 	// the wrong checksum they were sent with.
@@ -66,8 +73,8 @@ func TestIssue12HostileFrames(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	var wire [2]map[string][]string
-	t.Run("userspace", func(t *testing.T) { wire[0] = issue12HostileFrames(t, bin, false) })
-	t.Run("xdp", func(t *testing.T) { wire[1] = issue12HostileFrames(t, bin, true) })
+	t.Run("userspace", func(t *testing.T) { wire[0] = issue12HostileFrames(t, bin, false, "", issue12Classes) })
+	t.Run("xdp", func(t *testing.T) { wire[1] = issue12HostileFrames(t, bin, true, "", issue12Classes) })
 	// The popped classes leave the same bytes in both modes (tshark
 	// decodes and MD5, Ethernet addresses aside: each mode builds its
 	// own links). Planted bug: the program's pop leaving the IP TTL alone
@@ -91,16 +98,90 @@ func xdpPopped(r node.Report) uint64 {
 	return r.XDP.PoppedIP
 }
 
-// issue12HostileFrames runs the classes against one LSR and returns, for
-// each class the LSR forwards, tshark's decode of the frames ns2 received
-// (wiretest.Wire, Ethernet addresses zeroed).
-func issue12HostileFrames(t *testing.T, bin string, xdp bool) map[string][]string {
-	o := seedOptions{}
+// issue12Classes are issues 12's and 22's classes in the uniform TTL
+// model (the default).
+var issue12Classes = []issue12Class{
+	{class: "null_v4_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
+	{class: "null_v6_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
+	{class: "implicit_null_under", count: 7, switchDrops: []string{"implicit_null_label"}},
+	{class: "gal_under", count: 7, switchDrops: []string{"reserved_label"}},
+	{class: "reserved_under", count: 11, switchDrops: []string{"reserved_label"}},
+	{class: "bcast_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+	{class: "own_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+	{class: "bad_tcp_csum", count: 40, popped: true, kernelCsum: [2]string{"Tcp", "InCsumErrors"}},
+	// Issue 22 (D3): a router discards an IPv4 header whose checksum
+	// fails (RFC 1812 §5.2.2); it was popped and forwarded, in both modes.
+	{class: "bad_ip_csum", count: 40, switchDrops: []string{"bad_checksum"}},
+	// D1: the XDP program forwarded these; the link drops them.
+	{class: "no_bottom", count: 6, linkDrops: []string{"truncated_label_stack"}},
+	{class: "too_deep", count: 6, linkDrops: []string{"label_stack_too_deep"}},
+	// D2: label 3 left on the wire after the XDP program's swap.
+	{class: "implicit_null_swap", count: 6, switchDrops: []string{"implicit_null_label"}},
+	{class: "implicit_null_mid", count: 6, switchDrops: []string{"implicit_null_label"}},
+	// D4: malformed IP forwarded after a pop, in both modes.
+	{class: "ip_len_below_header", count: 6, switchDrops: []string{"malformed_ip"}},
+	{class: "ip_len_beyond", count: 6, switchDrops: []string{"malformed_ip"}},
+	{class: "ip6_short", count: 6, switchDrops: []string{"unknown_payload"}},
+	// An IPv6 payload length of 0 leaves as its 40-byte header, the 23
+	// bytes after it cut as on the plain IP path.
+	{class: "ip6_plen0", count: 6, popped: true, filter: isIPv6, wireLen: 14 + 40},
+	// D8: link-local and network-address sources get no ICMP (they drew
+	// one, counted as sent, that never left).
+	{class: "ll_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+	{class: "net_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+	// In the uniform model the inner TTL is the label's: forwarded.
+	{class: "inner_ttl0_ll", count: 6, popped: true, filter: udpFromLinkLocal},
+}
+
+// issue12PipeClasses are issue 22's D5 in the pipe model
+// (net.mpls.ip_ttl_propagate=0): the egress LSR decrements the IP TTL on
+// pop and expires it at 1 (RFC 3443 §3.3); inner TTL 0 and 1 reached ns2.
+var issue12PipeClasses = []issue12Class{
+	{class: "inner_ttl0_ll", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+	{class: "inner_ttl1_ll", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
+	{class: "bad_tcp_csum", count: 40, popped: true, kernelCsum: [2]string{"Tcp", "InCsumErrors"}},
+}
+
+// TestIssue22PipeHostileFrames runs issue 22's pipe-model classes (D5)
+// against the seed LSR with net.mpls.ip_ttl_propagate=0, without and with
+// the XDP plane. Planted bug: the pipe model's pop leaving the IP TTL
+// alone (either plane): inner_ttl0_ll and inner_ttl1_ll are forwarded.
+func TestIssue22PipeHostileFrames(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
+		t.Skipf("needs python3-scapy (Debian package; scripts/deps.sh installs it) to craft frames: %v", err)
+	}
+	bin := buildBinary(t)
+	const pipe = "sysctl net.mpls.ip_ttl_propagate=0\n"
+	t.Run("userspace", func(t *testing.T) { issue12HostileFrames(t, bin, false, pipe, issue12PipeClasses) })
+	t.Run("xdp", func(t *testing.T) { issue12HostileFrames(t, bin, true, pipe, issue12PipeClasses) })
+}
+
+// isIPv6 keeps IPv6 frames.
+func isIPv6(f []byte) bool { return len(f) >= 14 && f[12] == 0x86 && f[13] == 0xdd }
+
+// udpFromLinkLocal keeps IPv4 UDP from 169.254.1.1 (issue12.py's inner
+// TTL classes).
+func udpFromLinkLocal(f []byte) bool {
+	return len(f) >= 34 && f[12] == 8 && f[13] == 0 && f[23] == 17 && string(f[26:30]) == "\xa9\xfe\x01\x01"
+}
+
+// issue12HostileFrames runs the classes against one LSR (its config
+// extended by conf) and returns, for each class the LSR forwards,
+// tshark's decode of the frames ns2 received (wiretest.Wire, Ethernet
+// addresses zeroed).
+func issue12HostileFrames(t *testing.T, bin string, xdp bool, conf string, classes []issue12Class) map[string][]string {
+	// Label 200 swaps to 300 towards ns2 (issue 22's D2 frames).
+	o := seedOptions{conf1: conf + "-f mpls route add 200 as 300 via inet 172.16.21.22\n"}
 	if xdp {
-		o.conf1 = "set forward xdp on\n"
+		o.conf1 += "set forward xdp on\n"
 		o.beforeLSR = func(s *seedProc) { s.ns2.MustExec("ethtool", "-K", s.v21, "gro", "on") }
 	}
-	s := newSeedProc(t, bin, "i12", o)
+	prefix := "i12"
+	if conf != "" {
+		prefix = "i22"
+	}
+	s := newSeedProc(t, bin, prefix, o)
 	if xdp {
 		waitFor(t, &s.lsr.logs, "XDP label switch on")
 	}
@@ -110,22 +191,15 @@ func issue12HostileFrames(t *testing.T, bin string, xdp bool) map[string][]strin
 	// waits for ARP.
 	s.transfer(t, 1<<20, time.Minute, nil)
 
-	classes := []issue12Class{
-		{class: "null_v4_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
-		{class: "null_v6_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
-		{class: "implicit_null_under", count: 7, switchDrops: []string{"implicit_null_label"}},
-		{class: "gal_under", count: 7, switchDrops: []string{"reserved_label"}},
-		{class: "reserved_under", count: 11, switchDrops: []string{"reserved_label"}},
-		{class: "bcast_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
-		{class: "own_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
-		{class: "bad_tcp_csum", count: 40, popped: true, kernelCsum: [2]string{"Tcp", "InCsumErrors"}},
-		{class: "bad_ip_csum", count: 40, popped: true, kernelCsum: [2]string{"IpExt", "InCsumErrors"}},
-	}
 	wire := map[string][]string{}
 	for _, c := range classes {
 		var tap *wiretest.Tap
 		if c.popped {
-			tap = wiretest.NewTap(t, s.ns2, s.v21, tcpToDiscard)
+			f := c.filter
+			if f == nil {
+				f = tcpToDiscard
+			}
+			tap = wiretest.NewTap(t, s.ns2, s.v21, f)
 		}
 		before := s.lsr.mustReport()
 		var kBefore uint64
@@ -153,6 +227,10 @@ func issue12HostileFrames(t *testing.T, bin string, xdp bool) map[string][]strin
 		for _, d := range c.switchDrops {
 			want[d] = uint64(c.count)
 		}
+		wantLink := map[string]uint64{}
+		for _, d := range c.linkDrops {
+			wantLink[d] = uint64(c.count)
+		}
 		// Wait until the switch has seen every frame (the ingress link
 		// hands each to it), then let the counters settle a moment.
 		var after node.Report
@@ -165,7 +243,14 @@ func issue12HostileFrames(t *testing.T, bin string, xdp bool) map[string][]strin
 			}
 			// Frames the XDP program popped never reach the userspace
 			// switch.
-			handled := func(r node.Report) uint64 { return inLink(r, s.v10).RXForwarded + xdpPopped(r) }
+			// and the ingress link drops some before the switch.
+			handled := func(r node.Report) uint64 {
+				n := inLink(r, s.v10).RXForwarded + xdpPopped(r)
+				for _, d := range c.linkDrops {
+					n += inLink(r, s.v10).Drops[d]
+				}
+				return n
+			}
 			if handled(after)-handled(before) >= uint64(c.count) {
 				break
 			}
@@ -182,8 +267,8 @@ func issue12HostileFrames(t *testing.T, bin string, xdp bool) map[string][]strin
 			}
 		}
 		for k, v := range inLink(after, s.v10).Drops {
-			if got := v - inLink(before, s.v10).Drops[k]; got != 0 {
-				t.Errorf("%s: link %s drop %s moved by %d, want 0", c.class, s.v10, k, got)
+			if got := v - inLink(before, s.v10).Drops[k]; got != wantLink[k] {
+				t.Errorf("%s: link %s drop %s moved by %d, want %d", c.class, s.v10, k, got, wantLink[k])
 			}
 		}
 		fwd := after.LabelSwitch.PoppedIP - before.LabelSwitch.PoppedIP
@@ -209,17 +294,25 @@ func issue12HostileFrames(t *testing.T, bin string, xdp bool) map[string][]strin
 			if co := after.LabelSwitch.Coalesced - before.LabelSwitch.Coalesced; co != 0 {
 				t.Errorf("%s: %d segments coalesced, want 0 (their checksums are wrong)", c.class, co)
 			}
-			var got uint64
-			for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				got = kernelCounter(t, s.ns2, c.kernelCsum) - kBefore
-				if got >= uint64(c.count) || time.Now().After(end) {
-					break
+			if c.kernelCsum[0] != "" {
+				var got uint64
+				for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					got = kernelCounter(t, s.ns2, c.kernelCsum) - kBefore
+					if got >= uint64(c.count) || time.Now().After(end) {
+						break
+					}
+				}
+				if got != uint64(c.count) {
+					t.Errorf("%s: ns2's kernel counted %d %s %s, want %d: the rest arrived with valid checksums", c.class, got, c.kernelCsum[0], c.kernelCsum[1], c.count)
 				}
 			}
-			if got != uint64(c.count) {
-				t.Errorf("%s: ns2's kernel counted %d %s %s, want %d: the rest arrived with valid checksums", c.class, got, c.kernelCsum[0], c.kernelCsum[1], c.count)
+			frames := tap.Wait(c.count)
+			for _, f := range frames {
+				if c.wireLen != 0 && len(f) != c.wireLen {
+					t.Errorf("%s: a %d-byte frame reached ns2, want %d: %x", c.class, len(f), c.wireLen, f)
+				}
 			}
-			wire[c.class] = wiretest.Wire(t, wiretest.WithoutMACs(tap.Wait(c.count)))
+			wire[c.class] = wiretest.Wire(t, wiretest.WithoutMACs(frames))
 		} else if fwd != 0 || after.LabelSwitch.Forwarded != before.LabelSwitch.Forwarded {
 			t.Errorf("%s: %d frames forwarded, want 0", c.class, after.LabelSwitch.Forwarded-before.LabelSwitch.Forwarded)
 		}

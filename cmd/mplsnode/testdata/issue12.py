@@ -1,14 +1,14 @@
 #!/usr/bin/python3
-"""issue12.py crafts issue 12's hostile frames with scapy and sends them,
-for cmd/mplsnode/issue12_netns_test.go: the test's independent frame maker
-(nothing here comes from mplsnode's code).
+"""issue12.py crafts issues 12's and 22's hostile frames with scapy and
+sends them, for cmd/mplsnode/issue12_netns_test.go: the test's independent
+frame maker (nothing here comes from mplsnode's code).
 
 Usage (inside the sending namespace):
 
     issue12.py --iface IF --dst MAC --src MAC CLASS COUNT
 
 sends COUNT frames of CLASS to the seed LSR (--dst, label 100 pops towards
-10.10.10.10) back to back and prints {"class": ..., "sent": N, "len": L}.
+10.10.10.10, label 200 swaps to 300 towards it) back to back and prints {"class": ..., "sent": N, "len": L}.
 
     issue12.py --corpus DIR --dst MAC --src MAC
 
@@ -21,10 +21,11 @@ import os
 import socket
 import sys
 
-from scapy.all import IP, TCP, UDP, Ether, Raw
+from scapy.all import IP, TCP, UDP, Ether, IPv6, Raw
 from scapy.contrib.mpls import MPLS
 
 LSR_LABEL = 100  # the seed LSR pops 100 towards 10.10.10.10
+SWAP_LABEL = 200  # and swaps 200 to 300 towards it
 HOST = "172.16.20.20"  # the seed's host on the LSR's ingress subnet
 PEER = "10.10.10.10"  # the kernel behind the LSR
 MSS = 1456  # full-size segments: 1500-byte link MTU less one label, IP and TCP headers
@@ -67,11 +68,39 @@ def build(cls, i, dst, src):
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp("172.16.20.21", i))
     if cls in ("bad_tcp_csum", "bad_ip_csum"):
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / segment(i, cls[4:-5]))
+    # Issue 22: frames the XDP plane forwarded where a router must drop.
+    mpls = Ether(dst=dst, src=src, type=0x8847)
+    u = udp(HOST, i)
+    if cls == "no_bottom":  # 11 entries without S, then 2 bytes
+        return bytes(mpls / Raw(bytes.fromhex("00064040" * 11 + "0000")))
+    if cls == "too_deep":  # 16 entries without S, the 17th with it
+        return bytes(mpls / Raw(bytes.fromhex("00064040" * 16 + "00064140")) / u)
+    if cls == "implicit_null_swap":
+        return bytes(eth / MPLS(label=SWAP_LABEL, s=0, ttl=64) / MPLS(label=3, s=1, ttl=64) / u)
+    if cls == "implicit_null_mid":
+        return bytes(eth / MPLS(label=SWAP_LABEL, s=0, ttl=64) / MPLS(label=3, s=0, ttl=64) /
+                     MPLS(label=LSR_LABEL, s=1, ttl=64) / u)
+    if cls == "ip_len_below_header":  # total length 10 or 19, the checksum right
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / IP(bytes(IP(src=HOST, dst=PEER, len=(10, 19)[i % 2]) / UDP(dport=9) / Raw(b"h" * 8))))
+    if cls == "ip_len_beyond":  # total length 200 in a 44-byte packet
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / IP(bytes(IP(src=HOST, dst=PEER, len=200) / UDP(dport=9) / Raw(b"h" * 16))))
+    if cls == "ip6_short":  # IPv6 payload length 500 in a 25-byte packet
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / Raw(bytes(IPv6(src="2001:db8::1", dst="2001:db8::2", plen=500, nh=17))[:25]))
+    if cls == "ip6_plen0":  # payload length 0 and 23 bytes after the header
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / IPv6(src="2001:db8::1", dst="2001:db8::2", plen=0, nh=59) / Raw(b"t" * 23))
+    if cls in ("inner_ttl0_ll", "inner_ttl1_ll"):  # link-local source: no ICMP back
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / IP(src="169.254.1.1", dst=PEER, ttl=int(cls[9])) / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
+    if cls == "ll_src_ttl1":  # D8: a link-local source gets no ICMP
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp("169.254.1.1", i))
+    if cls == "net_src_ttl1":  # D8: nor the subnet's network address
+        return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp("172.16.20.0", i))
     raise ValueError("unknown class " + cls)
 
 
 CLASSES = ["null_v4_trunc", "null_v6_trunc", "implicit_null_under", "gal_under", "reserved_under",
-           "bcast_src_ttl1", "own_src_ttl1", "bad_tcp_csum", "bad_ip_csum"]
+           "bcast_src_ttl1", "own_src_ttl1", "bad_tcp_csum", "bad_ip_csum",
+           "no_bottom", "too_deep", "implicit_null_swap", "implicit_null_mid", "ip_len_below_header",
+           "ip_len_beyond", "ip6_short", "ip6_plen0", "inner_ttl0_ll", "inner_ttl1_ll", "ll_src_ttl1", "net_src_ttl1"]
 
 
 def go_bytes(b):
