@@ -265,3 +265,55 @@ func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelSwitchGROClosesAndRefuses: a first segment with PSH ends its
+// packet (nothing joins it, though in sequence), and IPv4 segments
+// without DF never coalesce (a GSO packet's segments would all carry the
+// first one's identification: the receiver could not reassemble their
+// fragments). Each case guards a planted bug that no other test caught
+// (issue 22): start's PSH check dropped, parseSeg's DF check dropped.
+func TestLabelSwitchGROClosesAndRefuses(t *testing.T) {
+	const mss, count = 1400, 4
+	data := make([]byte, mss*count)
+	for i := range data {
+		data[i] = byte(i * 11)
+	}
+	for _, tc := range []struct {
+		name string
+		seg  func(i int) []byte
+		want int // packets written
+	}{
+		{"PSH on the first segment", func(i int) []byte {
+			flags := header.TCPFlags(0)
+			if i == 0 {
+				flags = header.TCPFlagPsh
+			}
+			return seg(data, i*mss, mss, flags)
+		}, 2}, // [0] [1 2 3]
+		{"DF clear", func(i int) []byte {
+			return mplstest.IPv4TCP(mplstest.TCP{
+				Src: netip.MustParseAddrPort("10.1.0.2:1000"), Dst: netip.MustParseAddrPort("10.9.9.9:2000"),
+				Seq: uint32(1000 + i*mss), Ack: 77, Flags: header.TCPFlagAck,
+				Options: []byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}, Payload: data[i*mss : (i+1)*mss],
+			})
+		}, count},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
+			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
+			in.endBatch(t)
+			out.Drain()
+			out.release()
+			for i := range count {
+				inject(in.Endpoint, labelled([]uint32{102}, 64, tc.seg(i)))
+			}
+			in.endBatch(t)
+			if len(out.pkts) != tc.want {
+				t.Fatalf("%d packets written, want %d; switch %+v", len(out.pkts), tc.want, n.sw.Stats())
+			}
+			if tc.want == 2 && out.pkts[0].GSOOptions.Type != gstack.GSONone {
+				t.Fatalf("the PSH segment left as GSO %+v: later segments joined it", out.pkts[0].GSOOptions)
+			}
+		})
+	}
+}
