@@ -1,6 +1,9 @@
 // Package forward is the forwarding plane: everything that crosses the
-// node without ending in its own TCP/IP stack. It owns the transit
-// decisions and the frames they make:
+// node without ending in its own TCP/IP stack. Every transit frame is
+// decided by the reference decision (package forward/verdict, which the
+// XDP program is held to) and the verdict carried out here (decide.go):
+// the frames it describes are built and written, its drops counted, its
+// ICMP errors sent. The plane owns:
 //
 //   - ILM actions on labelled frames that link/mplsendpoint hands over
 //     (Switch implements mplsendpoint.Forwarder): swap, swap and push, pop
@@ -28,8 +31,8 @@
 // logs a rate-limited warning with the reason and the remedy.
 //
 // The package sits beside package stack, one floor below node: it imports
-// link/mplsendpoint, mpls, internal/* and gVisor, never node, config or
-// stack. The node creates a Switch, gives it to the stack's links as their
+// forward/verdict, link/mplsendpoint, mpls, internal/* and gVisor, never
+// node, config or stack. The node creates a Switch, gives it to the stack's links as their
 // Forwarder and IPForwarder, Attaches the running gVisor stack and sets
 // its routes (SetRouter).
 package forward
