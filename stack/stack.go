@@ -378,7 +378,7 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	case LinkAFPacket:
 		// GSOFrames: the label switch's coalesced TCP packets (node's
 		// GRO) cross the veth as single GSO frames.
-		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, QdiscBypass: l.QdiscBypass, GSOFrames: true,
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, MTU: l.MTU, QdiscBypass: l.QdiscBypass, GSOFrames: true,
 			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX,
 			BusyPoll: l.BusyPoll, BusyPollAdaptive: l.BusyPollAdaptive, RXRingFrames: l.RXRingFrames})
 		if err != nil {

@@ -142,7 +142,9 @@ type Options struct {
 	SendBufferSize int
 
 	// MTU overrides the link MTU read from the interface. 0 means the
-	// interface's MTU.
+	// interface's MTU. In ring mode the rings' slots are sized for it
+	// (capped by the interface's MTU), so their memory follows the MTU the
+	// link is configured for, not the interface's: RingGeometry.
 	MTU uint32
 
 	// LinkAddress overrides the interface's MAC address reported by
@@ -170,8 +172,9 @@ type Options struct {
 	RXRing RXRing
 
 	// RXRingFrames is the number of slots of an RXRingFrame ring, each
-	// sized for the link MTU (a power of two: 2 KiB for 1500 bytes),
-	// rounded up to whole blocks (Endpoint.RXRingFrames). 0 means
+	// sized for the link MTU (Options.MTU, capped by the interface's: 2 KiB
+	// for 1500 bytes, 9088 bytes for 9000), rounded up to whole blocks
+	// (Endpoint.RXRingFrames, Endpoint.RingGeometry). 0 means
 	// DefaultRXRingFrames. The ring is resident memory, per queue; its
 	// slots are what the kernel holds while the reader is not running (a
 	// stalled reader loses what arrives beyond them: Stats.RXDrops).
@@ -191,7 +194,8 @@ type Options struct {
 	RingBlockTimeout int
 
 	// TXRingFrames is the number of transmit slots per queue, each sized
-	// for the link MTU. 0 means DefaultTXRingFrames.
+	// for the link MTU (as RXRingFrames's), rounded up to whole blocks.
+	// 0 means DefaultTXRingFrames.
 	TXRingFrames int
 
 	// GSOFrames opens a second, send-only socket with PACKET_VNET_HDR.
@@ -617,10 +621,11 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 	}
 	var rx *rxRing
 	var rx2 *rxFrameRing
-	mtu := int(info.mtu)
-	if opts.MTU != 0 {
-		mtu = int(opts.MTU)
-	}
+	// The rings' slots hold frames of the link MTU: Options.MTU, the one
+	// the link is configured for, where set, and never more than the
+	// interface's (the kernel sends and receives no longer frame but a
+	// GSO packet, which needs no slot: see ringMTU).
+	mtu := ringMTU(opts.MTU, info.mtu)
 	unmapRX := func() {
 		if rx != nil {
 			rx.unmap()
@@ -683,6 +688,23 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (*qu
 	q.recvFn = q.recv
 	q.sendFn = q.send
 	return q, info, nil
+}
+
+// ringMTU is the MTU a queue's ring slots are sized for: the configured
+// MTU (Options.MTU) where set, capped by the interface's MTU ifMTU, else
+// ifMTU. Memory then follows the MTU the link uses, not the interface's (a
+// veth at 65535 with the link configured for 1500 or 9000). Frames longer
+// than a slot never go into one truncated: a transmit ring sends them with
+// sendmmsg (writeRing; TXSlot refuses them), a receive frame ring has the
+// kernel queue them whole on the socket (TP_STATUS_COPY, read into a
+// buffer of Options.MaxFrameSize). The whole GSO packets of
+// Options.GSOFrames use a socket without a ring, and a veth peer's GSO
+// packets are such long received frames.
+func ringMTU(configured, ifMTU uint32) int {
+	if configured != 0 && configured < ifMTU {
+		return int(configured)
+	}
+	return int(ifMTU)
 }
 
 // openTX opens the queue's send-only socket with its transmit ring.
@@ -1113,7 +1135,9 @@ func (e *Endpoint) InterfaceIndex() int { return e.ifindex }
 func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
 
 // SetMTU implements stack.LinkEndpoint.SetMTU. It changes what MTU reports,
-// not the interface.
+// not the interface, nor the ring slots New sized for Options.MTU: a frame
+// longer than a transmit slot then leaves with sendmmsg, and TXSlot
+// refuses it.
 func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
 
 // MaxHeaderLength implements stack.LinkEndpoint.MaxHeaderLength: 0, frames
@@ -1301,14 +1325,56 @@ func (e *Endpoint) ReceiveCapacity() int {
 
 // RXRingFrames returns the slots of each queue's receive frame ring:
 // Options.RXRingFrames (or DefaultRXRingFrames) rounded up to a whole
-// number of the ring's blocks (64 KiB or one slot, whichever is larger:
-// 32 slots of 2 KiB for a 1500-byte MTU). It is 0 without a frame ring
-// (mmsg mode, block ring).
+// number of the ring's blocks (64 KiB, 32 slots of 2 KiB, for a 1500-byte
+// MTU; for larger slots the power of two of at least 64 KiB and one slot,
+// up to 8 times that, that maps the least: RingGeometry). It is 0 without
+// a frame ring (mmsg mode, block ring).
 func (e *Endpoint) RXRingFrames() int {
 	if len(e.queues) == 0 || e.queues[0].rx2 == nil {
 		return 0
 	}
 	return e.queues[0].rx2.frameNr
+}
+
+// RingGeometry is the layout of one queue's memory-mapped packet rings
+// (Endpoint.RingGeometry). Each ring maps BlockSize*Blocks bytes, resident
+// for the endpoint's life.
+type RingGeometry struct {
+	// RX is the receive ring: a frame ring's slots, or a block ring's
+	// blocks (SlotSize and Slots 0). TX is the transmit ring.
+	RX, TX RingLayout
+}
+
+// RingLayout is one ring's geometry: Slots slots of SlotSize bytes (the
+// kernel's header, for a transmit slot the virtio-net header, and a frame
+// of up to the link MTU, Ethernet header and one 802.1Q tag included), in
+// Blocks blocks of BlockSize bytes.
+type RingLayout struct {
+	SlotSize, Slots   int
+	BlockSize, Blocks int
+}
+
+// Mapped returns the bytes the ring maps: BlockSize*Blocks.
+func (l RingLayout) Mapped() int { return l.BlockSize * l.Blocks }
+
+// RingGeometry returns the layout of queue 0's rings (every queue has the
+// same); the zero RingGeometry without rings (mmsg mode).
+func (e *Endpoint) RingGeometry() RingGeometry {
+	var g RingGeometry
+	if len(e.queues) == 0 {
+		return g
+	}
+	q := e.queues[0]
+	if r := q.rx2; r != nil {
+		g.RX = RingLayout{SlotSize: r.frameSize, Slots: r.frameNr, BlockSize: r.layout.blockSize, Blocks: r.layout.blockNr}
+	}
+	if r := q.rx; r != nil {
+		g.RX = RingLayout{BlockSize: r.blockSize, Blocks: r.blockNr}
+	}
+	if r := q.tx; r != nil {
+		g.TX = RingLayout{SlotSize: r.frameSize, Slots: r.frameNr, BlockSize: r.layout.blockSize, Blocks: r.layout.blockNr}
+	}
+	return g
 }
 
 // QueueRXPackets returns the frames each queue delivered upward, in queue

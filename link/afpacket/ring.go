@@ -284,6 +284,7 @@ type txRing struct {
 	mem       []byte
 	frameSize int
 	frameNr   int
+	layout    ringLayout
 	// next is the slot the next frame goes into; head is the oldest slot
 	// marked for sending that the kernel has not taken yet (head == next:
 	// none). lens holds each pending slot's frame length, 0 for a frame
@@ -306,33 +307,91 @@ func setupTXRing(fd, maxFrame, frameNr int) (*txRing, string, unix.Errno) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_LOSS, 1); err != nil {
 		return nil, "setsockopt PACKET_LOSS", err.(unix.Errno)
 	}
-	frameSize := tpacket2HdrLen + virtioNetHdrLen + maxFrame
-	frameSize = (frameSize + tpacketAlign - 1) &^ (tpacketAlign - 1)
-	// Power-of-two slots so that slots never straddle a block.
-	fs := 1
-	for fs < frameSize {
-		fs <<= 1
-	}
-	frameSize = fs
-	page := unix.Getpagesize()
-	blockSize := max(frameSize, 16*page)
-	perBlock := blockSize / frameSize
-	blockNr := (frameNr + perBlock - 1) / perBlock
-	frameNr = blockNr * perBlock
-	req := unix.TpacketReq{
-		Block_size: uint32(blockSize),
-		Block_nr:   uint32(blockNr),
-		Frame_size: uint32(frameSize),
-		Frame_nr:   uint32(frameNr),
-	}
+	// A slot holds the TPACKET_V2 header, the virtio-net header and the
+	// frame (txDataOff + maxFrame): the kernel takes tp_len (virtio-net
+	// header and frame) up to the slot less the TPACKET_V2 header.
+	l := layoutRing(txDataOff+maxFrame, frameNr)
+	req := l.req()
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
 		return nil, "setsockopt PACKET_TX_RING", err.(unix.Errno)
 	}
-	mem, err := unix.Mmap(fd, 0, blockSize*blockNr, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(fd, 0, l.mapped(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, "mmap PACKET_TX_RING", err.(unix.Errno)
 	}
-	return &txRing{mem: mem, frameSize: frameSize, frameNr: frameNr, lens: make([]uint32, frameNr)}, "", 0
+	return &txRing{mem: mem, frameSize: l.frameSize, frameNr: l.frameNr, layout: l, lens: make([]uint32, l.frameNr)}, "", 0
+}
+
+// ringLayout is the geometry of a TPACKET_V2 ring (frame ring, receive or
+// transmit): blockNr blocks of blockSize bytes, each holding perBlock
+// slots of frameSize bytes from its start (the kernel leaves a block's
+// tail unused), frameNr = blockNr*perBlock slots in all.
+type ringLayout struct {
+	frameSize, frameNr int
+	blockSize, blockNr int
+	perBlock           int
+	offs               []int // each slot's offset in the mapping
+}
+
+// minRingBlock is the smallest block layoutRing uses: 64 KiB with 4 KiB
+// pages (32 slots of 2 KiB).
+func minRingBlock() int { return 16 * unix.Getpagesize() }
+
+// layoutRing lays out a frame ring of at least frames slots that each
+// hold need bytes (the kernel's header and the longest frame), so that
+// what the ring maps (it is resident: MAP_POPULATE) follows need, that is
+// the link MTU the ring serves:
+//
+//   - A slot is need rounded up to TPACKET_ALIGNMENT, or, up to 2 KiB, to
+//     a power of two (the standard MTU's geometry that docs/CONFIG.md and
+//     the rx-ring-frames tests state: 32 slots of 2 KiB per 64 KiB block,
+//     at most 1 KiB a slot lost). A jumbo slot is not rounded to a power
+//     of two: 9088 bytes for a 9000-byte MTU, not 16 KiB.
+//   - A block is a power of two pages (the kernel allocates each block as
+//     one 2^order-page chunk, so any other size would waste the rest of
+//     the chunk unseen), at least 64 KiB and one slot; of the block sizes
+//     up to 8 times the smallest, the one that maps the fewest bytes for
+//     frames slots wins (the smaller on a tie): with 65 KiB slots a 1 MiB
+//     block holds 15 where a 128 KiB one holds 1.
+func layoutRing(need, frames int) ringLayout {
+	fs := (need + tpacketAlign - 1) &^ (tpacketAlign - 1)
+	if fs <= 2048 {
+		p := tpacketAlign
+		for p < fs {
+			p <<= 1
+		}
+		fs = p
+	}
+	b0 := minRingBlock()
+	for b0 < fs {
+		b0 <<= 1
+	}
+	var best ringLayout
+	for bs := b0; bs <= 8*b0; bs <<= 1 {
+		per := bs / fs
+		nr := (frames + per - 1) / per
+		if best.blockSize == 0 || nr*bs < best.mapped() {
+			best = ringLayout{frameSize: fs, frameNr: nr * per, blockSize: bs, blockNr: nr, perBlock: per}
+		}
+	}
+	best.offs = make([]int, best.frameNr)
+	for i := range best.offs {
+		best.offs[i] = i/best.perBlock*best.blockSize + i%best.perBlock*best.frameSize
+	}
+	return best
+}
+
+// mapped is the size of the ring's mapping.
+func (l *ringLayout) mapped() int { return l.blockSize * l.blockNr }
+
+// req is the ring's PACKET_RX_RING or PACKET_TX_RING request.
+func (l *ringLayout) req() unix.TpacketReq {
+	return unix.TpacketReq{
+		Block_size: uint32(l.blockSize),
+		Block_nr:   uint32(l.blockNr),
+		Frame_size: uint32(l.frameSize),
+		Frame_nr:   uint32(l.frameNr),
+	}
 }
 
 // capacity is the largest frame a slot holds.
@@ -348,7 +407,8 @@ func (r *txRing) capacity() int { return r.frameSize - txDataOff }
 const txDataOff = tpacket2HdrLen + virtioNetHdrLen
 
 func (r *txRing) slot(i int) []byte {
-	return r.mem[i*r.frameSize : (i+1)*r.frameSize : (i+1)*r.frameSize]
+	o := r.layout.offs[i]
+	return r.mem[o : o+r.frameSize : o+r.frameSize]
 }
 
 func (r *txRing) status(i int) uint32 { return u32at(r.slot(i), f2StatusOff).Load() }
@@ -557,6 +617,10 @@ func (r RXRing) String() string {
 
 // Offsets in struct tpacket2_hdr (receive side).
 const (
+	// rxFrameMacOff is where the kernel puts an Ethernet frame in a
+	// receive slot: TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14, with
+	// TPACKET2_HDRLEN = 32 + sizeof(struct sockaddr_ll) = 52.
+	rxFrameMacOff = 66
 	f2SnapLenOff  = 8
 	f2MacOff      = 12
 	f2VlanTCIOff  = 24
@@ -569,6 +633,7 @@ type rxFrameRing struct {
 	mem       []byte
 	frameSize int
 	frameNr   int
+	layout    ringLayout
 	cur       int
 	// copyBuf and copyCtl receive the frames the kernel queued whole
 	// because they did not fit a slot (TP_STATUS_COPY).
@@ -589,30 +654,20 @@ func setupRXFrameRing(fd, maxFrame, frames, bigFrame int) (*rxFrameRing, string,
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_COPY_THRESH, 1); err != nil {
 		return nil, "setsockopt PACKET_COPY_THRESH", err.(unix.Errno)
 	}
-	// The kernel puts the frame at TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14
-	// (its network header aligned), 66 bytes into the slot.
-	fs := 1
-	for fs < 96+maxFrame {
-		fs <<= 1
-	}
-	page := unix.Getpagesize()
-	blockSize := max(fs, 16*page)
-	perBlock := blockSize / fs
-	blockNr := (frames + perBlock - 1) / perBlock
-	req := unix.TpacketReq{
-		Block_size: uint32(blockSize),
-		Block_nr:   uint32(blockNr),
-		Frame_size: uint32(fs),
-		Frame_nr:   uint32(blockNr * perBlock),
-	}
+	// The kernel puts a frame's network header at TPACKET_ALIGN(
+	// TPACKET2_HDRLEN + 16) = 80 bytes into the slot (its Ethernet header
+	// 66 bytes in), and a frame that would end past the slot goes whole
+	// to the socket's queue (TP_STATUS_COPY).
+	l := layoutRing(rxFrameMacOff+maxFrame, frames)
+	req := l.req()
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
 		return nil, "setsockopt PACKET_RX_RING", err.(unix.Errno)
 	}
-	mem, err := unix.Mmap(fd, 0, blockSize*blockNr, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(fd, 0, l.mapped(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, "mmap PACKET_RX_RING", err.(unix.Errno)
 	}
-	r := &rxFrameRing{mem: mem, frameSize: fs, frameNr: blockNr * perBlock, copyBuf: make([]byte, vlanRoom+bigFrame)}
+	r := &rxFrameRing{mem: mem, frameSize: l.frameSize, frameNr: l.frameNr, layout: l, copyBuf: make([]byte, vlanRoom+bigFrame)}
 	r.copyIov.Base = &r.copyBuf[vlanRoom]
 	r.copyIov.SetLen(bigFrame)
 	r.copyMsg.Iov = &r.copyIov
@@ -625,7 +680,8 @@ func (r *rxFrameRing) unmap() {
 }
 
 func (r *rxFrameRing) slot(i int) []byte {
-	return r.mem[i*r.frameSize : (i+1)*r.frameSize : (i+1)*r.frameSize]
+	o := r.layout.offs[i]
+	return r.mem[o : o+r.frameSize : o+r.frameSize]
 }
 
 // ready reports whether the current slot is ours to read.
