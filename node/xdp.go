@@ -565,7 +565,9 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 		if !ok || n.LinkAddr == "" || n.State == gstack.Unreachable || n.State == gstack.Incomplete {
 			continue
 		}
-		confirmStale(ns, nic, proto, n)
+		if x.fwd {
+			confirmStale(ns, nic, proto, n) // the program forwards to it
+		}
 		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
 	}
 	return out
