@@ -14,6 +14,8 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mplsnode/mplsnode/forward"
@@ -40,6 +42,29 @@ type Report struct {
 	// XDP holds the XDP label switch's state and counters; nil unless
 	// `set forward xdp` runs it.
 	XDP *XDPReport `json:"xdp,omitempty"`
+}
+
+// ControlReport is what the control socket (ServeControlListener) met
+// besides commands: clients that said nothing, clients that had to wait
+// for a free connection, and accept failures it survived
+// (Node.ControlReport). The counts run while a control socket serves the
+// node; they are zero when none does (and start again from zero when one
+// starts again). Each kind is also logged, at most one line every 5 s.
+// They are not part of Report (the `stats` document): `mplsnode stats`
+// prints every key of that document as text, and its printer
+// (cmd/mplsnode) has no place for these yet.
+type ControlReport struct {
+	// ClosedIdle counts connections closed because the client sent no
+	// command line within the idle timeout (2 s).
+	ClosedIdle uint64 `json:"closed_idle"`
+	// Busy counts the times all MaxControlConns (64) connections were
+	// open at once, so that new clients waited in the socket's backlog
+	// until one closed.
+	Busy uint64 `json:"busy"`
+	// AcceptErrors counts accept failures the socket retried after a
+	// pause (too many open files: EMFILE, ENFILE; no memory: ENOBUFS,
+	// ENOMEM; ECONNABORTED).
+	AcceptErrors uint64 `json:"accept_errors"`
 }
 
 // RuntimeReport is the Go runtime's view of the process the node runs in
@@ -350,9 +375,128 @@ const (
 	// controlTimeout bounds one control connection (read the command,
 	// write the answer) so a stuck client cannot hold a goroutine forever.
 	controlTimeout = 5 * time.Second
+	// controlIdleTimeout is how long a connection may stay silent: the
+	// command line must arrive within it, and the client must close after
+	// the answer within it. Every command is one line sent right after
+	// connecting and answered from memory (mplsnode stats, route and bgp
+	// write it at once; none streams or watches), so a client silent this
+	// long is stuck or hostile. It is well under the clients' own 5 s
+	// (statsTimeout), so that a client waiting for one of the
+	// MaxControlConns connections while idle ones hold them all is still
+	// answered in time.
+	controlIdleTimeout = 2 * time.Second
 	// maxCommandLen is the longest command line accepted; `stats` needs 6.
 	maxCommandLen = 256
 )
+
+// MaxControlConns bounds the control connections served at once. Each one
+// holds a file descriptor and a goroutine; without a bound, clients that
+// connect and say nothing (20,000 of them, for the default limit of open
+// files) exhaust the process's descriptors, and then the links, the
+// userspace stack and the metrics server cannot open any either. A
+// client beyond the bound is not refused: it waits in the socket's listen
+// backlog, unaccepted (holding no descriptor of the node's), until a
+// connection closes; idle ones close within controlIdleTimeout. So a
+// burst of `mplsnode stats` is answered a little later rather than
+// failing, and 64 is far more than people and scripts run at once (each
+// answer takes milliseconds).
+const MaxControlConns = 64
+
+// Accept failures that say the process or the system is short of
+// something for a while (descriptors, memory) or that the client left
+// first. The loop pauses controlAcceptBackoffMin, doubling up to
+// controlAcceptBackoffMax, and accepts again, as net/http's Server.Serve
+// does; the pause resets after an accept succeeds.
+const (
+	controlAcceptBackoffMin = 5 * time.Millisecond
+	controlAcceptBackoffMax = time.Second
+)
+
+// controlLogEvery is the least time between two log lines of one kind
+// (accept failures, busy, idle connections closed); the lines in between
+// are counted in the next one's "suppressed".
+const controlLogEvery = 5 * time.Second
+
+// temporaryAcceptError reports whether Accept's err is worth retrying.
+func temporaryAcceptError(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// controlCounters are a served node's ControlReport counts.
+type controlCounters struct {
+	closedIdle, busy, acceptErrors atomic.Uint64
+	idleLog, busyLog, acceptLog    rateLog
+	refs                           int // ServeControlListener calls serving the node; under controlServed.mu
+}
+
+// controlServed holds the counters of the nodes a control socket serves.
+// Node itself has no field for them: the control socket is an add-on.
+var controlServed struct {
+	mu sync.Mutex
+	m  map[*Node]*controlCounters
+}
+
+// serveCounters returns n's counters for one more ServeControlListener,
+// and the func that releases them.
+func serveCounters(n *Node) (*controlCounters, func()) {
+	controlServed.mu.Lock()
+	defer controlServed.mu.Unlock()
+	if controlServed.m == nil {
+		controlServed.m = map[*Node]*controlCounters{}
+	}
+	cc := controlServed.m[n]
+	if cc == nil {
+		cc = &controlCounters{}
+		controlServed.m[n] = cc
+	}
+	cc.refs++
+	return cc, func() {
+		controlServed.mu.Lock()
+		defer controlServed.mu.Unlock()
+		if cc.refs--; cc.refs == 0 {
+			delete(controlServed.m, n)
+		}
+	}
+}
+
+// ControlReport returns the counters of the control socket serving n
+// (zero if none does).
+func (n *Node) ControlReport() ControlReport {
+	controlServed.mu.Lock()
+	cc := controlServed.m[n]
+	controlServed.mu.Unlock()
+	if cc == nil {
+		return ControlReport{}
+	}
+	return ControlReport{ClosedIdle: cc.closedIdle.Load(), Busy: cc.busy.Load(), AcceptErrors: cc.acceptErrors.Load()}
+}
+
+// rateLog lets one log line through every controlLogEvery.
+type rateLog struct {
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now and, if so, how many lines were held
+// back since the last one.
+func (r *rateLog) allow() (ok bool, suppressed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Before(r.next) {
+		r.suppressed++
+		return false, 0
+	}
+	r.next = now.Add(controlLogEvery)
+	suppressed, r.suppressed = r.suppressed, 0
+	return true, suppressed
+}
 
 // ServeControl serves the control protocol on a Unix socket at path until
 // ctx is done: ListenControl, then ServeControlListener.
@@ -364,6 +508,13 @@ const (
 // theirs, anything else or a refused change with a line `error: ...`.
 // Then the server closes the connection. Only the route changes change
 // the node, and only until its next reload.
+//
+// At most MaxControlConns connections are served at once; more clients
+// wait, unaccepted, until one closes. A client that sends no line within
+// 2 s gets `error: ...` and is closed. Accept failures for lack of
+// descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM, ECONNABORTED)
+// pause accepting (5 ms, doubling up to 1 s) and are logged at most every
+// 5 s; they do not stop the socket. Node.ControlReport counts all three.
 //
 // ServeControl returns nil when ctx ends, or the error that stopped it
 // from listening.
@@ -403,25 +554,75 @@ func ListenControl(path string) (net.Listener, error) {
 }
 
 // ServeControlListener serves the control protocol (see ServeControl) on
-// ln, from ListenControl, until ctx is done; it closes ln.
+// ln, from ListenControl, until ctx is done; it closes ln. It returns nil
+// when ctx ends; otherwise the accept error that stopped it: ln closed by
+// someone else, or a failure that is not one of the temporary ones
+// ServeControl retries.
 func ServeControlListener(ctx context.Context, n *Node, ln net.Listener) error {
+	cc, release := serveCounters(n)
+	defer release()
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	end := func(err error) error {
+		ln.Close()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("control socket: %w", err)
+	}
+	// slots holds a token for each connection being served.
+	slots := make(chan struct{}, MaxControlConns)
+	var backoff time.Duration
 	for {
+		select {
+		case slots <- struct{}{}:
+		default:
+			cc.busy.Add(1)
+			if ok, sup := cc.busyLog.allow(); ok {
+				n.log.Warn("control socket busy: new clients wait until a connection closes",
+					"addr", ln.Addr().String(), "open", MaxControlConns, "suppressed", sup)
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return end(ctx.Err())
+			}
+		}
 		c, err := ln.Accept()
 		if err != nil {
-			ln.Close()
-			wg.Wait()
-			if ctx.Err() != nil {
-				return nil
+			<-slots
+			if ctx.Err() != nil || !temporaryAcceptError(err) {
+				return end(err)
 			}
-			return fmt.Errorf("control socket: %w", err)
+			if backoff == 0 {
+				backoff = controlAcceptBackoffMin
+			} else if backoff *= 2; backoff > controlAcceptBackoffMax {
+				backoff = controlAcceptBackoffMax
+			}
+			cc.acceptErrors.Add(1)
+			if ok, sup := cc.acceptLog.allow(); ok {
+				n.log.Warn("control socket: accept failed; retrying", "addr", ln.Addr().String(),
+					"err", err, "retry_in", backoff, "suppressed", sup)
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return end(ctx.Err())
+			}
+			continue
 		}
+		backoff = 0
 		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			serveControlConn(n, c)
+			defer func() {
+				<-slots
+				wg.Done()
+			}()
+			serveControlConn(n, cc, c)
 		}()
 	}
 }
@@ -483,13 +684,25 @@ func (l *unlinkListener) Close() error {
 }
 
 // serveControlConn answers one request and closes c.
-func serveControlConn(n *Node, c net.Conn) {
+func serveControlConn(n *Node, cc *controlCounters, c net.Conn) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(controlTimeout))
+	deadline := time.Now().Add(controlTimeout)
+	_ = c.SetDeadline(deadline)
+	_ = c.SetReadDeadline(time.Now().Add(controlIdleTimeout))
 	line, err := bufio.NewReaderSize(c, maxCommandLen).ReadSlice('\n')
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		cc.closedIdle.Add(1)
+		if ok, sup := cc.idleLog.allow(); ok {
+			n.log.Info("control socket: closed a connection that sent no command", "after", controlIdleTimeout, "suppressed", sup)
+		}
+		// Nothing is left unread (what came is in the reader): no drain.
+		fmt.Fprintf(c, "error: no command line within %v, e.g. \"stats\\n\"\n", controlIdleTimeout)
+		return
+	}
+	_ = c.SetReadDeadline(deadline)
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 		fmt.Fprintf(c, "error: want one line ending in a newline, e.g. \"stats\\n\"\n")
-		drainControlConn(c)
+		drainControlConn(c, deadline)
 		return
 	}
 	switch cmd := strings.TrimSpace(string(line)); cmd {
@@ -513,19 +726,26 @@ func serveControlConn(n *Node, c net.Conn) {
 			_ = enc.Encode(answer)
 		}
 	}
-	drainControlConn(c)
+	drainControlConn(c, deadline)
 }
 
 // maxControlDrain bounds what is read and discarded after the answer.
 const maxControlDrain = 64 << 10
 
 // drainControlConn ends the answer (the client reads EOF) and discards
-// what the client still sends, up to a bound and within the deadline, so
-// that closing a connection with unread input (an overlong line, a second
-// command) does not reset it and lose the answer already written.
-func drainControlConn(c net.Conn) {
+// what the client still sends, up to a bound and until the connection's
+// deadline or controlIdleTimeout, whichever comes first, so that closing
+// a connection with unread input (an overlong line, a second command)
+// does not reset it and lose the answer already written, and a client
+// that keeps the connection open after the answer does not hold one of
+// the MaxControlConns for long.
+func drainControlConn(c net.Conn, deadline time.Time) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
+	if idle := time.Now().Add(controlIdleTimeout); idle.Before(deadline) {
+		deadline = idle
+	}
+	_ = c.SetReadDeadline(deadline)
 	_, _ = io.CopyN(io.Discard, c, maxControlDrain)
 }
