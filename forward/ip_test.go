@@ -129,8 +129,10 @@ func TestForwardIPErrors(t *testing.T) {
 		icmp.TypeCode != layers.CreateICMPv4TypeCode(11, 0) || ipChecksum(ip.Payload) != 0xffff {
 		t.Fatalf("want ICMP time exceeded 10.1.0.1 -> 10.1.0.2 with a valid checksum: %v", p)
 	}
-	if q := ip.Payload[8:]; len(q) != 28 || string(q) != string(orig[:28]) {
-		t.Errorf("quoted %x, want the header and 8 bytes as received %x", q, orig[:28])
+	// The whole 48-byte packet fits in 576 bytes: quoted whole, as
+	// received (RFC 1812 §4.3.2.3).
+	if q := ip.Payload[8:]; len(q) != len(orig) || string(q) != string(orig) {
+		t.Errorf("quoted %x, want the packet as received %x", q, orig)
 	}
 
 	inject(l.in, ipFrame(udpTo("192.0.2.1", 64, 20, false)))
@@ -279,5 +281,47 @@ func TestForwardIPFragments(t *testing.T) {
 	}
 	if st := l.sw.Stats(); st.Fragmented != 1 || st.Pushed != 1 || st.Forwarded != 2 {
 		t.Errorf("stats %+v; want 1 fragmented, 1 pushed, 2 frames forwarded", st)
+	}
+}
+
+// TestExplicitNullTTLExpires: a packet for another host under an explicit
+// null whose label TTL runs out here is not forwarded as IP: the sender
+// gets a time exceeded with the label stack as received (RFC 4950), in
+// both TTL models (issue 22, D9: uniform answered without the extension,
+// pipe forwarded it with the IP TTL it came with). A packet for the node
+// under the same label still reaches the stack.
+func TestExplicitNullTTLExpires(t *testing.T) {
+	for _, model := range []mpls.TTLModel{mpls.TTLUniform, mpls.TTLPipe} {
+		t.Run(model.String(), func(t *testing.T) {
+			spec := lsrIP
+			spec.ttl = model
+			l := newLSR(t, spec, true)
+			orig := udpTo("10.9.9.9", 64, 20, false)
+			inject(l.in, labelled([]uint32{0}, 1, orig))
+			f := readFrame(t, l.in)
+			if f == nil {
+				t.Fatalf("no ICMP; stats %+v; out queued %d", l.sw.Stats(), l.out.NumQueued())
+			}
+			p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+			icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+			if icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(11, 0) {
+				t.Fatalf("want ICMP time exceeded: %v", p)
+			}
+			// RFC 4884: the 128-byte original datagram field, then the
+			// extension with one MPLS label stack object: label 0, S, TTL 1.
+			body := icmp.Payload
+			if len(body) < 128+4+4+4 || icmp.Contents[5] != 128/4 {
+				t.Fatalf("no RFC 4884 extension: length word %d, %d bytes", icmp.Contents[5], len(body))
+			}
+			if got := mpls.DecodeEntry(body[128+8:]); got != (mpls.Entry{Label: 0, S: true, TTL: 1}) {
+				t.Fatalf("label stack object %+v, want label 0 S TTL 1", got)
+			}
+			if n := l.out.NumQueued(); n != 0 {
+				t.Fatalf("%d frames forwarded, want 0", n)
+			}
+			if st := l.sw.Stats(); st.Drop(forward.DropTTLExpired) != 1 {
+				t.Fatalf("ttl_expired %d, want 1", st.Drop(forward.DropTTLExpired))
+			}
+		})
 	}
 }

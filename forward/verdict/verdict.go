@@ -440,9 +440,31 @@ func (t *Tables) popLocal(pkt []byte, size int, labels []mpls.Entry, bottom mpls
 		return
 	}
 	v.Payload = p
+	// A packet the node forwards as IP has made a hop on its labels: a
+	// label TTL that runs out here expires it, with the label stack in the
+	// time exceeded (RFC 4950), in either TTL model (the outermost label's
+	// TTL in the uniform model, the bottom one's in the pipe model).
+	ttl := labels[0].TTL
+	if t.Model != mpls.TTLUniform {
+		ttl = labels[len(labels)-1].TTL
+	}
+	if ttl <= 1 && t.Router != nil && t.transitDst(dstOf(p, ip)) {
+		v.drop(TTLExpired, bottom)
+		v.icmp(TimeExceeded, 0, t, pkt)
+		return
+	}
 	v.Action = Local
 	v.PayloadOff = v.StackEnd
 	v.PayloadEnd = size
+}
+
+// dstOf returns the destination of the IP packet ip of type p (a whole
+// fixed header).
+func dstOf(p mpls.Payload, ip []byte) netip.Addr {
+	if p == mpls.PayloadIPv6 {
+		return netip.AddrFrom16([16]byte(ip[24:40]))
+	}
+	return netip.AddrFrom4([4]byte(ip[16:20]))
 }
 
 // transit decides a frame whose label labels[top] (entry ent) swaps or

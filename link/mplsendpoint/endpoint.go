@@ -112,7 +112,9 @@ type ForwardRequest struct {
 	// Top is the index in Labels of the entry that matched Entry; the
 	// entries above it were local labels or explicit nulls, popped.
 	Top int
-	// Entry is the matched ILM entry.
+	// Entry is the matched ILM entry; nil when every label is popped here
+	// but the label TTL runs out on a packet for another host (the
+	// forwarder sends the time exceeded).
 	Entry *mpls.ILMEntry
 	// ILM is the table Entry came from: the forwarder decides the frame
 	// on the same snapshot.

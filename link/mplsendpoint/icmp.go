@@ -78,6 +78,9 @@ func BuildPacketTooBig(proto tcpip.NetworkProtocolNumber, orig []byte, mtu uint3
 			return 0, nil
 		}
 		src, dst := ip.DestinationAddress(), ip.SourceAddress()
+		// The error goes to the node's own stack, which reads the header
+		// and the 8 bytes after it (RFC 792): quoting more is no use.
+		orig = orig[:min(len(orig), hl+8)]
 		msg := icmp.FragmentationNeeded(false, orig, nil, mtu, netip.AddrFrom4(src.As4()), netip.AddrFrom4(dst.As4()))
 		total := header.IPv4MinimumSize + len(msg)
 		b := make([]byte, total)

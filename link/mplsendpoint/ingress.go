@@ -330,10 +330,44 @@ func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 				return
 			}
 		}
-		// l is the bottom of stack and ours: pop everything, deliver.
+		// l is the bottom of stack and ours: pop everything, deliver;
+		// unless the label TTL runs out here on a packet the node would
+		// forward as IP: the forwarder answers it as it answers a transit
+		// label (time exceeded with the label stack, RFC 4950).
+		if e.fwd != nil && e.ipFwd != nil && e.expiresInTransit(labels, i, binding, b[header.EthernetMinimumSize+n:]) {
+			rx.req = ForwardRequest{Packet: pkt, Frame: b[:header.EthernetMinimumSize+n], Labels: labels, Top: i,
+				ILM: ilm, Batched: e.batched.Load()}
+			e.ctr.rxForwarded.Add(1)
+			e.fwd.Forward(e, &rx.req)
+			return
+		}
 		e.popLocal(pkt, header.EthernetMinimumSize+n, binding, l.Label, labels[0].TTL)
 		return
 	}
+}
+
+// expiresInTransit reports whether a frame whose labels are all popped
+// here (labels[bottom] the last, binding its payload) carries a packet for
+// another host with a label TTL that runs out at this hop: the outermost
+// label's in the uniform model, the bottom one's in the pipe model.
+func (e *Endpoint) expiresInTransit(labels []mpls.Entry, bottom int, binding mpls.Payload, ip []byte) bool {
+	ttl := labels[0].TTL
+	if e.ttlModel != mpls.TTLUniform {
+		ttl = labels[bottom].TTL
+	}
+	if ttl > 1 || e.localAddr == nil {
+		return false
+	}
+	p, err := mpls.InferPayload(binding, labels[bottom].Label, ip)
+	switch {
+	case err != nil:
+		return false
+	case p == mpls.PayloadIPv6:
+		dst := header.IPv6(ip).DestinationAddress()
+		return !header.IsV6MulticastAddress(dst) && !header.IsV6LinkLocalUnicastAddress(dst) && !e.localAddr(header.IPv6ProtocolNumber, dst)
+	}
+	dst := header.IPv4(ip).DestinationAddress()
+	return !header.IsV4MulticastAddress(dst) && dst != header.IPv4Broadcast && !e.localAddr(header.IPv4ProtocolNumber, dst)
 }
 
 // popLocal removes the link header and label stack (hdrLen bytes), infers
