@@ -41,17 +41,23 @@ import (
 // link, bound to ETH_P_ALL (the taps run before the links' TCX drop
 // program, afpacket.Options.DropKernelRX) with a socket filter that takes
 // only ARP, so the kernel copies nothing else to it. Links of other kinds
-// (tap, AF_XDP, endpoints) are not watched: their frames never reach the
-// namespace's taps.
+// (tap, AF_XDP, endpoints) are not watched: what they receive never
+// reaches the namespace's packet taps as a received frame (a receive-path
+// hook in the MPLS endpoint would cover them).
 type neighborWatch struct {
 	log *slog.Logger
 	ns  *gstack.Stack
 
-	mu     sync.Mutex
-	notify func() // called when a neighbour is resolved again, and when that ends; nil: none
-	acted  map[neighborKey]time.Time
-	files  []*os.File
-	wg     sync.WaitGroup
+	// notify is called when a neighbour is resolved again, and when that
+	// ends (nil: nothing is told); it must not block nor call into the
+	// neighbour table (it runs in gVisor's resolution callback).
+	notify func()
+
+	mu    sync.Mutex
+	acted map[neighborKey]time.Time // when each neighbour was last resolved again
+
+	files []*os.File // one socket a watched link
+	wg    sync.WaitGroup
 }
 
 // neighborKey names a neighbour: its address on a NIC.
@@ -102,22 +108,9 @@ func newNeighborWatch(ns *gstack.Stack, logger *slog.Logger, notify func()) *nei
 	return &neighborWatch{log: logger, ns: ns, notify: notify, acted: map[neighborKey]time.Time{}}
 }
 
-// setNotify sets the function called when a neighbour is resolved again.
-func (w *neighborWatch) setNotify(f func()) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	w.notify = f
-	w.mu.Unlock()
-}
-
 func (w *neighborWatch) tell() {
-	w.mu.Lock()
-	f := w.notify
-	w.mu.Unlock()
-	if f != nil {
-		f()
+	if w.notify != nil {
+		w.notify()
 	}
 }
 
