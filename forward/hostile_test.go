@@ -8,6 +8,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mplstest"
 )
 
@@ -69,21 +70,27 @@ func TestLabelSwitchTruncatedUnderExplicitNull(t *testing.T) {
 // labelled with a reserved label on top: each is dropped with its counter,
 // except that an entropy label indicator and its entropy label are popped
 // with the label above them (RFC 6790 §4.3) and an explicit null goes on
-// (the next hop pops it). Checked by planting: without exposedLabels (rest
-// taken as received) the GAL, OAM, router alert and label-4 cases leave
-// labelled and the ELI case leaves with ELI on top; without the label 3
-// scan both implicit null cases are forwarded.
+// (the next hop pops it). Label 3 anywhere is dropped by the ingress link
+// before the switch (the stack walk, verdict.Walk). Checked by planting:
+// without exposedLabels (rest taken as received) the GAL, OAM, router
+// alert and label-4 cases leave labelled and the ELI case leaves with ELI
+// on top; without the label 3 scan the implicit null cases are forwarded.
 func TestLabelSwitchReservedUnderPop(t *testing.T) {
 	ip := ipv4UDP(t, 64, 10)
+	for _, labels := range [][]uint32{{102, 3}, {100, 3}, {100, 500, 3}} {
+		l := newLSR(t, lsrV4, true)
+		inject(l.in, labelled(labels, 64, ip))
+		got := l.st.Endpoint("in0").Stats().Drops[mplsendpoint.DropImplicitNull]
+		if got != 1 || l.sw.Stats().Forwarded != 0 || l.out.NumQueued() != 0 {
+			t.Errorf("%v: in0 implicit_null_label %d, forwarded %d, %d frames out; want 1, 0, 0", labels, got, l.sw.Stats().Forwarded, l.out.NumQueued())
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		labels []uint32
 		drop   forward.Drop // counted, nothing sent
 		want   []uint32     // else the labels on the wire (nil: IP)
 	}{
-		{"implicit null under pop", []uint32{102, 3}, forward.DropImplicitNull, nil},
-		{"implicit null under swap", []uint32{100, 3}, forward.DropImplicitNull, nil},
-		{"implicit null deeper", []uint32{100, 500, 3}, forward.DropImplicitNull, nil},
 		{"GAL under pop", []uint32{102, 13}, forward.DropReservedLabel, nil},
 		{"OAM alert under pop", []uint32{102, 14, 500}, forward.DropReservedLabel, nil},
 		{"router alert under pop", []uint32{102, 1, 500}, forward.DropReservedLabel, nil},

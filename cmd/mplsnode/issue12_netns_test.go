@@ -103,7 +103,7 @@ func xdpPopped(r node.Report) uint64 {
 var issue12Classes = []issue12Class{
 	{class: "null_v4_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
 	{class: "null_v6_trunc", count: 5, switchDrops: []string{"ttl_expired", "icmp_failed"}},
-	{class: "implicit_null_under", count: 7, switchDrops: []string{"implicit_null_label"}},
+	{class: "implicit_null_under", count: 7, linkDrops: []string{"implicit_null_label"}},
 	{class: "gal_under", count: 7, switchDrops: []string{"reserved_label"}},
 	{class: "reserved_under", count: 11, switchDrops: []string{"reserved_label"}},
 	{class: "bcast_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
@@ -115,9 +115,10 @@ var issue12Classes = []issue12Class{
 	// D1: the XDP program forwarded these; the link drops them.
 	{class: "no_bottom", count: 6, linkDrops: []string{"truncated_label_stack"}},
 	{class: "too_deep", count: 6, linkDrops: []string{"label_stack_too_deep"}},
-	// D2: label 3 left on the wire after the XDP program's swap.
-	{class: "implicit_null_swap", count: 6, switchDrops: []string{"implicit_null_label"}},
-	{class: "implicit_null_mid", count: 6, switchDrops: []string{"implicit_null_label"}},
+	// D2: label 3 left on the wire after the XDP program's swap; the
+	// ingress link drops it (the stack walk) before the switch.
+	{class: "implicit_null_swap", count: 6, linkDrops: []string{"implicit_null_label"}},
+	{class: "implicit_null_mid", count: 6, linkDrops: []string{"implicit_null_label"}},
 	// D4: malformed IP forwarded after a pop, in both modes.
 	{class: "ip_len_below_header", count: 6, switchDrops: []string{"malformed_ip"}},
 	{class: "ip_len_beyond", count: 6, switchDrops: []string{"malformed_ip"}},

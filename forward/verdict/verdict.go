@@ -342,83 +342,130 @@ func (t *Tables) Decide(etype uint16, pkt []byte, size int, v *Verdict) {
 // is overwritten. DecideLabelled allocates nothing.
 func (t *Tables) DecideLabelled(pkt []byte, size int, v *Verdict) {
 	*v = Verdict{TTLOff: -1}
-	maxDepth := t.MaxDepth
+	var scratch [maxScratch]mpls.Entry
+	w := Walk(pkt, t.ILM, t.MaxDepth, scratch[:0])
+	v.Label = w.Label
+	v.StackEnd = w.StackEnd
+	v.QuoteOff = w.StackEnd
+	switch {
+	case w.Reason != NoReason:
+		v.drop(w.Reason, w.Label)
+	case w.Entry == nil:
+		t.popLocal(pkt, size, w.Labels, w.Label, w.Binding, v)
+	default:
+		t.transit(pkt, size, w.Labels, w.Top, w.Entry, v)
+	}
+}
+
+// maxScratch is the label stack DecideLabelled reads without allocating
+// (a deeper one, where Tables.MaxDepth allows it, is read on the heap).
+const maxScratch = 4 * mpls.DefaultMaxDepth
+
+// Walked is where the walk of a received label stack through the ILM ends
+// (Walk).
+type Walked struct {
+	// Reason, when not NoReason, drops the frame: the stack is malformed
+	// (truncated_label_stack, no_bottom_of_stack, label_stack_too_deep),
+	// holds label 3 (implicit_null_label), a reserved label it does not
+	// process (reserved_label), a TTL of 0 (ttl_expired) or a label with no
+	// entry (no_ilm_entry).
+	Reason Reason
+	// Label names the frame: the label that decided it.
+	Label mpls.Label
+	// Labels is the stack as received, appended to the scratch given;
+	// StackEnd its length in bytes.
+	Labels   []mpls.Entry
+	StackEnd int
+	// Top is the index in Labels of the entry that decided: the first
+	// label whose entry swaps or pops and forwards (Entry), or the bottom
+	// one, popped for the node (Entry nil).
+	Top   int
+	Entry *mpls.ILMEntry
+	// Binding is the payload type the bottom label names when every label
+	// is popped for the node (an explicit null's or its entry's binding).
+	Binding mpls.Payload
+	// Hits counts the labels found in the ILM.
+	Hits int
+}
+
+// Walk parses the label stack at the start of pkt (RFC 3032: the S bit
+// within maxDepth entries, 0 meaning mpls.DefaultMaxDepth, all of it
+// present) and walks it through ilm: explicit nulls (RFC 4182) and labels
+// popped for the node are popped, until the first label that swaps or
+// pops and forwards, or the bottom of the stack. It is the first step of
+// DecideLabelled, and the link endpoint's receive path, which delivers
+// the frames popped for the node, takes it as is. Walk allocates nothing
+// when scratch has room for the stack.
+func Walk(pkt []byte, ilm *mpls.ILM, maxDepth int, scratch []mpls.Entry) Walked {
 	if maxDepth <= 0 {
 		maxDepth = mpls.DefaultMaxDepth
 	}
-	// The stack: S within maxDepth entries, all of it present.
-	var stack [mpls.DefaultMaxDepth * 4]mpls.Entry
-	n := 0
+	w := Walked{Labels: scratch[:0]}
 	for off := 0; ; off += mpls.EntryLen {
 		switch {
-		case n == maxDepth || n == len(stack):
-			v.drop(LabelStackTooDeep, topOf(stack[:n]))
-			return
+		case len(w.Labels) == maxDepth:
+			w.Reason = LabelStackTooDeep
 		case off == len(pkt) && off > 0:
-			v.drop(NoBottomOfStack, topOf(stack[:n]))
-			return
+			w.Reason = NoBottomOfStack
 		case len(pkt)-off < mpls.EntryLen:
-			v.drop(TruncatedLabelStack, topOf(stack[:n]))
-			return
+			w.Reason = TruncatedLabelStack
 		}
-		stack[n] = mpls.DecodeEntry(pkt[off:])
-		n++
-		if stack[n-1].S {
+		if w.Reason != NoReason {
+			w.Label = topOf(w.Labels)
+			return w
+		}
+		w.Labels = append(w.Labels, mpls.DecodeEntry(pkt[off:]))
+		if w.Labels[len(w.Labels)-1].S {
 			break
 		}
 	}
-	labels := stack[:n]
-	v.StackEnd = n * mpls.EntryLen
-	v.QuoteOff = v.StackEnd
+	labels := w.Labels
+	w.StackEnd = len(labels) * mpls.EntryLen
 	for _, e := range labels {
 		if e.Label == mpls.LabelImplicitNull {
-			v.drop(ImplicitNull, labels[0].Label)
-			return
+			w.Reason, w.Label = ImplicitNull, labels[0].Label
+			return w
 		}
 	}
-	// Walk the stack through the ILM: explicit nulls and pop-continue
-	// labels are popped; the first label that swaps or pops and forwards
-	// decides; a local label at the bottom is the node's.
-	var binding mpls.Payload
-	for i := 0; i < n; i++ {
-		l := labels[i]
-		v.Label = l.Label
+	for i, l := range labels {
+		w.Top, w.Label = i, l.Label
 		if l.TTL == 0 {
-			v.drop(TTLExpired, l.Label)
-			return
+			w.Reason = TTLExpired
+			return w
 		}
 		switch {
 		case l.Label == mpls.LabelIPv4ExplicitNull || l.Label == mpls.LabelIPv6ExplicitNull:
 			if l.S {
-				t.popLocal(pkt, size, labels, l.Label, PayloadOfNull(l.Label), v)
-				return
+				w.Binding = PayloadOfNull(l.Label)
+				return w
 			}
 			continue
 		case l.Label.IsReserved():
-			v.drop(ReservedLabel, l.Label)
-			return
+			w.Reason = ReservedLabel
+			return w
 		}
 		var ent *mpls.ILMEntry
 		found := false
-		if t.ILM != nil {
-			ent, found = t.ILM.Lookup(l.Label)
+		if ilm != nil {
+			ent, found = ilm.Lookup(l.Label)
 		}
 		if !found {
-			v.drop(NoILMEntry, l.Label)
-			return
+			w.Reason = NoILMEntry
+			return w
 		}
+		w.Hits++
 		switch ent.Action {
 		case mpls.ILMPopLocal, mpls.ILMPopContinue:
-			if !l.S {
-				continue
+			if l.S {
+				w.Binding = ent.Payload
+				return w
 			}
-			binding = ent.Payload
-			t.popLocal(pkt, size, labels, l.Label, binding, v)
-			return
+			continue
 		}
-		t.transit(pkt, size, labels, i, ent, v)
-		return
+		w.Entry = ent
+		return w
 	}
+	return w // unreachable: the last label has S
 }
 
 // PayloadOfNull returns the payload an explicit null label names.

@@ -200,6 +200,9 @@ func TestDropCounters(t *testing.T) {
 		{"reserved label", mplsendpoint.DropReservedLabel, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: mpls.LabelRouterAlert, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
 		}, nil},
+		{"implicit null", mplsendpoint.DropImplicitNull, false, func(ep *mplsendpoint.Endpoint) {
+			inject(ep, ethFrame(macA, 0x8847, lse(mpls.Entry{Label: 0, TTL: 64}, mpls.Entry{Label: mpls.LabelImplicitNull, S: true, TTL: 64}), ipv4Packet(false, 8)), false)
+		}, nil},
 		{"unknown payload", mplsendpoint.DropUnknownPayload, false, func(ep *mplsendpoint.Endpoint) {
 			inject(ep, ethFrame(macA, 0x8847, lse(ok), make([]byte, 40)), false)
 		}, nil},

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
@@ -258,92 +259,52 @@ func (e *Endpoint) expireTTL1(pkt *stack.PacketBuffer) {
 	ip.SetChecksum(^ip.CalculateChecksum())
 }
 
-// deliverMPLS handles an 0x8847 frame: parse the label stack, walk it
-// through the ILM, and pop-and-deliver or forward.
+// deliverMPLS handles an 0x8847 frame: the label stack is parsed and
+// walked through the ILM by the reference (verdict.Walk): a frame whose
+// labels are all popped here is delivered to the stack, one with a label
+// that swaps or pops and forwards goes to the forwarder, a malformed or
+// unknown stack is dropped by name.
 func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 	rx := e.getRX()
 	defer e.putRX(rx)
 	// One entry more than the maximum tells "too deep" from "no S bit".
 	b, _ := pullUpTo(pkt, header.EthernetMinimumSize+(e.maxLabels+1)*mpls.EntryLen)
-	labels, n, err := mpls.ParseStack(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0])
-	rx.labels = labels[:0]
-	if err != nil {
-		e.drop(parseReason(err), topLabel(labels), err)
+	ilm := e.tables.ILM()
+	w := verdict.Walk(b[header.EthernetMinimumSize:], ilm, e.maxLabels, rx.labels[:0])
+	rx.labels = w.Labels[:0]
+	e.ctr.ilmHits.Add(uint64(w.Hits))
+	if w.Reason != verdict.NoReason {
+		e.drop(walkDrops[w.Reason], int64(w.Label), nil)
 		return
 	}
-	ilm := e.tables.ILM()
-	for i := 0; i < len(labels); i++ {
-		l := labels[i]
-		if l.TTL == 0 {
-			e.drop(DropTTLExpired, int64(l.Label), nil)
-			return
-		}
-		var binding mpls.Payload
-		switch {
-		case l.Label == mpls.LabelIPv4ExplicitNull || l.Label == mpls.LabelIPv6ExplicitNull:
-			// RFC 3032 §2.1, RFC 4182: pop; deliver if bottom, else go on
-			// with the next label.
-			if !l.S {
-				continue
-			}
-		case l.Label <= mpls.MaxReservedLabel:
-			e.drop(DropReservedLabel, int64(l.Label), nil)
-			return
-		default:
-			var ent *mpls.ILMEntry
-			found := false
-			if ilm != nil {
-				ent, found = ilm.Lookup(l.Label)
-			}
-			if !found {
-				e.drop(DropNoILMEntry, int64(l.Label), nil)
-				return
-			}
-			e.ctr.ilmHits.Add(1)
-			switch ent.Action {
-			case mpls.ILMPopLocal, mpls.ILMPopContinue:
-				if !l.S {
-					continue
-				}
-				if ent.Action == mpls.ILMPopContinue {
-					// Nothing below to look up: the payload is ours.
-					binding = ent.Payload
-					break
-				}
-				binding = ent.Payload
-			default: // ILMSwap, ILMPopForward
-				if e.fwd == nil {
-					e.drop(DropNoForwarder, int64(l.Label), nil)
-					return
-				}
-				rx.req = ForwardRequest{
-					Packet:  pkt,
-					Frame:   b[:header.EthernetMinimumSize+n],
-					Labels:  labels,
-					Top:     i,
-					Entry:   ent,
-					ILM:     ilm,
-					Batched: e.batched.Load(),
-				}
-				e.ctr.rxForwarded.Add(1)
-				e.fwd.Forward(e, &rx.req)
-				return
-			}
-		}
-		// l is the bottom of stack and ours: pop everything, deliver;
-		// unless the label TTL runs out here on a packet the node would
+	labels, i, hdrLen := w.Labels, w.Top, header.EthernetMinimumSize+w.StackEnd
+	if w.Entry != nil || e.fwd != nil && e.ipFwd != nil && e.expiresInTransit(labels, i, w.Binding, b[hdrLen:]) {
+		// A label that swaps or pops and forwards; or every label popped
+		// here but the label TTL runs out on a packet the node would
 		// forward as IP: the forwarder answers it as it answers a transit
 		// label (time exceeded with the label stack, RFC 4950).
-		if e.fwd != nil && e.ipFwd != nil && e.expiresInTransit(labels, i, binding, b[header.EthernetMinimumSize+n:]) {
-			rx.req = ForwardRequest{Packet: pkt, Frame: b[:header.EthernetMinimumSize+n], Labels: labels, Top: i,
-				ILM: ilm, Batched: e.batched.Load()}
-			e.ctr.rxForwarded.Add(1)
-			e.fwd.Forward(e, &rx.req)
+		if e.fwd == nil {
+			e.drop(DropNoForwarder, int64(w.Label), nil)
 			return
 		}
-		e.popLocal(pkt, header.EthernetMinimumSize+n, binding, l.Label, labels[0].TTL)
+		rx.req = ForwardRequest{Packet: pkt, Frame: b[:hdrLen], Labels: labels, Top: i, Entry: w.Entry,
+			ILM: ilm, Batched: e.batched.Load()}
+		e.ctr.rxForwarded.Add(1)
+		e.fwd.Forward(e, &rx.req)
 		return
 	}
+	e.popLocal(pkt, hdrLen, w.Binding, w.Label, labels[0].TTL)
+}
+
+// walkDrops maps the stack walk's drop reasons to the endpoint's.
+var walkDrops = [...]DropReason{
+	verdict.TruncatedLabelStack: DropTruncatedLabelStack,
+	verdict.NoBottomOfStack:     DropNoBottomOfStack,
+	verdict.LabelStackTooDeep:   DropLabelStackTooDeep,
+	verdict.ImplicitNull:        DropImplicitNull,
+	verdict.ReservedLabel:       DropReservedLabel,
+	verdict.NoILMEntry:          DropNoILMEntry,
+	verdict.TTLExpired:          DropTTLExpired,
 }
 
 // expiresInTransit reports whether a frame whose labels are all popped
@@ -432,28 +393,6 @@ func checkPoppedHeader(p mpls.Payload, bottom mpls.Label, ip []byte) error {
 		return fail(0, "IPv4 IHL below 5 words or beyond the packet")
 	}
 	return nil
-}
-
-// parseReason maps a ParseStack error to its drop reason.
-func parseReason(err error) DropReason {
-	switch {
-	case errors.Is(err, mpls.ErrTruncated):
-		return DropTruncatedLabelStack
-	case errors.Is(err, mpls.ErrNoBottomOfStack):
-		return DropNoBottomOfStack
-	case errors.Is(err, mpls.ErrTooDeep):
-		return DropLabelStackTooDeep
-	case errors.Is(err, mpls.ErrReservedLabel), errors.Is(err, mpls.ErrLabelRange):
-		return DropReservedLabel
-	}
-	return DropTruncatedLabelStack
-}
-
-func topLabel(labels []mpls.Entry) int64 {
-	if len(labels) == 0 {
-		return -1
-	}
-	return int64(labels[0].Label)
 }
 
 // Transport checksum field offsets.
@@ -621,13 +560,13 @@ func checkRX(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish 
 		if finish {
 			return rxOK // never offloaded by the kernel
 		}
-		return verdict(l4len >= header.ICMPv4MinimumSize && l4Sum(pkt, hl, l4len) == 0xffff)
+		return rxResult(l4len >= header.ICMPv4MinimumSize && l4Sum(pkt, hl, l4len) == 0xffff)
 	case header.ICMPv6ProtocolNumber:
 		if finish {
 			return rxOK
 		}
 		pseudo := header.PseudoHeaderChecksum(tp, src, dst, uint16(l4len))
-		return verdict(l4len >= header.ICMPv6MinimumSize && checksum.Combine(pseudo, l4Sum(pkt, hl, l4len)) == 0xffff)
+		return rxResult(l4len >= header.ICMPv6MinimumSize && checksum.Combine(pseudo, l4Sum(pkt, hl, l4len)) == 0xffff)
 	default:
 		return rxOK
 	}
@@ -658,7 +597,7 @@ func checkRX(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer, finish 
 	return rxOK
 }
 
-func verdict(ok bool) rxVerdict {
+func rxResult(ok bool) rxVerdict {
 	if ok {
 		return rxOK
 	}

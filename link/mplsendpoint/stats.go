@@ -94,6 +94,9 @@ const (
 	// waiting for the end of its receive batch), or one the lower link
 	// delivered after Close.
 	DropEndpointClosed
+	// DropImplicitNull: the received label stack holds label 3 (implicit
+	// null), which is signalled, never sent (RFC 3032 §2.1).
+	DropImplicitNull
 
 	numDropReasons
 )
@@ -122,6 +125,7 @@ var dropNames = [numDropReasons]string{
 	DropFragmentTimeout:      "fragment_timeout",
 	DropUnverifiableChecksum: "unverifiable_checksum",
 	DropEndpointClosed:       "endpoint_closed",
+	DropImplicitNull:         "implicit_null_label",
 }
 
 // remedies says what an operator can do about each drop reason; it is
@@ -150,6 +154,7 @@ var remedies = [numDropReasons]string{
 	DropFragmentTimeout:      "fragments of a datagram were lost on the way, or too many datagrams were in reassembly at once; lower the senders' datagram size below the path MTU",
 	DropUnverifiableChecksum: "the sender emits fragments or extension header chains whose checksum cannot be checked (IPv4 options on fragments, extension headers before or after a fragment header, tiny fragments); capture on the lower link",
 	DropEndpointClosed:       "none: the link was closed (node shutdown, link removed) while packets were held or still arriving",
+	DropImplicitNull:         "the upstream LSR sends label 3 (implicit null), which must never be on the wire; fix its label bindings",
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
