@@ -341,10 +341,9 @@ func (e *Endpoint) popLocal(pkt *stack.PacketBuffer, hdrLen int, binding mpls.Pa
 	// Enough for any IPv4 header (60 bytes with options) and the IPv6 one.
 	const ipHeaderPeek = header.IPv4MaximumHeaderSize
 	ip, _ := pullUpTo(pkt, ipHeaderPeek)
+	// InferPayload checks the whole header of the type it names (the
+	// version nibble, an IHL of at least 5 words, all present).
 	p, err := mpls.InferPayload(binding, bottom, ip)
-	if err == nil {
-		err = checkPoppedHeader(p, bottom, ip)
-	}
 	if err != nil {
 		e.drop(DropUnknownPayload, int64(bottom), err)
 		return
@@ -362,37 +361,6 @@ func (e *Endpoint) popLocal(pkt *stack.PacketBuffer, hdrLen int, binding mpls.Pa
 		proto = header.IPv6ProtocolNumber
 	}
 	e.deliver(proto, pkt)
-}
-
-// checkPoppedHeader returns an *mpls.UnknownPayloadError unless ip (the
-// start of the popped payload) begins with a header of type p: the right
-// version nibble, and for IPv4 an IHL of at least 5 words, all present.
-// InferPayload takes an explicit null label or a binding on trust (the IP
-// layer validates); this is that validation, so that a payload the stack
-// would discard is counted as unknown_payload instead of vanishing
-// uncounted in the stack (or, for IPv4 with a short IHL, being reported
-// as a bad checksum).
-func checkPoppedHeader(p mpls.Payload, bottom mpls.Label, ip []byte) error {
-	fail := func(off int, reason string) error {
-		var v uint8
-		if len(ip) > 0 {
-			v = ip[0] >> 4
-		}
-		return &mpls.UnknownPayloadError{Label: bottom, Offset: off, Version: v, Len: len(ip), Reason: reason}
-	}
-	version, minLen := uint8(header.IPv4Version), header.IPv4MinimumSize
-	if p == mpls.PayloadIPv6 {
-		version, minLen = header.IPv6Version, header.IPv6MinimumSize
-	}
-	switch {
-	case len(ip) < minLen:
-		return fail(len(ip), p.String()+" header truncated")
-	case ip[0]>>4 != version:
-		return fail(0, "the label says "+p.String()+" but the IP version nibble differs")
-	case p == mpls.PayloadIPv4 && (int(ip[0]&0x0f) < header.IPv4MinimumSize/4 || len(ip) < int(ip[0]&0x0f)*4):
-		return fail(0, "IPv4 IHL below 5 words or beyond the packet")
-	}
-	return nil
 }
 
 // Transport checksum field offsets.
