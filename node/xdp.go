@@ -144,10 +144,7 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		fwd: c.fwd, model: model, connected: connectedRoutes(c)}
 	if model == mpls.TTLPipe {
-		x.pipeTTL = c.pipe
-		if x.pipeTTL == 0 {
-			x.pipeTTL = mpls.DefaultPipeTTL
-		}
+		x.pipeTTL = mpls.PushTTL(model, 0, c.pipe)
 	}
 	for id, info := range s.Netstack().NICInfo() {
 		x.nics[info.Name] = id

@@ -316,10 +316,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	pipeTTL := opts.PipeTTL
-	if pipeTTL == 0 {
-		pipeTTL = mpls.DefaultPipeTTL
-	}
+	pipeTTL := opts.PipeTTL // 0: mpls.PushTTL's default
 	e := &Endpoint{
 		lower:      lower,
 		localAddr:  opts.LocalAddress,
