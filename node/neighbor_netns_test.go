@@ -26,7 +26,8 @@ import (
 // Once they arrive at ns2's MAC (carried by the XDP program in mode=xdp),
 // ns2's interface takes a new MAC address (ip link set dev ... address)
 // and announces it with a gratuitous ARP: first a request (what arping -U
-// sends), then, after a second change, a broadcast reply (arping -A).
+// sends), then, after a second change, a broadcast reply (arping -A),
+// then a request again.
 // Linux updates an existing neighbour entry from either at once; ns1 must
 // too: the datagrams must reach the new MAC within 2 s of each
 // announcement, and none may go to an old one after that. Last, with
@@ -80,7 +81,11 @@ func TestSeedNeighborMACChange(t *testing.T) {
 				shortNUD bool
 			}{
 				{"a gratuitous ARP request (arping -U)", header.ARPRequest, 2 * time.Second, false},
-				{"a gratuitous ARP broadcast reply (arping -A)", header.ARPReply, 2 * time.Second, true},
+				{"a gratuitous ARP broadcast reply (arping -A)", header.ARPReply, 2 * time.Second, false},
+				// Again, so that the entry it makes reachable has the
+				// short timers (the one before has the default ones: NUD
+				// cannot follow in time instead of the announcement).
+				{"a gratuitous ARP request (arping -U)", header.ARPRequest, 2 * time.Second, true},
 				// No announcement: NUD finds the old MAC gone, with its
 				// timers short (reachable 0.25-0.75 s, probes after 0.3
 				// s, three 0.2 s apart); the XDP mirror, with its 1 s
