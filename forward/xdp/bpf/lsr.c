@@ -87,7 +87,7 @@ enum reason {
 	R_PASS_ECMP,           // FIB or ILM entry with several next hops (flow hash in userspace)
 	R_PASS_FIB_NOT_CARRIED, // FIB entry the program does not carry (see forward/xdp)
 	R_PASS_CHECKSUM_PARTIAL, // TCP/UDP checksum field in Linux's partial form: userspace finishes it
-	R_PASS_MULTI_BUFFER,   // frame in several buffers (only BPF_PROG_TEST_RUN gives one to this program)
+	R_PASS_MULTI_BUFFER,   // frame in several buffers (a veth MTU above a page): userspace forwards it
 	R_PASS_NO_BOTTOM_OF_STACK, // the frame ends after whole label entries, none with S
 	R_PASS_LABEL_STACK_TOO_DEEP, // no S within MAX_DEPTH entries, received or after a swap's push
 	R_PASS_IMPLICIT_NULL,  // label 3 under the top label: userspace drops it (implicit_null_label)
@@ -502,7 +502,9 @@ static __always_inline int forward_ip(struct xdp_md *ctx, int v6)
 	return bpf_redirect_map(&egress, f->ifindex, 0);
 }
 
-SEC("xdp")
+// Multi-buffer aware (xdp.frags): the kernel lets a veth's MTU grow past a
+// page while the program runs; a frame in several buffers is passed up.
+SEC("xdp.frags")
 int mplsnode_lsr(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
