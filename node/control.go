@@ -40,8 +40,10 @@ type Report struct {
 	// shows first.
 	Runtime RuntimeReport `json:"runtime"`
 	// XDP holds the XDP label switch's state and counters; nil unless
-	// `set forward xdp` runs it.
+	// the node runs it (`set forward xdp`, or a forwarding node's default).
 	XDP *XDPReport `json:"xdp,omitempty"`
+	// Control holds what the control socket met besides commands.
+	Control ControlReport `json:"control"`
 }
 
 // ControlReport is what the control socket (ServeControlListener) met
@@ -303,7 +305,7 @@ func (n *Node) Report() Report {
 	st := n.Stats()
 	ns := n.stack.Netstack()
 	nics := ns.NICInfo()
-	r := Report{Links: []LinkReport{}}
+	r := Report{Links: []LinkReport{}, Control: n.ControlReport()}
 	lower := map[string]stack.LowerStats{}
 	for _, l := range n.stack.Stats().Links {
 		lower[l.Name] = l.Lower

@@ -204,6 +204,9 @@ func printReport(w io.Writer, r *node.Report) {
 		{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"checksum_errors", t.ChecksumErrors}},
 		nil, nil)
 	printXDP(w, r.XDP)
+	c := r.Control
+	printSection(w, "control (the control socket)", []namedCount{{"closed_idle", c.ClosedIdle}, {"busy", c.Busy},
+		{"accept_errors", c.AcceptErrors}}, nil, nil)
 
 	printSection(w, "runtime", []namedCount{{"goroutines", uint64(r.Runtime.Goroutines)},
 		{"heap_objects_bytes", r.Runtime.HeapObjectsBytes}}, nil, nil)
