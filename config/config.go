@@ -468,8 +468,11 @@ type XDPMode uint8
 
 // XDP modes.
 const (
-	// XDPOff (default): every transit frame takes the userspace path.
-	XDPOff XDPMode = iota
+	// XDPDefault (no `set forward xdp` line): auto on a forwarding node
+	// (one with label routes, or IP forwarding on), off on any other.
+	XDPDefault XDPMode = iota
+	// XDPOff: every transit frame takes the userspace path.
+	XDPOff
 	// XDPOn: the program must attach to every link; the node refuses to
 	// start otherwise.
 	XDPOn
@@ -481,6 +484,8 @@ const (
 // String returns the config word for m.
 func (m XDPMode) String() string {
 	switch m {
+	case XDPDefault:
+		return "default"
 	case XDPOff:
 		return "off"
 	case XDPOn:
@@ -525,7 +530,8 @@ type Settings struct {
 	TCPSACK bool
 	// TCPRACK is `set tcp rack on|off` (default on): RACK-TLP loss detection.
 	TCPRACK bool
-	// ForwardXDP is `set forward xdp on|off|auto` (default off).
+	// ForwardXDP is `set forward xdp on|off|auto` (XDPDefault without the
+	// line: auto on a forwarding node).
 	ForwardXDP XDPMode
 }
 
@@ -667,7 +673,9 @@ func (c *Config) Format() string {
 	st := c.Settings
 	fmt.Fprintf(&b, "set gso %s\nset tcp cc %s\nset tcp sack %s\nset tcp rack %s\n",
 		st.GSO, st.TCPCongestion, onOff(st.TCPSACK), onOff(st.TCPRACK))
-	fmt.Fprintf(&b, "set forward xdp %s\n", st.ForwardXDP)
+	if st.ForwardXDP != XDPDefault {
+		fmt.Fprintf(&b, "set forward xdp %s\n", st.ForwardXDP)
+	}
 	for _, r := range c.Routes {
 		b.WriteString(r.String() + "\n")
 	}

@@ -179,7 +179,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Tables: s.Tables(), Connected: connectedRoutes(c),
 		Seed: seed, PipeTTL: pipeTTL,
 	}))
-	x, err := startXDP(cfg.Settings.ForwardXDP, c, s, logger)
+	x, err := startXDP(xdpMode(cfg), c, s, logger)
 	if err != nil {
 		s.Close()
 		claims.Close()
@@ -215,6 +215,22 @@ func CheckCaptureLinks(cfg *config.Config, names []string) error {
 		links[i].Name = l.Name
 	}
 	return setCapture(links, nil, names)
+}
+
+// xdpMode is the XDP plane's mode for cfg: its `set forward xdp` line,
+// or without one auto on a forwarding node (a label route that swaps or
+// pops and forwards, or IP forwarding on) and off on any other.
+func xdpMode(cfg *config.Config) config.XDPMode {
+	m := cfg.Settings.ForwardXDP
+	if m != config.XDPDefault {
+		return m
+	}
+	forwards := cfg.Sysctl.IPv4Forward || cfg.Sysctl.IPv6Forward ||
+		slices.ContainsFunc(cfg.LabelRoutes, func(r config.LabelRoute) bool { return r.Action != config.LabelPopLocal })
+	if forwards {
+		return config.XDPAuto
+	}
+	return config.XDPOff
 }
 
 // setCapture sets w as the capture of the links named (all when names is

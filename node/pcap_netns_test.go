@@ -16,7 +16,10 @@ import (
 // 8 MiB cross it, then has tshark read the file: every frame the link's
 // counters saw is there, the labelled ones carry label 100 with S=1 and
 // TTL 64 from ns0, and the plain ones are the return path to ns0. Frames
-// of the other link (virt12) are not in it.
+// of the other link (virt12) are not in it. The LSR, a forwarding node
+// with no `set forward` line, runs the XDP program (its default, auto) on
+// virt12 alone: the recorded link runs without it, so no frame it
+// forwards escapes the capture.
 func TestSeedPcap(t *testing.T) {
 	tshark.Need(t)
 	file := filepath.Join(t.TempDir(), "ns1.pcap")
@@ -32,6 +35,9 @@ func TestSeedPcap(t *testing.T) {
 	s := newSeedWith(t, func(s *seed) (node.Options, node.Options) {
 		return node.Options{}, node.Options{Capture: w, CaptureLinks: []string{s.v10}}
 	})
+	if x := s.n1.Report().XDP; x == nil || len(x.Links) != 1 || x.Links[0] != s.v12 || x.Skipped[s.v10] == "" {
+		t.Fatalf("XDP plane %+v: want the default (auto) on %s alone, %s skipped for --pcap", x, s.v12, s.v10)
+	}
 	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -154,6 +154,12 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 		var fl fxdp.Link
 		if l.Kind != stack.LinkAFPacket {
 			why = "a " + l.Kind.String() + " link has no interface to attach to"
+		} else if l.Capture != nil {
+			// Frames the program carries never reach userspace: a link
+			// --pcap records takes the userspace path both ways (a link
+			// without the program is no redirect target either), so that
+			// the capture sees every frame.
+			why = "--pcap records it"
 		} else if ifc, err := net.InterfaceByName(l.Name); err != nil {
 			why = err.Error()
 		} else if ep := s.Endpoint(l.Name); ep == nil {
@@ -166,7 +172,7 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 			}
 		}
 		if why != "" {
-			if mode == config.XDPOn {
+			if mode == config.XDPOn && l.Capture == nil {
 				prog.Close()
 				feats.Close()
 				return nil, fmt.Errorf("set forward xdp on: link %s: %s", l.Name, why)
@@ -180,6 +186,10 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 	if len(x.links) == 0 {
 		prog.Close()
 		feats.Close()
+		if captured := slices.ContainsFunc(links, func(l stack.Link) bool { return l.Capture != nil }); captured {
+			logger.Info("XDP label switch off: --pcap records the links it would run on")
+			return userspace(), nil
+		}
 		return fail("no link took the program")
 	}
 	x.watch = startNeighborWatch(s, links, logger, x.kickNow)

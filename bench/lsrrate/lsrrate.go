@@ -50,8 +50,9 @@
 //   - mplsnode-swap-tap: the same with the LSR's links on TAPs, each in a
 //     Linux bridge with its veth; the TAP ends take the veths' MACs (the
 //     veths get others), so the generator's frames reach mplsnode.
-//   - mplsnode-xdp-fwd: mplsnode-swap with `set forward xdp on`: the
-//     node's XDP label switch (package forward/xdp) swaps the label inside
+//   - mplsnode-xdp-fwd: mplsnode-swap as a forwarding node runs by
+//     default (no `set forward` line: xdp auto; the other mplsnode
+//     configurations say `set forward xdp off`): the node's XDP label switch (package forward/xdp) swaps the label inside
 //     the kernel and redirects the frame to the egress veth; GRO is turned
 //     on on the sink's veth so that it runs NAPI and takes redirected
 //     frames. Its CPU figure is the mplsnode process's time plus the
@@ -145,7 +146,7 @@ const (
 	// in a Linux bridge with its veth (link type tap).
 	ConfigMPLSNodeTAP = "mplsnode-swap-tap"
 	// ConfigMPLSNodeInKernel is ConfigMPLSNode with the node's XDP label
-	// switch (set forward xdp on): the swap happens in the LSR
+	// switch (the default of a forwarding node): the swap happens in the LSR
 	// namespace's kernel, redirected veth to veth.
 	ConfigMPLSNodeInKernel = "mplsnode-xdp-fwd"
 	// ConfigMPLSNodeAtKernelRate is ConfigMPLSNode offered, per frame

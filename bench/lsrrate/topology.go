@@ -208,9 +208,11 @@ func lsrConfig(t *topology, setup nodeSetup) string {
 		inLink = fmt.Sprintf("%s type tap bridge %s address %s", in, t.brIn, macString(inMAC))
 		outLink = fmt.Sprintf("%s type tap bridge %s address %s", out, t.brOut, macString(outMAC))
 	}
-	extra := ""
+	// The in-kernel configuration is the default forwarding node (no `set
+	// forward` line: auto); the others keep every frame in userspace.
+	extra := "set forward xdp off\n"
 	if setup.inKernel {
-		extra = "set forward xdp on\n"
+		extra = ""
 	}
 	return extra + fmt.Sprintf(`# lsrrate LSR: swap label %d for %d and forward to the sink.
 link add %s

@@ -314,7 +314,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477; :9477 listens on loopback only")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
-	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcapng, one interface a link; - is stdout)")
+	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcapng, one interface a link; - is stdout); a recorded link runs without the XDP program, so every frame it forwards is seen")
 	var cf captureFlags
 	fs.IntVar(&cf.snapLen, "s", 0, "with --pcap: record at most `SNAPLEN` bytes of a frame (0: 262144)")
 	fs.Float64Var(&cf.fileSize, "C", 0, "with --pcap FILE: start a new file when the current one is past `SIZE` million bytes (tcpdump -C): FILE, FILE1, FILE2, ...")

@@ -16,12 +16,13 @@ type Mode struct {
 // label switch in userspace, and its XDP program.
 var Modes = []Mode{{"mode=userspace", false}, {"mode=xdp", true}}
 
-// Conf is the config line of the mode (empty in userspace mode).
+// Conf is the config line of the mode (a forwarding node's default is
+// auto: userspace mode says off).
 func (m Mode) Conf() string {
 	if m.XDP {
 		return "set forward xdp on\n"
 	}
-	return ""
+	return "set forward xdp off\n"
 }
 
 // Result is what one mode put on the wire and counted.

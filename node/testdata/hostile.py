@@ -92,10 +92,12 @@ def build(cls, i, dst, src):
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=0) / udp(i))
     if cls == "ttl_1":
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp(i))
+    if cls == "null_top":  # label 3 (implicit null) on top: never on the wire
+        return bytes(eth / MPLS(label=3, s=1, ttl=64) / udp(i))
     if cls == "reserved_top":
-        # RFC 3032/7274 reserved labels: router alert, implicit null, ELI,
-        # GAL, OAM alert, 15 (unassigned), cycled.
-        label = (1, 3, 7, 13, 14, 15)[i % 6]
+        # RFC 3032/7274 reserved labels: router alert, ELI, GAL, OAM
+        # alert, 15 (unassigned), cycled; implicit null is null_top's.
+        label = (1, 7, 13, 14, 15, 1)[i % 6]
         return bytes(eth / MPLS(label=label, s=1, ttl=64) / udp(i))
     if cls == "unknown_label":
         label = (999, 1048575, 16, 101)[i % 4]  # none is in the LSR's ILM
@@ -164,7 +166,7 @@ def build(cls, i, dst, src):
 
 
 CLASSES = ["truncated_stack", "runt_1to3", "no_bos_64", "no_bos_12", "entries_1000", "ttl_0", "ttl_1",
-           "reserved_top", "unknown_label", "null_middle", "bad_ihl", "bad_version",
+           "reserved_top", "null_top", "unknown_label", "null_middle", "bad_ihl", "bad_version",
            "null_bad_version", "null_bad_ihl", "v6null_over_v4", "jumbo", "jumbo_df",
            "plain_bad_version", "plain_bad_ihl", "plain_v6_bad_version", "plain_short_len", "plain_ttl_1",
            "multicast_mpls", "bcast_mpls", "vlan_mpls"]
