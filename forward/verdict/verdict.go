@@ -359,7 +359,7 @@ func (t *Tables) DecideLabelled(pkt []byte, size int, v *Verdict) {
 
 // maxScratch is the label stack DecideLabelled reads without allocating
 // (a deeper one, where Tables.MaxDepth allows it, is read on the heap).
-const maxScratch = 4 * mpls.DefaultMaxDepth
+const maxScratch = mpls.DefaultMaxDepth
 
 // Walked is where the walk of a received label stack through the ILM ends
 // (Walk).
