@@ -320,7 +320,7 @@ func TestPassedUp(t *testing.T) {
 		{"pop-local not carried", true, frame(ourMAC, []mpls.Entry{{Label: 104, S: true, TTL: 9}}, ip), PassNoILMEntry},
 		{"unresolved", true, frame(ourMAC, []mpls.Entry{{Label: 102, S: true, TTL: 9}}, ip), PassNoNeighbor},
 		{"egress down", false, frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 9}}, ip), PassEgressDown},
-		{"implicit null on top", true, frame(ourMAC, []mpls.Entry{{Label: 3, S: true, TTL: 9}}, ip), PassReservedLabel},
+		{"implicit null on top", true, frame(ourMAC, []mpls.Entry{{Label: 3, S: true, TTL: 9}}, ip), PassImplicitNull},
 		{"explicit null on top", true, frame(ourMAC, []mpls.Entry{{Label: 0, S: true, TTL: 9}}, ip), PassReservedLabel},
 		{"implicit null under a pop", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}, {Label: 3, S: true, TTL: 9}}, ip), PassImplicitNull},
 		{"GAL under a pop", true, frame(ourMAC, []mpls.Entry{{Label: 103, TTL: 9}, {Label: 13, S: true, TTL: 9}}, ip), PassReservedLabel},

@@ -90,7 +90,7 @@ enum reason {
 	R_PASS_MULTI_BUFFER,   // frame in several buffers (a veth MTU above a page): userspace forwards it
 	R_PASS_NO_BOTTOM_OF_STACK, // the frame ends after whole label entries, none with S
 	R_PASS_LABEL_STACK_TOO_DEEP, // no S within MAX_DEPTH entries, received or after a swap's push
-	R_PASS_IMPLICIT_NULL,  // label 3 under the top label: userspace drops it (implicit_null_label)
+	R_PASS_IMPLICIT_NULL,  // label 3 anywhere in the stack: userspace drops it (implicit_null_label)
 	R_PASS_BAD_CHECKSUM,   // IPv4 header checksum does not verify: userspace drops it
 	R_PASS_MALFORMED_IP,   // IP length field contradicting the packet: userspace drops it
 	R_MAX,
@@ -546,6 +546,10 @@ int mplsnode_lsr(struct xdp_md *ctx)
 	__u32 tc = (top >> 9) & 7;
 	int bottom = (top >> 8) & 1;
 	__u32 ttl = top & 0xff;
+	// Label 3 anywhere in the stack is counted first, as the stack walk
+	// does (verdict.Walk): userspace drops it as implicit_null_label.
+	if (label == 3 || null_below)
+		return count(R_PASS_IMPLICIT_NULL, XDP_PASS);
 	if (label < 16)
 		return count(R_PASS_RESERVED_LABEL, XDP_PASS);
 
@@ -557,10 +561,6 @@ int mplsnode_lsr(struct xdp_md *ctx)
 	if (ttl <= 1)
 		return count(R_PASS_TTL_EXPIRED, XDP_PASS);
 	__u32 out_ttl = ttl - 1;
-	// Label 3 below the top one is never carried on, swapped over or
-	// exposed (the label switch checks the received stack after the TTL).
-	if (null_below)
-		return count(R_PASS_IMPLICIT_NULL, XDP_PASS);
 	if (!(v->flags & FLAG_RESOLVED))
 		return count(R_PASS_NO_NEIGHBOR, XDP_PASS);
 	if (!(v->flags & FLAG_EGRESS_OK))
