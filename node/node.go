@@ -64,7 +64,7 @@ type Node struct {
 	log   *slog.Logger
 	stack *stack.Stack
 	ls    *forward.Switch
-	xdp   *xdpPlane // nil unless set forward xdp runs the program
+	xdp   *xdpPlane // the XDP plane; without the program (prog nil) its neighbour watch alone
 	// bgp is the BGP speaker and bgpTab the tables it writes through;
 	// both nil without bgp lines.
 	bgp    *bgp.Speaker
