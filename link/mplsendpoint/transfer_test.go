@@ -3,9 +3,12 @@ package mplsendpoint_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +35,31 @@ var nextPort atomic.Uint32
 // 4194304 bytes, received 0".
 const transferTimeout = 2 * time.Minute
 
+// A transfer also fails early, naming what it saw, when it stops moving:
+// no byte sent or received for stallTimeout, or for stallAfterDrop once
+// either endpoint has counted a drop since the transfer began (every
+// caller expects none). A stack the endpoint cannot push (label depth
+// checked with >= for >: every frame of the labels=16 cases dropped as
+// label_stack_too_deep) then fails each case in about 2 s with "dial
+// 10.0.0.2: context canceled: no progress for 2s after drops [A
+// label_stack_too_deep=2]; sent 0 of 4194304 bytes, received 0; ...",
+// where it used to wait transferTimeout per case, twelve cases, past the
+// package's 10-minute timeout with no message at all (issue 28, mutant
+// w05; checked by planting it: TestTransferMatrix fails in 27 s).
+const (
+	stallTimeout   = 20 * time.Second
+	stallAfterDrop = 2 * time.Second
+)
+
+// dropTotal is the sum of an endpoint's drop counters.
+func dropTotal(s mplsendpoint.Stats) uint64 {
+	var n uint64
+	for _, r := range mplsendpoint.DropReasons() {
+		n += s.Drop(r)
+	}
+	return n
+}
+
 // transfer sends n deterministic bytes from A to B over TCP and returns the
 // SHA-256 of what was sent and of what arrived. Every step has a deadline
 // (transferTimeout); on failure the test stops with the bytes sent and
@@ -48,9 +76,13 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 		tb.Fatal(err)
 	}
 	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
+	tctx, tcancel := context.WithTimeout(context.Background(), transferTimeout)
+	defer tcancel()
+	deadline, _ := tctx.Deadline()
+	// ctx ends at the deadline or when the watchdog sees the transfer
+	// stall; its end unblocks the dial, the accept, every read and write.
+	ctx, stop := context.WithCancelCause(tctx)
+	defer stop(nil)
 	type result struct {
 		sum [32]byte
 		err error
@@ -58,9 +90,41 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 	var received, written atomic.Int64
 	failf := func(format string, args ...any) {
 		tb.Helper()
-		tb.Fatalf("%s; sent %d of %d bytes, received %d; A: %s; B: %s", fmt.Sprintf(format, args...),
+		msg := fmt.Sprintf(format, args...)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			msg += ": " + cause.Error()
+		}
+		tb.Fatalf("%s; sent %d of %d bytes, received %d; A: %s; B: %s", msg,
 			written.Load(), n, received.Load(), statsLine(p.a.ep.Stats()), statsLine(p.b.ep.Stats()))
 	}
+	go func() { // the watchdog
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		drops0 := dropTotal(p.a.ep.Stats()) + dropTotal(p.b.ep.Stats())
+		last, since := int64(-1), time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if moved := written.Load() + received.Load(); moved != last {
+				last, since = moved, time.Now()
+				continue
+			}
+			idle := time.Since(since)
+			dropped := dropTotal(p.a.ep.Stats()) + dropTotal(p.b.ep.Stats()) - drops0
+			switch {
+			case dropped > 0 && idle >= stallAfterDrop:
+				stop(fmt.Errorf("no progress for %v after drops %v", stallAfterDrop, dropsLine(p)))
+				return
+			case idle >= stallTimeout:
+				stop(fmt.Errorf("no progress for %v, no drop counted", stallTimeout))
+				return
+			}
+		}
+	}()
+	context.AfterFunc(ctx, func() { ln.Close() })
 	done := make(chan result, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -70,6 +134,7 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 		}
 		defer c.Close()
 		c.SetReadDeadline(deadline)
+		defer context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })()
 		h := sha256.New()
 		_, err = io.Copy(countingWriter{h, &received}, c)
 		var r result
@@ -82,6 +147,7 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 		failf("dial %v: %v", full.Addr, err)
 	}
 	c.SetWriteDeadline(deadline)
+	defer context.AfterFunc(ctx, func() { c.SetWriteDeadline(time.Now()) })()
 	h := sha256.New()
 	src := io.TeeReader(io.LimitReader(newPRNGReader(uint64(n)), n), h)
 	if _, err := io.Copy(countingWriter{c, &written}, src); err != nil {
@@ -100,6 +166,20 @@ func transfer(tb testing.TB, p *pair, v6 bool, n int64) (sent, got [32]byte) {
 		failf("transfer timed out after %v", transferTimeout)
 	}
 	return sent, got
+}
+
+// dropsLine lists both endpoints' non-zero drop counters.
+func dropsLine(p *pair) string {
+	var drops []string
+	for side, s := range map[string]mplsendpoint.Stats{"A": p.a.ep.Stats(), "B": p.b.ep.Stats()} {
+		for _, r := range mplsendpoint.DropReasons() {
+			if d := s.Drop(r); d != 0 {
+				drops = append(drops, fmt.Sprintf("%s %s=%d", side, r, d))
+			}
+		}
+	}
+	sort.Strings(drops)
+	return "[" + strings.Join(drops, " ") + "]"
 }
 
 // statsLine formats an endpoint's counters for a failure message: the
