@@ -107,7 +107,8 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 	}
 	typ := tcpip.NetworkProtocolNumber(v.Type)
 	eg := egress{nh: nh, typ: typ, hdrLen: header.EthernetMinimumSize + v.NOut*mpls.EntryLen,
-		labels: v.Out, nLabels: v.NOut, hash: pkt.Hash, batched: batched, csumValid: pkt.RXChecksumValidated}
+		nLabels: v.NOut, hash: pkt.Hash, batched: batched, csumValid: pkt.RXChecksumValidated}
+	copy(eg.labels[:], v.Out[:v.NOut])
 	data := pkt.Data()
 	if v.FragmentMTU != 0 {
 		b, ok := data.PullUp(data.Size())

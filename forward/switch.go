@@ -477,7 +477,14 @@ func (ls *Switch) Forward(in *mplsendpoint.Endpoint, req *mplsendpoint.ForwardRe
 	t := ls.tables(st, req.ILM, len(req.Labels))
 	var v verdict.Verdict
 	const eth = header.EthernetMinimumSize
-	t.DecideLabelled(b[eth:], data.Size()-eth, &v)
+	if req.Entry != nil {
+		// The endpoint walked the stack (verdict.Walk) to this entry.
+		w := verdict.Walked{Label: req.Labels[req.Top].Label, Labels: req.Labels, StackEnd: len(req.Frame) - eth,
+			Top: req.Top, Entry: req.Entry}
+		t.DecideWalked(b[eth:], data.Size()-eth, &w, &v)
+	} else {
+		t.DecideLabelled(b[eth:], data.Size()-eth, &v)
+	}
 	ls.carryOut(st, in, req.Packet, eth, b, &v, req.Batched)
 }
 

@@ -344,6 +344,20 @@ func (t *Tables) DecideLabelled(pkt []byte, size int, v *Verdict) {
 	*v = Verdict{TTLOff: -1}
 	var scratch [maxScratch]mpls.Entry
 	w := Walk(pkt, t.ILM, t.MaxDepth, scratch[:0])
+	t.decideWalked(pkt, size, &w, v)
+}
+
+// DecideWalked is DecideLabelled for a frame whose stack Walk has walked
+// already, w its result (with a forwarding Entry; the link endpoint's
+// receive path walks every labelled frame, and the forwarding plane
+// decides the rest from there). v is overwritten.
+func (t *Tables) DecideWalked(pkt []byte, size int, w *Walked, v *Verdict) {
+	*v = Verdict{TTLOff: -1}
+	t.decideWalked(pkt, size, w, v)
+}
+
+// decideWalked decides from w, Walk's result for pkt, into v (reset).
+func (t *Tables) decideWalked(pkt []byte, size int, w *Walked, v *Verdict) {
 	v.Label = w.Label
 	v.StackEnd = w.StackEnd
 	v.QuoteOff = w.StackEnd
@@ -525,7 +539,6 @@ func (t *Tables) transit(pkt []byte, size int, labels []mpls.Entry, top int, ent
 	if t.Model == mpls.TTLUniform {
 		inTTL = labels[0].TTL
 	}
-	v.Payload = payloadUnder(labels, pkt[v.StackEnd:])
 	if inTTL <= 1 {
 		v.drop(TTLExpired, l.Label)
 		v.icmp(TimeExceeded, 0, t, pkt)
@@ -611,15 +624,18 @@ func (t *Tables) transit(pkt []byte, size int, labels []mpls.Entry, top int, ent
 	}
 }
 
-// payloadUnder returns the IP type of the payload under the stack, for
-// an ICMP error's quote: by the bottom label (explicit null) or the
-// version nibble.
-func payloadUnder(labels []mpls.Entry, ip []byte) mpls.Payload {
-	p, err := mpls.InferPayload(mpls.PayloadNone, labels[len(labels)-1].Label, ip)
-	if err != nil {
-		return mpls.PayloadNone
+// inferPayload sets v.Payload, when no binding set it, to the IP type of
+// the payload under the received stack of pkt, by its bottom label
+// (explicit null) or the version nibble: what an ICMP error quotes and
+// fragmentation splits. Only those need it, so it is not done per frame.
+func (v *Verdict) inferPayload(pkt []byte) {
+	if v.Payload != mpls.PayloadNone || v.StackEnd < mpls.EntryLen || v.StackEnd > len(pkt) {
+		return
 	}
-	return p
+	bottom := mpls.DecodeEntry(pkt[v.StackEnd-mpls.EntryLen:]).Label
+	if p, err := mpls.InferPayload(mpls.PayloadNone, bottom, pkt[v.StackEnd:]); err == nil {
+		v.Payload = p
+	}
 }
 
 // poppedIP checks the IP packet under the last label popped and sets the
@@ -709,6 +725,7 @@ func ipTTL(v6 bool, ip []byte) uint8 {
 // other packet is dropped and its sender told the MTU, so that path MTU
 // discovery converges.
 func (t *Tables) tooBig(pkt []byte, size, ipMTU int, v *Verdict) {
+	v.inferPayload(pkt)
 	ip := pkt[min(v.PayloadOff, len(pkt)):]
 	if ipMTU >= 68 && v.Payload == mpls.PayloadIPv4 && len(ip) >= 20 && ip[0]>>4 == 4 &&
 		binary.BigEndian.Uint16(ip[6:])&0x4000 == 0 {
@@ -867,6 +884,7 @@ func (v *Verdict) drop(r Reason, label mpls.Label) {
 func (v *Verdict) icmp(kind ICMPKind, mtu uint32, t *Tables, pkt []byte) {
 	ip := pkt[min(v.QuoteOff, len(pkt)):]
 	v.ICMP, v.ICMPMTU = kind, mtu
+	v.inferPayload(pkt)
 	if v.Payload == mpls.PayloadNone {
 		// Not IP (or cut short): there is no one to tell, which the
 		// planes count as icmp_failed.
