@@ -46,11 +46,12 @@ func DropFor(r verdict.Reason) Drop {
 
 // LinkMTU implements verdict.Node: the IP MTU of the stack's link dev.
 func (st *attached) LinkMTU(dev string) (uint32, bool) {
-	l, ok := st.byName[dev]
-	if !ok {
-		return 0, false
+	for i, n := range st.names {
+		if n == dev {
+			return st.eps[i].LinkMTU(), true
+		}
 	}
-	return l.ep.LinkMTU(), true
+	return 0, false
 }
 
 // IsLocal implements verdict.Node: a is one of the node's addresses or a

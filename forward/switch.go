@@ -253,6 +253,10 @@ type attached struct {
 	ns     *gstack.Stack
 	byName map[string]attachedLink
 	nics   map[*mplsendpoint.Endpoint]tcpip.NICID
+	// names and eps are byName's links in two slices, searched by LinkMTU
+	// on every frame: faster than hashing the name for a node's few links.
+	names []string
+	eps   []*mplsendpoint.Endpoint
 	// local holds the node's addresses and its IPv4 subnets' network and
 	// broadcast addresses: IP packets to them are the stack's, never
 	// transit, and packets from them get no ICMP error.
@@ -427,6 +431,8 @@ func (ls *Switch) Attach(ns *gstack.Stack) {
 			continue // the loopback, or a link that is not an MPLS endpoint
 		}
 		st.byName[info.Name] = attachedLink{ep: ep, nic: id}
+		st.names = append(st.names, info.Name)
+		st.eps = append(st.eps, ep)
 		st.nics[ep] = id
 	}
 	ls.st.Store(st)
