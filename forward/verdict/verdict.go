@@ -676,6 +676,23 @@ func (t *Tables) poppedIP(pkt []byte, size int, l mpls.Entry, ent *mpls.ILMEntry
 	return true
 }
 
+// CheckIPHeader checks the header of the IP packet pkt (v6: IPv6; its
+// first bytes, size in all) as a router does before it forwards it (RFC
+// 1812 §5.2.2): the version, a whole header (an IPv4 IHL of at least 5
+// words, all present), the IPv4 header checksum, length fields within the
+// packet. It returns the packet's length without padding, or the reason
+// to drop it: unknown_payload, bad_checksum or malformed_ip.
+func CheckIPHeader(v6 bool, pkt []byte, size int) (int, Reason) {
+	null := mpls.LabelIPv4ExplicitNull
+	if v6 {
+		null = mpls.LabelIPv6ExplicitNull
+	}
+	if _, err := mpls.InferPayload(mpls.PayloadNone, null, pkt); err != nil {
+		return 0, UnknownPayload
+	}
+	return ipLength(v6, pkt, size)
+}
+
 // ipLength checks the length fields of the IP packet ip (a whole fixed
 // header, checked by InferPayload; have bytes of it in the frame) and
 // returns its length: an IPv4 header checksum that verifies, a total
@@ -776,15 +793,7 @@ func (t *Tables) DecideIP(v6 bool, pkt []byte, size int, v *Verdict) {
 	if v6 {
 		v.Payload = mpls.PayloadIPv6
 	}
-	null := mpls.LabelIPv4ExplicitNull
-	if v6 {
-		null = mpls.LabelIPv6ExplicitNull
-	}
-	if _, err := mpls.InferPayload(mpls.PayloadNone, null, pkt); err != nil {
-		v.drop(UnknownPayload, 0)
-		return
-	}
-	tot, r := ipLength(v6, pkt, size)
+	tot, r := CheckIPHeader(v6, pkt, size)
 	if r != NoReason {
 		v.drop(r, 0)
 		return

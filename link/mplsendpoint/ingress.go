@@ -199,35 +199,18 @@ func (e *Endpoint) offerIP(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 }
 
 // ipHeaderOK reports whether pkt (link header consumed) starts with a
-// well-formed IP header of proto that its data holds: version, IHL, total
-// length and IPv4 header checksum; IPv6 version and payload length. Data
-// beyond the IP length (Ethernet padding) is cut off.
+// well-formed IP header of proto that its data holds, as the reference
+// decision checks it (verdict.CheckIPHeader: version, IHL, IPv4 header
+// checksum, length fields). Data beyond the IP length (Ethernet padding)
+// is cut off.
 func ipHeaderOK(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
 	size := pkt.Data().Size()
-	var tot int
-	switch proto {
-	case header.IPv4ProtocolNumber:
-		b, ok := pkt.Data().PullUp(min(size, header.IPv4MaximumHeaderSize))
-		if !ok || len(b) < header.IPv4MinimumSize {
-			return false
-		}
-		ip := header.IPv4(b)
-		hl := int(ip.HeaderLength())
-		tot = int(ip.TotalLength())
-		if b[0]>>4 != header.IPv4Version || hl < header.IPv4MinimumSize || hl > len(b) || tot < hl || tot > size ||
-			checksum.Checksum(b[:hl], 0) != 0xffff {
-			return false
-		}
-	case header.IPv6ProtocolNumber:
-		b, ok := pkt.Data().PullUp(min(size, header.IPv6MinimumSize))
-		if !ok || len(b) < header.IPv6MinimumSize || b[0]>>4 != header.IPv6Version {
-			return false
-		}
-		tot = header.IPv6MinimumSize + int(header.IPv6(b).PayloadLength())
-		if tot > size {
-			return false
-		}
-	default:
+	b, ok := pkt.Data().PullUp(min(size, header.IPv4MaximumHeaderSize))
+	if !ok || (proto != header.IPv4ProtocolNumber && proto != header.IPv6ProtocolNumber) {
+		return false
+	}
+	tot, r := verdict.CheckIPHeader(proto == header.IPv6ProtocolNumber, b, size)
+	if r != verdict.NoReason {
 		return false
 	}
 	if size > tot {
