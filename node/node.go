@@ -179,7 +179,8 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		Tables: s.Tables(), Connected: connectedRoutes(c),
 		Seed: seed, PipeTTL: pipeTTL,
 	}))
-	x, err := startXDP(xdpMode(cfg), c, s, logger)
+	mode, dflt := xdpMode(cfg)
+	x, err := startXDP(mode, dflt, c, s, logger)
 	if err != nil {
 		s.Close()
 		claims.Close()
@@ -218,19 +219,19 @@ func CheckCaptureLinks(cfg *config.Config, names []string) error {
 }
 
 // xdpMode is the XDP plane's mode for cfg: its `set forward xdp` line,
-// or without one auto on a forwarding node (a label route that swaps or
-// pops and forwards, or IP forwarding on) and off on any other.
-func xdpMode(cfg *config.Config) config.XDPMode {
+// or without one (dflt) auto on a forwarding node (a label route that
+// swaps or pops and forwards, or IP forwarding on) and off on any other.
+func xdpMode(cfg *config.Config) (mode config.XDPMode, dflt bool) {
 	m := cfg.Settings.ForwardXDP
 	if m != config.XDPDefault {
-		return m
+		return m, false
 	}
 	forwards := cfg.Sysctl.IPv4Forward || cfg.Sysctl.IPv6Forward ||
 		slices.ContainsFunc(cfg.LabelRoutes, func(r config.LabelRoute) bool { return r.Action != config.LabelPopLocal })
 	if forwards {
-		return config.XDPAuto
+		return config.XDPAuto, true
 	}
-	return config.XDPOff
+	return config.XDPOff, true
 }
 
 // setCapture sets w as the capture of the links named (all when names is

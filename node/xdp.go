@@ -111,10 +111,12 @@ type fibDeps struct {
 // returns the plane without the program (its neighbour watch alone); on
 // fails unless every AF_PACKET link of links takes it; auto attaches where
 // it can and logs once for each link where it cannot (none: the plane
-// without the program). Links given as endpoints (tests, embedders) have
+// without the program). dflt (a forwarding node without a `set forward
+// xdp` line, auto) also runs without the program when no link it took
+// takes redirected frames. Links given as endpoints (tests, embedders) have
 // no interface and never take it. It runs in the node's network
 // namespace.
-func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
+func startXDP(mode config.XDPMode, dflt bool, c *converted, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
 	// The userspace plane alone: the neighbour watch, nothing to kick.
 	userspace := func() *xdpPlane {
 		return &xdpPlane{log: logger, s: s, watch: startNeighborWatch(s, c.links, logger, nil)}
@@ -192,6 +194,15 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 		}
 		return fail("no link took the program")
 	}
+	if dflt && !x.carries() {
+		// The program could carry nothing: every frame would take the
+		// userspace path after it, which costs bulk TCP on a veth more
+		// than it saves. `set forward xdp auto` runs it anyway.
+		prog.Close()
+		feats.Close()
+		logger.Info("XDP label switch off: no link takes redirected frames (a veth peer runs no NAPI: `ethtool -K PEER gro on`); set forward xdp auto runs it anyway")
+		return userspace(), nil
+	}
 	x.watch = startNeighborWatch(s, links, logger, x.kickNow)
 	// Subscribed before the first sync: no FIB published from now on is
 	// missed.
@@ -201,6 +212,17 @@ func startXDP(mode config.XDPMode, c *converted, s *stack.Stack, logger *slog.Lo
 	go x.run()
 	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", prog.VerifiedInstructions())
 	return x, nil
+}
+
+// carries reports whether any link the program runs on takes redirected
+// frames, so that the program can carry frames to it.
+func (x *xdpPlane) carries() bool {
+	for _, l := range x.links {
+		if ok, err := x.feats.RedirectCapable(l.Index); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // kickNow asks the plane for a sync now; it never blocks (a sync already
