@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -152,9 +153,9 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 	return d, nil
 }
 
-// runConnectClient runs TCP_CRR (connect, request, response, close) or
-// TCP_CC (connect, wait for the server's close) transactions, one
-// connection each, for the test time or count.
+// runConnectClient runs TCP_CRR (connect, request, response, wait for the
+// server's close, close) or TCP_CC (connect, wait for the server's close,
+// close) transactions, one connection each, for the test time or count.
 func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
 	var d clientData
 	timed := p.length > 0
@@ -245,18 +246,22 @@ func connectTransaction(c net.Conn, p dataPlan, req, resp []byte, end time.Time,
 			return false, err
 		}
 		d.received += uint64(len(resp))
-		// Half-close and wait for the server's close: the client holds
-		// TIME_WAIT, as stock's disconnect does.
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
 	}
-	// TCP_CC: the server closes at once; CRR: after our half-close.
+	// Wait for the server's close before ours, without a half-close, as
+	// stock netperf's send_omni_inner (disconnect_data_socket with
+	// initiate 0: a recv that must return 0) and send_tcp_cc do: stock
+	// netserver closes after the response (TCP_CC: at once), so the
+	// server holds TIME_WAIT. Our FIN goes out only after the server's,
+	// so a peer whose TIME_WAIT table is full (it keeps no state for the
+	// closed connection) answers it with a RST to a socket already
+	// closed. A RST instead of the server's FIN still ends the wait: the
+	// server has closed, as the VMWARE_UW branch of stock's legacy
+	// send_tcp_conn_rr counts it (stock's omni client exits on it).
 	if _, err := io.Copy(io.Discard, c); err != nil {
 		if isTimeout(err) {
 			return false, nil
 		}
-		if !errors.Is(err, io.EOF) {
+		if !errors.Is(err, syscall.ECONNRESET) {
 			return false, err
 		}
 	}

@@ -168,10 +168,12 @@ func fakeNetserver(t *testing.T, ln net.Listener, replies []*netperf.Message, te
 				break
 			}
 			if test == netperf.TCPCRR {
+				// As stock netserver: the response, then our close at
+				// once (the client waits for it).
+				d.SetDeadline(time.Now().Add(1500 * time.Millisecond))
 				b := make([]byte, 1)
 				if _, err := io.ReadFull(d, b); err == nil {
 					d.Write(b)
-					io.Copy(io.Discard, d)
 				}
 			}
 			d.Close()

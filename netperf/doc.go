@@ -21,7 +21,11 @@
 //
 // Where no capture shows a behaviour, the public netperf source is the
 // reference: TCP_CRR and TCP_CC connect from consecutive client ports
-// (Config.ConnectDial, nettest_omni.c's pick_next_port_number), a
+// (Config.ConnectDial, nettest_omni.c's pick_next_port_number), the server
+// closes each of their connections first, right after the response
+// (recv_omni's close_data_socket, recv_tcp_conn_rr, recv_tcp_cc), and the
+// client closes only once its recv has returned 0 (send_omni_inner's
+// disconnect_data_socket, send_tcp_cc), a
 // histogram-enabled build (Config.Histogram; the captured one was not)
 // adds at -v 2 the histogram of transaction times (Report.WriteHistogram,
 // netlib.c's HIST_report), -v 2 below the classic tables adds the migrated tests'

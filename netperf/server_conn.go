@@ -156,11 +156,14 @@ func (s *Server) runConnect(ln net.Listener, spec dataSpec) (st dataStats, err e
 		if !timed {
 			t.Reset(s.idleTimeout())
 		}
-		if terr := s.connectTransaction(c, spec, req, resp, end, &st); terr != nil {
+		done, terr := s.connectTransaction(c, spec, req, resp, end, &st)
+		if terr != nil {
 			err = terr
 			break
 		}
-		st.trans++
+		if done {
+			st.trans++
+		}
 	}
 	st.elapsed = time.Since(start)
 	if timed && !time.Now().Before(hardEnd) {
@@ -169,8 +172,12 @@ func (s *Server) runConnect(ln net.Listener, spec dataSpec) (st dataStats, err e
 	return st, err
 }
 
-// connectTransaction serves one TCP_CRR or TCP_CC connection and closes it.
-func (s *Server) connectTransaction(c net.Conn, spec dataSpec, req, resp []byte, end time.Time, st *dataStats) error {
+// connectTransaction serves one TCP_CRR or TCP_CC connection and closes it:
+// TCP_CC at once, TCP_CRR once the response is written, without waiting
+// for the client. done is false when the connection ended (the client's
+// close, the test's end) before the response: stock counts no transaction
+// then.
+func (s *Server) connectTransaction(c net.Conn, spec dataSpec, req, resp []byte, end time.Time, st *dataStats) (done bool, err error) {
 	defer c.Close()
 	_ = c.SetDeadline(end)
 	if spec.noDelay {
@@ -179,7 +186,7 @@ func (s *Server) connectTransaction(c net.Conn, spec dataSpec, req, resp []byte,
 		}
 	}
 	if spec.connectOnly {
-		return nil // TCP_CC: the client waits for our close
+		return true, nil // TCP_CC: the client waits for our close
 	}
 	n, err := io.ReadFull(c, req)
 	st.bytesRecv += uint64(n)
@@ -187,18 +194,21 @@ func (s *Server) connectTransaction(c net.Conn, spec dataSpec, req, resp []byte,
 		st.recvCalls++
 	}
 	if err != nil {
-		if isTimeout(err) || errors.Is(err, io.EOF) {
-			return nil
+		if isTimeout(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	if _, err := c.Write(resp); err != nil {
-		return nil // the client gave up at the end of its test
+		return false, nil // the client gave up at the end of its test
 	}
 	st.bytesSent += uint64(len(resp))
 	st.sendCalls++
-	// The client half-closes after the response; wait for it so the
-	// client, not us, holds TIME_WAIT.
-	_, _ = io.Copy(io.Discard, c)
-	return nil
+	// Close right after the response (the deferred Close), as stock
+	// netserver's recv_omni (close_data_socket) and recv_tcp_conn_rr do:
+	// stock netperf does not half-close, it waits for our close (its
+	// recv returns 0) before it closes its own side, so waiting here for
+	// the client's FIN stalled both until the timer (issue 23). The
+	// server closes first and so holds TIME_WAIT, as stock's.
+	return true, nil
 }
