@@ -16,6 +16,7 @@ func gsoPacket(payload int, g stack.GSO, ethType uint16) *stack.PacketBuffer {
 	tcp := make([]byte, 32+payload) // a TCP header with 12 bytes of options
 	tcp[12] = 8 << 4
 	ip := make([]byte, header.IPv4MinimumSize)
+	ip[0] = 0x45 // version 4, IHL 5
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{ReserveHeaderBytes: 14,
 		Payload: buffer.MakeWithData(append(ip, tcp...))})
 	eth := pkt.LinkHeader().Push(14)

@@ -63,6 +63,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mplsnode/mplsnode/internal/virtionet"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -1391,16 +1392,12 @@ func (e *Endpoint) QueueRXPackets() []uint64 {
 // frames (Options.GSOFrames).
 func (e *Endpoint) GSOFrames() bool { return e.gsoq != nil }
 
-// virtio-net header (struct virtio_net_hdr, linux/virtio_net.h), in host
-// byte order as PACKET_VNET_HDR wants it.
-const (
-	virtioNetHdrLen       = 10
-	virtioNetHdrNeedsCsum = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM
-	virtioNetGSOTCPv4     = 1 // VIRTIO_NET_HDR_GSO_TCPV4
-	virtioNetGSOTCPv6     = 4 // VIRTIO_NET_HDR_GSO_TCPV6
-)
+// virtioNetHdrLen is sizeof(struct virtio_net_hdr), the header before each
+// frame on a PACKET_VNET_HDR socket (internal/virtionet).
+const virtioNetHdrLen = virtionet.HdrLen
 
-// hasGSO reports whether a packet of pkts is a TCP GSO frame.
+// hasGSO reports whether a packet of pkts may leave whole as a TCP GSO
+// frame (virtionet.IsGSOFrame).
 func hasGSO(pkts []*stack.PacketBuffer) bool {
 	for _, p := range pkts {
 		if isGSOFrame(p) {
@@ -1410,56 +1407,19 @@ func hasGSO(pkts []*stack.PacketBuffer) bool {
 	return false
 }
 
-// isGSOFrame reports whether pkt is a TCP GSO frame for the virtio-net
-// socket: GSOOptions say TCP, the link header is a plain Ethernet header
-// over IPv4 or IPv6 (the kernel drops a labelled GSO frame from user space
-// unless it has CONFIG_NET_MPLS_GSO: TestKernelLabelledGSOOverVeth), and the data is
-// longer than one segment. (Segments an upper endpoint cut itself keep the
-// GSOOptions of the packet they came from; they go out as plain frames.)
-func isGSOFrame(pkt *stack.PacketBuffer) bool {
-	g := pkt.GSOOptions
-	if (g.Type != stack.GSOTCPv4 && g.Type != stack.GSOTCPv6) || g.MSS == 0 {
-		return false
-	}
-	lh := pkt.LinkHeader().Slice()
-	if len(lh) != header.EthernetMinimumSize {
-		return false
-	}
-	switch binary.BigEndian.Uint16(lh[12:]) {
-	case uint16(header.IPv4ProtocolNumber), uint16(header.IPv6ProtocolNumber):
-	default:
-		return false
-	}
-	return pkt.Data().Size() > int(g.L3HdrLen)+header.TCPMinimumSize+int(g.MSS)
-}
+// isGSOFrame reports whether pkt leaves as a TCP GSO frame for the
+// virtio-net socket: virtionet.IsGSOFrame, the one statement of what may
+// (issue 26; this package's own copy had drifted from it: it did not ask
+// for NeedsCsum, so it told the kernel a finished checksum was partial, and
+// counted the payload with the minimum TCP header). A labelled GSO frame
+// never may: the kernel drops one from user space unless it has
+// CONFIG_NET_MPLS_GSO (TestKernelLabelledGSOOverVeth).
+func isGSOFrame(pkt *stack.PacketBuffer) bool { return virtionet.IsGSOFrame(pkt) }
 
 // putVirtioNetHdr fills h for pkt, a whole Ethernet frame: zero (a plain
-// frame with its checksums done) unless pkt is a TCP GSO packet, whose
-// segment size, header length and partial TCP checksum it describes.
+// frame with its checksums done) unless isGSOFrame(pkt), whose segment
+// size, header length and partial TCP checksum it then describes
+// (virtionet.ForPacket).
 func putVirtioNetHdr(h *[virtioNetHdrLen]byte, pkt *stack.PacketBuffer) {
-	*h = [virtioNetHdrLen]byte{}
-	if !isGSOFrame(pkt) {
-		return
-	}
-	g := pkt.GSOOptions
-	var typ byte
-	switch g.Type {
-	case stack.GSOTCPv4:
-		typ = virtioNetGSOTCPv4
-	case stack.GSOTCPv6:
-		typ = virtioNetGSOTCPv6
-	default:
-		return
-	}
-	l3 := header.EthernetMinimumSize + int(g.L3HdrLen)
-	tcpLen := header.TCPMinimumSize
-	if b, ok := pkt.Data().PullUp(int(g.L3HdrLen) + header.TCPMinimumSize); ok {
-		tcpLen = int(header.TCP(b[g.L3HdrLen:]).DataOffset())
-	}
-	h[0] = virtioNetHdrNeedsCsum
-	h[1] = typ
-	binary.NativeEndian.PutUint16(h[2:], uint16(l3+tcpLen))
-	binary.NativeEndian.PutUint16(h[4:], g.MSS)
-	binary.NativeEndian.PutUint16(h[6:], uint16(l3))
-	binary.NativeEndian.PutUint16(h[8:], uint16(g.CsumOffset))
+	virtionet.ForPacket(pkt).Encode(h[:])
 }

@@ -1,6 +1,7 @@
 package mplsendpoint
 
 import (
+	"github.com/mplsnode/mplsnode/internal/virtionet"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -124,9 +125,13 @@ func (e *Endpoint) writeSlots(r TXRing, pkts []*stack.PacketBuffer, s *txScratch
 			e.drop(DropLabelStackTooDeep, -1, nil)
 			continue
 		}
+		// isGSO: a host-GSO TCP packet, which leaves whole or is ours to
+		// segment (or, of one segment, to finish). Whether it may leave
+		// whole is virtionet.IsGSOFrame, the rule the lower link writes its
+		// virtio-net header by (issue 26: one statement, not a copy here).
 		g := pkt.GSOOptions
 		isGSO := g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6)
-		if isGSO && whole && len(pkt.LinkHeader().Slice()) == header.EthernetMinimumSize {
+		if isGSO && whole && virtionet.IsGSOFrame(pkt) {
 			// Queued in s.out, or dropped and counted (writeGSO).
 			_ = e.writeGSO(s, pkt, linkMTU)
 			continue
