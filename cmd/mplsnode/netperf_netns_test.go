@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -87,13 +88,19 @@ addr add 172.16.21.21/24 dev %[2]s
 			if test == "TCP_CRR" || test == "TCP_CC" {
 				length = "-50" // a timed test waits for the server's padded timer
 			}
-			// The netserver may still be binding on the first try.
-			for try := 0; try < 20; try++ {
-				out, err = exec.Command("ip", "netns", "exec", ns0.Name(), bin, "netperf", "--config", conf0,
+			// The netserver may still be binding on the first try. Each try
+			// has a deadline, and all of them one: a test that stalls fails
+			// with what it saw instead of running out the package's time.
+			end := time.Now().Add(3 * time.Minute)
+			for try := 0; try < 20 && time.Now().Before(end); try++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				out, err = exec.CommandContext(ctx, "ip", "netns", "exec", ns0.Name(), bin, "netperf", "--config", conf0,
 					"-H", "10.10.10.10", "-l", length, "-t", test, "-c", "-C", "--json").Output()
+				cancel()
 				if err == nil {
 					break
 				}
+				time.Sleep(100 * time.Millisecond)
 			}
 			if err != nil {
 				t.Fatalf("netperf %s: %v: %s\nserver: %s\nLSR: %s", test, err, out, srvLogs.String(), lsrLogs.String())
