@@ -83,6 +83,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/mplsnode/mplsnode/mpls"
+	"golang.org/x/sys/unix"
 )
 
 // MaxOutLabels is the deepest label stack a swap may put on in the
@@ -280,7 +281,17 @@ func LoadFIB(model mpls.TTLModel, fibCapacity int) (*Program, error) {
 	}
 	spec.Maps["fib4"].MaxEntries = uint32(fibCapacity)
 	spec.Maps["fib6"].MaxEntries = uint32(fibCapacity)
-	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+	err = spec.LoadAndAssign(&p.objs, nil)
+	if prog := spec.Programs["mplsnode_lsr"]; err != nil && prog != nil && prog.Flags&unix.BPF_F_XDP_HAS_FRAGS != 0 {
+		// A kernel before 5.18 knows no multi-buffer XDP: the program
+		// then runs single-buffer (a veth's MTU stays at most about a
+		// page while it is attached).
+		prog.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
+		if err2 := spec.LoadAndAssign(&p.objs, nil); err2 == nil {
+			err = nil
+		}
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load XDP label switch: %+v", ve)
