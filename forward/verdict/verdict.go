@@ -339,7 +339,8 @@ func (t *Tables) Decide(etype uint16, pkt []byte, size int, v *Verdict) {
 // Ethernet header (the label stack on), at least the label stack and the
 // largest IP header under it where the frame has them; size is the
 // frame's length after the Ethernet header (pkt may be a prefix of it). v
-// is overwritten. DecideLabelled allocates nothing.
+// is overwritten. DecideLabelled allocates nothing for a stack of up to
+// mpls.DefaultMaxDepth entries.
 func (t *Tables) DecideLabelled(pkt []byte, size int, v *Verdict) {
 	*v = Verdict{TTLOff: -1}
 	var scratch [maxScratch]mpls.Entry
