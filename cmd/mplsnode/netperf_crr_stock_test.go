@@ -293,9 +293,12 @@ func TestNetperfCRRStockDataPhase(t *testing.T) {
 					}
 					if m.kernel && cerr == nil {
 						if srvTW, cliTW, ok := timeWaitByPort(uint16(dataPort)); ok {
-							// The server closed first: its side holds TIME_WAIT.
-							if srvTW == 0 || cliTW != 0 {
-								t.Errorf("TIME_WAIT: %d on the server's data port, %d on the client's side; want > 0 and 0 (the server closes first)", srvTW, cliTW)
+							// The server closed first: its side holds the
+							// TIME_WAITs. A loaded machine left one in
+							// thousands on the client's side once (CI): a
+							// client that closed first would hold them all.
+							if srvTW == 0 || cliTW*100 > srvTW {
+								t.Errorf("TIME_WAIT: %d on the server's data port, %d on the client's side; want > 0 and under 1%% of them (the server closes first)", srvTW, cliTW)
 							}
 							t.Logf("TIME_WAIT: %d on the server's data port, %d on the client's side", srvTW, cliTW)
 						}
