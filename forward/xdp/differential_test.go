@@ -112,17 +112,7 @@ type diffPlanes struct {
 
 func newDiffPlanes(t testing.TB, model mpls.TTLModel) *diffPlanes {
 	t.Helper()
-	skipUnlessBPF(t)
-	p, err := Load(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: diffMTU, Ingress: true}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetEgressOK(loIndex, true); err != nil {
-		t.Fatal(err)
-	}
+	p := loadOnLo(t, model, diffMTU, true)
 	xe, re := diffILM()
 	if err := p.Sync(xe); err != nil {
 		t.Fatal(err)

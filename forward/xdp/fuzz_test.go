@@ -236,17 +236,7 @@ func checkIPTransit(t *testing.T, in, out []byte) {
 // newFuzzProgram is newTestProgram with a small MTU, kept for the whole
 // fuzz run (loading a program per input would be slow).
 func newFuzzProgram(t *testing.T, model mpls.TTLModel, mtu uint32) *Program {
-	skipUnlessBPF(t)
-	p, err := Load(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: mtu, Ingress: true}, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SetEgressOK(loIndex, true); err != nil {
-		t.Fatal(err)
-	}
+	p := loadOnLo(t, model, mtu, true)
 	if err := p.Sync([]Entry{swapEntry(100, 200), swapEntry(101, 300, 400, 500, 600), swapEntry(102, 300, 400), swapEntry(200, 300), popEntry(103),
 		{Label: 105, Action: mpls.ILMPopForward, Payload: mpls.PayloadIPv6, Egress: loIndex, NextHopMAC: nhMAC}}); err != nil {
 		t.Fatal(err)

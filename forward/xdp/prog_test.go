@@ -68,22 +68,33 @@ func newFIBTestProgram(t testing.TB, capacity int) *Program {
 // attached: the tests run it with BPF_PROG_TEST_RUN) and entries synced.
 func newTestProgram(t testing.TB, model mpls.TTLModel, egressOK bool, entries ...Entry) *Program {
 	t.Helper()
+	p := loadOnLo(t, model, testMTU, egressOK)
+	t.Cleanup(func() { p.Close() })
+	if err := p.Sync(entries); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// loadOnLo loads the program with lo registered as its one link of MTU
+// mtu, an ingress and, if egressOK, a healthy egress (not attached: the
+// tests run it with BPF_PROG_TEST_RUN). The caller closes it.
+func loadOnLo(t testing.TB, model mpls.TTLModel, mtu uint32, egressOK bool) *Program {
+	t.Helper()
 	skipUnlessBPF(t)
 	p, err := Load(model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
-	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: testMTU, Ingress: true}, false); err != nil {
+	if err := p.addLink(Link{Name: "lo", Index: loIndex, MAC: ourMAC, MTU: mtu, Ingress: true}, false); err != nil {
+		p.Close()
 		t.Fatal(err)
 	}
 	if egressOK {
 		if err := p.SetEgressOK(loIndex, true); err != nil {
+			p.Close()
 			t.Fatal(err)
 		}
-	}
-	if err := p.Sync(entries); err != nil {
-		t.Fatal(err)
 	}
 	return p
 }
