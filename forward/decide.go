@@ -36,8 +36,8 @@ var reasonDrops = [...]Drop{
 	verdict.MartianSource:       DropMartianSource,
 }
 
-// DropFor returns the switch's counter for a reference drop reason.
-func DropFor(r verdict.Reason) Drop {
+// dropFor returns the switch's counter for a reference drop reason.
+func dropFor(r verdict.Reason) Drop {
 	if int(r) < len(reasonDrops) && r != verdict.NoReason {
 		return reasonDrops[r]
 	}
@@ -88,7 +88,7 @@ func (ls *Switch) tables(st *attached, ilm *mpls.ILM, depth int) verdict.Tables 
 func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.PacketBuffer, off int, head []byte, v *verdict.Verdict, batched bool) {
 	switch v.Action {
 	case verdict.Drop:
-		ls.drop(DropFor(v.Reason), 1, v.Label)
+		ls.drop(dropFor(v.Reason), 1, v.Label)
 		ls.verdictICMP(st, in, pkt, off, v)
 		return
 	case verdict.Local:

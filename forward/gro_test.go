@@ -271,7 +271,7 @@ func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
 // without DF never coalesce (a GSO packet's segments would all carry the
 // first one's identification: the receiver could not reassemble their
 // fragments). Each case guards a planted bug that no other test caught
-// (issue 22): start's PSH check dropped, parseSeg's DF check dropped.
+// (mutants v05, v06): start's PSH check dropped, parseSeg's DF check dropped.
 func TestLabelSwitchGROClosesAndRefuses(t *testing.T) {
 	const mss, count = 1400, 4
 	data := make([]byte, mss*count)

@@ -287,9 +287,10 @@ func TestForwardIPFragments(t *testing.T) {
 // TestExplicitNullTTLExpires: a packet for another host under an explicit
 // null whose label TTL runs out here is not forwarded as IP: the sender
 // gets a time exceeded with the label stack as received (RFC 4950), in
-// both TTL models (issue 22, D9: uniform answered without the extension,
-// pipe forwarded it with the IP TTL it came with). A packet for the node
-// under the same label still reaches the stack.
+// both TTL models (planted: without the endpoint's hand-over, uniform
+// answers without the extension and pipe forwards it with the IP TTL it
+// came with). A packet for the node under the same label still reaches
+// the stack.
 func TestExplicitNullTTLExpires(t *testing.T) {
 	for _, model := range []mpls.TTLModel{mpls.TTLUniform, mpls.TTLPipe} {
 		t.Run(model.String(), func(t *testing.T) {

@@ -55,8 +55,8 @@ func stockConnectServer(t *testing.T, ln net.Listener, req, resp int, hold time.
 // completes, and the client sends its FIN only after the server's (it
 // waits for recv to return 0, as stock's disconnect_data_socket with
 // initiate 0). Planted bug: the client's shutdown(SHUT_WR) after the
-// response (what it did before issue 23): every TCP_CRR transaction was a
-// half-close before the server's close ("20 of 20 connections").
+// response: every TCP_CRR transaction is then a half-close before the
+// server's close ("20 of 20 connections").
 func TestConnectClientWaitsForServerClose(t *testing.T) {
 	for _, test := range []TestType{TCPCRR, TCPCC} {
 		t.Run(string(test), func(t *testing.T) {

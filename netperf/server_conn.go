@@ -208,7 +208,7 @@ func (s *Server) connectTransaction(c net.Conn, spec dataSpec, req, resp []byte,
 	// netserver's recv_omni (close_data_socket) and recv_tcp_conn_rr do:
 	// stock netperf does not half-close, it waits for our close (its
 	// recv returns 0) before it closes its own side, so waiting here for
-	// the client's FIN stalled both until the timer (issue 23). The
+	// the client's FIN would stall both until the timer. The
 	// server closes first and so holds TIME_WAIT, as stock's.
 	return true, nil
 }

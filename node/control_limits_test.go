@@ -268,8 +268,8 @@ func askStats(path string, timeout time.Duration) (node.Report, error) {
 
 // TestControlSocketBoundsConnections guards the bound on concurrent
 // control connections (node.MaxControlConns) and the idle deadline
-// (defect D7: idle clients exhausted the node's descriptors, accept4
-// failed with EMFILE and the control socket stopped for good). The node
+// (without them idle clients exhaust the node's descriptors, accept4
+// fails with EMFILE and the control socket stops). The node
 // runs in a child that can open MaxControlConns+16 more descriptors; the
 // test opens 40 idle connections more than that. The bounded server
 // never holds more than MaxControlConns of them, so it never runs out
@@ -319,9 +319,8 @@ func TestControlSocketBoundsConnections(t *testing.T) {
 }
 
 // TestControlSocketSurvivesEMFILE guards the accept loop against
-// temporary accept errors (defect D7: the first EMFILE ended the loop,
-// the socket file was removed and `mplsnode stats` was dead until a
-// restart). The node runs in a child that can open only a few more
+// temporary accept errors (ending the loop on the first EMFILE removes
+// the socket file and leaves `mplsnode stats` dead until a restart). The node runs in a child that can open only a few more
 // descriptors, fewer than MaxControlConns; idle clients use them up, so
 // the real accept4 fails with EMFILE. The loop must go on: the child's
 // loop has not returned, the socket file is still there, and once the

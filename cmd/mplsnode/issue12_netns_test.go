@@ -109,41 +109,43 @@ var issue12Classes = []issue12Class{
 	{class: "bcast_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
 	{class: "own_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
 	{class: "bad_tcp_csum", count: 40, popped: true, kernelCsum: [2]string{"Tcp", "InCsumErrors"}},
-	// Issue 22 (D3): a router discards an IPv4 header whose checksum
-	// fails (RFC 1812 §5.2.2); it was popped and forwarded, in both modes.
+	// A router discards an IPv4 header whose checksum fails (RFC 1812
+	// §5.2.2), in both modes.
 	{class: "bad_ip_csum", count: 40, switchDrops: []string{"bad_checksum"}},
-	// D1: the XDP program forwarded these; the link drops them.
+	// Label stacks without a bottom entry or deeper than 16: the
+	// ingress link drops them (the XDP program passes them up).
 	{class: "no_bottom", count: 6, linkDrops: []string{"truncated_label_stack"}},
 	{class: "too_deep", count: 6, linkDrops: []string{"label_stack_too_deep"}},
-	// D2: label 3 left on the wire after the XDP program's swap; the
-	// ingress link drops it (the stack walk) before the switch.
+	// Label 3 under a swapped label: the ingress link drops it (the
+	// stack walk) before the switch; no plane may leave it on the wire.
 	{class: "implicit_null_swap", count: 6, linkDrops: []string{"implicit_null_label"}},
 	{class: "implicit_null_mid", count: 6, linkDrops: []string{"implicit_null_label"}},
-	// D4: malformed IP forwarded after a pop, in both modes.
+	// IP under a popped label whose length fields contradict it.
 	{class: "ip_len_below_header", count: 6, switchDrops: []string{"malformed_ip"}},
 	{class: "ip_len_beyond", count: 6, switchDrops: []string{"malformed_ip"}},
 	{class: "ip6_short", count: 6, switchDrops: []string{"unknown_payload"}},
 	// An IPv6 payload length of 0 leaves as its 40-byte header, the 23
 	// bytes after it cut as on the plain IP path.
 	{class: "ip6_plen0", count: 6, popped: true, filter: isIPv6, wireLen: 14 + 40},
-	// D8: link-local and network-address sources get no ICMP (they drew
-	// one, counted as sent, that never left).
+	// Link-local and network-address sources get no ICMP: one could
+	// never be delivered.
 	{class: "ll_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
 	{class: "net_src_ttl1", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
 	// In the uniform model the inner TTL is the label's: forwarded.
 	{class: "inner_ttl0_ll", count: 6, popped: true, filter: udpFromLinkLocal},
 }
 
-// issue12PipeClasses are issue 22's D5 in the pipe model
+// issue12PipeClasses are the classes of the pipe model
 // (net.mpls.ip_ttl_propagate=0): the egress LSR decrements the IP TTL on
-// pop and expires it at 1 (RFC 3443 §3.3); inner TTL 0 and 1 reached ns2.
+// pop and expires it at 1 (RFC 3443 §3.3): inner TTL 0 and 1 never
+// reach ns2.
 var issue12PipeClasses = []issue12Class{
 	{class: "inner_ttl0_ll", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
 	{class: "inner_ttl1_ll", count: 6, switchDrops: []string{"ttl_expired", "icmp_bad_source"}},
 	{class: "bad_tcp_csum", count: 40, popped: true, kernelCsum: [2]string{"Tcp", "InCsumErrors"}},
 }
 
-// TestIssue22PipeHostileFrames runs issue 22's pipe-model classes (D5)
+// TestIssue22PipeHostileFrames runs the pipe-model classes
 // against the seed LSR with net.mpls.ip_ttl_propagate=0, without and with
 // the XDP plane. Planted bug: the pipe model's pop leaving the IP TTL
 // alone (either plane): inner_ttl0_ll and inner_ttl1_ll are forwarded.
@@ -172,7 +174,7 @@ func udpFromLinkLocal(f []byte) bool {
 // tshark's decode of the frames ns2 received (wiretest.Wire, Ethernet
 // addresses zeroed).
 func issue12HostileFrames(t *testing.T, bin string, xdp bool, conf string, classes []issue12Class) map[string][]string {
-	// Label 200 swaps to 300 towards ns2 (issue 22's D2 frames).
+	// Label 200 swaps to 300 towards ns2 (the label-3 classes).
 	o := seedOptions{conf1: conf + "-f mpls route add 200 as 300 via inet 172.16.21.22\n"}
 	if xdp {
 		o.conf1 += "set forward xdp on\n"

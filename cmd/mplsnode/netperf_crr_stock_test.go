@@ -32,8 +32,8 @@ import (
 // timer (-l) ends the test; the server answers after its padded timer.
 
 // stockOpTimeout bounds every operation of the stock-behaving client: a
-// server that waits for the client's FIN (issue 23: 0 transactions, stock
-// hung until the timer) fails the test at the first transaction.
+// server that waits for the client's FIN (stock then hangs until the
+// timer) fails the test at the first transaction.
 const stockOpTimeout = 2 * time.Second
 
 // portDialFunc dials address from local port port of the family's address.
@@ -153,7 +153,7 @@ func timeWaitByPort(port uint16) (local, remote int, ok bool) {
 // kernel sockets the TIME_WAITs sit on the server's data port, none on the
 // client's side), and the server counts what the client did.
 //
-// Planted bug (issue 23): the server waiting for the client's half-close
+// Planted bug: the server waiting for the client's half-close
 // after the response (io.Copy to EOF before its close) fails every
 // TCP_CRR case at transaction 1: "recv after the response returned 0
 // bytes, ... i/o timeout", 0 transactions. TCP_CC was not affected.
@@ -289,7 +289,7 @@ func TestNetperfCRRStockDataPhase(t *testing.T) {
 						t.Errorf("stock client stopped after %d transactions, %v: %v", trans, took.Round(time.Millisecond), cerr)
 					}
 					if trans == 0 {
-						t.Errorf("0 transactions in 1 s (issue 23)")
+						t.Errorf("0 transactions in 1 s: the server waits for a close stock never sends first")
 					}
 					if m.kernel && cerr == nil {
 						if srvTW, cliTW, ok := timeWaitByPort(uint16(dataPort)); ok {

@@ -458,9 +458,8 @@ func unitValue(t *testing.T, key string) string {
 // makes systemd-analyze report "Unknown key name".
 //
 // verify only checks that ExecStart's program is an executable file; it
-// never runs it. The test binary stands in for mplsnode: no go build here
-// (issue 28). The build used to be almost all of this test's time (5 to
-// 21 s on the loaded 2-core machine), and a run of the package without
+// never runs it. The test binary stands in for mplsnode: no go build here.
+// A build would be almost all of this test's time, and a run of the package without
 // -timeout (go test's default 10 minutes: scripts/mutate.sh, a plain `go
 // test ./cmd/mplsnode`) once ran out while this test sat in that build:
 // the panic named TestSystemdUnit, which looked like a test catching a

@@ -396,8 +396,9 @@ type Walked struct {
 	// one, popped for the node (Entry nil).
 	Top   int
 	Entry *mpls.ILMEntry
-	// Binding is the payload type the bottom label names when every label
-	// is popped for the node (an explicit null's or its entry's binding).
+	// Binding is the payload type the bottom label's entry binds when
+	// every label is popped for the node (none for an explicit null, which
+	// names its payload itself: mpls.InferPayload).
 	Binding mpls.Payload
 	// Hits counts the labels found in the ILM.
 	Hits int
@@ -451,8 +452,7 @@ func Walk(pkt []byte, ilm *mpls.ILM, maxDepth int, scratch []mpls.Entry) Walked 
 		switch {
 		case l.Label == mpls.LabelIPv4ExplicitNull || l.Label == mpls.LabelIPv6ExplicitNull:
 			if l.S {
-				w.Binding = PayloadOfNull(l.Label)
-				return w
+				return w // the null label names the payload (InferPayload)
 			}
 			continue
 		case l.Label.IsReserved():
@@ -481,14 +481,6 @@ func Walk(pkt []byte, ilm *mpls.ILM, maxDepth int, scratch []mpls.Entry) Walked 
 		return w
 	}
 	return w // unreachable: the last label has S
-}
-
-// PayloadOfNull returns the payload an explicit null label names.
-func PayloadOfNull(l mpls.Label) mpls.Payload {
-	if l == mpls.LabelIPv6ExplicitNull {
-		return mpls.PayloadIPv6
-	}
-	return mpls.PayloadIPv4
 }
 
 // popLocal decides a frame whose whole stack is popped for the node: it is

@@ -118,8 +118,8 @@ func checksumOK(h []byte) bool {
 	return s == 0xffff
 }
 
-// TestLabelledDrops: each hostile frame of issue 22, and each reason, is
-// dropped with its name (the XDP program forwarded D1 to D4).
+// TestLabelledDrops: each hostile frame crafted against a live node, and
+// each reason, is dropped with its name.
 func TestLabelledDrops(t *testing.T) {
 	u := udp4(t, host, peer, 64, 60, true)
 	deep := func(n int) []byte {
@@ -199,7 +199,7 @@ func TestLabelStackDepth(t *testing.T) {
 
 // TestPopTTLModels: the uniform model copies the label TTL to the IP
 // header on pop; the pipe model decrements the IP TTL itself and expires
-// it at 1 (issue 22, D5: inner TTL 0 and 1 reached the next host), and on
+// it at 1 (inner TTL 0 and 1 never reach the next host), and on
 // a pop to a label decrements the exposed label.
 func TestPopTTLModels(t *testing.T) {
 	for _, tc := range []struct {
@@ -246,8 +246,8 @@ func TestPopTTLModels(t *testing.T) {
 }
 
 // TestSwapAndTrim: a swap keeps TC and the labels below with S on the
-// last one only; a popped packet's padding is cut (its IP length rules,
-// issue 22 D4: an IPv6 payload length of 0 left with its trailing bytes).
+// last one only; a popped packet's padding is cut (its IP length rules:
+// an IPv6 payload length of 0 leaves none of its trailing bytes).
 func TestSwapAndTrim(t *testing.T) {
 	tb := tables(t, mpls.TTLUniform)
 	u := udp4(t, host, peer, 64, 60, true)
@@ -301,8 +301,8 @@ func TestFragmentOrTooBig(t *testing.T) {
 }
 
 // TestICMPSources: no ICMP error goes to a source that names no single
-// host, is link-local (issue 22, D8: 169.254.1.1 drew one that never
-// left), is a connected subnet's network or broadcast address, or is the
+// host, is link-local (one could never be delivered), is a connected
+// subnet's network or broadcast address, or is the
 // node's own; an ICMP error draws none.
 func TestICMPSources(t *testing.T) {
 	tb := tables(t, mpls.TTLUniform)

@@ -230,8 +230,9 @@ func describe(v *verdict.Verdict) string {
 	return s
 }
 
-// diffSeeds are the frames the target starts from: each defect found with
-// crafted frames (issue 22's D1 to D5 and D9), a frame for every drop
+// diffSeeds are the frames the target starts from: the hostile frames
+// crafted against a live node (malformed stacks, label 3, bad IP headers,
+// the TTL models on pop, explicit nulls at TTL 1), a frame for every drop
 // reason of the reference, and the good cases of each action.
 func diffSeeds(t testing.TB) [][]byte {
 	udp4 := func(ttl uint8, src, dst [4]byte, n int) []byte {
@@ -260,18 +261,18 @@ func diffSeeds(t testing.TB) [][]byte {
 		return ip
 	}
 	var seeds [][]byte
-	// D1: no bottom of stack (11 entries and 2 bytes), and 17 deep.
+	// No bottom of stack (11 entries and 2 bytes), and 17 deep.
 	seeds = append(seeds, append(append([]byte{}, ourMAC...), append([]byte{2, 0, 0, 0, 0, 3, 0x88, 0x47},
 		mustHex(t, strings.Repeat("00064040", 11)+"0000")...)...))
 	seeds = append(seeds, append(append(append([]byte{}, ourMAC...), append([]byte{2, 0, 0, 0, 0, 3, 0x88, 0x47},
 		mustHex(t, strings.Repeat("00064040", 16)+"00064140")...)...), u...))
-	// D2: label 3 under a swapped label, and in the middle.
+	// Label 3 under a swapped label, and in the middle.
 	seeds = append(seeds, lab(u, l(100, false, 64), l(3, true, 64)))
 	seeds = append(seeds, lab(u, l(100, false, 64), l(3, false, 64), l(103, true, 64)))
-	// D3: popped IPv4 with a wrong header checksum; plain transit too.
+	// Popped IPv4 with a wrong header checksum; plain transit too.
 	bad := mod(u, func(b []byte) { b[10], b[11] = 0x12, 0x34 })
 	seeds = append(seeds, lab(bad, l(103, true, 64)), ipFrame(ourMAC, bad))
-	// D4: popped IP whose length fields contradict the packet.
+	// Popped IP whose length fields contradict the packet.
 	for _, tot := range []uint16{10, 19, 200} {
 		b := mod(u, func(b []byte) {
 			binary.BigEndian.PutUint16(b[2:], tot)
@@ -283,10 +284,10 @@ func diffSeeds(t testing.TB) [][]byte {
 	seeds = append(seeds, lab(udp6(64, 500, 25)[:25], l(105, true, 64)))
 	seeds = append(seeds, lab(udp6(64, 0, 63), l(105, true, 64)))
 	seeds = append(seeds, lab(append(append([]byte{}, u...), 0, 0, 0, 0), l(103, true, 64))) // padding
-	// D5: inner TTL 0 and 1 under a pop (the pipe model expires them).
+	// Inner TTL 0 and 1 under a pop (the pipe model expires them).
 	seeds = append(seeds, lab(udp4(0, src, dst, 8), l(103, true, 64)), lab(udp4(1, src, dst, 8), l(103, true, 64)))
 	seeds = append(seeds, lab(u, l(103, false, 64), l(200, true, 1)))
-	// D9: explicit null with label TTL 1.
+	// Explicit null with label TTL 1.
 	seeds = append(seeds, lab(u, l(0, true, 1)), lab(u, l(0, false, 1), l(103, true, 64)))
 	// The drop reasons and actions of the reference.
 	seeds = append(seeds,

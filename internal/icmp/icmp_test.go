@@ -53,9 +53,8 @@ func FuzzIsError(f *testing.F) {
 
 // TestQuoteFillsIPv4Minimum: an ICMPv4 error without extensions quotes as
 // much of the offending datagram as fits in 576 bytes with its own 20-byte
-// IP header (RFC 1812 §4.3.2.3), not only the header and 64 bits (issue
-// 22, D9: time exceeded and fragmentation needed from the IP path quoted
-// 28 bytes); a shorter datagram is quoted whole.
+// IP header (RFC 1812 §4.3.2.3), not only the header and 64 bits; a
+// shorter datagram is quoted whole.
 func TestQuoteFillsIPv4Minimum(t *testing.T) {
 	src, dst := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	for _, size := range []int{100, 548, 1000} {

@@ -87,7 +87,7 @@ func (f frameSpec) build() *stack.PacketBuffer {
 // TestIsGSOFrame is the table of what may leave whole (IsGSOFrame) and
 // the header ForPacket then builds. Each row is one of the rules in
 // IsGSOFrame's doc; the rows marked "drift" are what link/afpacket's own
-// copy (isGSOFrame, before issue 26) got wrong: it did not ask for
+// copy (isGSOFrame) got wrong: it did not ask for
 // NeedsCsum, and it counted the payload with the minimum TCP header. The
 // rows of "gVisor shape" are what both header writers got wrong (this
 // package's and link/afpacket's): they read the TCP header from pkt.Data(),

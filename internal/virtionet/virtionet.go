@@ -66,7 +66,7 @@ func (h Hdr) Encode(b []byte) {
 // leave whole as one TCP GSO frame behind a virtio-net header (a TAP with
 // IFF_VNET_HDR, a packet socket with PACKET_VNET_HDR) for the kernel to
 // segment, rather than as a plain frame of at most the MTU. It is the one
-// place this is written (issue 26): link/afpacket and link/tap write the
+// place this is written: link/afpacket and link/tap write the
 // header ForPacket builds from it, and link/mplsendpoint's slot path
 // (writeSlots) asks it before it hands a packet down whole, so the two
 // sides agree: a packet handed down whole that the link then wrote behind

@@ -1408,10 +1408,8 @@ func hasGSO(pkts []*stack.PacketBuffer) bool {
 }
 
 // isGSOFrame reports whether pkt leaves as a TCP GSO frame for the
-// virtio-net socket: virtionet.IsGSOFrame, the one statement of what may
-// (issue 26; this package's own copy had drifted from it: it did not ask
-// for NeedsCsum, so it told the kernel a finished checksum was partial, and
-// counted the payload with the minimum TCP header). A labelled GSO frame
+// virtio-net socket: virtionet.IsGSOFrame, the one statement of what may.
+// A labelled GSO frame
 // never may: the kernel drops one from user space unless it has
 // CONFIG_NET_MPLS_GSO (TestKernelLabelledGSOOverVeth).
 func isGSOFrame(pkt *stack.PacketBuffer) bool { return virtionet.IsGSOFrame(pkt) }

@@ -23,7 +23,7 @@ import (
 // peer namespace, each frame with the virtio-net header the peer's kernel
 // builds from its skb (PACKET_VNET_HDR on the reading socket too): the GSO
 // type and size and NEEDS_CSUM show what our header told the kernel. What
-// may leave whole is virtionet.IsGSOFrame (issue 26); the cases are those
+// may leave whole is virtionet.IsGSOFrame; the cases are those
 // link/afpacket's own drifted copy got wrong, and each fails with it
 // planted back:
 //

@@ -128,7 +128,7 @@ func (e *Endpoint) writeSlots(r TXRing, pkts []*stack.PacketBuffer, s *txScratch
 		// isGSO: a host-GSO TCP packet, which leaves whole or is ours to
 		// segment (or, of one segment, to finish). Whether it may leave
 		// whole is virtionet.IsGSOFrame, the rule the lower link writes its
-		// virtio-net header by (issue 26: one statement, not a copy here).
+		// virtio-net header by.
 		g := pkt.GSOOptions
 		isGSO := g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6)
 		if isGSO && whole && virtionet.IsGSOFrame(pkt) {

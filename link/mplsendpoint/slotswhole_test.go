@@ -17,7 +17,7 @@ import (
 // TestGSOSlotsWholeIsTheLinksRule: on a ring lower link that takes GSO
 // frames, the slot path hands a packet down whole exactly when
 // virtionet.IsGSOFrame, the rule the link writes its virtio-net header by,
-// says it may leave whole (issue 26), so what goes down whole leaves as a
+// says it may leave whole, so what goes down whole leaves as a
 // GSO frame. An unlabelled GSO packet one byte over the MSS (as gVisor's
 // TCP hands it: headers pushed) goes whole, and IsGSOFrame holds for what
 // the link got; one of a single segment goes into a slot, its checksum

@@ -43,9 +43,8 @@ const transferTimeout = 2 * time.Minute
 // label_stack_too_deep) then fails each case in about 2 s with "dial
 // 10.0.0.2: context canceled: no progress for 2s after drops [A
 // label_stack_too_deep=2]; sent 0 of 4194304 bytes, received 0; ...",
-// where it used to wait transferTimeout per case, twelve cases, past the
-// package's 10-minute timeout with no message at all (issue 28, mutant
-// w05; checked by planting it: TestTransferMatrix fails in 27 s).
+// instead of waiting transferTimeout per case, past the package's timeout
+// with no message at all (mutant w05 plants that bug).
 const (
 	stallTimeout   = 20 * time.Second
 	stallAfterDrop = 2 * time.Second

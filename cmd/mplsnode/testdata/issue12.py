@@ -68,7 +68,7 @@ def build(cls, i, dst, src):
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp("172.16.20.21", i))
     if cls in ("bad_tcp_csum", "bad_ip_csum"):
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / segment(i, cls[4:-5]))
-    # Issue 22: frames the XDP plane forwarded where a router must drop.
+    # Frames a router must drop, which no plane may forward.
     mpls = Ether(dst=dst, src=src, type=0x8847)
     u = udp(HOST, i)
     if cls == "no_bottom":  # 11 entries without S, then 2 bytes
@@ -90,9 +90,9 @@ def build(cls, i, dst, src):
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / IPv6(src="2001:db8::1", dst="2001:db8::2", plen=0, nh=59) / Raw(b"t" * 23))
     if cls in ("inner_ttl0_ll", "inner_ttl1_ll"):  # link-local source: no ICMP back
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=64) / IP(src="169.254.1.1", dst=PEER, ttl=int(cls[9])) / UDP(sport=20000 + i, dport=9) / Raw(b"h" * 32))
-    if cls == "ll_src_ttl1":  # D8: a link-local source gets no ICMP
+    if cls == "ll_src_ttl1":  # a link-local source gets no ICMP
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp("169.254.1.1", i))
-    if cls == "net_src_ttl1":  # D8: nor the subnet's network address
+    if cls == "net_src_ttl1":  # nor the subnet's network address
         return bytes(eth / MPLS(label=LSR_LABEL, s=1, ttl=1) / udp("172.16.20.0", i))
     raise ValueError("unknown class " + cls)
 
