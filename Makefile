@@ -92,6 +92,7 @@ clean:
 # bench/lsrrate/bpf/trafficgen.c (bpf2go; needs clang and libbpf-dev). Both are
 # committed, so build and test need no C compiler.
 bpf:
+	@scripts/deps.sh bpf
 	$(GO) generate ./forward/xdp
 	$(GO) generate ./bench/lsrrate
 

@@ -4,7 +4,9 @@
 # the command or module it provides is missing. Go modules come from the Go
 # module proxy through `go mod download`.
 #
-# Usage: scripts/deps.sh [test|demo|lint]
+# Usage: scripts/deps.sh [bpf]
+# With bpf it also installs what `make bpf` needs to regenerate the committed
+# BPF objects (clang, llvm, libbpf-dev, bpftool).
 set -euo pipefail
 
 need=()
@@ -25,6 +27,12 @@ have_cmd zsh || need+=(zsh)
 have_cmd gobgpd || need+=(gobgpd)
 # FRR's bgpd is the second, independent BGP peer (TestBGPFRR).
 [[ -x /usr/lib/frr/bgpd ]] || need+=(frr)
+if [[ ${1:-} == bpf ]]; then
+	have_cmd clang || need+=(clang)
+	have_cmd llvm-strip || need+=(llvm)
+	[[ -f /usr/include/bpf/bpf_helpers.h ]] || need+=(libbpf-dev)
+	have_cmd bpftool || need+=(bpftool)
+fi
 
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
