@@ -70,6 +70,7 @@ import (
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
+	udplink "github.com/mplsnode/mplsnode/link/udp"
 	"github.com/mplsnode/mplsnode/link/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -88,6 +89,10 @@ const (
 	// LinkXDP attaches to an existing interface (typically a veth) with
 	// AF_XDP sockets and an XDP program that hands them every frame.
 	LinkXDP
+	// LinkUDP carries MPLS packets in UDP datagrams to one peer (RFC
+	// 7510, link/udp) over ordinary UDP sockets: no privilege, no
+	// interface of its own (Link.UDP).
+	LinkUDP
 )
 
 // String returns the kind's config word.
@@ -101,6 +106,8 @@ func (k LinkKind) String() string {
 		return "endpoint"
 	case LinkXDP:
 		return "xdp"
+	case LinkUDP:
+		return "udp"
 	}
 	return fmt.Sprintf("LinkKind(%d)", int(k))
 }
@@ -154,6 +161,11 @@ type Link struct {
 	// the interface (the kernel holds no address on it and would only
 	// route and drop each IP frame): afpacket.Options.DropKernelRX.
 	DropKernelRX bool
+	// UDP, for LinkUDP, is the link's sockets and RFC 7510 policy
+	// (local and remote address and port, source ports, checksum, outer
+	// TTL and DSCP); its MTU is taken from Link.MTU when that is set (the
+	// largest outer IP packet; 0: udplink.DefaultMTU).
+	UDP udplink.Options
 	// Capture, if set, records every frame the link sends or receives, as
 	// on the wire, to a pcap file (link/pcap). Several links may share one
 	// Writer; the stack does not close it.
@@ -422,6 +434,21 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			st := ep.Stats()
 			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig,
 				RXChecksumPartialForm: st.RXChecksumPartialForm}
+		}
+	case LinkUDP:
+		o := l.UDP
+		if l.MTU != 0 {
+			o.MTU = l.MTU
+		}
+		ep, err := udplink.New(o)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXTruncated: st.Dropped(udplink.DropTruncated) + st.Dropped(udplink.DropOversized), RXErrors: st.RXErrors,
+				TXQueueFull: st.Dropped(udplink.DropSendError), Mode: "udp"}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {
@@ -739,10 +766,3 @@ func (s *Stack) Stats() Stats {
 	}
 	return st
 }
-
-// The lower links' optional contracts with the MPLS endpoint, checked here
-// where both packages meet.
-var (
-	_ mplsendpoint.TXRing      = (*afpacket.Endpoint)(nil)
-	_ afpacket.BatchDispatcher = (*mplsendpoint.Endpoint)(nil)
-)
