@@ -1,8 +1,8 @@
 package udp_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
