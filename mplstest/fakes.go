@@ -1,6 +1,7 @@
 package mplstest
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -155,4 +156,57 @@ func ReadFrame(ep *channel.Endpoint, timeout time.Duration) []byte {
 		b = append(b, v...)
 	}
 	return b
+}
+
+// RingSink is a Sink with an in-memory transmit ring (lowerlink.TXRing): one
+// slot of SlotSize bytes reused for every frame, the committed frames
+// copied into Frames when Record is set. Batches counts TXEnd calls,
+// Commits TXCommit calls.
+type RingSink struct {
+	*Sink
+	Slot     []byte
+	SlotSize int
+	Record   bool
+	Frames   [][]byte
+	Commits  uint64
+	Batches  int
+	open     bool
+}
+
+// NewRingSink returns a RingSink whose slots hold frames of up to slotSize
+// bytes.
+func NewRingSink(mtu uint32, mac tcpip.LinkAddress, slotSize int) *RingSink {
+	return &RingSink{Sink: NewSink(mtu, mac), Slot: make([]byte, slotSize), SlotSize: slotSize}
+}
+
+// TXBegin opens a batch on queue 0; it panics if one is open already.
+func (r *RingSink) TXBegin(uint32) (int, bool) {
+	if r.open {
+		panic("TXBegin with a batch open")
+	}
+	r.open = true
+	return 0, true
+}
+
+// TXSlot returns the slot, nil when size exceeds SlotSize.
+func (r *RingSink) TXSlot(_, size int) ([]byte, tcpip.Error) {
+	if size > r.SlotSize {
+		return nil, nil
+	}
+	return r.Slot[:size], nil
+}
+
+// TXCommit counts the frame of n bytes and records it with Record.
+func (r *RingSink) TXCommit(_, n int) {
+	r.Commits++
+	if r.Record {
+		r.Frames = append(r.Frames, bytes.Clone(r.Slot[:n]))
+	}
+}
+
+// TXEnd ends the batch; every committed frame is sent.
+func (r *RingSink) TXEnd(int) (int, tcpip.Error) {
+	r.open = false
+	r.Batches++
+	return 0, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -132,9 +133,9 @@ func u32at(mem []byte, off int) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Pointer(&mem[off]))
 }
 
-// rxRing is a TPACKET_V3 receive ring: blockNr blocks of blockSize bytes
+// rxBlockRing is a TPACKET_V3 receive ring: blockNr blocks of blockSize bytes
 // that the kernel fills and hands to us one block at a time.
-type rxRing struct {
+type rxBlockRing struct {
 	mem       []byte
 	blockSize int
 	blockNr   int
@@ -144,7 +145,7 @@ type rxRing struct {
 
 // setupRXRing turns fd into a TPACKET_V3 socket with a receive ring and
 // maps it. On failure it returns the call that failed and its errno.
-func setupRXRing(fd int, blockSize, blockNr, tov int) (*rxRing, string, unix.Errno) {
+func setupRXRing(fd int, blockSize, blockNr, tov int) (*rxBlockRing, string, unix.Errno) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return nil, "setsockopt PACKET_VERSION TPACKET_V3", err.(unix.Errno)
 	}
@@ -165,25 +166,25 @@ func setupRXRing(fd int, blockSize, blockNr, tov int) (*rxRing, string, unix.Err
 	if err != nil {
 		return nil, "mmap PACKET_RX_RING", err.(unix.Errno)
 	}
-	return &rxRing{mem: mem, blockSize: blockSize, blockNr: blockNr}, "", 0
+	return &rxBlockRing{mem: mem, blockSize: blockSize, blockNr: blockNr}, "", 0
 }
 
-func (r *rxRing) unmap() {
+func (r *rxBlockRing) unmap() {
 	r.unmapOnce.Do(func() { unix.Munmap(r.mem) })
 }
 
 // block returns block i's memory.
-func (r *rxRing) block(i int) []byte {
+func (r *rxBlockRing) block(i int) []byte {
 	return r.mem[i*r.blockSize : (i+1)*r.blockSize : (i+1)*r.blockSize]
 }
 
 // ready reports whether the current block is ours to read.
-func (r *rxRing) ready() bool {
+func (r *rxBlockRing) ready() bool {
 	return u32at(r.block(r.cur), blkStatusOff).Load()&unix.TP_STATUS_USER != 0
 }
 
 // release hands the current block back to the kernel and moves on.
-func (r *rxRing) release() {
+func (r *rxBlockRing) release() {
 	u32at(r.block(r.cur), blkStatusOff).Store(unix.TP_STATUS_KERNEL)
 	r.cur++
 	if r.cur == r.blockNr {
@@ -194,26 +195,23 @@ func (r *rxRing) release() {
 // rxRingLoop reads blocks, one batch each, until the socket is closed,
 // then unmaps the ring (wait.go's ringLoop).
 func (q *queue) rxRingLoop() {
-	defer q.ep.wg.Done()
-	q.ringLoop(q.rx.ready, q.deliverBlocks, q.rx.unmap)
+	q.ringLoop(q.blockRing.ready, q.deliverBlocks, q.blockRing.unmap)
 }
 
 // deliverBlocks delivers every block the kernel retired, one batch each,
 // until none is left or the endpoint closes (a peer that never stops
 // sending would otherwise keep the loop, and Close's Wait, here forever).
 func (q *queue) deliverBlocks() {
-	for q.rx.ready() && !q.ep.closing.Load() {
-		q.deliverBlock(q.rx.block(q.rx.cur))
-		q.rx.release()
+	for q.blockRing.ready() && !q.ep.Closed() {
+		q.deliverBlock(q.blockRing.block(q.blockRing.cur))
+		q.blockRing.release()
 	}
 }
 
 // deliverBlock hands the frames of one retired block to the dispatcher,
 // each copied once into a packet buffer, and ends the batch.
 func (q *queue) deliverBlock(blk []byte) {
-	q.ep.mu.RLock()
-	d := q.ep.dispatcher
-	q.ep.mu.RUnlock()
+	d := q.ep.Dispatcher()
 	q.rxBlocks.Add(1)
 	n := int(binary.NativeEndian.Uint32(blk[blkNumPktsOff:]))
 	off := int(binary.NativeEndian.Uint32(blk[blkFirstPktOff:]))
@@ -263,10 +261,8 @@ func (q *queue) deliverBlock(blk []byte) {
 		}
 		off += next
 	}
-	if d != nil {
-		if be, ok := d.(BatchDispatcher); ok && t.pkts > 0 {
-			be.EndBatch()
-		}
+	if d != nil && t.pkts > 0 {
+		lowerlink.EndBatch(d)
 	}
 	q.add(&t)
 	if trunc != 0 {
@@ -702,14 +698,13 @@ func (r *rxFrameRing) release() {
 // then unmaps the ring. A receive batch is at most Options.RecvBatch
 // frames: the ready ones, never waiting for more.
 func (q *queue) rxFrameRingLoop() {
-	defer q.ep.wg.Done()
-	q.ringLoop(q.rx2.ready, q.deliverAllFrames, q.rx2.unmap)
+	q.ringLoop(q.frameRing.ready, q.deliverAllFrames, q.frameRing.unmap)
 }
 
 // deliverAllFrames delivers the ready frames, a batch at a time, until
 // none is left or the endpoint closes (see deliverBlocks).
 func (q *queue) deliverAllFrames() {
-	for q.rx2.ready() && !q.ep.closing.Load() {
+	for q.frameRing.ready() && !q.ep.Closed() {
 		q.deliverFrames()
 	}
 }
@@ -717,10 +712,8 @@ func (q *queue) deliverAllFrames() {
 // deliverFrames hands up to a batch of ready slots to the dispatcher, each
 // copied once into a packet buffer, and ends the batch.
 func (q *queue) deliverFrames() {
-	q.ep.mu.RLock()
-	d := q.ep.dispatcher
-	q.ep.mu.RUnlock()
-	r := q.rx2
+	d := q.ep.Dispatcher()
+	r := q.frameRing
 	q.rxBlocks.Add(1)
 	var t rxTally
 	var trunc, nodisp uint64
@@ -766,10 +759,8 @@ func (q *queue) deliverFrames() {
 		}
 		r.release()
 	}
-	if d != nil {
-		if be, ok := d.(BatchDispatcher); ok && t.pkts > 0 {
-			be.EndBatch()
-		}
+	if d != nil && t.pkts > 0 {
+		lowerlink.EndBatch(d)
 	}
 	q.add(&t)
 	if trunc != 0 {
@@ -783,7 +774,7 @@ func (q *queue) deliverFrames() {
 // recvCopy reads the frame the kernel queued whole (TP_STATUS_COPY) into
 // copyBuf and returns its length.
 func (q *queue) recvCopy() (int, bool) {
-	r := q.rx2
+	r := q.frameRing
 	for {
 		r.copyMsg.Flags = 0
 		n, _, errno := unix.Syscall(unix.SYS_RECVMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&r.copyMsg)), unix.MSG_DONTWAIT|unix.MSG_TRUNC)

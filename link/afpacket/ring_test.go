@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/link/afpacket"
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -93,7 +94,7 @@ func (r *recorder) snapshot() (got, bad, reorder, batches int) {
 	return r.got, r.bad, r.reorder, r.batches
 }
 
-var _ afpacket.BatchDispatcher = (*recorder)(nil)
+var _ lowerlink.BatchDispatcher = (*recorder)(nil)
 
 // sendFrames writes frames through ep in batches of 64 and returns how
 // many the endpoint took.

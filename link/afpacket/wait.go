@@ -171,7 +171,7 @@ func (q *queue) spin() {
 	q.rxBusySpins.Add(1)
 	now := time.Now()
 	last := now // when the last frame was delivered
-	for now.Sub(last) < q.busyPoll && !q.ep.closing.Load() {
+	for now.Sub(last) < q.busyPoll && !q.ep.Closed() {
 		var hits uint64
 		more := !q.busyAdaptive // another frame is worth waiting for
 		for _, m := range members {

@@ -45,6 +45,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/gso"
 	"github.com/mplsnode/mplsnode/internal/drops"
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -236,7 +237,7 @@ type Endpoint struct {
 	nested.Endpoint
 
 	lower      stack.LinkEndpoint
-	ring       TXRing // lower, if it has a transmit ring; else nil
+	ring       lowerlink.TXRing // lower, if it has a transmit ring; else nil
 	tables     *mpls.Tables
 	ttlModel   mpls.TTLModel
 	pipeTTL    uint8
@@ -334,7 +335,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 		rejectMPLS: opts.RejectMPLS,
 	}
 	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
-	e.ring, _ = lower.(TXRing)
+	e.ring, _ = lower.(lowerlink.TXRing)
 	e.initGRO(!opts.DisableGRO && !opts.Forwarding && opts.IPForwarder == nil)
 	e.Endpoint.Init(lower, e)
 	return e, nil

@@ -1,24 +1,16 @@
 package mplsendpoint
 
 import (
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
-
-// GSOFramer is a lower link that may send a TCP GSO packet (pkt.GSOOptions
-// set, partial checksum) as one frame larger than the MTU, which the peer
-// takes whole (docs/CONTRACTS.md, "Lower links"). link/afpacket and
-// link/pcap implement it; package stack asserts that at compile time.
-type GSOFramer interface {
-	// GSOFrames reports whether the link does so now.
-	GSOFrames() bool
-}
 
 // LowerGSOFrames reports whether the lower link sends a TCP GSO packet
 // given to WriteRawFrames as one frame: a GSOFramer that says so
 // (link/afpacket with Options.GSOFrames, through link/pcap too).
 func (e *Endpoint) LowerGSOFrames() bool {
-	g, ok := e.lower.(GSOFramer)
+	g, ok := e.lower.(lowerlink.GSOFramer)
 	return ok && g.GSOFrames()
 }
 

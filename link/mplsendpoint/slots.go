@@ -2,42 +2,18 @@ package mplsendpoint
 
 import (
 	"github.com/mplsnode/mplsnode/internal/virtionet"
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
-// TXRing is a lower link with a memory-mapped transmit ring whose slots
-// WritePackets fills directly (link/afpacket in ring mode): a TCP GSO
-// packet is segmented straight into the slots, one segment per slot, with
-// no intermediate buffer and no packet buffer per segment, and one kick
-// sends the whole batch. The methods take and return plain values so that
-// a lower link implements the interface without importing this package.
-type TXRing interface {
-	// TXBegin locks the transmit queue that hash selects for a batch and
-	// returns its index; ok is false when that queue has no ring (then
-	// nothing is locked and WritePackets is the way).
-	TXBegin(hash uint32) (queue int, ok bool)
-	// TXSlot returns room for a frame of up to size bytes in the next
-	// slot of the queue, waiting for the kernel to free one if the ring is
-	// full. It returns nil and no error when size does not fit a slot,
-	// nil and an error when the link failed (closed, interface down).
-	TXSlot(queue, size int) ([]byte, tcpip.Error)
-	// TXCommit marks the slot TXSlot returned as holding a frame of n
-	// bytes, to be sent at TXEnd (or earlier, when the ring fills).
-	TXCommit(queue, n int)
-	// TXEnd sends the committed frames with one kick and unlocks the
-	// queue. On a failed send it returns the number of frames that did not
-	// go (withdrawn from the ring) and the error.
-	TXEnd(queue int) (failed int, err tcpip.Error)
-}
-
 // slotBatch is WritePackets' open batch on a TXRing lower link; it opens
 // on the first frame and is ended before anything that might write to the
 // link again (an ICMP error towards a local sender).
 type slotBatch struct {
-	ring  TXRing
+	ring  lowerlink.TXRing
 	hash  uint32
 	queue int
 	open  bool
@@ -83,7 +59,7 @@ func (b *slotBatch) end() {
 
 // writeSlots is WritePackets on a TXRing lower link. It returns false
 // (having written nothing) when the queue has no ring.
-func (e *Endpoint) writeSlots(r TXRing, pkts []*stack.PacketBuffer, s *txScratch) (int, tcpip.Error, bool) {
+func (e *Endpoint) writeSlots(r lowerlink.TXRing, pkts []*stack.PacketBuffer, s *txScratch) (int, tcpip.Error, bool) {
 	if len(pkts) == 0 {
 		return 0, nil, true
 	}

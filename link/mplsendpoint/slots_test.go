@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -16,48 +17,9 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
-// ringSink is a Sink with an in-memory transmit ring (TXRing): slots of
-// slotSize bytes, frames recorded on TXCommit when record is set.
-type ringSink struct {
-	*mplstest.Sink
-	slot     []byte
-	slotSize int
-	record   bool
-	frames   [][]byte
-	commits  uint64
-	batches  int
-	open     bool
-}
+type ringSink = mplstest.RingSink
 
-func (r *ringSink) TXBegin(uint32) (int, bool) {
-	if r.open {
-		panic("TXBegin with a batch open")
-	}
-	r.open = true
-	return 0, true
-}
-
-func (r *ringSink) TXSlot(_, size int) ([]byte, tcpip.Error) {
-	if size > r.slotSize {
-		return nil, nil
-	}
-	return r.slot[:size], nil
-}
-
-func (r *ringSink) TXCommit(_, n int) {
-	r.commits++
-	if r.record {
-		r.frames = append(r.frames, bytes.Clone(r.slot[:n]))
-	}
-}
-
-func (r *ringSink) TXEnd(int) (int, tcpip.Error) {
-	r.open = false
-	r.batches++
-	return 0, nil
-}
-
-var _ mplsendpoint.TXRing = (*ringSink)(nil)
+var _ lowerlink.TXRing = (*ringSink)(nil)
 
 // ringEndpoint is benchEndpoint over a ringSink.
 func ringEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *ringSink) {
@@ -71,7 +33,7 @@ func ringEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *ringSink) {
 	}
 	tables := &mpls.Tables{}
 	tables.SetFTN(ftn)
-	r := &ringSink{Sink: mplstest.NewSink(1500, macA), slot: make([]byte, 2048), slotSize: 1518}
+	r := mplstest.NewRingSink(1500, macA, 1518)
 	ep, err := mplsendpoint.New(r, mplsendpoint.Options{Tables: tables})
 	if err != nil {
 		tb.Fatal(err)
@@ -104,7 +66,7 @@ func TestGSOSlotsMatchWholePacket(t *testing.T) {
 
 func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool) {
 	ep, r := ringEndpoint(t, nl)
-	r.record = true
+	r.Record = true
 	payload := make([]byte, benchGSOPayload)
 	for i := range payload {
 		payload[i] = byte(i * 7)
@@ -140,12 +102,12 @@ func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool)
 	l.DecRef()
 	prefix := header.EthernetMinimumSize + 4*nl
 	want := referenceSegments(t, ip, nl, mss)
-	if len(r.frames) != len(want) || r.batches != 1 || r.Written() != 0 {
-		t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.frames), r.batches, r.Written(), len(want))
+	if len(r.Frames) != len(want) || r.Batches != 1 || r.Written() != 0 {
+		t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.Frames), r.Batches, r.Written(), len(want))
 	}
 	for i := range want {
-		if !bytes.Equal(r.frames[i], want[i]) {
-			t.Fatalf("frame %d of %d differs from gso.Segment's:\ngot  %x\nwant %x", i, len(want), r.frames[i][:prefix+l3+20], want[i][:prefix+l3+20])
+		if !bytes.Equal(r.Frames[i], want[i]) {
+			t.Fatalf("frame %d of %d differs from gso.Segment's:\ngot  %x\nwant %x", i, len(want), r.Frames[i][:prefix+l3+20], want[i][:prefix+l3+20])
 		}
 	}
 	if st := ep.Stats(); st.TXFrames != uint64(len(want)) || st.GSOPackets != 1 {
@@ -199,7 +161,7 @@ func BenchmarkWriteGSOSlots(b *testing.B) {
 			defer l.DecRef()
 			segs := (benchGSOPayload + mss - 1) / mss
 			ep.WritePackets(l) // warm the pools
-			before := r.commits
+			before := r.Commits
 			b.SetBytes(benchGSOPayload)
 			b.ReportAllocs()
 			var ms0, ms1 runtime.MemStats
@@ -212,7 +174,7 @@ func BenchmarkWriteGSOSlots(b *testing.B) {
 			}
 			b.StopTimer()
 			runtime.ReadMemStats(&ms1)
-			if got, want := r.commits-before, uint64(b.N*segs); got != want {
+			if got, want := r.Commits-before, uint64(b.N*segs); got != want {
 				b.Fatalf("got %d frames, want %d", got, want)
 			}
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N*segs), "allocs/seg")

@@ -25,7 +25,7 @@ import (
 // one-segment path of writeGSO instead).
 func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
 	_, r := ringEndpoint(t, 1)
-	r.record = true
+	r.Record = true
 	g := &gsoRing{ringSink: r}
 	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(1), NextHop: addrB4}})
 	if err != nil {
@@ -63,10 +63,10 @@ func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
 	if p := g.whole[0]; !virtionet.IsGSOFrame(p) {
 		t.Errorf("handed down whole, but the link would write it behind a zero header: GSO %+v, %d bytes", p.GSOOptions, p.Size())
 	}
-	if len(r.frames) != 1 {
-		t.Fatalf("%d frames in slots, want 1", len(r.frames))
+	if len(r.Frames) != 1 {
+		t.Fatalf("%d frames in slots, want 1", len(r.Frames))
 	}
-	f := r.frames[0]
+	f := r.Frames[0]
 	if len(f) != 14+20+20+1000 {
 		t.Fatalf("slot frame of %d bytes, want %d", len(f), 14+20+20+1000)
 	}

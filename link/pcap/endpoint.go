@@ -1,8 +1,10 @@
 package pcap
 
 import (
+	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -20,12 +22,19 @@ type Endpoint struct {
 	// up is the dispatcher above, for EndBatch (nested.Endpoint keeps its
 	// own copy private).
 	up atomic.Pointer[stack.NetworkDispatcher]
+
+	// slotMu guards slots: per transmit queue of a lower TXRing, the slot
+	// its last TXSlot returned, recorded at TXCommit.
+	slotMu sync.Mutex
+	slots  [][]byte
+	parts  [1][]byte
 }
 
 var (
 	_ stack.LinkEndpoint      = (*Endpoint)(nil)
 	_ stack.NetworkDispatcher = (*Endpoint)(nil)
 	_ stack.GSOEndpoint       = (*Endpoint)(nil)
+	_ lowerlink.TXRing        = (*Endpoint)(nil)
 )
 
 // New returns an endpoint that records lower's frames to w (on interface
@@ -60,25 +69,55 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	return n, err
 }
 
-// GSOFramer is a lower link that may send TCP GSO packets as single frames
-// (link/afpacket; the same contract as link/mplsendpoint.GSOFramer, which
-// this endpoint implements by asking its lower link).
-type GSOFramer interface {
-	GSOFrames() bool
-}
-
-// BatchDispatcher is a dispatcher above that wants to know where a receive
-// batch ends (the same contract as link/afpacket.BatchDispatcher, which
-// this endpoint implements by passing EndBatch up).
-type BatchDispatcher interface {
-	EndBatch()
-}
-
 // GSOFrames passes on the lower link's answer (see link/afpacket's
 // Options.GSOFrames); such frames are recorded as the one frame they are.
 func (e *Endpoint) GSOFrames() bool {
-	g, ok := e.Child().(GSOFramer)
+	g, ok := e.Child().(lowerlink.GSOFramer)
 	return ok && g.GSOFrames()
+}
+
+// TXBegin passes on to a lower link with a transmit ring
+// (lowerlink.TXRing); with none, ok is false and WritePackets is the way, as
+// on the lower link itself.
+func (e *Endpoint) TXBegin(hash uint32) (queue int, ok bool) {
+	r, ok := e.Child().(lowerlink.TXRing)
+	if !ok {
+		return 0, false
+	}
+	return r.TXBegin(hash)
+}
+
+// TXSlot passes on to the lower link's ring and keeps the slot, to record
+// the frame written into it at TXCommit.
+func (e *Endpoint) TXSlot(queue, size int) ([]byte, tcpip.Error) {
+	buf, err := e.Child().(lowerlink.TXRing).TXSlot(queue, size)
+	e.slotMu.Lock()
+	for len(e.slots) <= queue {
+		e.slots = append(e.slots, nil)
+	}
+	e.slots[queue] = buf
+	e.slotMu.Unlock()
+	return buf, err
+}
+
+// TXCommit records the n bytes written into the queue's slot as an
+// outbound frame, then passes the commit on. A frame a failed send
+// withdraws later (TXEnd) is recorded all the same: the record is of what
+// was handed to the link.
+func (e *Endpoint) TXCommit(queue, n int) {
+	e.slotMu.Lock()
+	if queue < len(e.slots) && n <= len(e.slots[queue]) {
+		e.parts[0] = e.slots[queue][:n]
+		e.w.WriteFrameOn(e.id, DirOutbound, e.w.now(), e.parts[:])
+		e.parts[0], e.slots[queue] = nil, nil
+	}
+	e.slotMu.Unlock()
+	e.Child().(lowerlink.TXRing).TXCommit(queue, n)
+}
+
+// TXEnd passes on to the lower link's ring.
+func (e *Endpoint) TXEnd(queue int) (int, tcpip.Error) {
+	return e.Child().(lowerlink.TXRing).TXEnd(queue)
 }
 
 // Attach implements stack.LinkEndpoint.
@@ -92,12 +131,10 @@ func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
 }
 
 // EndBatch passes the lower link's end of a receive batch up (see
-// link/afpacket.BatchDispatcher).
+// lowerlink.BatchDispatcher).
 func (e *Endpoint) EndBatch() {
 	if d := e.up.Load(); d != nil {
-		if be, ok := (*d).(BatchDispatcher); ok {
-			be.EndBatch()
-		}
+		lowerlink.EndBatch(*d)
 	}
 }
 

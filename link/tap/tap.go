@@ -83,6 +83,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"github.com/mplsnode/mplsnode/internal/virtionet"
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 )
 
 // DefaultReadBufferSize bounds a received frame: a TCP GSO frame of up to
@@ -224,14 +225,15 @@ type Endpoint struct {
 	vnet      bool // IFF_VNET_HDR: a virtio-net header before every frame
 	mtu       atomic.Uint32
 
-	mu         sync.RWMutex
-	dispatcher stack.NetworkDispatcher
-	addr       tcpip.LinkAddress
-	started    bool
-	onClose    func()
+	mu   sync.RWMutex
+	addr tcpip.LinkAddress
 
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	// Lifecycle gives Attach (which starts one receive goroutine per
+	// queue), IsAttached, Wait, SetOnCloseAction and Close (which closes
+	// the TAP files, so the device goes unless Options.Persist). With no
+	// dispatcher attached, received frames are counted in
+	// Stats.RXNotAttached and dropped.
+	lowerlink.Lifecycle
 }
 
 // queue is one file of the device with its receive and send state.
@@ -298,10 +300,11 @@ func New(opts Options) (*Endpoint, error) {
 		batch = DefaultRecvBatch
 	}
 	e := &Endpoint{name: opts.Name, vnet: !opts.NoOffloads}
+	e.Init(e.startReceivers, e.closeFiles)
 	for i := 0; i < nq; i++ {
 		f, name, err := openTUN(e.name, flags)
 		if err != nil {
-			e.closeFiles()
+			e.closeFiles(false)
 			return nil, opError(e.name, err)
 		}
 		e.name = name // the kernel's choice when opts.Name was empty
@@ -313,7 +316,7 @@ func New(opts Options) (*Endpoint, error) {
 		q.writeFn = q.writev
 		e.queues = append(e.queues, q)
 		if q.rc, err = f.SyscallConn(); err != nil {
-			e.closeFiles()
+			e.closeFiles(false)
 			return nil, opError(e.name, err)
 		}
 		if i > 0 {
@@ -321,20 +324,20 @@ func New(opts Options) (*Endpoint, error) {
 		}
 		if e.vnet {
 			if err := ioctlInt(f, unix.TUNSETOFFLOAD, tunOffloads, "ioctl TUNSETOFFLOAD"); err != nil {
-				e.closeFiles()
+				e.closeFiles(false)
 				return nil, opError(e.name, err)
 			}
 		}
 		if opts.Persist {
 			if err := ioctlInt(f, unix.TUNSETPERSIST, 1, "ioctl TUNSETPERSIST"); err != nil {
-				e.closeFiles()
+				e.closeFiles(false)
 				return nil, opError(e.name, err)
 			}
 		}
 	}
 	mtu, err := bringUp(e.name)
 	if err != nil {
-		e.closeFiles()
+		e.closeFiles(false)
 		return nil, opError(e.name, err)
 	}
 	if opts.MTU != 0 {
@@ -458,8 +461,6 @@ func (q *queue) read(fd uintptr) bool {
 
 // rxLoop reads frames until the device is closed.
 func (q *queue) rxLoop() {
-	e := q.ep
-	defer e.wg.Done()
 	for {
 		q.rxN, q.rxErr, q.rxDrained = 0, 0, false
 		err := q.rc.Read(q.readFn)
@@ -484,9 +485,7 @@ func (q *queue) deliver() {
 	if e.vnet {
 		hdrLen = virtionet.HdrLen
 	}
-	e.mu.RLock()
-	d := e.dispatcher
-	e.mu.RUnlock()
+	d := e.Dispatcher()
 	for i := 0; i < q.rxN; i++ {
 		buf, n := q.rxBufs[i], q.rxLens[i]
 		switch {
@@ -531,12 +530,7 @@ func (q *queue) endBatch() {
 		return
 	}
 	q.rxPending = 0
-	q.ep.mu.RLock()
-	d := q.ep.dispatcher
-	q.ep.mu.RUnlock()
-	if be, ok := d.(interface{ EndBatch() }); ok {
-		be.EndBatch()
-	}
+	lowerlink.EndBatch(q.ep.Dispatcher())
 }
 
 // writev is the RawConn.Write callback: one writev per frame of the batch,
@@ -695,33 +689,12 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 // Capabilities implements stack.LinkEndpoint.Capabilities: none.
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
-// Attach implements stack.LinkEndpoint.Attach. The first non-nil dispatcher
-// starts one receive goroutine per queue; they run until Close. With a nil dispatcher
-// frames are counted in Stats.RXNotAttached and dropped.
-func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.dispatcher = dispatcher
-	if dispatcher == nil || e.started {
-		return
-	}
-	e.started = true
+// startReceivers starts one receive goroutine per queue.
+func (e *Endpoint) startReceivers() {
 	for _, q := range e.queues {
-		e.wg.Add(1)
-		go q.rxLoop()
+		e.Go(q.rxLoop)
 	}
 }
-
-// IsAttached implements stack.LinkEndpoint.IsAttached.
-func (e *Endpoint) IsAttached() bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.dispatcher != nil
-}
-
-// Wait implements stack.LinkEndpoint.Wait: it returns once the receive
-// goroutines have stopped (after Close).
-func (e *Endpoint) Wait() { e.wg.Wait() }
 
 // ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
 func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
@@ -732,37 +705,8 @@ func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
 // ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
 func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 
-// SetOnCloseAction implements stack.LinkEndpoint.SetOnCloseAction.
-func (e *Endpoint) SetOnCloseAction(f func()) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.onClose = f
-}
-
-// Close implements stack.LinkEndpoint.Close: it closes the TAP files (the
-// device goes unless Options.Persist), stopping the receive goroutines, and
-// runs the on-close action. Safe to call more than once.
-func (e *Endpoint) Close() {
-	first := false
-	e.closeOnce.Do(func() {
-		first = true
-		e.closeFiles()
-	})
-	if !first {
-		return
-	}
-	// The on-close action runs outside the Once: gVisor's action removes
-	// the NIC, which closes this endpoint again, and a re-entrant
-	// Once.Do would deadlock.
-	e.mu.RLock()
-	f := e.onClose
-	e.mu.RUnlock()
-	if f != nil {
-		f()
-	}
-}
-
-func (e *Endpoint) closeFiles() {
+// closeFiles closes the TAP files, which stops the receive goroutines.
+func (e *Endpoint) closeFiles(bool) {
 	for _, q := range e.queues {
 		q.file.Close()
 	}

@@ -61,6 +61,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -190,15 +191,16 @@ type Endpoint struct {
 
 	mtu atomic.Uint32
 
-	mu         sync.RWMutex
-	dispatcher stack.NetworkDispatcher
-	addr       tcpip.LinkAddress
-	started    bool
-	closed     bool
-	onClose    func()
+	mu   sync.RWMutex
+	addr tcpip.LinkAddress
 
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	// Lifecycle gives Attach (which starts one receive goroutine per
+	// queue), IsAttached, Wait, SetOnCloseAction and Close (which detaches
+	// the XDP program, leaving the interface as it was found, and closes
+	// the sockets; later writes fail with tcpip.ErrClosedForSend). With no
+	// dispatcher attached, received frames are counted in
+	// Stats.RXNotAttached and dropped.
+	lowerlink.Lifecycle
 }
 
 var _ stack.LinkEndpoint = (*Endpoint)(nil)
@@ -272,6 +274,7 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	nq := max(opts.Queues, 1)
 	e := &Endpoint{ifname: name, ifindex: ifi.Index, frameSize: frameSize}
+	e.Init(e.startReceivers, e.closeFiles)
 	e.mtu.Store(mtu)
 	e.addr = opts.LinkAddress
 	if e.addr == "" {
@@ -379,7 +382,6 @@ func (q *queue) peek(uintptr) bool {
 // rxLoop delivers receive batches until the socket is closed, then
 // releases the queue's memory.
 func (q *queue) rxLoop() {
-	defer q.ep.wg.Done()
 	defer q.release()
 	for {
 		if err := q.rc.Read(q.readFn); err != nil {
@@ -400,21 +402,10 @@ func (q *queue) rxLoop() {
 // ring (and two EndBatch calls).
 const rxChunk = 64
 
-// BatchDispatcher is a dispatcher that wants to know where a receive batch
-// ends (link/mplsendpoint): the endpoint calls EndBatch after delivering
-// the frames of one RX ring batch.
-type BatchDispatcher interface {
-	stack.NetworkDispatcher
-	// EndBatch is called after the last frame of a receive batch.
-	EndBatch()
-}
-
 // deliver hands n received frames, from RX ring index idx on, to the
 // dispatcher, then returns their UMEM frames to the fill ring.
 func (q *queue) deliver(n, idx uint32) {
-	q.ep.mu.RLock()
-	d := q.ep.dispatcher
-	q.ep.mu.RUnlock()
+	d := q.ep.Dispatcher()
 	cb := q.cb
 	var bytes, partialForm uint64
 	for i := uint32(0); i < n; i++ {
@@ -448,9 +439,7 @@ func (q *queue) deliver(n, idx uint32) {
 	q.rxPackets.Add(uint64(n))
 	q.rxBytes.Add(bytes)
 	q.rxPartialForm.Add(partialForm)
-	if be, ok := d.(BatchDispatcher); ok {
-		be.EndBatch()
-	}
+	lowerlink.EndBatch(d)
 }
 
 // maxKicks bounds the sendto calls of one WritePackets chunk: the kernel
@@ -643,33 +632,12 @@ func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
 // frame comes with verified checksums).
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
-// Attach implements stack.LinkEndpoint.Attach. The first non-nil dispatcher
-// starts one receive goroutine per queue; they run until Close. With a nil
-// dispatcher received frames are counted in Stats.RXNotAttached and dropped.
-func (e *Endpoint) Attach(dispatcher stack.NetworkDispatcher) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.dispatcher = dispatcher
-	if dispatcher == nil || e.started || e.closed {
-		return
-	}
-	e.started = true
+// startReceivers starts one receive goroutine per queue.
+func (e *Endpoint) startReceivers() {
 	for _, q := range e.queues {
-		e.wg.Add(1)
-		go q.rxLoop()
+		e.Go(q.rxLoop)
 	}
 }
-
-// IsAttached implements stack.LinkEndpoint.IsAttached.
-func (e *Endpoint) IsAttached() bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.dispatcher != nil
-}
-
-// Wait implements stack.LinkEndpoint.Wait: it returns once the receive
-// goroutines have stopped (after Close).
-func (e *Endpoint) Wait() { e.wg.Wait() }
 
 // ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
 func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
@@ -680,48 +648,19 @@ func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
 // ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
 func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 
-// SetOnCloseAction implements stack.LinkEndpoint.SetOnCloseAction.
-func (e *Endpoint) SetOnCloseAction(f func()) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.onClose = f
-}
-
-// Close implements stack.LinkEndpoint.Close: it detaches the XDP program
-// (the interface is left as it was found), closes the sockets, which stops
-// the receive goroutines (each releases its queue's memory as it ends), and
-// runs the on-close action. Later writes fail with
-// tcpip.ErrClosedForSend. Safe to call more than once.
-func (e *Endpoint) Close() {
-	first := false
-	e.closeOnce.Do(func() {
-		first = true
-		e.prog.close()
-		e.mu.Lock()
-		e.closed = true
-		started := e.started
-		e.mu.Unlock()
-		for _, q := range e.queues {
-			q.txMu.Lock()
-			q.txClosed = true
-			q.txMu.Unlock()
-			q.file.Close()
-			if !started {
-				q.release()
-			}
+// closeFiles detaches the program and closes the sockets, which stops the
+// receive goroutines (each releases its queue's memory as it ends); with
+// none started it releases the queues' memory itself.
+func (e *Endpoint) closeFiles(started bool) {
+	e.prog.close()
+	for _, q := range e.queues {
+		q.txMu.Lock()
+		q.txClosed = true
+		q.txMu.Unlock()
+		q.file.Close()
+		if !started {
+			q.release()
 		}
-	})
-	if !first {
-		return
-	}
-	// The on-close action runs outside the Once: gVisor's action removes
-	// the NIC, which closes this endpoint again, and a re-entrant
-	// Once.Do would deadlock.
-	e.mu.RLock()
-	f := e.onClose
-	e.mu.RUnlock()
-	if f != nil {
-		f()
 	}
 }
 
