@@ -128,6 +128,9 @@ const (
 	// LinkXDP attaches to an existing interface (a veth) with AF_XDP
 	// sockets and an XDP program that redirects its frames to them.
 	LinkXDP
+	// LinkUDP carries MPLS packets in UDP datagrams to one peer (RFC
+	// 7510) over ordinary UDP sockets; it has no interface.
+	LinkUDP
 )
 
 // MaxBusyPoll is the longest busy-poll a link may have, in microseconds
@@ -166,6 +169,8 @@ func (t LinkType) String() string {
 		return "tap"
 	case LinkXDP:
 		return "xdp"
+	case LinkUDP:
+		return "udp"
 	}
 	return "LinkType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -199,7 +204,8 @@ func (m LinkMode) String() string {
 
 // Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC]
 // [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
-// [busy-poll USEC] [rx-ring-frames N]`.
+// [busy-poll USEC] [rx-ring-frames N]`, or `link add NAME type udp ...`
+// (UDPLink).
 type Link struct {
 	Pos     Pos
 	Name    string
@@ -244,6 +250,37 @@ type Link struct {
 	// MPLSInput reports whether labelled frames are accepted on this link.
 	// True unless `sysctl net.mpls.conf.NAME.input=0`.
 	MPLSInput bool
+	// UDP is a udp link's sockets and RFC 7510 policy. Only for LinkUDP,
+	// whose MTU is the largest outer IP packet (0: 1500).
+	UDP UDPLink
+}
+
+// DefaultUDPPort is the port of a udp link's local or remote written
+// without one: MPLS-in-UDP's (RFC 7510 §3).
+const DefaultUDPPort = 6635
+
+// UDPLink is the udp part of `link add NAME type udp local ADDR[:PORT]
+// remote ADDR[:PORT] [source-ports MIN-MAX] [flows N] [checksum
+// compute|zero] [ttl N] [dscp N] [gso on|off] [gro on|off]`.
+type UDPLink struct {
+	// Local is the address and port the link receives on; Remote the
+	// peer's. A port not written is DefaultUDPPort.
+	Local, Remote       netip.AddrPort
+	LocalPos, RemotePos Pos
+	// SourcePortMin and SourcePortMax bound the source ports; both 0
+	// means RFC 7510's 49152-65535.
+	SourcePortMin, SourcePortMax uint16
+	// Flows is the number of source ports flows are spread over; 0 means
+	// the default (16).
+	Flows int
+	// ZeroChecksum is `checksum zero` (IPv4 only).
+	ZeroChecksum bool
+	// TTL is the outer TTL or hop limit; 0 means the kernel's default.
+	TTL uint8
+	// DSCP is the outer DSCP, 0..63.
+	DSCP uint8
+	// NoGSO is `gso off`, NoGRO `gro off`.
+	NoGSO, NoGRO bool
 }
 
 // Addr is `addr add ADDR/LEN dev NAME`.
@@ -594,6 +631,36 @@ func (l Link) String() string {
 	}
 	if l.RXRingFrames != 0 {
 		s += " rx-ring-frames " + strconv.Itoa(l.RXRingFrames)
+	}
+	if l.Type == LinkUDP {
+		s += l.UDP.words()
+	}
+	return s
+}
+
+// words returns the udp words of a link line, canonical.
+func (u UDPLink) words() string {
+	s := " local " + u.Local.String() + " remote " + u.Remote.String()
+	if u.SourcePortMin != 0 {
+		s += " source-ports " + strconv.Itoa(int(u.SourcePortMin)) + "-" + strconv.Itoa(int(u.SourcePortMax))
+	}
+	if u.Flows != 0 {
+		s += " flows " + strconv.Itoa(u.Flows)
+	}
+	if u.ZeroChecksum {
+		s += " checksum zero"
+	}
+	if u.TTL != 0 {
+		s += " ttl " + strconv.Itoa(int(u.TTL))
+	}
+	if u.DSCP != 0 {
+		s += " dscp " + strconv.Itoa(int(u.DSCP))
+	}
+	if u.NoGSO {
+		s += " gso off"
+	}
+	if u.NoGRO {
+		s += " gro off"
 	}
 	return s
 }

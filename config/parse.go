@@ -203,6 +203,12 @@ func (p *parser) fail(t token, format string, args ...any) {
 	panic(abort{})
 }
 
+// failAt records an error at a position from at and aborts the line.
+func (p *parser) failAt(pos Pos, format string, args ...any) {
+	p.addAt(pos, format, args...)
+	panic(abort{})
+}
+
 // failEnd records an error just past the line's last word.
 func (p *parser) failEnd(format string, args ...any) {
 	p.add(p.pos(p.end), "", format, args...)
@@ -381,7 +387,38 @@ func (p *parser) once(seen map[string]bool, t token, ctx string) {
 	seen[t.s] = true
 }
 
-var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass", "busy-poll", "rx-ring-frames"}
+var linkWords = []string{"type", "bridge", "mtu", "queues", "address", "mode", "qdisc-bypass", "busy-poll", "rx-ring-frames",
+	"local", "remote", "source-ports", "flows", "checksum", "ttl", "dscp", "gso", "gro"}
+
+// udpMinMTU is the smallest mtu of a udp link (the outer IP packet):
+// IPv6's minimum link MTU, which leaves room for either family inside.
+const udpMinMTU = 1280
+
+// udpMaxFlows bounds a udp link's flows (link/udp's MaxFlows).
+const udpMaxFlows = 256
+
+// udpAddrPort parses a udp link's ADDR[:PORT] ([ADDR]:PORT for IPv6).
+func (p *parser) udpAddrPort(what string) (netip.AddrPort, Pos) {
+	t := p.next(what + " address such as 172.16.20.20:6635 or [2001:db8::20]:6635")
+	pos := p.at(t)
+	if ap, err := netip.ParseAddrPort(t.s); err == nil {
+		a := ap.Addr()
+		if a.Zone() != "" {
+			p.fail(t, "zones are not allowed in %q; a udp link's socket picks its interface by route", t.s)
+		}
+		if a.Is4In6() {
+			p.fail(t, "%q is an IPv4-mapped IPv6 address; write the IPv4 form", t.s)
+		}
+		if ap.Port() == 0 {
+			p.fail(t, "bad %s %q: port 0; give the port peers use (%d by default)", what, t.s, DefaultUDPPort)
+		}
+		return netip.AddrPortFrom(a, ap.Port()), pos
+	}
+	if strings.HasPrefix(t.s, "[") || strings.Count(t.s, ":") == 1 {
+		p.fail(t, "bad %s %q; expected ADDRESS:PORT such as 172.16.20.20:6635 or [2001:db8::20]:6635", what, t.s)
+	}
+	return netip.AddrPortFrom(p.address(t, what+" address"), DefaultUDPPort), pos
+}
 
 var linkModes = []string{"auto", "mmsg", "ring"}
 
@@ -393,13 +430,13 @@ func (p *parser) link(pos Pos) {
 		panic(abort{})
 	}
 	seen := map[string]bool{}
-	var bridgeTok, addrTok, afTok, busyTok, ringTok token
+	var bridgeTok, addrTok, afTok, busyTok, ringTok, udpTok, mtuTok token
 	for p.more() {
 		t := p.next("")
 		p.once(seen, t, "link")
 		switch t.s {
 		case "type":
-			tt := p.next("link type afpacket, tap or xdp")
+			tt := p.next("link type afpacket, tap, xdp or udp")
 			switch tt.s {
 			case "afpacket":
 				l.Type = LinkAFPacket
@@ -407,17 +444,19 @@ func (p *parser) link(pos Pos) {
 				l.Type = LinkTAP
 			case "xdp":
 				l.Type = LinkXDP
+			case "udp":
+				l.Type = LinkUDP
 			case "veth":
 				p.fail(tt, "mplsnode attaches to an existing veth; create the pair outside and write \"link add %s type afpacket\"", l.Name)
 			default:
-				p.fail(tt, "unknown link type %q; expected afpacket, tap or xdp%s", tt.s, suggest(tt.s, []string{"afpacket", "tap", "xdp"}))
+				p.fail(tt, "unknown link type %q; expected afpacket, tap, xdp or udp%s", tt.s, suggest(tt.s, []string{"afpacket", "tap", "xdp", "udp"}))
 			}
 		case "bridge":
 			bridgeTok = t
 			l.Bridge, _ = p.ifName("bridge name")
 		case "mtu":
 			v, vt := p.number("link mtu", MinMTU, MaxMTU)
-			l.MTU, l.MTUPos = uint32(v), p.at(vt)
+			l.MTU, l.MTUPos, mtuTok = uint32(v), p.at(vt), vt
 		case "address":
 			addrTok = t
 			mt := p.next("a MAC address such as 02:00:00:00:00:01")
@@ -454,12 +493,66 @@ func (p *parser) link(pos Pos) {
 			default:
 				p.fail(mt, "unknown link mode %q; expected auto, mmsg or ring%s", mt.s, suggest(mt.s, linkModes))
 			}
+		case "local":
+			udpTok = t
+			l.UDP.Local, l.UDP.LocalPos = p.udpAddrPort("local")
+		case "remote":
+			udpTok = t
+			l.UDP.Remote, l.UDP.RemotePos = p.udpAddrPort("remote")
+			if a := l.UDP.Remote.Addr(); a.IsUnspecified() || a.IsMulticast() {
+				p.failAt(l.UDP.RemotePos, "remote %s is not a unicast address; a udp link has one peer", a)
+			}
+		case "source-ports":
+			udpTok = t
+			rt := p.next("source port range such as 49152-65535")
+			lo, hi, ok := strings.Cut(rt.s, "-")
+			a, err1 := strconv.ParseUint(lo, 10, 16)
+			b, err2 := strconv.ParseUint(hi, 10, 16)
+			if !ok || err1 != nil || err2 != nil || a == 0 || a > b {
+				p.fail(rt, "bad source port range %q; expected MIN-MAX such as 49152-65535", rt.s)
+			}
+			l.UDP.SourcePortMin, l.UDP.SourcePortMax = uint16(a), uint16(b)
+		case "flows":
+			udpTok = t
+			v, _ := p.number("number of source ports", 1, udpMaxFlows)
+			l.UDP.Flows = int(v)
+		case "checksum":
+			udpTok = t
+			ct := p.next("checksum compute or zero")
+			switch ct.s {
+			case "compute":
+				l.UDP.ZeroChecksum = false
+			case "zero":
+				l.UDP.ZeroChecksum = true
+			default:
+				p.fail(ct, "unknown checksum %q; expected compute or zero%s", ct.s, suggest(ct.s, []string{"compute", "zero"}))
+			}
+		case "ttl":
+			udpTok = t
+			v, _ := p.number("outer ttl", 1, 255)
+			l.UDP.TTL = uint8(v)
+		case "dscp":
+			udpTok = t
+			v, _ := p.number("outer dscp", 0, 63)
+			l.UDP.DSCP = uint8(v)
+		case "gso":
+			udpTok = t
+			l.UDP.NoGSO = !p.onOff("gso")
+		case "gro":
+			udpTok = t
+			l.UDP.NoGRO = !p.onOff("gro")
 		default:
 			p.fail(t, "unknown word %q in link; expected %s%s", t.s, oneOf(linkWords), suggest(t.s, linkWords))
 		}
 	}
 	if l.Type == 0 {
-		p.failEnd("missing \"type afpacket\", \"type tap\" or \"type xdp\" in link %s", l.Name)
+		p.failEnd("missing \"type afpacket\", \"type tap\", \"type xdp\" or \"type udp\" in link %s", l.Name)
+	}
+	if udpTok.s != "" && l.Type != LinkUDP {
+		p.fail(udpTok, "%s applies only to type udp", udpTok.s)
+	}
+	if l.Type == LinkUDP {
+		p.udpLink(&l, mtuTok)
 	}
 	if l.Bridge != "" && l.Type != LinkTAP {
 		p.fail(bridgeTok, "bridge applies only to type tap; an %s link is already an interface", l.Type)
@@ -477,6 +570,39 @@ func (p *parser) link(pos Pos) {
 		p.fail(ringTok, "rx-ring-frames sizes the receive ring; a mode mmsg link has none (use mode ring or auto)")
 	}
 	p.cfg.Links = append(p.cfg.Links, l)
+}
+
+// udpLink checks a udp link's words together: local and remote given, of
+// one family, a zero checksum over IPv4 only, the mtu an outer IP packet,
+// and no other udp link receiving on the same local address and port.
+func (p *parser) udpLink(l *Link, mtuTok token) {
+	u := &l.UDP
+	if !u.Local.IsValid() || !u.Remote.IsValid() {
+		p.failEnd("a udp link needs local ADDR[:PORT] and remote ADDR[:PORT]: link add %s type udp local 172.16.20.20:6635 remote 172.16.20.21:6635", l.Name)
+	}
+	if u.Local.Addr().Is4() != u.Remote.Addr().Is4() {
+		p.failAt(u.RemotePos, "remote %s is not of local %s's family", u.Remote.Addr(), u.Local.Addr())
+	}
+	if u.ZeroChecksum && u.Remote.Addr().Is6() {
+		p.failAt(u.RemotePos, "checksum zero is for IPv4 only: over IPv6 the UDP checksum is computed (RFC 6935/6936 conditions are not assumed)")
+	}
+	if l.MTU != 0 && l.MTU < udpMinMTU {
+		p.fail(mtuTok, "a udp link's mtu is the outer IP packet: %d..%d", udpMinMTU, MaxMTU)
+	}
+	if u.SourcePortMin != 0 {
+		flows := u.Flows
+		if flows == 0 {
+			flows = 16
+		}
+		if n := int(u.SourcePortMax-u.SourcePortMin) + 1; n < flows {
+			p.failEnd("source-ports %d-%d holds %d ports, fewer than the link's %d flows; widen the range or lower flows", u.SourcePortMin, u.SourcePortMax, n, flows)
+		}
+	}
+	for _, o := range p.cfg.Links {
+		if o.Type == LinkUDP && o.UDP.Local == u.Local {
+			p.failAt(u.LocalPos, "udp link %s already receives on %s; give each udp link its own local address or port", o.Name, u.Local)
+		}
+	}
 }
 
 // addr parses `addr add ADDR[/LEN] dev NAME`.

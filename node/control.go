@@ -331,6 +331,9 @@ func (n *Node) Report() Report {
 		for i, v := range []uint64{lo.RXOverflow, lo.RXTruncated, lo.RXErrors, lo.TXQueueFull} {
 			lr.Drops[LowerDropReasons[i]] = v
 		}
+		for k, v := range lo.Drops {
+			lr.Drops[k] = v
+		}
 		for _, info := range nics {
 			if info.Name == name {
 				lr.StackRXBytes = info.Stats.Rx.Bytes.Value()

@@ -9,6 +9,7 @@ import (
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/link/udp"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -71,6 +72,11 @@ func convert(cfg *config.Config) (*converted, error) {
 			sl.Kind = stack.LinkTAP
 		case config.LinkXDP:
 			sl.Kind = stack.LinkXDP
+		case config.LinkUDP:
+			sl.Kind = stack.LinkUDP
+			u := l.UDP
+			sl.UDP = udp.Options{Local: u.Local, Remote: u.Remote, SourcePortMin: u.SourcePortMin, SourcePortMax: u.SourcePortMax,
+				Flows: u.Flows, ZeroChecksum: u.ZeroChecksum, TTL: u.TTL, DSCP: u.DSCP, NoGSO: u.NoGSO, NoGRO: u.NoGRO}
 		default:
 			sl.Kind = stack.LinkAFPacket
 			sl.QdiscBypass = l.QdiscBypass

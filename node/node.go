@@ -367,7 +367,9 @@ func restartNeeded(old, newCfg *config.Config) error {
 		return &restartError{p.Errorf(tok, "%s changed: a restart is needed (reload changes routes, label routes and bgp networks only)", what)}
 	}
 	sameLink := func(a, b config.Link) bool {
-		return a.Name == b.Name && a.Type == b.Type && a.Bridge == b.Bridge && a.MTU == b.MTU && a.MPLSInput == b.MPLSInput
+		ua, ub := a.UDP, b.UDP
+		ua.LocalPos, ua.RemotePos, ub.LocalPos, ub.RemotePos = config.Pos{}, config.Pos{}, config.Pos{}, config.Pos{}
+		return a.Name == b.Name && a.Type == b.Type && a.Bridge == b.Bridge && a.MTU == b.MTU && a.MPLSInput == b.MPLSInput && ua == ub
 	}
 	if len(old.Links) != len(newCfg.Links) || !slices.EqualFunc(old.Links, newCfg.Links, sameLink) {
 		for i, l := range newCfg.Links {

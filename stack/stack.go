@@ -164,7 +164,7 @@ type Link struct {
 	// UDP, for LinkUDP, is the link's sockets and RFC 7510 policy
 	// (local and remote address and port, source ports, checksum, outer
 	// TTL and DSCP); its MTU is taken from Link.MTU when that is set (the
-	// largest outer IP packet; 0: udplink.DefaultMTU).
+	// largest outer IP packet; 0: link/udp's DefaultMTU).
 	UDP udplink.Options
 	// Capture, if set, records every frame the link sends or receives, as
 	// on the wire, to a pcap file (link/pcap). Several links may share one
@@ -447,8 +447,11 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 		lower = ep
 		lowerStats = func() LowerStats {
 			st := ep.Stats()
-			return LowerStats{RXTruncated: st.Dropped(udplink.DropTruncated) + st.Dropped(udplink.DropOversized), RXErrors: st.RXErrors,
-				TXQueueFull: st.Dropped(udplink.DropSendError), Mode: "udp"}
+			drops := make(map[string]uint64, len(udplink.DropReasons()))
+			for _, r := range udplink.DropReasons() {
+				drops["udp_"+r.String()] = st.Dropped(r)
+			}
+			return LowerStats{RXErrors: st.RXErrors, Mode: "udp", Drops: drops}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {
@@ -743,6 +746,10 @@ type LowerStats struct {
 	// CPU cost.
 	BusyPolls, BusyPollHits uint64
 	BusyPollTime            time.Duration
+	// Drops holds the named drop counters of a lower link that keeps its
+	// own (a udp link: "udp_" and link/udp's DropReason names, such as
+	// udp_rx_unknown_peer); nil for others.
+	Drops map[string]uint64
 }
 
 // Stats is a snapshot of the stack's counters.
