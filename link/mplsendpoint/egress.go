@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/mplsnode/mplsnode/gso"
+	"github.com/mplsnode/mplsnode/internal/virtionet"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -168,8 +169,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			e.drop(DropLabelStackTooDeep, -1, nil)
 			continue
 		}
-		g := pkt.GSOOptions
-		if g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6) {
+		if hostGSO(pkt) {
 			if err := e.writeGSO(s, pkt, linkMTU); err != nil {
 				continue
 			}
@@ -197,6 +197,30 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 		}
 	}
 	return written, nil
+}
+
+// hostGSO reports whether pkt is a host-GSO TCP packet (gVisor's TCP with
+// GSO on: a partial checksum, IPv4 or IPv6): one that leaves whole
+// (leavesWhole) or is ours to segment after the push, or, of one segment,
+// to finish.
+func hostGSO(pkt *stack.PacketBuffer) bool {
+	g := pkt.GSOOptions
+	return g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6)
+}
+
+// leavesWhole reports whether a lower link that sends GSO frames takes pkt,
+// cut at mss, as one frame, by the rule the links write their virtio-net
+// header by (virtionet.IsGSOFrame: an unlabelled Ethernet frame, longer than
+// one segment, headers the kernel accepts); it then leaves pkt's MSS at
+// mss, else as it was.
+func leavesWhole(pkt *stack.PacketBuffer, mss int) bool {
+	old := pkt.GSOOptions.MSS
+	pkt.GSOOptions.MSS = uint16(mss)
+	if virtionet.IsGSOFrame(pkt) {
+		return true
+	}
+	pkt.GSOOptions.MSS = old
+	return false
 }
 
 // upperError is the error WritePackets returns to gVisor for a failed
@@ -280,7 +304,6 @@ func (e *Endpoint) cutterFor(s *txScratch, pkt *stack.PacketBuffer, proto gso.Pr
 // holding whole segments.
 func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) error {
 	th := pkt.TransportHeader().Slice()
-	prefixLen := len(pkt.LinkHeader().Slice())
 	proto, mss, err := e.gsoShape(pkt, linkMTU)
 	if err != nil {
 		return err
@@ -289,11 +312,8 @@ func (e *Endpoint) writeGSO(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) 
 		e.mtuExceeded(pkt, linkMTU)
 		return errGSO
 	}
-	if pkt.Data().Size() > mss && prefixLen == header.EthernetMinimumSize && e.LowerGSOFrames() {
-		// An unlabelled packet and a lower link that sends GSO frames
-		// (docs/CONTRACTS.md): it leaves whole, for the kernel to segment
-		// at the MSS that fits the link.
-		pkt.GSOOptions.MSS = uint16(mss)
+	if e.LowerGSOFrames() && leavesWhole(pkt, mss) {
+		// The kernel segments it at the MSS that fits the link.
 		s.out.PushBack(pkt.IncRef())
 		e.ctr.gsoFrames.Add(1)
 		return nil

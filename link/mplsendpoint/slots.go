@@ -101,12 +101,9 @@ func (e *Endpoint) writeSlots(r lowerlink.TXRing, pkts []*stack.PacketBuffer, s 
 			e.drop(DropLabelStackTooDeep, -1, nil)
 			continue
 		}
-		// isGSO: a host-GSO TCP packet, which leaves whole or is ours to
-		// segment (or, of one segment, to finish). Whether it may leave
-		// whole is virtionet.IsGSOFrame, the rule the lower link writes its
-		// virtio-net header by.
-		g := pkt.GSOOptions
-		isGSO := g.NeedsCsum && (g.Type == stack.GSOTCPv4 || g.Type == stack.GSOTCPv6)
+		// A host-GSO packet that may leave whole goes through writeGSO,
+		// which decides (leavesWhole); any other is segmented into slots.
+		isGSO := hostGSO(pkt)
 		if isGSO && whole && virtionet.IsGSOFrame(pkt) {
 			// Queued in s.out, or dropped and counted (writeGSO).
 			_ = e.writeGSO(s, pkt, linkMTU)
