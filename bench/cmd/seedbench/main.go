@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/mplsnode/mplsnode/bench"
 	"github.com/mplsnode/mplsnode/bench/lsrrate"
@@ -81,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("rounds", 5, "rounds: every configuration runs once per round, interleaved")
 	seconds := fs.Int("seconds", 5, "length of each netperf run (and of each LSR rate measurement), seconds")
 	configs := fs.String("configs", "all", "configurations to run: numbers 1..10 and rows such as 6b or 9c, comma-separated")
-	out := fs.String("out", filepath.Join("bench", "results"), "directory for results.md, results.json, results.png/svg and profiles")
+	out := fs.String("out", "", "directory for results.md, results.json, results.png/svg and profiles (default a new mplsnode-bench-TIME under $TMPDIR; -out bench/results refreshes the committed run)")
 	profile := fs.Bool("profile", true, "profile the hot configurations (5, 9c) in one extra run each; pprof -top into -out")
 	bin := fs.String("bin", filepath.Join("bin", "mplsnode"), "the mplsnode binary (make build)")
 	if err := fs.Parse(args); err != nil {
@@ -115,6 +116,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "seedbench: %v\n", err)
 		return 2
 	}
+	if *out == "" {
+		// Outside the checkout, so a run leaves the tracked tree clean.
+		*out = filepath.Join(os.TempDir(), "mplsnode-bench-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	fmt.Fprintf(stdout, "seedbench: results go to %s\n", *out)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opt := bench.Options{
