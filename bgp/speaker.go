@@ -48,6 +48,8 @@ type Speaker struct {
 	closed    bool
 	// policies reports that the export policy and its sets exist.
 	policies bool
+	// refused counts and logs the routes not installed, by reason.
+	refused refusals
 }
 
 // peerState is what the speaker tracks per neighbour.
@@ -65,6 +67,8 @@ type cand struct {
 	nh     netip.Addr
 	asPath []uint32
 	family Family
+	// origin is the ORIGIN attribute's value, kept on re-advertisement.
+	origin uint8
 }
 
 // dest is a prefix the speaker heard of.
@@ -76,8 +80,26 @@ type dest struct {
 	installed *mpls.FTNEntry
 	// local is the label bound for re-advertisement, 0 for none.
 	local mpls.Label
-	// unresolved reports that the best path's next hop has no route.
-	unresolved bool
+	// why says why the best path is not installed (ReasonNone when it
+	// is, or when there is none).
+	why Reason
+	// adv is the local path last handed to GoBGP for re-advertisement
+	// (label 0: none).
+	adv advert
+}
+
+// advert is what a re-advertised path says: the local label, the
+// neighbour it was learned from (whom split horizon keeps it from), and
+// the received ORIGIN and AS path.
+type advert struct {
+	label  mpls.Label
+	from   int
+	origin uint8
+	asPath []uint32
+}
+
+func (a advert) same(b advert) bool {
+	return a.label == b.label && a.from == b.from && a.origin == b.origin && slices.Equal(a.asPath, b.asPath)
 }
 
 // event is a path or a neighbour state change, in GoBGP's order.
@@ -242,14 +264,40 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 			return fmt.Errorf("bgp: prefix set: %w", err)
 		}
 	}
+	if err := s.splitHorizon(ctx); err != nil {
+		return err
+	}
 	var sts []*api.Statement
-	for i, n := range s.cfg.Neighbors {
+	for i := range s.cfg.Neighbors {
 		if err := s.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
 			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: neighborSetName(i),
 			List: []string{loopbackAlias(i).String() + "/32"},
 		}}); err != nil {
 			return fmt.Errorf("bgp: neighbor set: %w", err)
 		}
+		// Split horizon first: a route goes back neither to the
+		// neighbour it came from nor, when that one is internal, to
+		// another internal neighbour (no route reflection).
+		sts = append(sts, &api.Statement{
+			Name: fmt.Sprintf("%s-%d-split-horizon", exportPolicy, i),
+			Conditions: &api.Conditions{
+				NeighborSet:       &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: neighborSetName(i)},
+				LargeCommunitySet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: fromNeighborSetName(i)},
+			},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		})
+		if s.internal(i) {
+			sts = append(sts, &api.Statement{
+				Name: fmt.Sprintf("%s-%d-ibgp", exportPolicy, i),
+				Conditions: &api.Conditions{
+					NeighborSet:       &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: neighborSetName(i)},
+					LargeCommunitySet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: fromIBGPSetName},
+				},
+				Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+			})
+		}
+	}
+	for i, n := range s.cfg.Neighbors {
 		for _, f := range families(n) {
 			nh := n.NextHop4
 			if f == IPv6LabeledUnicast {
@@ -272,6 +320,8 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 				Actions: &api.Actions{
 					RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
 					Nexthop:     &api.NexthopAction{Address: nh.String()},
+					// The split-horizon tags stay inside the node.
+					LargeCommunity: &api.CommunityAction{Type: api.CommunityAction_TYPE_REPLACE},
 				},
 			})
 		}
@@ -364,7 +414,7 @@ func (s *Speaker) originate() error {
 func (s *Speaker) netLabel(nw Network, ch *Changes) (uint32, error) {
 	switch nw.Mode {
 	case LabelFromRange:
-		l, err := s.pool.get()
+		l, err := s.pool.getFor(nw.Prefix)
 		if err != nil {
 			return 0, err
 		}
@@ -412,7 +462,7 @@ func (s *Speaker) SetNetworks(nets []Network) error {
 		}
 		if l, ok := s.netLabels[o.Prefix]; ok {
 			if o.Mode == LabelFromRange {
-				s.pool.put(l)
+				s.pool.release(o.Prefix, l)
 			}
 			delete(s.netLabels, o.Prefix)
 			ch.DelILM = append(ch.DelILM, l) // Apply deletes before it adds
@@ -536,6 +586,8 @@ func pathEvent(peer int, p *apiutil.Path) (event, bool) {
 			for _, seg := range a.Value {
 				ev.cand.asPath = append(ev.cand.asPath, seg.GetAS()...)
 			}
+		case *gbgp.PathAttributeOrigin:
+			ev.cand.origin = a.Value
 		}
 	}
 	return ev, true
@@ -627,8 +679,19 @@ func (s *Speaker) process(evs []event) {
 			}
 			continue
 		}
-		if !ev.withdraw && slices.Contains(ev.cand.asPath, s.cfg.AS) {
-			ev.withdraw = true // our own AS: a loop (RFC 4271 §9.1.2)
+		if !ev.withdraw {
+			switch {
+			case slices.Contains(ev.cand.asPath, s.cfg.AS):
+				// Our own AS: a loop (RFC 4271 §9.1.2).
+				ev.withdraw = true
+				s.refuse(ev.prefix, ev.peer, ev.cand, ReasonASLoop)
+			case len(ev.cand.labels) > 1:
+				// A label stack needs the Multiple Labels capability
+				// (RFC 8277 §2.1), which GoBGP cannot negotiate:
+				// treat-as-withdraw (RFC 7606 §2).
+				ev.withdraw = true
+				s.refuse(ev.prefix, ev.peer, ev.cand, ReasonMultipleLabels)
+			}
 		}
 		d := s.rib[ev.prefix]
 		if d == nil {
@@ -693,9 +756,10 @@ func (s *Speaker) apply(ch Changes) {
 			if d := s.rib[e.Prefix]; d != nil && d.installed != nil {
 				if d.best >= 0 {
 					s.peers[d.best].installed[familyOf(e.Prefix)-1]--
+					s.refuse(e.Prefix, d.best, d.cands[d.best], ReasonTablesRefused)
 				}
 				d.installed = nil
-				d.unresolved = true
+				d.why = ReasonTablesRefused
 			}
 		}
 	}
@@ -720,12 +784,15 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 	best := bestOf(d.cands)
 	var want *mpls.FTNEntry
 	var c cand
-	d.unresolved = false
+	why := ReasonNone
 	if best >= 0 {
 		c = d.cands[best]
-		want = s.route(p, c)
-		d.unresolved = want == nil
+		want, why = s.route(p, c)
 	}
+	if why != ReasonNone && why != d.why {
+		s.refuse(p, best, c, why)
+	}
+	d.why = why
 	if d.best >= 0 && d.installed != nil {
 		s.peers[d.best].installed[familyOf(p)-1]--
 	}
@@ -749,22 +816,26 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 	}
 }
 
-// route is the FTN entry for c, or nil when its next hop does not resolve.
-func (s *Speaker) route(p netip.Prefix, c cand) *mpls.FTNEntry {
+// route is the FTN entry for c, or nil and the reason it cannot be
+// installed.
+func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.FTNEntry, Reason) {
 	if !c.nh.IsValid() {
-		return nil
+		return nil, ReasonUnresolvedNextHop
+	}
+	// An IPv6 prefix over an IPv4 next hop (received as ::ffff:a.b.c.d)
+	// is 6PE (RFC 4798): the IPv6 packets cross the IPv4 path under the
+	// received label. The other way round needs the extended next hop
+	// capability (RFC 8950), which the node does not negotiate.
+	sixPE := c.nh.Is4() && p.Addr().Is6()
+	if c.nh.Is6() && p.Addr().Is4() {
+		return nil, ReasonNextHopFamily
 	}
 	res, ok := s.tables.Resolve(c.nh)
 	if !ok {
-		return nil
+		return nil, ReasonUnresolvedNextHop
 	}
 	if p.Contains(c.nh) && (res.Via != c.nh || len(res.Labels) > 0) {
-		return nil // only a connected next hop may lie inside its own route
-	}
-	if res.Via.Is4() != p.Addr().Is4() {
-		// An IPv6 route via an IPv4 next hop (6PE, RFC 4798) would be
-		// fine under labels, but the stack's routes keep one family.
-		return nil
+		return nil, ReasonNextHopInOwnRoute // only a connected next hop may lie inside its own route
 	}
 	e := &mpls.FTNEntry{Prefix: p, NextHop: res.Via, Device: res.Device}
 	e.Labels = slices.Clone(res.Labels)
@@ -775,15 +846,27 @@ func (s *Speaker) route(p netip.Prefix, c cand) *mpls.FTNEntry {
 			continue // pop: nothing to push
 		case l == uint32(mpls.LabelIPv4ExplicitNull) && bottom && p.Addr().Is4(),
 			l == uint32(mpls.LabelIPv6ExplicitNull) && bottom && p.Addr().Is6():
-		case mpls.Label(l).IsReserved() || !mpls.Label(l).Valid():
-			return nil // a reserved label no one may push (RFC 3032 §2.1)
+		case !mpls.Label(l).Valid():
+			return nil, ReasonInvalidLabel
+		case mpls.Label(l).IsReserved():
+			return nil, ReasonReservedLabel // a reserved label no one may push here (RFC 3032 §2.1)
 		}
 		e.Labels = append(e.Labels, mpls.Label(l))
 	}
-	if len(e.Labels) > mpls.DefaultMaxDepth {
-		return nil
+	switch {
+	case sixPE && len(e.Labels) == len(res.Labels):
+		// Implicit null: the egress would get IPv6 over its IPv4 link.
+		return nil, ReasonSixPEWithoutLabel
+	case res.Via.Is4() != p.Addr().Is4() && len(e.Labels) == 0:
+		// Only a labelled route may cross families.
+		if p.Addr().Is6() {
+			return nil, ReasonSixPEWithoutLabel
+		}
+		return nil, ReasonNextHopFamily
+	case len(e.Labels) > mpls.DefaultMaxDepth:
+		return nil, ReasonStackTooDeep
 	}
-	return e
+	return e, ReasonNone
 }
 
 func sameEntry(a, b mpls.FTNEntry) bool {
@@ -796,16 +879,19 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 	if d.installed == nil {
 		if d.local != 0 {
 			ch.DelILM = append(ch.DelILM, d.local)
-			s.pool.put(d.local)
+			s.pool.release(p, d.local) // held for p, should it come back
 			d.local = 0
-			if lp, err := localPath(p, []uint32{0}, nil); err == nil {
-				*dels = append(*dels, lp)
+			if d.adv.label != 0 {
+				if lp, err := localPath(p, []uint32{0}, nil); err == nil {
+					*dels = append(*dels, lp)
+				}
 			}
+			d.adv = advert{}
 		}
 		return
 	}
 	if d.local == 0 {
-		l, err := s.pool.get()
+		l, err := s.pool.getFor(p)
 		if err != nil {
 			s.log.Warn("bgp: no label left to re-advertise", "prefix", p.String(), "err", err)
 			return
@@ -818,10 +904,48 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 		e.OutLabels = slices.Clone(d.installed.Labels)
 	}
 	ch.AddILM = append(ch.AddILM, e)
-	lp, err := localPath(p, []uint32{uint32(d.local)}, c.asPath)
-	if err == nil {
-		*adds = append(*adds, lp)
+	a := advert{label: d.local, from: d.best, origin: c.origin, asPath: c.asPath}
+	if d.adv.same(a) {
+		return // GoBGP has it: a second AddPath would send it again
 	}
+	if lp, err := s.readvertisedPath(p, a); err == nil {
+		*adds = append(*adds, lp)
+		d.adv = a
+	}
+}
+
+// Large communities (RFC 8092) the node tags its re-advertised paths
+// with, for the export policy's split horizon (RFC 4271 §9.2): AS:1:n
+// says learned from neighbour n-1, AS:2:0 learned over iBGP. The export
+// policy removes them: they never leave the node.
+const (
+	tagFromNeighbor = 1
+	tagFromIBGP     = 2
+)
+
+// internal reports whether neighbour i is in the node's AS.
+func (s *Speaker) internal(i int) bool {
+	return i >= 0 && i < len(s.cfg.Neighbors) && s.cfg.Neighbors[i].RemoteAS == s.cfg.AS
+}
+
+// readvertisedPath is the local path that re-advertises a: the node's
+// label, the received ORIGIN and AS path, and the split-horizon tags.
+func (s *Speaker) readvertisedPath(p netip.Prefix, a advert) (*apiutil.Path, error) {
+	lp, err := localPath(p, []uint32{uint32(a.label)}, a.asPath)
+	if err != nil {
+		return nil, err
+	}
+	for i, at := range lp.Attrs {
+		if _, ok := at.(*gbgp.PathAttributeOrigin); ok {
+			lp.Attrs[i] = gbgp.NewPathAttributeOrigin(a.origin)
+		}
+	}
+	tags := []*gbgp.LargeCommunity{gbgp.NewLargeCommunity(s.cfg.AS, tagFromNeighbor, uint32(a.from+1))}
+	if s.internal(a.from) {
+		tags = append(tags, gbgp.NewLargeCommunity(s.cfg.AS, tagFromIBGP, 0))
+	}
+	lp.Attrs = append(lp.Attrs, gbgp.NewPathAttributeLargeCommunities(tags))
+	return lp, nil
 }
 
 // shutdown stops the watch, the worker, the splice and GoBGP.

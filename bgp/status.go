@@ -24,7 +24,7 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 		}
 		for _, f := range families(n) {
 			st.Families = append(st.Families, FamilyStatus{
-				Family: f.String(), Received: ps.received[f-1], Installed: ps.installed[f-1],
+				Family: f.String(), Accepted: ps.received[f-1], Installed: ps.installed[f-1],
 			})
 		}
 		out[i] = st
@@ -47,7 +47,7 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 			}
 			for j := range out[i].Families {
 				if apiFamily(parseFamily(out[i].Families[j].Family)).String() == st.GetFamily().String() {
-					out[i].Families[j].Accepted = int(st.GetAccepted())
+					out[i].Families[j].Received = int(st.GetReceived())
 					out[i].Families[j].Advertised = int(st.GetAdvertised())
 				}
 			}
@@ -82,9 +82,9 @@ type NeighborStatus struct {
 }
 
 // FamilyStatus counts one family's prefixes from a neighbour: received
-// (held in the Adj-RIB-In), accepted (by GoBGP's import policy: all),
-// installed (best and resolved, written to the tables), advertised (to
-// it).
+// (held in GoBGP's Adj-RIB-In), accepted (held by the node: not treated
+// as withdrawn for an AS loop or a label stack), installed (best and
+// installable, written to the tables), advertised (to it).
 type FamilyStatus struct {
 	Family     string `json:"family"`
 	Received   int    `json:"received"`
@@ -95,18 +95,25 @@ type FamilyStatus struct {
 
 // Summary is the speaker as `mplsnode bgp summary` shows it.
 type Summary struct {
-	AS         uint32           `json:"as"`
-	RouterID   string           `json:"router_id"`
-	LabelLow   uint32           `json:"label_low"`
-	LabelHigh  uint32           `json:"label_high"`
-	LabelsUsed int              `json:"labels_used"`
-	LabelsSize int              `json:"labels_size"`
-	Routes     int              `json:"routes"`
-	Installed  int              `json:"installed"`
-	Unresolved int              `json:"unresolved"`
-	ApplyErrs  uint64           `json:"apply_errors"`
-	UnknownIn  uint64           `json:"unknown_peer_connections"`
-	Neighbors  []NeighborStatus `json:"neighbors"`
+	AS         uint32 `json:"as"`
+	RouterID   string `json:"router_id"`
+	LabelLow   uint32 `json:"label_low"`
+	LabelHigh  uint32 `json:"label_high"`
+	LabelsUsed int    `json:"labels_used"`
+	LabelsSize int    `json:"labels_size"`
+	Routes     int    `json:"routes"`
+	Installed  int    `json:"installed"`
+	Unresolved int    `json:"unresolved"`
+	// NotInstalled counts the best paths not installed now, by reason
+	// (Reason.String).
+	NotInstalled map[string]int `json:"not_installed,omitempty"`
+	// Refused counts, by reason, each time a route was refused: a best
+	// path became not installable, or a received route was treated as
+	// withdrawn.
+	Refused   map[string]uint64 `json:"refused,omitempty"`
+	ApplyErrs uint64            `json:"apply_errors"`
+	UnknownIn uint64            `json:"unknown_peer_connections"`
+	Neighbors []NeighborStatus  `json:"neighbors"`
 }
 
 // Summary returns the speaker's state and counters.
@@ -124,8 +131,22 @@ func (s *Speaker) Summary() Summary {
 		if d.installed != nil {
 			sum.Installed++
 		}
-		if d.unresolved {
+		if d.why != ReasonNone {
+			if sum.NotInstalled == nil {
+				sum.NotInstalled = map[string]int{}
+			}
+			sum.NotInstalled[d.why.String()]++
+		}
+		if d.why == ReasonUnresolvedNextHop {
 			sum.Unresolved++
+		}
+	}
+	for _, r := range Reasons() {
+		if n := s.refused.count[r]; n > 0 {
+			if sum.Refused == nil {
+				sum.Refused = map[string]uint64{}
+			}
+			sum.Refused[r.String()] = n
 		}
 	}
 	return sum

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -9,6 +10,7 @@ type bgpCollector struct {
 	n                             *Node
 	up, state, prefixes           *prometheus.Desc
 	labelsUsed, labelsSize, unres *prometheus.Desc
+	refused, notInstalled         *prometheus.Desc
 }
 
 func newBGPCollector(n *Node) *bgpCollector {
@@ -22,12 +24,15 @@ func newBGPCollector(n *Node) *bgpCollector {
 		labelsUsed: prometheus.NewDesc(name("labels_used"), "Labels of the bgp label-range bound now.", nil, nil),
 		labelsSize: prometheus.NewDesc(name("labels_size"), "Labels in the bgp label-range.", nil, nil),
 		unres:      prometheus.NewDesc(name("unresolved_routes"), "Received best paths not installed because their next hop has no route.", nil, nil),
+		refused: prometheus.NewDesc(name("routes_refused_total"), "Received routes refused, by reason: each time a best path became not installable, or a received route was treated as withdrawn.",
+			[]string{"reason"}, nil),
+		notInstalled: prometheus.NewDesc(name("routes_not_installed"), "Received best paths not installed now, by reason.", []string{"reason"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *bgpCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.state, c.prefixes, c.labelsUsed, c.labelsSize, c.unres} {
+	for _, d := range []*prometheus.Desc{c.up, c.state, c.prefixes, c.labelsUsed, c.labelsSize, c.unres, c.refused, c.notInstalled} {
 		ch <- d
 	}
 }
@@ -58,6 +63,12 @@ func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.labelsUsed, prometheus.GaugeValue, float64(s.LabelsUsed))
 	ch <- prometheus.MustNewConstMetric(c.labelsSize, prometheus.GaugeValue, float64(s.LabelsSize))
 	ch <- prometheus.MustNewConstMetric(c.unres, prometheus.GaugeValue, float64(s.Unresolved))
+	for _, r := range bgp.Reasons() {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Refused[r.String()]), r.String())
+		if r.Held() {
+			ch <- prometheus.MustNewConstMetric(c.notInstalled, prometheus.GaugeValue, float64(s.NotInstalled[r.String()]), r.String())
+		}
+	}
 }
 
 // fsmStates numbers the session states as RFC 4271 lists them.

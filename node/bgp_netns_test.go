@@ -3,6 +3,7 @@ package node_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -160,9 +161,12 @@ func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok
 // TestBGPGoBGPd runs a session between the node (AS 65001, its address
 // in the userspace stack) and Debian's gobgpd (AS 65002, a kernel address
 // in its own namespace), both families labeled unicast:
-//   - labelled routes fed with the gobgp CLI (IPv4 label 100, a two-label
-//     stack 200/300, IPv6 label 400) are installed as FTN entries pushing
-//     the received labels towards gobgpd's address;
+//   - labelled routes fed with the gobgp CLI (IPv4 label 100, IPv6 label
+//     400, and 6PE: IPv6 label 500 with next hop ::ffff:172.16.20.21) are
+//     installed as FTN entries pushing the received labels towards
+//     gobgpd's address; a two-label stack 200/300 (no Multiple Labels
+//     capability, RFC 8277 §2.1) and the reserved labels 1 and 7 are not,
+//     each logged and counted under its reason;
 //   - the node's networks appear in gobgpd's RIB with the label the node
 //     bound (from its range, pop-local in the ILM) or explicit null, and
 //     next hop the node's own address (not the splice's loopback end);
@@ -173,7 +177,9 @@ func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok
 // (no export policy) gives 127.0.0.1 in gobgpd's RIB and fails the next hop
 // check; ignoring withdrawals in Speaker.process leaves the entry
 // and fails "withdrawn"; not handling the session-down event leaves the
-// routes after the hold time.
+// routes after the hold time; without the label-count check the stack
+// 200/300 is installed; the old family check in route() leaves the 6PE
+// route out.
 func TestBGPGoBGPd(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	if _, err := exec.LookPath("gobgpd"); err != nil {
@@ -184,7 +190,8 @@ func TestBGPGoBGPd(t *testing.T) {
 	nsG.MustExec("ip", "addr", "add", "172.16.20.21/24", "dev", vG)
 	nsG.MustExec("ip", "-6", "addr", "add", "2001:db8:20::21/64", "dev", vG, "nodad")
 	g := startGoBGPd(t, nsG, gobgpdConf)
-	n := startNode(t, ns0, "bgp.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	var logs syncBuffer
+	n := startNodeWith(t, ns0, "bgp.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 addr add 2001:db8:20::20/64 dev %[1]s
 bgp as 65001 router-id 172.16.20.20
@@ -193,7 +200,7 @@ bgp label-range 16000 23999
 bgp network 10.10.10.10/32
 bgp network 10.20.0.0/16 label explicit-null
 bgp network 2001:db8:99::/48
-`, v0))
+`, v0), node.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	sp := n.BGP()
 	waitUntil(t, 60*time.Second, "the session to be established", func() bool {
 		return sp.Neighbors()[0].State == "established"
@@ -201,17 +208,20 @@ bgp network 2001:db8:99::/48
 
 	g.cli("global", "rib", "-a", "ipv4-mpls", "add", "10.99.0.0/16", "100", "nexthop", "172.16.20.21")
 	g.cli("global", "rib", "-a", "ipv4-mpls", "add", "10.98.0.0/16", "200/300", "nexthop", "172.16.20.21")
+	g.cli("global", "rib", "-a", "ipv4-mpls", "add", "10.97.0.0/16", "1", "nexthop", "172.16.20.21")
+	g.cli("global", "rib", "-a", "ipv4-mpls", "add", "10.96.0.0/16", "7", "nexthop", "172.16.20.21")
 	g.cli("global", "rib", "-a", "ipv6-mpls", "add", "2001:db8:77::/48", "400", "nexthop", "2001:db8:20::21")
+	g.cli("global", "rib", "-a", "ipv6-mpls", "add", "2001:db8:66::/48", "500", "nexthop", "::ffff:172.16.20.21")
 	waitUntil(t, 20*time.Second, "the labelled routes to be installed", func() bool {
 		_, _, ok1 := ftnLabels(n, "10.99.1.1")
-		_, _, ok2 := ftnLabels(n, "10.98.1.1")
+		_, _, ok2 := ftnLabels(n, "2001:db8:66::1")
 		return ok1 && ok2
 	})
 	if l, nh, _ := ftnLabels(n, "10.99.1.1"); !slices.Equal(l, []mpls.Label{100}) || nh.String() != "172.16.20.21" {
 		t.Errorf("10.99.0.0/16: push %v via %s, want [100] via 172.16.20.21", l, nh)
 	}
-	if l, _, _ := ftnLabels(n, "10.98.1.1"); !slices.Equal(l, []mpls.Label{200, 300}) {
-		t.Errorf("10.98.0.0/16: push %v, want [200 300]", l)
+	if l, nh, _ := ftnLabels(n, "2001:db8:66::1"); !slices.Equal(l, []mpls.Label{500}) || nh.String() != "172.16.20.21" {
+		t.Errorf("6PE 2001:db8:66::/48: push %v via %s, want [500] via 172.16.20.21", l, nh)
 	}
 	waitUntil(t, 20*time.Second, "the IPv6 labelled route", func() bool {
 		_, _, ok := ftnLabels(n, "2001:db8:77::1")
@@ -220,6 +230,25 @@ bgp network 2001:db8:99::/48
 	if l, nh, _ := ftnLabels(n, "2001:db8:77::1"); !slices.Equal(l, []mpls.Label{400}) || nh.String() != "2001:db8:20::21" {
 		t.Errorf("2001:db8:77::/48: push %v via %s, want [400] via 2001:db8:20::21", l, nh)
 	}
+	// The refused ones: not installed, each counted and logged with its
+	// reason (the batch came in before the IPv6 route was seen).
+	for _, dst := range []string{"10.98.1.1", "10.97.1.1", "10.96.1.1"} {
+		if l, _, ok := ftnLabels(n, dst); ok {
+			t.Errorf("%s: installed, pushing %v", dst, l)
+		}
+	}
+	waitUntil(t, 10*time.Second, "the refusals to be counted", func() bool {
+		s := sp.Summary()
+		return s.Refused["multiple_labels"] == 1 && s.NotInstalled["reserved_label"] == 2
+	})
+	if s := sp.Summary(); s.Unresolved != 0 || s.Refused["reserved_label"] != 2 {
+		t.Errorf("summary: unresolved %d, refused %v, not installed %v; want 0, reserved_label 2", s.Unresolved, s.Refused, s.NotInstalled)
+	}
+	for _, want := range []string{"prefix=10.98.0.0/16", "reason=multiple_labels", "reason=reserved_label"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs.String())
+		}
+	}
 
 	// The metrics and route show say the same.
 	rec := httptest.NewRecorder()
@@ -227,8 +256,14 @@ bgp network 2001:db8:99::/48
 	for _, want := range []string{
 		`mplsnode_bgp_session_established{neighbor="172.16.20.21"} 1`,
 		`mplsnode_bgp_session_state{neighbor="172.16.20.21"} 6`,
-		`mplsnode_bgp_prefixes{family="ipv4-labeled-unicast",neighbor="172.16.20.21",stage="installed"} 2`,
+		`mplsnode_bgp_prefixes{family="ipv4-labeled-unicast",neighbor="172.16.20.21",stage="installed"} 1`,
+		`mplsnode_bgp_prefixes{family="ipv4-labeled-unicast",neighbor="172.16.20.21",stage="accepted"} 3`,
+		`mplsnode_bgp_prefixes{family="ipv4-labeled-unicast",neighbor="172.16.20.21",stage="received"} 4`,
+		`mplsnode_bgp_prefixes{family="ipv6-labeled-unicast",neighbor="172.16.20.21",stage="installed"} 2`,
 		`mplsnode_bgp_labels_used 2`,
+		`mplsnode_bgp_routes_refused_total{reason="multiple_labels"} 1`,
+		`mplsnode_bgp_routes_refused_total{reason="reserved_label"} 2`,
+		`mplsnode_bgp_routes_not_installed{reason="reserved_label"} 2`,
 	} {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("metrics lack %s", want)
@@ -238,7 +273,7 @@ bgp network 2001:db8:99::/48
 	for _, r := range n.Routes() {
 		shown = append(shown, r.String())
 	}
-	if !slices.Contains(shown, "10.98.0.0/16 encap mpls 200/300 via 172.16.20.21 dev "+v0+" proto bgp metric 20") {
+	if !slices.Contains(shown, "10.99.0.0/16 encap mpls 100 via 172.16.20.21 dev "+v0+" proto bgp metric 20") {
 		t.Errorf("route show:\n%s", strings.Join(shown, "\n"))
 	}
 
@@ -275,12 +310,12 @@ bgp network 2001:db8:99::/48
 		_, _, ok := ftnLabels(n, "10.99.1.1")
 		return !ok
 	})
-	if _, _, ok := ftnLabels(n, "10.98.1.1"); !ok {
-		t.Error("withdrawing 10.99.0.0/16 also removed 10.98.0.0/16")
+	if _, _, ok := ftnLabels(n, "2001:db8:66::1"); !ok {
+		t.Error("withdrawing 10.99.0.0/16 also removed 2001:db8:66::/48")
 	}
 	sum := sp.Summary()
 	if sum.Installed != 2 || sum.LabelsUsed != 2 {
-		t.Errorf("summary: %d installed, %d labels used; want 2 (10.98.0.0/16, 2001:db8:77::/48) and 2 (10.10.10.10/32, 2001:db8:99::/48)", sum.Installed, sum.LabelsUsed)
+		t.Errorf("summary: %d installed, %d labels used; want 2 (2001:db8:66::/48, 2001:db8:77::/48) and 2 (10.10.10.10/32, 2001:db8:99::/48)", sum.Installed, sum.LabelsUsed)
 	}
 
 	// Session loss without a word (the link goes down on gobgpd's side):
@@ -288,7 +323,7 @@ bgp network 2001:db8:99::/48
 	lost := time.Now()
 	nsG.MustExec("ip", "link", "set", vG, "down")
 	waitUntil(t, 30*time.Second, "gobgpd's routes to go with the session", func() bool {
-		_, _, ok := ftnLabels(n, "10.98.1.1")
+		_, _, ok := ftnLabels(n, "2001:db8:66::1")
 		return !ok
 	})
 	t.Logf("routes gone %v after the link went down (hold time 9 s)", time.Since(lost).Round(100*time.Millisecond))
