@@ -22,7 +22,7 @@ import (
 // shorter segment ends the packet. Only segments whose IPv4 header and TCP
 // checksums verify (or that the receive path flagged validated) coalesce:
 // the merged packet's checksum is recomputed by the peer, so merging a
-// corrupt segment would deliver corrupt data as valid (issue 12).
+// corrupt segment would deliver corrupt data as valid.
 
 // groMaxSize caps a coalesced packet: the IPv4 total length, or the IPv6
 // payload length, is 16 bits.

@@ -13,11 +13,11 @@
 // and through SetReadBuffer/SetWriteBuffer/BufferSizes/SetNoDelay methods on
 // others (the userspace stack's).
 //
-// The wire format follows /work/shared/netperf/netperf-protocol.md (netperf
-// 2.7.1): fixed 656-byte messages, big-endian 32-bit words, floats as their
-// big-endian IEEE-754 bit patterns, strings raw after a per-message cutoff.
-// What the protocol write-up does not cover (UDP, connection tests, output
-// selectors) follows the second batch of captures in the same folder.
+// The wire format is netperf 2.7.1's (src/netlib.h and src/nettest_omni.c
+// in the public source): fixed 656-byte messages, big-endian 32-bit words,
+// floats as their big-endian IEEE-754 bit patterns, strings raw after a
+// per-message cutoff. The tests replay captured messages of stock 2.7.1
+// (TCP, UDP, connection tests, output selectors) against it.
 //
 // Where no capture shows a behaviour, the public netperf source is the
 // reference: TCP_CRR and TCP_CC connect from consecutive client ports

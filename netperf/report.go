@@ -9,8 +9,8 @@ import (
 )
 
 // The table layouts below reproduce stock netperf 2.7.1's default (-v 1)
-// output byte for byte, trailing spaces included; they were checked against
-// /work/shared/netperf/vectors/decoded/*.netperf_output.txt.
+// output byte for byte, trailing spaces included (the golden files in
+// testdata hold stock's own output).
 const (
 	streamHeader = "Recv   Send    Send                          \n" +
 		"Socket Socket  Message  Elapsed              \n" +

@@ -63,7 +63,7 @@
 //     padded to the same frame size.
 //   - mplsnode-swap@kernel-pps: mplsnode-swap again, last, offered per
 //     frame size the rate kernel-ipfwd reached (paced generator), so that
-//     its ingress drops at the kernel's rate can be read off (issue 13's
+//     its ingress drops at the kernel's rate can be read off (the
 //     lower_rx_overflow target).
 //
 // The counter in the sink is the XDP program lsrrate_sink on the sink's

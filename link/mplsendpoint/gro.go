@@ -25,7 +25,7 @@ import (
 // flagged as checked by the kernel (pkt.RXChecksumValidated), are merged:
 // a merged packet carries the first segment's TCP checksum, which no one
 // checks again, so merging a corrupt segment would hand its bytes to the
-// application as valid data (issue 12, "GRO launders checksums"). A
+// application as valid data. A
 // segment whose checksum fails never gets here: deliver drops it
 // (bad_checksum). The engine also refuses shapes whose transport checksum
 // this endpoint does not verify (IPv4 options or fragments, IPv6

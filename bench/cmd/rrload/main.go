@@ -1,7 +1,8 @@
 // Command rrload measures TCP_RR against `mplsnode netserver --config`
 // (the userspace stack) while six bulk flows load it, against the same on
-// `mplsnode netserver --kernel` (kernel sockets): issue 15's "TCP_RR on the
-// --config server under 6 parallel streams >= 0.5 x the same on --kernel".
+// `mplsnode netserver --kernel` (kernel sockets), against the target "TCP_RR
+// on the --config server under 6 parallel streams >= 0.5 x the same on
+// --kernel".
 //
 // It builds four namespaces: kernel netperf clients in ns0, the kernel
 // forwarding in ns1, and behind it side by side the --config server (its
@@ -67,8 +68,8 @@ func main() {
 	}
 }
 
-// target is issue 15's: the --config server's TCP_RR under load at least
-// this fraction of the --kernel server's.
+// target is the --config server's TCP_RR under load as a fraction of the
+// --kernel server's, at least.
 const target = 0.5
 
 // server is one netserver behind ns1.

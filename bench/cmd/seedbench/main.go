@@ -1,6 +1,6 @@
 // Command seedbench is `make bench`: it builds the seed topology of the
 // 2016 netdev thread (ns0 -- ns1 -- ns2) in network namespaces and measures
-// every configuration of issue 6 side by side in one run, interleaved over
+// every configuration of bench/README.md side by side in one run, interleaved over
 // rounds, with the project's own netperf. It prints progress while it runs,
 // then a Markdown table and which targets are met, and writes results.md,
 // results.json (every raw run), results.png and results.svg into -out.
