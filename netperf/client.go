@@ -54,6 +54,11 @@ func (t TestType) IsUDP() bool { return t == UDPStream || t == UDPRR }
 // isConnect reports whether t opens a connection per transaction.
 func (t TestType) isConnect() bool { return t == TCPCRR || t == TCPCC }
 
+// TransportInfoFunc reads what a kernel TCP socket's TCP_INFO, TCP_MAXSEG
+// and TCP_CONGESTION tell off a connection of another stack, as
+// stack.Stack.TransportInfo does.
+type TransportInfoFunc func(c net.Conn) (retrans, mss int, cong string, ok bool)
+
 // DialFunc opens a connection, shaped like net.Dialer.DialContext.
 type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
 
@@ -166,9 +171,40 @@ type Config struct {
 	// socket, 0 the test's default (allowed, except UDP_STREAM).
 	Routing int
 	// Interim is -D: print an interim result this often during the test
-	// to InterimOut (0: none).
-	Interim    time.Duration
-	InterimOut io.Writer
+	// to InterimOut (0: none), in the layout of InterimMode (0: stock's
+	// "Interim result:" line; OmniCSV and OmniKeyval as stock prints them
+	// under -o and -k: the NETPERF_INTERIM_RESULT[n]= lines flent reads).
+	// A negative -D is stock's "always timestamp" demo mode; ours always
+	// timestamps, so both signs report alike.
+	Interim     time.Duration
+	InterimOut  io.Writer
+	InterimMode OmniMode
+	// FillFile is the global -F: the data buffers are filled from this
+	// file (read again from its start at its end) instead of netperf's
+	// default pattern. RemoteFillFile, -F local,remote, is sent to the
+	// server (at most 31 bytes).
+	FillFile, RemoteFillFile string
+	// ReceiveTimeout is UDP_RR's -e: a response not received in this
+	// time is given up and the next request sent, as stock (0: wait until
+	// the test ends).
+	ReceiveTimeout time.Duration
+	// CongControl and RemoteCongControl are -K local,remote: the TCP
+	// congestion control algorithm of our data socket and the one asked
+	// of the server ("" leaves the default).
+	CongControl, RemoteCongControl string
+	// TransportInfo reads a data connection that is not a kernel socket
+	// (the userspace stack's): its retransmissions, MSS and congestion
+	// control (LOCAL_TRANSPORT_RETRANS, TRANSPORT_MSS, LOCAL_CONG_CONTROL);
+	// ok false when it cannot tell. nil: only kernel sockets tell.
+	TransportInfo TransportInfoFunc
+	// LocalTOS and RemoteTOS are the global -Y local,remote: the IP TOS
+	// (IPv6 traffic class) of our data socket and the one asked of the
+	// server's.
+	LocalTOS, RemoteTOS TOS
+	// RemoteAffinity is the CPU netserver is asked to bind to when
+	// BindRemote (-T ,rcpu); mplsnode netserver does not bind.
+	RemoteAffinity int32
+	BindRemote     bool
 	// Units is netperf's -f: 'k', 'm', 'g' for 10^3, 10^6, 10^9 bits/s;
 	// 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s; 'x' transactions. 0
 	// means stock's default: 'x' for TCP_RR, TCP_CRR and UDP_RR, else 'm'.
@@ -242,6 +278,8 @@ type Result struct {
 	SendErrors       uint64  `json:"send_errors,omitempty"`
 	RemoteRecvCalls  uint64  `json:"remote_recv_calls,omitempty"`
 	RemoteThroughput float64 `json:"remote_throughput,omitempty"`
+	// RecvTimeouts counts UDP_RR responses given up after -e.
+	RecvTimeouts uint64 `json:"recv_timeouts,omitempty"`
 
 	// Latency holds the transaction times of RR tests, in microseconds.
 	Latency LatencyStats `json:"latency_us"`
@@ -463,6 +501,8 @@ type dataPlan struct {
 	length             int
 	keepOpen           bool // classic RR: do not half-close before results
 	interim            *interimReporter
+	fill               *filler       // -F, or the default pattern
+	recvTimeout        time.Duration // UDP_RR's -e (0: none)
 }
 
 // planFor returns the local socket sizes a test starts from (the kernel's
@@ -494,6 +534,12 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		LocalCPU: -1, RemoteCPU: -1, LocalServiceDemand: -1, RemoteServiceDemand: -1,
 		LocalCPUMethod: CPUMethodProcStat}
 	lsnd, lrcv, plan := planFor(cfg)
+	fl, ferr := openFiller(cfg.FillFile)
+	if ferr != nil {
+		return res, ferr
+	}
+	defer fl.close()
+	plan.fill, plan.recvTimeout = fl, cfg.ReceiveTimeout
 	timeout := cfg.ControlTimeout
 	if cfg.Length > 0 {
 		timeout += time.Duration(cfg.Length)*time.Second + PadTime
@@ -576,6 +622,9 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			return res, fmt.Errorf("netperf: data connect: %w", err)
 		}
 		defer data.Close()
+		// A signal (ctx) ends the data phase at once, not at the timer.
+		stopData := context.AfterFunc(ctx, func() { data.Close() })
+		defer stopData()
 		sock := any(data)
 		if u, ok := data.(*udpPeer); ok {
 			sock = u.PacketConn // the socket under the adapter
@@ -606,6 +655,12 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 				_ = nd.SetNoDelay(true)
 			}
 		}
+		if cfg.CongControl != "" && !cfg.Test.IsUDP() {
+			setCongestionControl(sock, cfg.CongControl)
+		}
+		if cfg.LocalTOS.Set {
+			setTOS(sock, cfg.LocalTOS.Value)
+		}
 		if cfg.Test.IsUDP() {
 			dr, err = runUDPClient(data, plan, start, timeout)
 		} else {
@@ -614,6 +669,11 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
 		if !cfg.Test.IsUDP() {
 			res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
+			if _, kernel := sock.(rawConner); !kernel && cfg.TransportInfo != nil {
+				if r, mss, cong, ok := cfg.TransportInfo(data); ok {
+					res.LocalRetrans, res.TransportMSS, res.LocalCongControl = int32(r), int32(mss), cong
+				}
+			}
 		}
 		if _, kernel := sock.(rawConner); kernel {
 			if la, ok := sock.(interface{ LocalAddr() net.Addr }); ok {
@@ -623,6 +683,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 			}
 		}
 	}
+	plan.interim.final()
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv
 	res.LocalSendSize, res.LocalRecvSize = plan.sendSize, plan.recvSize
 	if cfg.Test.IsRR() {
@@ -634,6 +695,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	res.Elapsed = dr.elapsed
 	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
 	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
+	res.RecvTimeouts = dr.recvTimeouts
 	res.Latency = dr.lat.stats()
 	res.Histogram = dr.lat.histogram()
 	localUsage, localOK := meter.stop()
@@ -796,15 +858,20 @@ func classicRequest(cfg *Config, family uint32) ClassicRequest {
 }
 
 func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) OmniRequest {
+	affinity := int32(-1)
+	if cfg.BindRemote {
+		affinity = cfg.RemoteAffinity
+	}
 	r := OmniRequest{
-		Affinity: -1, SendBufSize: cfg.RemoteSendBuf, SendSize: cfg.RemoteSendSize,
+		Affinity: affinity, SendBufSize: cfg.RemoteSendBuf, SendSize: cfg.RemoteSendSize,
 		SendAlign: defaultAlignment, RequestSize: -1, RecvBufSize: cfg.RemoteRecvBuf,
 		ReceiveSize: cfg.RemoteRecvSize, RecvAlign: defaultAlignment, ResponseSize: -1,
 		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length), CPURate: cfg.RemoteCPURate,
 		SendOffset: cfg.RemoteSendOffset, RecvOffset: cfg.RemoteRecvOffset,
 		SendDirty: -1, RecvDirty: -1, RecvClean: -1,
 		DataPort: uint32(cfg.RemoteDataPort), IPFamily: family, SocketType: 1, Protocol: 6,
-		NetperfPort: uint32(cfg.LocalDataPort), SocketPrio: -1, SocketTOS: -1,
+		NetperfPort: uint32(cfg.LocalDataPort), SocketPrio: -1, SocketTOS: cfg.RemoteTOS.wire(),
+		CongControl: cfg.RemoteCongControl, FillFile: cfg.RemoteFillFile,
 	}
 	if cfg.RemoteCPU {
 		r.Flags |= FlagMeasureCPU
@@ -859,6 +926,7 @@ type clientData struct {
 	sent, received, trans uint64
 	sendCalls, sendErrors uint64 // send calls (UDP_STREAM: messages sent) and failed sends
 	recvCalls             uint64
+	recvTimeouts          uint64 // UDP_RR responses given up after -e
 	elapsed               time.Duration
 	lat                   *latencyHist // transaction times (RR tests)
 }
@@ -896,13 +964,16 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 	switch p.test {
 	case TCPStream:
 		buf := make([]byte, p.sendSize)
-		fillPattern(buf)
+		p.fill.fill(buf)
+		d.lat = new(latencyHist) // the time of each send call, as stock's histogram
 		for !timed || time.Now().Before(end) {
 			b := buf
 			if limit > 0 && limit-d.sent < uint64(len(b)) {
 				b = b[:limit-d.sent]
 			}
+			t0 := time.Now()
 			n, err := c.Write(b)
+			d.lat.add(time.Since(t0))
 			d.sent += uint64(n)
 			d.sendCalls++
 			p.interim.add(float64(n))
@@ -923,11 +994,14 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		return d, nil
 	case TCPMaerts:
 		buf := make([]byte, p.recvSize)
+		d.lat = new(latencyHist) // the time of each receive call
 		for {
+			t0 := time.Now()
 			n, err := c.Read(buf)
 			d.received += uint64(n)
 			if n > 0 {
 				d.recvCalls++
+				d.lat.add(time.Since(t0))
 			}
 			p.interim.add(float64(n))
 			if err != nil {
@@ -947,7 +1021,7 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 	default: // TCP_RR
 		req := make([]byte, p.reqSize)
 		resp := make([]byte, p.respSize)
-		fillPattern(req)
+		p.fill.fill(req)
 		d.lat = new(latencyHist)
 		for {
 			t0 := time.Now()

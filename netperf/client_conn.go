@@ -92,10 +92,13 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 	}()
 	if p.test == UDPStream {
 		buf := make([]byte, p.sendSize)
-		fillPattern(buf)
+		p.fill.fill(buf)
 		_ = c.SetWriteDeadline(end)
+		d.lat = new(latencyHist) // the time of each send call
 		for time.Now().Before(end) {
+			t0 := time.Now()
 			n, err := c.Write(buf)
+			d.lat.add(time.Since(t0))
 			if err != nil {
 				if isTimeout(err) {
 					break
@@ -117,7 +120,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 	}
 	req := make([]byte, p.reqSize)
 	resp := make([]byte, max(p.respSize, udpMaxPayload))
-	fillPattern(req)
+	p.fill.fill(req)
 	_ = c.SetDeadline(end)
 	d.lat = new(latencyHist)
 	for {
@@ -133,8 +136,18 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 		}
 		d.sent += uint64(len(req))
 		d.sendCalls++
+		if p.recvTimeout > 0 {
+			_ = c.SetReadDeadline(minTime(end, time.Now().Add(p.recvTimeout)))
+		}
 		n, err := c.Read(resp)
 		if err != nil {
+			if isTimeout(err) && p.recvTimeout > 0 && time.Now().Before(end) {
+				// -e: the response is given up, the interval so far
+				// reported and the next request sent, as stock.
+				d.recvTimeouts++
+				p.interim.reset()
+				continue
+			}
 			if isTimeout(err) {
 				break // a lost datagram waits for the end of the test, as stock
 			}
@@ -167,7 +180,7 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 	}
 	req := make([]byte, p.reqSize)
 	resp := make([]byte, p.respSize)
-	fillPattern(req)
+	p.fill.fill(req)
 	tctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	d.lat = new(latencyHist)
@@ -186,7 +199,9 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 			}
 			return d, fmt.Errorf("connect %s: %w", addr, err)
 		}
+		stop := context.AfterFunc(ctx, func() { c.Close() }) // a signal ends it at once
 		ok, err := connectTransaction(c, p, req, resp, end, &d)
+		stop()
 		c.Close()
 		if err != nil {
 			return d, err
@@ -274,8 +289,10 @@ type interimReporter struct {
 	every time.Duration
 	units byte
 	rr    bool
+	mode  OmniMode
 	last  time.Time
 	acc   float64 // bytes, or transactions, since the last report
+	count int     // the [n] of the next -k line set
 }
 
 // newInterim returns the -D reporter of cfg, nil when -D is off.
@@ -286,7 +303,8 @@ func newInterim(cfg *Config, start time.Time) *interimReporter {
 	// Stock counts an RR test's transactions into its interim rate, named
 	// "Trans" unless -f chose units: then the count goes through the -f
 	// conversion as if it were bytes (calc_thruput_interval), as stock.
-	return &interimReporter{w: cfg.InterimOut, every: cfg.Interim, units: cfg.units(), rr: cfg.Test.IsRR() && !cfg.bandUnits(), last: start}
+	return &interimReporter{w: cfg.InterimOut, every: cfg.Interim, units: cfg.units(),
+		rr: cfg.Test.IsRR() && !cfg.bandUnits(), mode: cfg.InterimMode, last: start}
 }
 
 // add counts n bytes (or transactions) and prints a line when an interval
@@ -296,18 +314,51 @@ func (ir *interimReporter) add(n float64) {
 		return
 	}
 	ir.acc += n
-	now := time.Now()
-	d := now.Sub(ir.last)
-	if d < ir.every {
-		return
+	if now := time.Now(); now.Sub(ir.last) >= ir.every {
+		ir.emit(now)
 	}
-	secs := d.Seconds()
-	rate, name := ir.acc/secs, "Trans"
+}
+
+// reset prints what the interval so far holds and starts a new one, as
+// stock's demo_reset after a UDP_RR receive timeout.
+func (ir *interimReporter) reset() {
+	if ir != nil {
+		ir.emit(time.Now())
+	}
+}
+
+// final prints the last, shorter interval if it counted anything, as
+// stock's demo_interval_final at the end of the data phase.
+func (ir *interimReporter) final() {
+	if ir != nil && ir.acc > 0 {
+		ir.emit(time.Now())
+	}
+}
+
+// emit prints the interval ending now in the layout of stock's
+// demo_interval_display for the output mode.
+func (ir *interimReporter) emit(now time.Time) {
+	secs := now.Sub(ir.last).Seconds()
+	rate, name := 0.0, "Trans"
+	if secs > 0 {
+		rate = ir.acc / secs
+	}
 	if !ir.rr {
 		rate, name = throughputIn(ir.units, ir.acc, secs), unitsName(ir.units)
 	}
 	ms := now.UnixMilli()
-	fmt.Fprintf(ir.w, "Interim result: %7.2f %s/s over %.2f seconds ending at %d.%03d\n", rate, name, secs, ms/1000, ms%1000)
+	end := fmt.Sprintf("%d.%03d", ms/1000, ms%1000)
+	switch ir.mode {
+	case OmniCSV:
+		fmt.Fprintf(ir.w, "%7.2f,%s/s,%.3f,%s\n", rate, name, secs, end)
+	case OmniKeyval:
+		n := ir.count
+		fmt.Fprintf(ir.w, "NETPERF_INTERIM_RESULT[%d]=%.2f\nNETPERF_UNITS[%d]=%s/s\nNETPERF_INTERVAL[%d]=%.3f\nNETPERF_ENDING[%d]=%s\n",
+			n, rate, n, name, n, secs, n, end)
+		ir.count++
+	default:
+		fmt.Fprintf(ir.w, "Interim result: %7.2f %s/s over %.3f seconds ending at %s\n", rate, name, secs, end)
+	}
 	ir.acc, ir.last = 0, now
 }
 

@@ -18,7 +18,7 @@ func TestInterimBandUnits(t *testing.T) {
 	start := time.Now().Add(-500 * time.Millisecond)
 	ir := newInterim(&cfg, start)
 	ir.add(1000)
-	re := regexp.MustCompile(`^Interim result: +([0-9.]+) KBytes/s over 0\.5[0-9] seconds ending at [0-9]+\.[0-9]{3}\n$`)
+	re := regexp.MustCompile(`^Interim result: +([0-9.]+) KBytes/s over 0\.5[0-9]{2} seconds ending at [0-9]+\.[0-9]{3}\n$`)
 	m := re.FindStringSubmatch(out.String())
 	if m == nil || (m[1] != "1.95" && m[1] != "1.94") {
 		t.Errorf("interim line %q, want about 1.95 KBytes/s", out.String())

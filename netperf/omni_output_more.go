@@ -154,9 +154,20 @@ func init() {
 		add(up+"_SECURITY_TYPE", [4]string{side, "OS", "Security", "Type"}, constValue(deprecatedValue))
 		add(up+"_SECURITY_SPECIFIC", [4]string{side, "OS", "Security", "Specific"}, constValue(deprecatedValue))
 		add(up+"_SOCKET_PRIO", [4]string{side, "Socket", "Priority"}, constValue("-1"))
-		add(up+"_SOCKET_TOS", [4]string{side, "Socket", "TOS"}, constValue(unsetTOS))
-		// An empty char array in stock (no fill file): a value, empty.
-		add(up+"_FILL_FILE", [4]string{side, "Fill", "File"}, constValue(""))
+		local := side == "Local"
+		add(up+"_SOCKET_TOS", [4]string{side, "Socket", "TOS"}, func(r *Report) (string, bool) {
+			if local {
+				return r.Config.LocalTOS.output(), true
+			}
+			return r.Config.RemoteTOS.output(), true
+		})
+		// An empty char array in stock without -F: a value, empty.
+		add(up+"_FILL_FILE", [4]string{side, "Fill", "File"}, func(r *Report) (string, bool) {
+			if local {
+				return r.Config.FillFile, true
+			}
+			return r.Config.RemoteFillFile, true
+		})
 	}
 	// Never-assigned ints: 0.
 	add("LOCAL_SECURITY_ENABLED_NUM", [4]string{"Local", "OS", "Security", "Enabled Num"}, constValue("0"))

@@ -67,6 +67,10 @@ type Server struct {
 	// IdleTimeout ends a data phase without a timer after this long without
 	// progress; 0 means DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// TransportInfo reads a data connection that is not a kernel socket
+	// (the userspace stack's) for the results' congestion control and
+	// retransmissions; nil: only kernel sockets tell.
+	TransportInfo TransportInfoFunc
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -631,6 +635,14 @@ func (s *Server) runData(ln net.Listener, spec dataSpec, wantCong bool) (st data
 			st.cong = congestionControl(conn)
 		}
 		st.retrans = retransmits(conn)
+		if _, kernel := conn.(rawConner); !kernel && s.TransportInfo != nil {
+			if r, _, cong, ok := s.TransportInfo(conn); ok {
+				st.retrans = int32(max(r, 0))
+				if wantCong {
+					st.cong = cong
+				}
+			}
+		}
 		conn.Close()
 	}()
 	if spec.noDelay {

@@ -151,3 +151,33 @@ func transportInfo(s any) (retrans, mss int32, cong string) {
 	})
 	return
 }
+
+// setCongestionControl sets TCP_CONGESTION on a kernel socket (-K); a
+// name the kernel does not offer leaves its default, as stock goes on
+// with it. Other sockets are left alone.
+func setCongestionControl(s any, name string) {
+	rc, ok := s.(rawConner)
+	if !ok {
+		return
+	}
+	if raw, err := rc.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			_ = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+		})
+	}
+}
+
+// setTOS sets IP_TOS and IPV6_TCLASS on a kernel socket (-Y); the one of
+// the other family fails and is ignored. Other sockets are left alone.
+func setTOS(s any, tos uint8) {
+	rc, ok := s.(rawConner)
+	if !ok {
+		return
+	}
+	if raw, err := rc.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, int(tos))
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(tos))
+		})
+	}
+}

@@ -10,3 +10,5 @@ func kernelDefaultBufSizes() (snd, rcv int32, ok bool) { return 0, 0, false }
 func procValue(path string) (int32, bool)              { return 0, false }
 
 func transportInfo(s any) (retrans, mss int32, cong string) { return -1, -1, "" }
+func setCongestionControl(s any, name string)               {}
+func setTOS(s any, tos uint8)                               {}

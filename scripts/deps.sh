@@ -27,6 +27,10 @@ have_cmd zsh || need+=(zsh)
 have_cmd gobgpd || need+=(gobgpd)
 # FRR's bgpd is the second, independent BGP peer (TestBGPFRR).
 [[ -x /usr/lib/frr/bgpd ]] || need+=(frr)
+# flent (with ping for its ICMP series) drives `mplsnode netperf` as its
+# netperf binary against `mplsnode netserver` (TestFlent).
+have_cmd flent || need+=(flent)
+have_cmd ping || need+=(iputils-ping)
 if [[ ${1:-} == bpf ]]; then
 	have_cmd clang || need+=(clang)
 	have_cmd llvm-strip || need+=(llvm)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -98,10 +99,11 @@ Example (ns2 of the seed topology, the kernel as TCP peer):
 type argKind int
 
 const (
-	noArg       argKind = iota
-	needsArg            // "-x value" or "-xvalue"
-	optionalArg         // the next argument unless it starts with '-'
-	optionalNum         // the next argument if it starts with a digit
+	noArg          argKind = iota
+	needsArg               // "-x value" or "-xvalue"
+	optionalArg            // the next argument unless it starts with '-'
+	optionalNum            // the next argument if it starts with a digit
+	optionalSigned         // the next argument if it is a number, negative too ("-D -0.20")
 )
 
 // optSpec tells the parser which options take a value.
@@ -150,13 +152,21 @@ func parseOpts(args []string, spec optSpec) (opts []opt, rest []string, err erro
 			i++
 			val = next
 		case kind == optionalArg && next != "" && next[0] != '-',
-			kind == optionalNum && next != "" && next[0] >= '0' && next[0] <= '9':
+			kind == optionalNum && next != "" && next[0] >= '0' && next[0] <= '9',
+			kind == optionalSigned && signedNumber(next):
 			i++
 			val = next
 		}
 		opts = append(opts, opt{name, val})
 	}
 	return opts, nil, nil
+}
+
+// signedNumber reports whether s starts as a number does, a negative one
+// too: "2", "-0.20", ".5", "-1,1000".
+func signedNumber(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	return s != "" && (s[0] >= '0' && s[0] <= '9' || s[0] == '.' && len(s) > 1 && s[1] >= '0' && s[1] <= '9')
 }
 
 // pair parses "a[,b]" into integers; a missing b copies a when both is set,
@@ -192,11 +202,51 @@ type netperfArgs struct {
 	// localFamily is the family of the global -L name,family.
 	localFamily uint32
 	cpuProfile  string // --cpuprofile FILE
-	verbosity   int    // -v
+	// localCPU and remoteCPU are -T lcpu,rcpu (-1: not given): the CPU
+	// this process is bound to and the one netserver is asked to bind to.
+	localCPU, remoteCPU int
+	verbosity           int // -v
 	// omniMode is the test-specific -o, -O or -k (0: the classic table),
 	// omniSelection its list of output names.
 	omniMode      netperf.OmniMode
 	omniSelection string
+}
+
+// parseInterim reads -D interval[,units]: interim results every interval
+// seconds (1 without a value). A negative interval is stock's "always
+// timestamp" mode, which ours always is; the units (stock's first guess
+// of the work between timestamps) are accepted and not needed.
+func parseInterim(v string) (time.Duration, error) {
+	iv := 1.0
+	if first, _, _ := strings.Cut(v, ","); first != "" {
+		var err error
+		if iv, err = strconv.ParseFloat(first, 64); err != nil {
+			return 0, fmt.Errorf("interval %q: want seconds", first)
+		}
+	}
+	iv = math.Abs(iv)
+	if iv == 0 {
+		return 0, errors.New("want an interval other than 0 seconds")
+	}
+	return time.Duration(iv * float64(time.Second)), nil
+}
+
+// parseTOSPair reads -Y local[,remote]: a TOS (DSCP name or number) for
+// each side; one value is both, as stock's break_args.
+func parseTOSPair(v string) (local, remote netperf.TOS, err error) {
+	ls, rs, two := strings.Cut(v, ",")
+	if !two {
+		rs = ls
+	}
+	if ls != "" {
+		if local, err = netperf.ParseTOS(ls); err != nil {
+			return
+		}
+	}
+	if rs != "" {
+		remote, err = netperf.ParseTOS(rs)
+	}
+	return
 }
 
 // parseFamily reads the family of -H host,family: 4, 6, inet or inet6.
@@ -215,16 +265,18 @@ func parseFamily(s string) (uint32, error) {
 var globalSpec = optSpec{"-H": needsArg, "-p": needsArg, "-l": needsArg, "-t": needsArg,
 	"-c": optionalNum, "-C": optionalNum, "-L": needsArg, "-P": needsArg, "-i": needsArg, "-I": needsArg,
 	"-Z": needsArg, "-B": needsArg, "-f": needsArg, "-v": needsArg, "-4": noArg, "-6": noArg, "-o": needsArg, "-O": needsArg,
-	"-D": optionalNum, "-h": noArg, "--help": noArg, "--kernel": noArg, "--config": needsArg,
+	"-D": optionalSigned, "-F": needsArg, "-T": needsArg, "-Y": needsArg, "-h": noArg, "--help": noArg, "--kernel": noArg, "--config": needsArg,
 	"--classic": noArg, "--cpuprofile": needsArg, "--json": noArg, "--histogram": noArg}
 
 var testSpec = optSpec{"-m": needsArg, "-M": needsArg, "-s": needsArg, "-S": needsArg, "-r": needsArg,
 	"-D": noArg, "-H": needsArg, "-L": needsArg, "-P": needsArg, "-p": needsArg, "-h": noArg,
-	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg, "-4": noArg, "-6": noArg}
+	"-o": optionalArg, "-O": optionalArg, "-k": optionalArg, "-R": needsArg, "-4": noArg, "-6": noArg,
+	"-e": needsArg, "-K": needsArg}
 
 // parseNetperfArgs turns a netperf command line into a Config.
 func parseNetperfArgs(args []string) (*netperfArgs, error) {
-	a := &netperfArgs{cfg: netperf.NewConfig("localhost", netperf.TCPStream), headers: true, verbosity: 1}
+	a := &netperfArgs{cfg: netperf.NewConfig("localhost", netperf.TCPStream), headers: true, verbosity: 1,
+		localCPU: -1, remoteCPU: -1}
 	c := &a.cfg
 	global, rest, err := parseOpts(args, globalSpec)
 	if err != nil {
@@ -260,15 +312,20 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 		case "-B":
 			c.ResultBrand = o.value
 		case "-D":
-			// -D [interval]: interim results every interval seconds.
-			iv := 1.0
-			if o.value != "" {
-				iv, err = strconv.ParseFloat(o.value, 64)
+			c.Interim, err = parseInterim(o.value)
+		case "-F":
+			c.FillFile, c.RemoteFillFile, _ = strings.Cut(o.value, ",")
+			if len(c.RemoteFillFile) > 31 {
+				err = errors.New("remote fill file name must be less than 32 characters")
 			}
-			if err == nil && iv <= 0 {
-				err = errors.New("want an interval > 0 seconds")
+		case "-T":
+			// -T lcpu[,rcpu]: one number is both, as stock's break_args.
+			a.localCPU, a.remoteCPU, err = pair(o.value, true, -1, -1)
+			if err == nil && a.remoteCPU >= 0 {
+				c.RemoteAffinity, c.BindRemote = int32(a.remoteCPU), true
 			}
-			c.Interim = time.Duration(iv * float64(time.Second))
+		case "-Y":
+			c.LocalTOS, c.RemoteTOS, err = parseTOSPair(o.value)
 		case "--json":
 			a.json = true
 		case "--histogram":
@@ -423,9 +480,30 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 			if netperf.IsSelectionFile(o.value) {
 				a.omniSelection, err = netperf.ReadSelectionFile(o.value)
 			}
+		case "-e":
+			// -e SECONDS: UDP_RR's receive timeout (accepted, unused, on
+			// other tests, as stock).
+			var secs int
+			secs, err = strconv.Atoi(o.value)
+			if err == nil && secs < 0 {
+				err = errors.New("want seconds >= 0")
+			}
+			c.ReceiveTimeout = time.Duration(secs) * time.Second
+		case "-K":
+			// -K local[,remote]: congestion control; one name is both.
+			var remote string
+			var both bool
+			c.CongControl, remote, both = strings.Cut(o.value, ",")
+			c.RemoteCongControl = c.CongControl
+			if both {
+				c.RemoteCongControl = remote
+			}
+			if len(c.CongControl) > 15 || len(c.RemoteCongControl) > 15 {
+				err = errors.New("algorithm names are at most 15 characters")
+			}
 		case "-R":
-			// -R 0|1: routing allowed (SO_DONTROUTE off) on the server's
-			// data socket.
+			// -R 0|1: routing allowed (SO_DONTROUTE off) on both data
+			// sockets.
 			var r int
 			r, err = strconv.Atoi(o.value)
 			c.Routing = map[bool]int{true: 1, false: -1}[r != 0]
@@ -537,6 +615,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		defer n.Close()
 		a.cfg.ListenPacket = n.Stack().ListenPacket
+		a.cfg.TransportInfo = n.Stack().TransportInfo
 		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = nodeDialer(n, a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
 		}
@@ -559,7 +638,13 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 	}
-	a.cfg.InterimOut = stdout
+	if a.localCPU >= 0 {
+		if err := bindToCPU(a.localCPU); err != nil {
+			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+			return exitUsage
+		}
+	}
+	a.cfg.InterimOut, a.cfg.InterimMode = stdout, a.omniMode
 	interimBanner := a.cfg.Interim > 0 && a.headers && !a.json
 	if interimBanner {
 		// As stock: the banner, then the interim results as they come.
@@ -576,6 +661,11 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if n != nil {
 		// On stderr: stdout carries exactly what stock netperf prints.
 		defer printNodeDrops(stderr, n)
+	}
+	if err != nil && ctx.Err() != nil {
+		// SIGINT or SIGTERM: the test stopped where it was, no result.
+		fmt.Fprintln(stderr, "mplsnode netperf: interrupted by a signal: test stopped, no result")
+		return exitFailure
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
@@ -685,6 +775,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		listen = n.Stack().Listen
 		srv.Listen = n.Stack().Listen
 		srv.ListenPacket = n.Stack().ListenPacket
+		srv.TransportInfo = n.Stack().TransportInfo
 	}
 	ln, err := listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {

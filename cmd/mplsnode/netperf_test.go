@@ -379,7 +379,7 @@ func TestNetperfStockLetters(t *testing.T) {
 		}
 		return out.String()
 	}
-	interim := regexp.MustCompile(`^Interim result: +[0-9]+\.[0-9]{2} (10\^6bits|Trans)/s over [0-9]+\.[0-9]{2} seconds ending at [0-9]+\.[0-9]{3}$`)
+	interim := regexp.MustCompile(`^Interim result: +[0-9]+\.[0-9]{2} (10\^6bits|Trans)/s over [0-9]+\.[0-9]{3} seconds ending at [0-9]+\.[0-9]{3}$`)
 	for _, args := range []string{"-H 127.0.0.1 -l 1 -D 0.25 -t TCP_STREAM", "-H 127.0.0.1 -l 1 -D 0.25 -t TCP_RR"} {
 		lines := strings.Split(strings.TrimSuffix(runNP(args), "\n"), "\n")
 		if !strings.HasPrefix(lines[0], "MIGRATED TCP ") {
