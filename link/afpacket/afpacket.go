@@ -54,13 +54,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 
 	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -77,10 +74,13 @@ type Endpoint struct {
 	// fallback says why ModeAuto runs ModeMMsg ("" if it did not have to).
 	fallback string
 
-	mtu atomic.Uint32
-
-	mu   sync.RWMutex
-	addr tcpip.LinkAddress
+	// Ethernet gives the MTU and MAC (the interface's unless
+	// Options.LinkAddress overrode it) and the methods of a link that
+	// builds and parses no header. SetMTU changes what MTU reports, not the
+	// interface, nor the ring slots New sized for Options.MTU: a frame
+	// longer than a transmit slot then leaves with sendmmsg, and TXSlot
+	// refuses it.
+	lowerlink.Ethernet
 
 	// Lifecycle gives Attach (which starts one receive goroutine per
 	// queue), IsAttached, Wait, SetOnCloseAction and Close (which closes
@@ -175,11 +175,12 @@ func open(opts Options, nq int, ring bool) (*Endpoint, error) {
 			if opts.MTU != 0 {
 				mtu = opts.MTU
 			}
-			e.mtu.Store(mtu)
-			e.addr = opts.LinkAddress
-			if e.addr == "" {
-				e.addr = tcpip.LinkAddress(info.mac[:])
+			e.SetMTU(mtu)
+			addr := opts.LinkAddress
+			if addr == "" {
+				addr = tcpip.LinkAddress(info.mac[:])
 			}
+			e.SetLinkAddress(addr)
 		}
 		if nq > 1 {
 			if fanoutArg, err = q.joinFanout(fanoutArg); err != nil {
@@ -211,35 +212,6 @@ func (e *Endpoint) Interface() string { return e.ifname }
 // InterfaceIndex returns the index of the interface the endpoint is bound to.
 func (e *Endpoint) InterfaceIndex() int { return e.ifindex }
 
-// MTU implements stack.LinkEndpoint.MTU: the link MTU (L2 payload).
-func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
-
-// SetMTU implements stack.LinkEndpoint.SetMTU. It changes what MTU reports,
-// not the interface, nor the ring slots New sized for Options.MTU: a frame
-// longer than a transmit slot then leaves with sendmmsg, and TXSlot
-// refuses it.
-func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
-
-// MaxHeaderLength implements stack.LinkEndpoint.MaxHeaderLength: 0, frames
-// arrive with their link header already built.
-func (*Endpoint) MaxHeaderLength() uint16 { return 0 }
-
-// LinkAddress implements stack.LinkEndpoint.LinkAddress: the interface's MAC
-// unless Options.LinkAddress overrode it.
-func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.addr
-}
-
-// SetLinkAddress implements stack.LinkEndpoint.SetLinkAddress. It changes
-// what LinkAddress reports, not the interface.
-func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.addr = addr
-}
-
 // Capabilities implements stack.LinkEndpoint.Capabilities:
 // stack.CapabilityRXChecksumOffload with Options.RXChecksumOffload, else
 // none (checksum status is then reported per frame only).
@@ -264,15 +236,6 @@ func (e *Endpoint) startReceivers() {
 		}
 	}
 }
-
-// ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
-func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
-
-// AddHeader implements stack.LinkEndpoint.AddHeader: nothing to add.
-func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
-
-// ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
-func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 
 // closeFiles closes the sockets and unmaps the transmit rings; the receive
 // rings too when no receive goroutine was started (started false), which

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -168,3 +169,45 @@ func (l *Lifecycle) Close() {
 		f()
 	}
 }
+
+// Ethernet is the link-layer state of a lower link that carries whole
+// Ethernet frames: its MTU and MAC, and the stack.LinkEndpoint methods of
+// such a link, which builds and parses no header (frames go down with
+// their link header and up with it unconsumed). An endpoint embeds it and
+// sets the MTU and MAC with SetMTU and SetLinkAddress.
+type Ethernet struct {
+	mtu  atomic.Uint32
+	addr atomic.Pointer[tcpip.LinkAddress]
+}
+
+// MTU implements stack.LinkEndpoint.MTU: the link MTU (L2 payload).
+func (e *Ethernet) MTU() uint32 { return e.mtu.Load() }
+
+// SetMTU implements stack.LinkEndpoint.SetMTU. It changes what MTU
+// reports, not the interface.
+func (e *Ethernet) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
+
+// LinkAddress implements stack.LinkEndpoint.LinkAddress.
+func (e *Ethernet) LinkAddress() tcpip.LinkAddress {
+	if a := e.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// SetLinkAddress implements stack.LinkEndpoint.SetLinkAddress. It changes
+// what LinkAddress reports, not the interface.
+func (e *Ethernet) SetLinkAddress(addr tcpip.LinkAddress) { e.addr.Store(&addr) }
+
+// MaxHeaderLength implements stack.LinkEndpoint.MaxHeaderLength: 0, frames
+// arrive with their link header already built.
+func (*Ethernet) MaxHeaderLength() uint16 { return 0 }
+
+// ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
+func (*Ethernet) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
+
+// AddHeader implements stack.LinkEndpoint.AddHeader: nothing to add.
+func (*Ethernet) AddHeader(*stack.PacketBuffer) {}
+
+// ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
+func (*Ethernet) ParseHeader(*stack.PacketBuffer) bool { return true }

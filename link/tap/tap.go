@@ -223,10 +223,10 @@ type Endpoint struct {
 	txDropped *os.File // /sys/class/net/NAME/statistics/tx_dropped, or nil
 	queues    []*queue
 	vnet      bool // IFF_VNET_HDR: a virtio-net header before every frame
-	mtu       atomic.Uint32
 
-	mu   sync.RWMutex
-	addr tcpip.LinkAddress
+	// Ethernet gives the MTU and MAC and the methods of a link that builds
+	// and parses no header.
+	lowerlink.Ethernet
 
 	// Lifecycle gives Attach (which starts one receive goroutine per
 	// queue), IsAttached, Wait, SetOnCloseAction and Close (which closes
@@ -343,16 +343,17 @@ func New(opts Options) (*Endpoint, error) {
 	if opts.MTU != 0 {
 		mtu = opts.MTU
 	}
-	e.mtu.Store(mtu)
+	e.SetMTU(mtu)
 	// The file stays bound to the device, whichever namespace later reads it.
 	e.txDropped, _ = os.Open("/sys/class/net/" + e.name + "/statistics/tx_dropped")
-	e.addr = opts.LinkAddress
-	if e.addr == "" {
+	addr := opts.LinkAddress
+	if addr == "" {
 		var mac [6]byte
 		_, _ = rand.Read(mac[:])
 		mac[0] = mac[0]&^1 | 2 // unicast, locally administered
-		e.addr = tcpip.LinkAddress(mac[:])
+		addr = tcpip.LinkAddress(mac[:])
 	}
+	e.SetLinkAddress(addr)
 	return e, nil
 }
 
@@ -660,32 +661,6 @@ func (e *Endpoint) Queues() int { return len(e.queues) }
 // Name returns the TAP device's name.
 func (e *Endpoint) Name() string { return e.name }
 
-// MTU implements stack.LinkEndpoint.MTU: the link MTU (L2 payload).
-func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
-
-// SetMTU implements stack.LinkEndpoint.SetMTU. It changes what MTU reports,
-// not the device.
-func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
-
-// MaxHeaderLength implements stack.LinkEndpoint.MaxHeaderLength: 0, frames
-// arrive with their link header already built.
-func (*Endpoint) MaxHeaderLength() uint16 { return 0 }
-
-// LinkAddress implements stack.LinkEndpoint.LinkAddress: the userspace
-// side's MAC (Options.LinkAddress or a random one), not the device's.
-func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.addr
-}
-
-// SetLinkAddress implements stack.LinkEndpoint.SetLinkAddress.
-func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.addr = addr
-}
-
 // Capabilities implements stack.LinkEndpoint.Capabilities: none.
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
@@ -695,15 +670,6 @@ func (e *Endpoint) startReceivers() {
 		e.Go(q.rxLoop)
 	}
 }
-
-// ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
-func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
-
-// AddHeader implements stack.LinkEndpoint.AddHeader: nothing to add.
-func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
-
-// ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
-func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 
 // closeFiles closes the TAP files, which stops the receive goroutines.
 func (e *Endpoint) closeFiles(bool) {

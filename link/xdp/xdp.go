@@ -189,10 +189,9 @@ type Endpoint struct {
 	prog      *program
 	frameSize uint32
 
-	mtu atomic.Uint32
-
-	mu   sync.RWMutex
-	addr tcpip.LinkAddress
+	// Ethernet gives the MTU and MAC and the methods of a link that builds
+	// and parses no header.
+	lowerlink.Ethernet
 
 	// Lifecycle gives Attach (which starts one receive goroutine per
 	// queue), IsAttached, Wait, SetOnCloseAction and Close (which detaches
@@ -275,11 +274,12 @@ func New(opts Options) (*Endpoint, error) {
 	nq := max(opts.Queues, 1)
 	e := &Endpoint{ifname: name, ifindex: ifi.Index, frameSize: frameSize}
 	e.Init(e.startReceivers, e.closeFiles)
-	e.mtu.Store(mtu)
-	e.addr = opts.LinkAddress
-	if e.addr == "" {
-		e.addr = tcpip.LinkAddress(ifi.HardwareAddr)
+	e.SetMTU(mtu)
+	addr := opts.LinkAddress
+	if addr == "" {
+		addr = tcpip.LinkAddress(ifi.HardwareAddr)
 	}
+	e.SetLinkAddress(addr)
 	if e.prog, err = loadProgram(nq); err != nil {
 		return nil, opError(name, err)
 	}
@@ -601,33 +601,6 @@ func (e *Endpoint) Mode() string { return e.prog.mode }
 // Interface returns the name of the interface.
 func (e *Endpoint) Interface() string { return e.ifname }
 
-// MTU implements stack.LinkEndpoint.MTU: the link MTU (L2 payload).
-func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
-
-// SetMTU implements stack.LinkEndpoint.SetMTU. It changes what MTU reports,
-// not the interface.
-func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
-
-// MaxHeaderLength implements stack.LinkEndpoint.MaxHeaderLength: 0, frames
-// arrive with their link header already built.
-func (*Endpoint) MaxHeaderLength() uint16 { return 0 }
-
-// LinkAddress implements stack.LinkEndpoint.LinkAddress: the interface's MAC
-// unless Options.LinkAddress overrode it.
-func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.addr
-}
-
-// SetLinkAddress implements stack.LinkEndpoint.SetLinkAddress. It changes
-// what LinkAddress reports, not the interface.
-func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.addr = addr
-}
-
 // Capabilities implements stack.LinkEndpoint.Capabilities: none (no
 // frame comes with verified checksums).
 func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
@@ -638,15 +611,6 @@ func (e *Endpoint) startReceivers() {
 		e.Go(q.rxLoop)
 	}
 }
-
-// ARPHardwareType implements stack.LinkEndpoint.ARPHardwareType.
-func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
-
-// AddHeader implements stack.LinkEndpoint.AddHeader: nothing to add.
-func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
-
-// ParseHeader implements stack.LinkEndpoint.ParseHeader: nothing to parse.
-func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 
 // closeFiles detaches the program and closes the sockets, which stops the
 // receive goroutines (each releases its queue's memory as it ends); with
