@@ -23,6 +23,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/syncbuf"
 	"github.com/mplsnode/mplsnode/internal/tshark"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -575,23 +576,8 @@ func (w *wireCount) count() (int, error) {
 	return strings.Count(string(out), "\n"), nil
 }
 
-// lockedBuf is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuf is a buffer a process writes while the test reads it.
+type lockedBuf = syncbuf.Buffer
 
 // logRecorder keeps every log record a node writes through recHandler.
 type logRecorder struct {

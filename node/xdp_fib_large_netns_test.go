@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -10,12 +9,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/netns"
 	"github.com/mplsnode/mplsnode/internal/planetest"
+	"github.com/mplsnode/mplsnode/internal/syncbuf"
 	"github.com/mplsnode/mplsnode/internal/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -161,23 +160,8 @@ set forward xdp on
 	probeTo(apiRoute.Addr().Next(), "probe to the route added through the API")
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer a process writes while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // TestXDPFIBOverCapacity: a FIB over the program's capacity (lowered to
 // 64 prefixes a family for the test) is explicit: one warning in the log

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/syncbuf"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -30,23 +30,8 @@ import (
 // the LSR, label 100 popped towards ns2) -- ns2 (the kernel, 10.10.10.10
 // on lo, a socket sink).
 
-// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a buffer a process writes while the test reads it.
+type lockedBuffer = syncbuf.Buffer
 
 // waitFor polls until s's text contains sub.
 func waitFor(t *testing.T, s *lockedBuffer, sub string) {

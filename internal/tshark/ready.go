@@ -1,9 +1,9 @@
 package tshark
 
 import (
-	"bytes"
 	"strings"
-	"sync"
+
+	"github.com/mplsnode/mplsnode/internal/syncbuf"
 )
 
 // Ready reports whether tshark's standard error so far says its capture is
@@ -18,22 +18,5 @@ func Ready(stderr string) bool {
 }
 
 // Stderr collects a tshark's standard error: exec.Cmd writes it from its
-// own goroutine while the test reads it, so it takes a lock.
-type Stderr struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (s *Stderr) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-// String returns what was written so far.
-func (s *Stderr) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
+// own goroutine while the test reads it.
+type Stderr = syncbuf.Buffer
