@@ -116,76 +116,25 @@ func parseLen(p Packet, total int) (layout, error) {
 	}
 	ip := p.PrefixLen
 	var l4 int
+	var err error
 	switch p.Proto {
 	case ProtoIPv4:
-		if len(buf)-ip < ipv4MinHeaderLen {
-			return layout{}, newError(ErrTruncated, "IPv4 header bytes", len(buf)-ip, ip)
-		}
-		if v := int(buf[ip] >> 4); v != 4 {
-			return layout{}, newError(ErrVersionMismatch, "IP version", v, ip)
-		}
-		ihl := int(buf[ip]&0x0f) * 4
-		if ihl < ipv4MinHeaderLen {
-			return layout{}, newError(ErrBadHeaderLength, "IPv4 IHL", ihl/4, ip)
-		}
-		if ihl > len(buf)-ip {
-			return layout{}, newError(ErrTruncated, "IPv4 IHL", ihl/4, ip)
-		}
-		if f := int(binary.BigEndian.Uint16(buf[ip+ipv4FragOff:])); f&ipv4FragMask != 0 {
-			return layout{}, newError(ErrFragment, "IPv4 flags and fragment offset", f, ip+ipv4FragOff)
-		}
-		if pr := int(buf[ip+ipv4ProtoOff]); pr != protoTCP {
-			return layout{}, newError(ErrNotTCP, "IPv4 protocol", pr, ip+ipv4ProtoOff)
-		}
-		l4 = ip + ihl
+		l4, err = ipv4End(buf, ip)
 	case ProtoIPv6:
-		if len(buf)-ip < ipv6HeaderLen {
-			return layout{}, newError(ErrTruncated, "IPv6 header bytes", len(buf)-ip, ip)
-		}
-		if v := int(buf[ip] >> 4); v != 6 {
-			return layout{}, newError(ErrVersionMismatch, "IP version", v, ip)
-		}
-		next, nextAt := buf[ip+ipv6NextHdrOff], ip+ipv6NextHdrOff
-		off := ip + ipv6HeaderLen
-		// Each extension header is at least 8 bytes and must lie in buf,
-		// so the walk ends after at most len(buf)/8 steps.
-		for next != protoTCP {
-			switch next {
-			case ipv6HopByHop, ipv6Routing, ipv6DestOpts:
-				if len(buf)-off < ipv6ExtUnit {
-					return layout{}, newError(ErrTruncated, "IPv6 extension header bytes", len(buf)-off, off)
-				}
-				hl := (int(buf[off+1]) + 1) * ipv6ExtUnit
-				if hl > len(buf)-off {
-					return layout{}, newError(ErrTruncated, "IPv6 extension header length", hl, off)
-				}
-				next, nextAt = buf[off], off
-				off += hl
-			case ipv6Fragment:
-				return layout{}, newError(ErrFragment, "IPv6 next header", int(next), nextAt)
-			case 50, 51, 135, 139, 140, 253, 254: // ESP, AH, mobility, HIP, shim6, experiments
-				return layout{}, newError(ErrUnsupportedHeader, "IPv6 next header", int(next), nextAt)
-			default:
-				return layout{}, newError(ErrNotTCP, "IPv6 next header", int(next), nextAt)
-			}
-		}
-		l4 = off
+		l4, err = ipv6End(buf, ip)
 	default:
-		return layout{}, newError(ErrBadProto, "Proto", int(p.Proto), -1)
+		err = newError(ErrBadProto, "Proto", int(p.Proto), -1)
+	}
+	if err != nil {
+		return layout{}, err
 	}
 	if p.L4Offset != l4 {
 		// Offset says where the IP headers really end.
 		return layout{}, newError(ErrBadL4Offset, "L4Offset", p.L4Offset, l4)
 	}
-	if len(buf)-l4 < tcpMinHeaderLen {
-		return layout{}, newError(ErrTruncated, "TCP header bytes", len(buf)-l4, l4)
-	}
-	doff := int(buf[l4+tcpDoffOff]>>4) * 4
-	if doff < tcpMinHeaderLen {
-		return layout{}, newError(ErrBadHeaderLength, "TCP data offset", doff/4, l4+tcpDoffOff)
-	}
-	if doff > len(buf)-l4 {
-		return layout{}, newError(ErrTruncated, "TCP data offset", doff/4, l4+tcpDoffOff)
+	doff, err := tcpHeaderLen(buf, l4)
+	if err != nil {
+		return layout{}, err
 	}
 	lo := layout{ip: ip, l4: l4, tcpEnd: l4 + doff, payload: total - l4 - doff}
 	lo.n = lo.payload / p.MSS
@@ -210,6 +159,84 @@ func parseLen(p Packet, total int) (layout, error) {
 	}
 	lo.total = total + (lo.n-1)*lo.tcpEnd
 	return lo, nil
+}
+
+// ipv4End checks the IPv4 header at buf[ip:] (version, IHL, no fragment,
+// protocol TCP) and returns where it ends.
+func ipv4End(buf []byte, ip int) (int, error) {
+	if len(buf)-ip < ipv4MinHeaderLen {
+		return 0, newError(ErrTruncated, "IPv4 header bytes", len(buf)-ip, ip)
+	}
+	if v := int(buf[ip] >> 4); v != 4 {
+		return 0, newError(ErrVersionMismatch, "IP version", v, ip)
+	}
+	ihl := int(buf[ip]&0x0f) * 4
+	if ihl < ipv4MinHeaderLen {
+		return 0, newError(ErrBadHeaderLength, "IPv4 IHL", ihl/4, ip)
+	}
+	if ihl > len(buf)-ip {
+		return 0, newError(ErrTruncated, "IPv4 IHL", ihl/4, ip)
+	}
+	if f := int(binary.BigEndian.Uint16(buf[ip+ipv4FragOff:])); f&ipv4FragMask != 0 {
+		return 0, newError(ErrFragment, "IPv4 flags and fragment offset", f, ip+ipv4FragOff)
+	}
+	if pr := int(buf[ip+ipv4ProtoOff]); pr != protoTCP {
+		return 0, newError(ErrNotTCP, "IPv4 protocol", pr, ip+ipv4ProtoOff)
+	}
+	return ip + ihl, nil
+}
+
+// ipv6End checks the IPv6 header at buf[ip:] and walks its extension
+// headers (hop-by-hop, routing, destination options; no fragment) to TCP,
+// returning where they end.
+func ipv6End(buf []byte, ip int) (int, error) {
+	if len(buf)-ip < ipv6HeaderLen {
+		return 0, newError(ErrTruncated, "IPv6 header bytes", len(buf)-ip, ip)
+	}
+	if v := int(buf[ip] >> 4); v != 6 {
+		return 0, newError(ErrVersionMismatch, "IP version", v, ip)
+	}
+	next, nextAt := buf[ip+ipv6NextHdrOff], ip+ipv6NextHdrOff
+	off := ip + ipv6HeaderLen
+	// Each extension header is at least 8 bytes and must lie in buf, so
+	// the walk ends after at most len(buf)/8 steps.
+	for next != protoTCP {
+		switch next {
+		case ipv6HopByHop, ipv6Routing, ipv6DestOpts:
+			if len(buf)-off < ipv6ExtUnit {
+				return 0, newError(ErrTruncated, "IPv6 extension header bytes", len(buf)-off, off)
+			}
+			hl := (int(buf[off+1]) + 1) * ipv6ExtUnit
+			if hl > len(buf)-off {
+				return 0, newError(ErrTruncated, "IPv6 extension header length", hl, off)
+			}
+			next, nextAt = buf[off], off
+			off += hl
+		case ipv6Fragment:
+			return 0, newError(ErrFragment, "IPv6 next header", int(next), nextAt)
+		case 50, 51, 135, 139, 140, 253, 254: // ESP, AH, mobility, HIP, shim6, experiments
+			return 0, newError(ErrUnsupportedHeader, "IPv6 next header", int(next), nextAt)
+		default:
+			return 0, newError(ErrNotTCP, "IPv6 next header", int(next), nextAt)
+		}
+	}
+	return off, nil
+}
+
+// tcpHeaderLen checks the TCP header at buf[l4:] and returns its length,
+// options included.
+func tcpHeaderLen(buf []byte, l4 int) (int, error) {
+	if len(buf)-l4 < tcpMinHeaderLen {
+		return 0, newError(ErrTruncated, "TCP header bytes", len(buf)-l4, l4)
+	}
+	doff := int(buf[l4+tcpDoffOff]>>4) * 4
+	if doff < tcpMinHeaderLen {
+		return 0, newError(ErrBadHeaderLength, "TCP data offset", doff/4, l4+tcpDoffOff)
+	}
+	if doff > len(buf)-l4 {
+		return 0, newError(ErrTruncated, "TCP data offset", doff/4, l4+tcpDoffOff)
+	}
+	return doff, nil
 }
 
 // SegmentedLen returns the number of bytes Segment needs in dst: every
