@@ -115,35 +115,11 @@ func (e *Endpoint) writeSlots(r lowerlink.TXRing, pkts []*stack.PacketBuffer, s 
 			}
 			continue
 		}
-		size := pkt.Size()
-		if size-header.EthernetMinimumSize > linkMTU {
-			b.end()
-			e.mtuExceeded(pkt, linkMTU)
-			continue
-		}
-		buf, ok := b.slot(size)
-		if buf == nil {
-			if !ok {
-				e.drop(DropLowerWriteError, -1, errString(b.err))
-				continue
-			}
-			// Longer than a slot: through WritePackets, in order.
-			b.end()
-			s.out.PushBack(pkt.IncRef())
-			n, err := e.lower.WritePackets(s.out)
-			s.out.Reset()
-			frames += n
-			if err != nil {
-				e.drop(DropLowerWriteError, -1, errString(err))
-				continue
-			}
+		n, ok := e.writeSlotFrame(s, pkt, linkMTU)
+		frames += n
+		if ok {
 			written++
-			continue
 		}
-		copyPacket(buf, pkt)
-		b.commit(size)
-		frames++
-		written++
 	}
 	sendWhole()
 	b.end()
@@ -155,6 +131,40 @@ func (e *Endpoint) writeSlots(r lowerlink.TXRing, pkts []*stack.PacketBuffer, s 
 		return 0, upperError(b.err), true
 	}
 	return written, nil, true
+}
+
+// writeSlotFrame writes pkt, a frame as it is, into the batch's next slot,
+// or, longer than a slot, through WritePackets after the batch so far. It
+// returns the frames that went and whether pkt did; a frame over the link
+// MTU is answered with mtuExceeded, a failed write counted.
+func (e *Endpoint) writeSlotFrame(s *txScratch, pkt *stack.PacketBuffer, linkMTU int) (frames int, ok bool) {
+	b := &s.batch
+	size := pkt.Size()
+	if size-header.EthernetMinimumSize > linkMTU {
+		b.end()
+		e.mtuExceeded(pkt, linkMTU)
+		return 0, false
+	}
+	buf, ok := b.slot(size)
+	if buf != nil {
+		copyPacket(buf, pkt)
+		b.commit(size)
+		return 1, true
+	}
+	if !ok {
+		e.drop(DropLowerWriteError, -1, errString(b.err))
+		return 0, false
+	}
+	// Longer than a slot: through WritePackets, in order.
+	b.end()
+	s.out.PushBack(pkt.IncRef())
+	n, err := e.lower.WritePackets(s.out)
+	s.out.Reset()
+	if err != nil {
+		e.drop(DropLowerWriteError, -1, errString(err))
+		return n, false
+	}
+	return n, true
 }
 
 // copyPacket copies pkt's bytes (link header first) into buf.
