@@ -480,24 +480,10 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	if t.entries == nil {
 		t.init(e)
 	}
-	now := t.now()
-	t.expireDue(e, now)
-	i, ok := t.index[f.key]
+	i, ok := t.entryFor(e, &f)
 	if !ok {
-		i = t.alloc(e)
-		if i == noEntry {
-			e.drop(DropFragmentTimeout, -1, nil) // every entry is being released
-			return
-		}
-		ent := &t.entries[i]
-		ent.key, ent.used, ent.poison, ent.total = f.key, true, numDropReasons, -1
-		ent.n, ent.covered, ent.sum, ent.held = 0, 0, 0, 0
-		ent.haveFirst, ent.tp, ent.l4Start, ent.udpNoSum = false, 0, 0, false
-		ent.deadline = now + int64(t.timeout[familyIndex(f.key.v6)])
-		t.index[f.key] = i
-		t.push(listAge, i)
-		t.push(listHolding, i)
-		t.arm(now, ent.deadline)
+		e.drop(DropFragmentTimeout, -1, nil) // every entry is being released
+		return
 	}
 	ent := &t.entries[i]
 	if ent.releasing {
@@ -525,19 +511,10 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	}
 	p = p[f.payOff:]
 	if first == 0 {
-		var next uint8
-		if f.key.v6 {
-			b, _ := pkt.Data().PullUp(header.IPv6MinimumSize + 1)
-			next = b[header.IPv6MinimumSize]
-		} else {
-			next = f.key.proto
-		}
-		if !firstFragment(f.key.v6, next, p, ent) {
+		if p, ok = firstPiece(pkt, &f, p, ent); !ok {
 			t.poison(e, i, DropUnverifiableChecksum)
 			return
 		}
-		ent.haveFirst = true
-		p = p[ent.l4Start:]
 	}
 	ent.sum = checksum.Combine(ent.sum, checksum.Checksum(p, 0))
 	ent.covered += int64(end - first)
@@ -548,6 +525,14 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 		t.complete(e, i, proto, pkt, &f)
 		return
 	}
+	t.hold(e, i, pkt, first, end)
+}
+
+// hold keeps pkt, the fragment [first, end) of entry i, until its datagram
+// completes, evicting the oldest entries while the table holds too much;
+// an entry with too many pieces is poisoned instead.
+func (t *fragTable) hold(e *Endpoint, i int32, pkt *stack.PacketBuffer, first, end uint32) {
+	ent := &t.entries[i]
 	if ent.n == fragMaxPieces {
 		t.poison(e, i, DropUnverifiableChecksum)
 		return
@@ -561,6 +546,50 @@ func (e *Endpoint) deliverFragment(proto tcpip.NetworkProtocolNumber, pkt *stack
 	ent.held += size
 	t.held += size
 	t.nheld++
+}
+
+// entryFor returns the reassembly entry of f's datagram, expiring what is
+// due first and starting a new entry for a datagram not seen yet; ok is
+// false when no entry is free (every one is being released). Called with
+// t.mu held.
+func (t *fragTable) entryFor(e *Endpoint, f *fragInfo) (int32, bool) {
+	now := t.now()
+	t.expireDue(e, now)
+	if i, ok := t.index[f.key]; ok {
+		return i, true
+	}
+	i := t.alloc(e)
+	if i == noEntry {
+		return 0, false
+	}
+	ent := &t.entries[i]
+	ent.key, ent.used, ent.poison, ent.total = f.key, true, numDropReasons, -1
+	ent.n, ent.covered, ent.sum, ent.held = 0, 0, 0, 0
+	ent.haveFirst, ent.tp, ent.l4Start, ent.udpNoSum = false, 0, 0, false
+	ent.deadline = now + int64(t.timeout[familyIndex(f.key.v6)])
+	t.index[f.key] = i
+	t.push(listAge, i)
+	t.push(listHolding, i)
+	t.arm(now, ent.deadline)
+	return i, true
+}
+
+// firstPiece reads the transport header of the first fragment (its
+// payload p) into ent and returns the payload past it, which the checksum
+// sums; ok is false when the header cannot be verified.
+func firstPiece(pkt *stack.PacketBuffer, f *fragInfo, p []byte, ent *fragEntry) ([]byte, bool) {
+	var next uint8
+	if f.key.v6 {
+		b, _ := pkt.Data().PullUp(header.IPv6MinimumSize + 1)
+		next = b[header.IPv6MinimumSize]
+	} else {
+		next = f.key.proto
+	}
+	if !firstFragment(f.key.v6, next, p, ent) {
+		return nil, false
+	}
+	ent.haveFirst = true
+	return p[ent.l4Start:], true
 }
 
 // place checks the range [first, end) of a new fragment against the
