@@ -451,7 +451,8 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 			for _, r := range udplink.DropReasons() {
 				drops["udp_"+r.String()] = st.Dropped(r)
 			}
-			return LowerStats{RXErrors: st.RXErrors, Mode: "udp", Drops: drops}
+			return LowerStats{RXErrors: st.RXErrors, Mode: "udp", Drops: drops,
+				Counters: map[string]uint64{"udp_tx_gso_sends": st.TXSegmented, "udp_rx_gro_reads": st.RXCoalesced}}
 		}
 	case LinkEndpoint:
 		if l.Endpoint == nil {
@@ -750,6 +751,10 @@ type LowerStats struct {
 	// own (a udp link: "udp_" and link/udp's DropReason names, such as
 	// udp_rx_unknown_peer); nil for others.
 	Drops map[string]uint64
+	// Counters holds other named counters of such a link (a udp link:
+	// udp_tx_gso_sends, the UDP GSO sends; udp_rx_gro_reads, the reads
+	// that held several coalesced datagrams).
+	Counters map[string]uint64
 }
 
 // Stats is a snapshot of the stack's counters.
