@@ -88,6 +88,9 @@ func (ls *Switch) tables(st *attached, ilm *mpls.ILM, depth int) verdict.Tables 
 func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.PacketBuffer, off int, head []byte, v *verdict.Verdict, batched bool) {
 	switch v.Action {
 	case verdict.Drop:
+		if off > 0 && ls.echoExpired(in, pkt, head, off, v) {
+			return // an MPLS echo request: the responder answers it
+		}
 		ls.drop(dropFor(v.Reason), 1, v.Label)
 		ls.verdictICMP(st, in, pkt, off, v)
 		return

@@ -236,6 +236,8 @@ type Switch struct {
 
 	listPool sync.Pool // *gstack.PacketBufferList
 
+	echo atomic.Pointer[echoHolder] // SetEchoHandler
+
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
 		ipForwarded, pushed                                                                   atomic.Uint64

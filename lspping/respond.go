@@ -113,8 +113,9 @@ func NoReplyReasons() []NoReplyReason {
 //     FEC's prefix (a Nil FEC always), 4 (no mapping) if not;
 //   - where the top label's TTL ran out: 5 (downstream mapping mismatch)
 //     if the request's DDMAP names another router or another label than
-//     the one received; 4 if the node has no route for the FEC's prefix;
-//     else 8 (label switched at stack-depth 1) with a DDMAP for each next
+//     the one received; else 8 (label switched at stack-depth 1: a static
+//     label route binds no FEC, so the label is taken to be the FEC's)
+//     with a DDMAP for each next
 //     hop of the label (its address, link MTU and the labels it leaves
 //     with; the implicit null for a pop), and for a multipath label the
 //     addresses of the request's multipath information that hash to each
@@ -182,14 +183,14 @@ func Respond(payload []byte, a *Arrival, t Tables) (*Message, NoReplyReason) {
 			rep.Code, rep.Subcode = CodeNoMapping, sub
 		}
 	default:
-		transit(rep, req, ds, fec, sub, a, t)
+		transit(rep, ds, fec, a, t)
 	}
 	return rep, Replied
 }
 
 // transit answers a request whose top label's TTL ran out on a label the
 // node switches.
-func transit(rep, req *Message, ds *DDMap, fec FEC, sub uint8, a *Arrival, t Tables) {
+func transit(rep *Message, ds *DDMap, fec FEC, a *Arrival, t Tables) {
 	if len(a.Labels) == 0 {
 		rep.Code, rep.Subcode = CodeNoLabelEntry, 1
 		return
@@ -198,12 +199,6 @@ func transit(rep, req *Message, ds *DDMap, fec FEC, sub uint8, a *Arrival, t Tab
 	if ds != nil && mismatch(ds, top, t) {
 		rep.Code, rep.Subcode = CodeDownstreamMismatch, 0
 		return
-	}
-	if fec.Type.IsPrefix() && !t.Egress(fec.Prefix) {
-		if _, ok := t.FIB().Lookup(fec.Prefix.Addr()); !ok {
-			rep.Code, rep.Subcode = CodeNoMapping, sub
-			return
-		}
 	}
 	e, ok := t.ILM().Lookup(top.Label)
 	if !ok {

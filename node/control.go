@@ -44,6 +44,9 @@ type Report struct {
 	XDP *XDPReport `json:"xdp,omitempty"`
 	// Control holds what the control socket met besides commands.
 	Control ControlReport `json:"control"`
+	// LSPPing holds the MPLS echo responder's counters (LSP ping and
+	// traceroute, RFC 8029).
+	LSPPing LSPPingReport `json:"lsp_ping"`
 }
 
 // ControlReport is what the control socket (ServeControlListener) met
@@ -305,7 +308,7 @@ func (n *Node) Report() Report {
 	st := n.Stats()
 	ns := n.stack.Netstack()
 	nics := ns.NICInfo()
-	r := Report{Links: []LinkReport{}, Control: n.ControlReport()}
+	r := Report{Links: []LinkReport{}, Control: n.ControlReport(), LSPPing: n.echo.report()}
 	lower := map[string]stack.LowerStats{}
 	for _, l := range n.stack.Stats().Links {
 		lower[l.Name] = l.Lower
@@ -710,11 +713,13 @@ func serveControlConn(n *Node, cc *controlCounters, c net.Conn) {
 		drainControlConn(c, deadline)
 		return
 	}
-	switch cmd := strings.TrimSpace(string(line)); cmd {
-	case "stats":
+	switch cmd := strings.TrimSpace(string(line)); {
+	case cmd == "stats":
 		enc := json.NewEncoder(c)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.Report())
+	case strings.HasPrefix(cmd, cmdLSP):
+		controlLSP(n, c, cmd)
 	default:
 		answer, ok, err := controlQuery(n, cmd)
 		if !ok {
@@ -722,7 +727,7 @@ func serveControlConn(n *Node, cc *controlCounters, c net.Conn) {
 		}
 		switch {
 		case !ok:
-			fmt.Fprintf(c, "error: unknown command %q (commands: stats, route show, route add LINE, route del PREFIX, mpls route show, mpls route add LINE, mpls route del LABEL, bgp summary, bgp neighbor, bgp routes)\n", cmd)
+			fmt.Fprintf(c, "error: unknown command %q (commands: stats, lsp ping JSON, lsp trace JSON, route show, route add LINE, route del PREFIX, mpls route show, mpls route add LINE, mpls route del LABEL, bgp summary, bgp neighbor, bgp routes)\n", cmd)
 		case err != nil:
 			fmt.Fprintf(c, "error: %v\n", err)
 		default:

@@ -69,6 +69,8 @@ type Node struct {
 	// both nil without bgp lines.
 	bgp    *bgp.Speaker
 	bgpTab *bgpTables
+	// echo is the MPLS echo responder (lspping.go).
+	echo *responder
 
 	mu     sync.Mutex // serialises Reload and Close
 	cfg    *config.Config
@@ -187,10 +189,17 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{log: logger, stack: s, ls: ls, xdp: x, cfg: withoutRoutes(cfg), claims: claims}
+	if n.echo, err = startResponder(n, seed, logger); err != nil {
+		x.close()
+		s.Close()
+		claims.Close()
+		return nil, fmt.Errorf("lsp ping responder: %w", err)
+	}
 	if c.bgp != nil {
 		n.bgpTab = newBGPTables(s, cfg, c)
 		sp, err := bgp.New(*c.bgp, n.bgpTab, s, logger)
 		if err != nil {
+			n.echo.close()
 			x.close()
 			s.Close()
 			claims.Close()
@@ -431,6 +440,7 @@ func (n *Node) Close() error {
 			n.log.Warn("bgp: removing its routes at close", "err", err)
 		}
 	}
+	n.echo.close()
 	xerr := n.xdp.close()
 	err := errors.Join(n.stack.Close(), xerr)
 	n.ls.Flush()

@@ -250,6 +250,7 @@ type Endpoint struct {
 	forwarding bool                                                  // Options.Forwarding
 	rejectMPLS bool                                                  // Options.RejectMPLS
 	localAddr  func(tcpip.NetworkProtocolNumber, tcpip.Address) bool // Options.LocalAddress
+	echo       atomic.Pointer[echoHolder]                            // SetEchoHandler
 	// batched is set once the lower link has called EndBatch: from then
 	// on it ends every receive batch so (docs/CONTRACTS.md).
 	batched atomic.Bool

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mplsnode/mplsnode/forward/verdict"
+	"github.com/mplsnode/mplsnode/lspping"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
@@ -104,6 +105,9 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 	// left them partial, veth's CHECKSUM_PARTIAL) are taken as they are,
 	// their partial checksums finished when the packet may be forwarded
 	// on; every other frame is verified here.
+	if pkt.PktType == tcpip.PacketHost && e.echoIP(proto, pkt) {
+		return // an MPLS echo request whose last label was popped upstream
+	}
 	if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
 		// Transit first: a router checks the IP header, not the transport
 		// checksum (RFC 1812 §5.2.2, §5.3.1). An unflagged packet with a
@@ -257,10 +261,25 @@ func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 	rx.labels = w.Labels[:0]
 	e.ctr.ilmHits.Add(uint64(w.Hits))
 	if w.Reason != verdict.NoReason {
+		if w.Reason == verdict.NoILMEntry || w.Reason == verdict.TTLExpired {
+			// An MPLS echo request goes to the responder, which answers
+			// for the label (RFC 8029 §4.4).
+			where := lspping.NoLabelEntry
+			if w.Reason == verdict.TTLExpired {
+				where = lspping.TTLExpired
+			}
+			if l, n, ok := stackEnd(b[header.EthernetMinimumSize:], e.maxLabels, rx.labels[:0]); ok &&
+				e.echoMPLS(where, pkt, l, header.EthernetMinimumSize+n) {
+				return
+			}
+		}
 		e.drop(walkDrops[w.Reason], int64(w.Label), nil)
 		return
 	}
 	labels, i, hdrLen := w.Labels, w.Top, header.EthernetMinimumSize+w.StackEnd
+	if w.Entry == nil && e.echoMPLS(lspping.AtEgress, pkt, labels, hdrLen) {
+		return // an MPLS echo request at its egress: every label popped here
+	}
 	if w.Entry != nil || e.fwd != nil && e.ipFwd != nil && e.expiresInTransit(labels, i, w.Binding, b[hdrLen:]) {
 		// A label that swaps or pops and forwards; or every label popped
 		// here but the label TTL runs out on a packet the node would
