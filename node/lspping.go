@@ -311,4 +311,3 @@ func (t echoTables) LinkAddr(dev string, like netip.Addr) netip.Addr {
 	})
 	return out
 }
-
