@@ -529,46 +529,16 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 	}
 	defer func() { err = errors.Join(err, t.close()) }()
 
-	var fw forwarder
 	var spec frameSpec
-	var filter = ipv4UDPFilter(dstIP)
-	var wantLabel uint32
-	switch cfg {
-	case ConfigMPLSNode, ConfigMPLSNodeMMsg, ConfigMPLSNodeQueues2, ConfigMPLSNodeXDP, ConfigMPLSNodeTAP, ConfigMPLSNodeInKernel,
-		ConfigMPLSNodeAtKernelRate:
-		setup := nodeSetups[cfg]
-		if setup.linkType == "xdp" {
-			// One AF_XDP socket per receive queue of the veths (one
-			// queue per CPU, see newTopology).
-			setup.words += fmt.Sprintf(" queues %d", runtime.NumCPU())
-		}
-		if setup.linkType == "tap" {
-			if err := t.bridgeForTAPs(); err != nil {
-				return nil, err
-			}
-		}
-		opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
-		if opts.CPUProfileDir != "" {
-			setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
-		}
-		setup.cpus, setup.nice = opts.FwdCPUs, opts.FwdNice
-		if setup.linkType == "afpacket" && opts.LinkWords != "" {
-			setup.words += " " + strings.TrimSpace(opts.LinkWords)
-		}
-		fw, err = startMPLSNode(ctx, opts.Bin, t, setup)
-		if m, ok := fw.(*mplsnodeForwarder); ok && err == nil && h.nodeStarted != nil {
-			h.nodeStarted(cfg, m.cmd.Process.Pid)
-		}
+	filter, wantLabel := ipv4UDPFilter(dstIP), uint32(0)
+	fw, err := startForwarder(ctx, opts, cfg, t, h)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := nodeSetups[cfg]; ok {
 		spec.label = inLabel
 		filter = mplsFilter(outLabel)
 		wantLabel = outLabel
-	case ConfigKernel:
-		fw, err = startKernel(t)
-	default:
-		err = fmt.Errorf("unknown configuration %q", cfg)
-	}
-	if err != nil {
-		return nil, err
 	}
 	defer func() { err = errors.Join(err, fw.stop()) }()
 
@@ -618,56 +588,161 @@ func runConfig(ctx context.Context, opts *Options, cfg string, h hooks, rates ma
 	return results, nil
 }
 
+// startForwarder starts cfg's forwarder in the LSR's namespace of t: an
+// mplsnode run with the configuration's link setup, or the kernel.
+func startForwarder(ctx context.Context, opts *Options, cfg string, t *topology, h hooks) (forwarder, error) {
+	if cfg == ConfigKernel {
+		return startKernel(t)
+	}
+	setup, ok := nodeSetups[cfg]
+	if !ok {
+		return nil, fmt.Errorf("unknown configuration %q", cfg)
+	}
+	if setup.linkType == "xdp" {
+		// One AF_XDP socket per receive queue of the veths (one queue per
+		// CPU, see newTopology).
+		setup.words += fmt.Sprintf(" queues %d", runtime.NumCPU())
+	}
+	if setup.linkType == "tap" {
+		if err := t.bridgeForTAPs(); err != nil {
+			return nil, err
+		}
+	}
+	opts.progress("%s: starting %s run in %s", cfg, opts.Bin, t.lsr.name)
+	if opts.CPUProfileDir != "" {
+		setup.cpuProfile = filepath.Join(opts.CPUProfileDir, cfg+".pprof")
+	}
+	setup.cpus, setup.nice = opts.FwdCPUs, opts.FwdNice
+	if setup.linkType == "afpacket" && opts.LinkWords != "" {
+		setup.words += " " + strings.TrimSpace(opts.LinkWords)
+	}
+	fw, err := startMPLSNode(ctx, opts.Bin, t, setup)
+	if m, ok := fw.(*mplsnodeForwarder); ok && err == nil && h.nodeStarted != nil {
+		h.nodeStarted(cfg, m.cmd.Process.Pid)
+	}
+	return fw, err
+}
+
 // measure runs one measurement at one frame size.
 func measure(ctx context.Context, opts *Options, cfg string, t *topology, fw forwarder,
 	g frameGenerator, c frameCounter, wantLabel uint32, size int, rate float64, h hooks) (Result, error) {
+	if err := warmUp(ctx, fw, g, c); err != nil {
+		return Result{}, err
+	}
 	fw.mark()
-	// Warm up: a few frames through, so the LSR has the sink's MAC and
-	// the path is known to work before the clock starts.
+	before, err := takeSnapshot(t, fw)
+	if err != nil {
+		return Result{}, err
+	}
+	frames, gr, err := generate(ctx, opts, g, c, rate)
+	if err != nil {
+		return Result{}, err
+	}
+	after, err := takeSnapshot(t, fw)
+	if err != nil {
+		return Result{}, err
+	}
+	samples, err := c.samples(numSamples)
+	if err != nil {
+		return Result{}, err
+	}
+	if frames > 0 && len(samples) == 0 {
+		return Result{}, fmt.Errorf("%d frames counted but none could be read back to check", frames)
+	}
+	for _, s := range samples {
+		if err := checkSample(s, wantLabel); err != nil {
+			return Result{}, fmt.Errorf("frame counted at the sink: %w", err)
+		}
+	}
+	if h.samples != nil {
+		h.samples(cfg, size, samples)
+	}
+	if h.sinkRX != nil {
+		h.sinkRX(cfg, size, after.dev.sink.rxPackets-before.dev.sink.rxPackets)
+	}
+
+	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.sent, Generator: g.kind(),
+		IngressDrops: fw.ingressDrops(after.dev.in.rxDropped - before.dev.in.rxDropped)}
+	secs := gr.elapsed.Seconds()
+	if secs > 0 {
+		r.PPS = float64(frames) / secs
+		r.OfferedPPS = float64(r.Sent) / secs
+	}
+	if frames > 0 {
+		r.CPUSecondsPerMpkt = (after.cpu - before.cpu).Seconds() / (float64(frames) / 1e6)
+	}
+	d0, d1 := before.dev, after.dev
+	opts.progress("%s %d B: %s generator, rate %s: sent %d (%.0f pps, %d sendmmsg refused) counted %d (%.0f pps, %.1f%% of sent), %d checked; "+
+		"forwarder CPU %.2fs, softirq %.2fs, generator thread %.2fs in %.2fs; "+
+		"devices: gen tx %d dropped %d, LSR in rx %d dropped %d, LSR out tx %d dropped %d, sink rx %d; %s",
+		cfg, size, g.kind(), rateString(rate), gr.sent, float64(gr.sent)/secs, gr.refused, frames, r.PPS, pct(frames, gr.sent), len(samples),
+		(after.cpu - before.cpu).Seconds(), (after.softirq - before.softirq).Seconds(), gr.cpu.Seconds(), secs,
+		d1.gen.txPackets-d0.gen.txPackets, d1.gen.txDropped-d0.gen.txDropped,
+		d1.in.rxPackets-d0.in.rxPackets, d1.in.rxDropped-d0.in.rxDropped,
+		d1.out.txPackets-d0.out.txPackets, d1.out.txDropped-d0.out.txDropped,
+		d1.sink.rxPackets-d0.sink.rxPackets, fw.describe()+"; "+c.describe())
+	return r, nil
+}
+
+// warmUp sends a few frames through, so the LSR has the sink's MAC and the
+// path is known to work before the clock starts, then zeroes and arms the
+// sink's counter.
+func warmUp(ctx context.Context, fw forwarder, g frameGenerator, c frameCounter) error {
+	fw.mark()
 	if err := g.send(8); err != nil {
-		return Result{}, fmt.Errorf("warm-up send: %w", err)
+		return fmt.Errorf("warm-up send: %w", err)
 	}
 	deadline := time.Now().Add(warmupTimeout)
 	for got := uint64(0); got == 0; {
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return Result{}, err
+			return err
 		}
 		n, err := c.take()
 		if err != nil {
-			return Result{}, err
+			return err
 		}
 		got += n
 		if got == 0 && time.Now().After(deadline) {
-			return Result{}, fmt.Errorf("no frame reached the sink within %v of the warm-up (forwarder: %s)", warmupTimeout, fw.describe())
+			return fmt.Errorf("no frame reached the sink within %v of the warm-up (forwarder: %s)", warmupTimeout, fw.describe())
 		}
 	}
 	if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-		return Result{}, err
+		return err
 	}
 	if _, err := c.take(); err != nil { // zero the counter
-		return Result{}, err
+		return err
 	}
 	if err := c.drain(); err != nil {
-		return Result{}, err
+		return err
 	}
-	if err := c.arm(numSamples); err != nil {
-		return Result{}, err
-	}
+	return c.arm(numSamples)
+}
 
-	fw.mark()
-	dev0, err := t.deviceStats()
-	if err != nil {
-		return Result{}, err
-	}
-	si0, err := softirqTime()
-	if err != nil {
-		return Result{}, err
-	}
-	cpu0, err := fw.cpu()
-	if err != nil {
-		return Result{}, err
-	}
+// snapshot is what measure reads before and after a run: the devices'
+// counters, the machine's softirq time and the forwarder's CPU time.
+type snapshot struct {
+	dev     topoStats
+	softirq time.Duration
+	cpu     time.Duration
+}
 
+func takeSnapshot(t *topology, fw forwarder) (snapshot, error) {
+	var s snapshot
+	var err error
+	if s.dev, err = t.deviceStats(); err != nil {
+		return s, err
+	}
+	if s.softirq, err = softirqTime(); err != nil {
+		return s, err
+	}
+	s.cpu, err = fw.cpu()
+	return s, err
+}
+
+// generate runs the generator for opts.Seconds at rate while counting what
+// reaches the sink, then waits for the last frames to settle; a cancelled
+// ctx stops the generator early.
+func generate(ctx context.Context, opts *Options, g frameGenerator, c frameCounter, rate float64) (uint64, genStats, error) {
 	var stop atomic.Bool
 	type genResult struct {
 		st  genStats
@@ -696,74 +771,19 @@ wait:
 			if err != nil {
 				stop.Store(true)
 				<-done
-				return Result{}, err
+				return 0, genStats{}, err
 			}
 			frames += n
 		}
 	}
 	if gr.err != nil {
-		return Result{}, gr.err
+		return 0, genStats{}, gr.err
 	}
 	if err := sleepCtx(ctx, settle); err != nil {
-		return Result{}, err
+		return 0, genStats{}, err
 	}
 	n, err := c.take()
-	if err != nil {
-		return Result{}, err
-	}
-	frames += n
-	cpu1, err := fw.cpu()
-	if err != nil {
-		return Result{}, err
-	}
-	si1, err := softirqTime()
-	if err != nil {
-		return Result{}, err
-	}
-	dev1, err := t.deviceStats()
-	if err != nil {
-		return Result{}, err
-	}
-
-	samples, err := c.samples(numSamples)
-	if err != nil {
-		return Result{}, err
-	}
-	if frames > 0 && len(samples) == 0 {
-		return Result{}, fmt.Errorf("%d frames counted but none could be read back to check", frames)
-	}
-	for _, s := range samples {
-		if err := checkSample(s, wantLabel); err != nil {
-			return Result{}, fmt.Errorf("frame counted at the sink: %w", err)
-		}
-	}
-	if h.samples != nil {
-		h.samples(cfg, size, samples)
-	}
-	if h.sinkRX != nil {
-		h.sinkRX(cfg, size, dev1.sink.rxPackets-dev0.sink.rxPackets)
-	}
-
-	r := Result{Config: cfg, FrameSize: size, Frames: frames, Sent: gr.st.sent, Generator: g.kind(),
-		IngressDrops: fw.ingressDrops(dev1.in.rxDropped - dev0.in.rxDropped)}
-	secs := gr.st.elapsed.Seconds()
-	if secs > 0 {
-		r.PPS = float64(frames) / secs
-		r.OfferedPPS = float64(r.Sent) / secs
-	}
-	if frames > 0 {
-		r.CPUSecondsPerMpkt = (cpu1 - cpu0).Seconds() / (float64(frames) / 1e6)
-	}
-	opts.progress("%s %d B: %s generator, rate %s: sent %d (%.0f pps, %d sendmmsg refused) counted %d (%.0f pps, %.1f%% of sent), %d checked; "+
-		"forwarder CPU %.2fs, softirq %.2fs, generator thread %.2fs in %.2fs; "+
-		"devices: gen tx %d dropped %d, LSR in rx %d dropped %d, LSR out tx %d dropped %d, sink rx %d; %s",
-		cfg, size, g.kind(), rateString(rate), gr.st.sent, float64(gr.st.sent)/secs, gr.st.refused, frames, r.PPS, pct(frames, gr.st.sent), len(samples),
-		(cpu1 - cpu0).Seconds(), (si1 - si0).Seconds(), gr.st.cpu.Seconds(), secs,
-		dev1.gen.txPackets-dev0.gen.txPackets, dev1.gen.txDropped-dev0.gen.txDropped,
-		dev1.in.rxPackets-dev0.in.rxPackets, dev1.in.rxDropped-dev0.in.rxDropped,
-		dev1.out.txPackets-dev0.out.txPackets, dev1.out.txDropped-dev0.out.txDropped,
-		dev1.sink.rxPackets-dev0.sink.rxPackets, fw.describe()+"; "+c.describe())
-	return r, nil
+	return frames + n, gr.st, err
 }
 
 // rateString formats a generator rate for the progress line.

@@ -278,6 +278,65 @@ func (g *xdpGenerator) setPace(ns uint64) error {
 	return nil
 }
 
+// runThread is one generator thread: pinned to cpu in the generator's
+// namespace, BPF_PROG_TEST_RUN calls until stop is set. It publishes its
+// thread id in tid while it runs (for stopThreads' signal) and returns
+// the CPU time it used.
+func (g *xdpGenerator) runThread(cpu int, tid *atomic.Int32, stop *atomic.Bool) (time.Duration, error) {
+	var used time.Duration
+	err := inNamespace(g.nsPath, func() error {
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("xdp generator: pin to CPU %d: %w", cpu, err)
+		}
+		self := unix.Gettid()
+		tid.Store(int32(self))
+		defer tid.Store(0)
+		cpu0, err := threadCPU(self)
+		if err != nil {
+			return err
+		}
+		for !stop.Load() {
+			err := testRunLive(g.objs.Prog, g.frame, maxRepeat)
+			if err != nil && err != unix.EINTR {
+				return fmt.Errorf("xdp generator: BPF_PROG_TEST_RUN: %w", err)
+			}
+		}
+		cpu1, err := threadCPU(self)
+		used = cpu1 - cpu0
+		return err
+	})
+	return used, err
+}
+
+// stopThreads waits until done closes, setting stop after d and then
+// signalling the threads in tids out of their BPF_PROG_TEST_RUN calls
+// every stopEvery until they have all returned.
+func stopThreads(done <-chan struct{}, d time.Duration, tids []atomic.Int32, stop *atomic.Bool) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(stopEvery)
+	defer tick.Stop()
+	pid := unix.Getpid()
+	for {
+		select {
+		case <-done:
+			return
+		case <-deadline.C:
+			stop.Store(true)
+		case <-tick.C:
+		}
+		if stop.Load() {
+			for i := range tids {
+				if tid := tids[i].Load(); tid != 0 {
+					_ = unix.Tgkill(pid, int(tid), stopSignal)
+				}
+			}
+		}
+	}
+}
+
 // run implements frameGenerator: one thread per CPU (paced by the
 // program at rate/threads each when rate > 0), each in a
 // BPF_PROG_TEST_RUN call until d has passed or stop is set, when the
@@ -308,34 +367,10 @@ func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (ge
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := inNamespace(g.nsPath, func() error {
-				var set unix.CPUSet
-				set.Set(cpu)
-				if err := unix.SchedSetaffinity(0, &set); err != nil {
-					return fmt.Errorf("xdp generator: pin to CPU %d: %w", cpu, err)
-				}
-				tid := unix.Gettid()
-				tids[i].Store(int32(tid))
-				defer tids[i].Store(0)
-				cpu0, err := threadCPU(tid)
-				if err != nil {
-					return err
-				}
-				for !stop.Load() {
-					err := testRunLive(g.objs.Prog, g.frame, maxRepeat)
-					if err != nil && err != unix.EINTR {
-						return fmt.Errorf("xdp generator: BPF_PROG_TEST_RUN: %w", err)
-					}
-				}
-				cpu1, err := threadCPU(tid)
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				cpuTime += cpu1 - cpu0
-				mu.Unlock()
-				return nil
-			})
+			used, err := g.runThread(cpu, &tids[i], stop)
+			mu.Lock()
+			cpuTime += used
+			mu.Unlock()
 			if err != nil {
 				mu.Lock()
 				errs = errors.Join(errs, err)
@@ -349,28 +384,7 @@ func (g *xdpGenerator) run(d time.Duration, rate float64, stop *atomic.Bool) (ge
 		wg.Wait()
 		close(done)
 	}()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(stopEvery)
-	defer tick.Stop()
-	pid := unix.Getpid()
-wait:
-	for {
-		select {
-		case <-done:
-			break wait
-		case <-deadline.C:
-			stop.Store(true)
-		case <-tick.C:
-		}
-		if stop.Load() {
-			for i := range tids {
-				if tid := tids[i].Load(); tid != 0 {
-					_ = unix.Tgkill(pid, int(tid), stopSignal)
-				}
-			}
-		}
-	}
+	stopThreads(done, d, tids, stop)
 	st := genStats{elapsed: time.Since(start), cpu: cpuTime}
 	if err := g.setPace(0); err != nil {
 		errs = errors.Join(errs, err)

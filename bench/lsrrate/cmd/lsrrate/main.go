@@ -80,6 +80,22 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, code := parseArgs(args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	results, err := lsrrate.Run(ctx, opts)
+	printTable(stdout, results)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// parseArgs parses the command line into lsrrate's options; code is the
+// exit status when the command ends here (help, bad usage), else -1.
+func parseArgs(args []string, stdout, stderr io.Writer) (opts lsrrate.Options, code int) {
 	fs := flag.NewFlagSet("lsrrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -102,34 +118,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
-			return 0
+			return opts, 0
 		}
-		return 2
+		return opts, 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lsrrate: unexpected argument %q (see -help)\n", fs.Arg(0))
-		return 2
+		return opts, 2
 	}
 	frameSizes, err := parseSizes(*sizes)
 	if err != nil {
 		fmt.Fprintln(stderr, "lsrrate:", err)
-		return 2
+		return opts, 2
 	}
-	if !(*seconds > 0) {
-		fmt.Fprintf(stderr, "lsrrate: -seconds %v: want more than 0\n", *seconds)
-		return 2
+	if err := checkValues(*seconds, *gen, *rate); err != nil {
+		fmt.Fprintln(stderr, "lsrrate:", err)
+		return opts, 2
 	}
-	switch *gen {
-	case "", lsrrate.GenXDP, lsrrate.GenAFPacket:
-	default:
-		fmt.Fprintf(stderr, "lsrrate: -gen %q: want %s or %s\n", *gen, lsrrate.GenXDP, lsrrate.GenAFPacket)
-		return 2
-	}
-	if !(*rate >= 0) {
-		fmt.Fprintf(stderr, "lsrrate: -rate %v: want 0 or more\n", *rate)
-		return 2
-	}
-	opts := lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr, LinkWords: *linkWords, FwdNice: *fwdNice}
+	opts = lsrrate.Options{Bin: *bin, Seconds: *seconds, FrameSizes: frameSizes, Generator: *gen, Rate: *rate, Log: stderr, LinkWords: *linkWords, FwdNice: *fwdNice}
 	for _, c := range []struct {
 		flag string
 		val  string
@@ -141,14 +147,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cpus, err := lsrrate.ParseCPUList(c.val)
 		if err != nil {
 			fmt.Fprintf(stderr, "lsrrate: %s: %v\n", c.flag, err)
-			return 2
+			return opts, 2
 		}
 		*c.dst = cpus
 	}
 	if *cpuProfile != "" {
 		if err := os.MkdirAll(*cpuProfile, 0o755); err != nil {
 			fmt.Fprintf(stderr, "lsrrate: -cpuprofile: %v\n", err)
-			return 1
+			return opts, 1
 		}
 		opts.CPUProfileDir = *cpuProfile
 	}
@@ -158,13 +164,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !*quiet {
 		opts.Progress = stderr
 	}
-	results, err := lsrrate.Run(ctx, opts)
-	printTable(stdout, results)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	return opts, -1
+}
+
+// checkValues refuses a duration, generator or rate lsrrate cannot use.
+func checkValues(seconds float64, gen string, rate float64) error {
+	if !(seconds > 0) {
+		return fmt.Errorf("-seconds %v: want more than 0", seconds)
 	}
-	return 0
+	switch gen {
+	case "", lsrrate.GenXDP, lsrrate.GenAFPacket:
+	default:
+		return fmt.Errorf("-gen %q: want %s or %s", gen, lsrrate.GenXDP, lsrrate.GenAFPacket)
+	}
+	if !(rate >= 0) {
+		return fmt.Errorf("-rate %v: want 0 or more", rate)
+	}
+	return nil
 }
 
 // parseSizes parses "64,1500".
