@@ -186,62 +186,12 @@ func loadOne(path string) error {
 	}
 	defer n.Close()
 	fib := n.Stack().Tables().FIB()
-	// Lookup time over addresses inside random routes.
-	rng := rand.New(rand.NewPCG(1, 2))
-	var v4, v6 []netip.Addr
-	for len(v4) < 1<<16 || len(v6) < 1<<16 {
-		p := fib.Entry(rng.IntN(fib.Len())).Prefix
-		b := p.Addr().AsSlice()
-		for i := p.Bits(); i < len(b)*8; i++ { // random host bits
-			if rng.IntN(2) == 1 {
-				b[i/8] |= 0x80 >> (i % 8)
-			}
-		}
-		a, _ := netip.AddrFromSlice(b)
-		if a.Is4() && len(v4) < 1<<16 {
-			v4 = append(v4, a)
-		} else if a.Is6() && len(v6) < 1<<16 {
-			v6 = append(v6, a)
-		}
-	}
+	v4, v6 := sampleAddrs(fib, 1<<16)
 	// Lookups are timed in the thread's CPU time: a lookup never blocks,
 	// and time the thread spends descheduled is other load's.
 	runtime.LockOSThread()
-	const rounds = 30
-	per := func(addrs []netip.Addr) float64 {
-		t := threadCPU()
-		hits := 0
-		for range rounds {
-			for _, a := range addrs {
-				if _, ok := fib.Lookup(a); ok {
-					hits++
-				}
-			}
-		}
-		if hits == 0 {
-			return 0
-		}
-		return float64(threadCPU()-t) / float64(rounds*len(addrs))
-	}
-	out := make([]*mpls.FIBEntry, 32)
-	perBatch := func(addrs []netip.Addr) float64 {
-		t := threadCPU()
-		hits := 0
-		for range rounds {
-			for i := 0; i+len(out) <= len(addrs); i += len(out) {
-				fib.LookupBatch(addrs[i:i+len(out)], out)
-				if out[0] != nil {
-					hits++
-				}
-			}
-		}
-		if hits == 0 {
-			return 0
-		}
-		return float64(threadCPU()-t) / float64(rounds*len(addrs))
-	}
-	l4, l6 := per(v4), per(v6)
-	b4, b6 := perBatch(v4), perBatch(v6)
+	l4, l6 := lookupNanos(fib, v4), lookupNanos(fib, v6)
+	b4, b6 := batchLookupNanos(fib, v4), batchLookupNanos(fib, v6)
 	runtime.UnlockOSThread()
 	rss := peakRSSMiB()
 	// A reload of the same file (SIGHUP), as mplsnode run does it.
@@ -258,6 +208,68 @@ func loadOne(path string) error {
 	}
 	fmt.Printf("%.2f | %.0f | %.1f / %.1f | %.1f / %.1f | %d | %.2f | %.0f |\n", elapsed.Seconds(), rss, l4, l6, b4, b6, n.Stack().GVisorRouteCount(), reload.Seconds(), peakRSSMiB())
 	return nil
+}
+
+// sampleAddrs returns n IPv4 and n IPv6 addresses inside random routes of
+// fib (random host bits), from a fixed seed.
+func sampleAddrs(fib *mpls.FIB, n int) (v4, v6 []netip.Addr) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for len(v4) < n || len(v6) < n {
+		p := fib.Entry(rng.IntN(fib.Len())).Prefix
+		b := p.Addr().AsSlice()
+		for i := p.Bits(); i < len(b)*8; i++ {
+			if rng.IntN(2) == 1 {
+				b[i/8] |= 0x80 >> (i % 8)
+			}
+		}
+		a, _ := netip.AddrFromSlice(b)
+		if a.Is4() && len(v4) < n {
+			v4 = append(v4, a)
+		} else if a.Is6() && len(v6) < n {
+			v6 = append(v6, a)
+		}
+	}
+	return v4, v6
+}
+
+// lookupRounds is how often each address is looked up.
+const lookupRounds = 30
+
+// lookupNanos returns the thread CPU nanoseconds one Lookup of addrs takes
+// (0 when none is found: the numbers would mean nothing).
+func lookupNanos(fib *mpls.FIB, addrs []netip.Addr) float64 {
+	t := threadCPU()
+	hits := 0
+	for range lookupRounds {
+		for _, a := range addrs {
+			if _, ok := fib.Lookup(a); ok {
+				hits++
+			}
+		}
+	}
+	if hits == 0 {
+		return 0
+	}
+	return float64(threadCPU()-t) / float64(lookupRounds*len(addrs))
+}
+
+// batchLookupNanos is lookupNanos for LookupBatch, 32 addresses a call.
+func batchLookupNanos(fib *mpls.FIB, addrs []netip.Addr) float64 {
+	out := make([]*mpls.FIBEntry, 32)
+	t := threadCPU()
+	hits := 0
+	for range lookupRounds {
+		for i := 0; i+len(out) <= len(addrs); i += len(out) {
+			fib.LookupBatch(addrs[i:i+len(out)], out)
+			if out[0] != nil {
+				hits++
+			}
+		}
+	}
+	if hits == 0 {
+		return 0
+	}
+	return float64(threadCPU()-t) / float64(lookupRounds*len(addrs))
 }
 
 // threadCPU returns the calling thread's CPU time in nanoseconds.

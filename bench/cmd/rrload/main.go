@@ -94,6 +94,43 @@ func run(ctx context.Context, bin string, rounds, seconds int) error {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
 		}
 	}()
+	if err := buildNamespaces(ctx, ns0, ns1, nsU, nsK); err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, "u.conf")
+	if err := os.WriteFile(conf, []byte("link add vu1 type afpacket\naddr add 172.16.21.22/24 dev vu1\nroute add 172.16.20.0/24 via 172.16.21.21\n"), 0o644); err != nil {
+		return err
+	}
+	servers := []*server{
+		{name: "--config", ns: nsU, addr: "172.16.21.22"},
+		{name: "--kernel", ns: nsK, addr: "172.16.22.22"},
+	}
+	for _, s := range servers {
+		args := []string{"netns", "exec", s.ns, bin, "netserver", "-p", "12865", "-v"}
+		if s.name == "--config" {
+			args = append(args, "--config", conf)
+		} else {
+			args = append(args, "--kernel")
+		}
+		s.logs = new(lockedWriter)
+		s.cmd = exec.Command("ip", args...)
+		s.cmd.Stderr = s.logs
+		if err := s.cmd.Start(); err != nil {
+			return err
+		}
+		defer func() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }()
+	}
+	if err := waitListening(ctx, servers); err != nil {
+		return err
+	}
+
+	return measureRounds(ctx, bin, ns0, servers, rounds, seconds)
+}
+
+// buildNamespaces builds the four namespaces: kernel clients in ns0, the
+// kernel forwarding in ns1, the --config server's link in nsU, the
+// --kernel server in nsK.
+func buildNamespaces(ctx context.Context, ns0, ns1, nsU, nsK string) error {
 	steps := [][]string{
 		{"", "ip", "netns", "add", ns0}, {"", "ip", "netns", "add", ns1},
 		{"", "ip", "netns", "add", nsU}, {"", "ip", "netns", "add", nsK},
@@ -124,33 +161,12 @@ func run(ctx context.Context, bin string, rounds, seconds int) error {
 			return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, out)
 		}
 	}
-	conf := filepath.Join(dir, "u.conf")
-	if err := os.WriteFile(conf, []byte("link add vu1 type afpacket\naddr add 172.16.21.22/24 dev vu1\nroute add 172.16.20.0/24 via 172.16.21.21\n"), 0o644); err != nil {
-		return err
-	}
-	servers := []*server{
-		{name: "--config", ns: nsU, addr: "172.16.21.22"},
-		{name: "--kernel", ns: nsK, addr: "172.16.22.22"},
-	}
-	for _, s := range servers {
-		args := []string{"netns", "exec", s.ns, bin, "netserver", "-p", "12865", "-v"}
-		if s.name == "--config" {
-			args = append(args, "--config", conf)
-		} else {
-			args = append(args, "--kernel")
-		}
-		s.logs = new(lockedWriter)
-		s.cmd = exec.Command("ip", args...)
-		s.cmd.Stderr = s.logs
-		if err := s.cmd.Start(); err != nil {
-			return err
-		}
-		defer func() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }()
-	}
-	if err := waitListening(ctx, servers); err != nil {
-		return err
-	}
+	return nil
+}
 
+// measureRounds measures both servers once a round, alternating which goes
+// first, and prints each round, the medians and the target's verdict.
+func measureRounds(ctx context.Context, bin, ns0 string, servers []*server, rounds, seconds int) error {
 	fmt.Printf("## TCP_RR under load (3 TCP_STREAM + 3 TCP_MAERTS against the same server), %d round(s) x %d s\n\n", rounds, seconds)
 	fmt.Println("| round | server | TCP_RR trans/s | bulk Mbit/s (STREAM / MAERTS) |")
 	fmt.Println("|---:|---|---:|---|")

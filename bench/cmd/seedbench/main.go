@@ -116,10 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "seedbench: %v\n", err)
 		return 2
 	}
-	if *out == "" {
-		// Outside the checkout, so a run leaves the tracked tree clean.
-		*out = filepath.Join(os.TempDir(), "mplsnode-bench-"+time.Now().UTC().Format("20060102-150405"))
-	}
+	*out = resultsDir(*out)
 	fmt.Fprintf(stdout, "seedbench: results go to %s\n", *out)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -163,4 +160,13 @@ func lsrRate(ctx context.Context, bin string, seconds float64, sizes []int, prog
 			OfferedPPS: r.OfferedPPS, Generator: r.Generator})
 	}
 	return out, err
+}
+
+// resultsDir is -out, or by default a new directory under $TMPDIR named for
+// the time: outside the checkout, so a run leaves the tracked tree clean.
+func resultsDir(out string) string {
+	if out != "" {
+		return out
+	}
+	return filepath.Join(os.TempDir(), "mplsnode-bench-"+time.Now().UTC().Format("20060102-150405"))
 }
