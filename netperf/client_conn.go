@@ -103,6 +103,9 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 				if isTimeout(err) {
 					break
 				}
+				if errors.Is(err, net.ErrClosed) {
+					return d, err // closed under us: a signal stopped the test
+				}
 				// ENOBUFS, ECONNREFUSED (an ICMP error for an earlier
 				// datagram): netperf counts a failed send and goes on.
 				d.sendErrors++
