@@ -157,41 +157,66 @@ func (p *parser) onOff(ctx string) bool {
 func (p *parser) validate() {
 	c := p.cfg
 	p.validateBGP()
-	links := map[string]int{}
-	var names []string
+	v := &validator{p: p, links: map[string]int{}}
 	for i, l := range c.Links {
-		if j, ok := links[l.Name]; ok {
+		if j, ok := v.links[l.Name]; ok {
 			p.addAt(l.NamePos, "link %s is already added at %s", l.Name, c.Links[j].Pos)
 			continue
 		}
-		links[l.Name] = i
-		names = append(names, l.Name)
-	}
-	checkDev := func(dev string, pos Pos) bool {
-		if _, ok := links[dev]; ok || dev == LoopbackDev {
-			return true
-		}
-		p.addAt(pos, "unknown device %q; declare it with \"link add %s type afpacket\"%s", dev, dev, suggest(dev, names))
-		return false
+		v.links[l.Name] = i
+		v.names = append(v.names, l.Name)
 	}
 	for _, in := range p.inputs {
-		if checkDev(in.dev, in.pos) {
-			if i, ok := links[in.dev]; ok {
+		if v.checkDev(in.dev, in.pos) {
+			if i, ok := v.links[in.dev]; ok {
 				c.Links[i].MPLSInput = in.on
 			}
 		}
 	}
+	v.addrs()
+	v.duplicateRoutes()
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if len(r.NextHops) == 0 {
+			v.nextHop(r.Via, r.ViaPos(), &r.Dev, r.DevPos())
+		}
+		for j := range r.NextHops {
+			h := &r.NextHops[j]
+			v.nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
+		}
+	}
+	v.labelRoutes()
+}
 
-	// Addresses: each once; subnets on different links must not overlap,
-	// else a next hop would belong to two links.
+// validator holds what validate's checks share: the links by name.
+type validator struct {
+	p     *parser
+	links map[string]int // index in Config.Links
+	names []string
+}
+
+// checkDev reports whether dev is a declared link (or the loopback),
+// saying where it is not.
+func (v *validator) checkDev(dev string, pos Pos) bool {
+	if _, ok := v.links[dev]; ok || dev == LoopbackDev {
+		return true
+	}
+	v.p.addAt(pos, "unknown device %q; declare it with \"link add %s type afpacket\"%s", dev, dev, suggest(dev, v.names))
+	return false
+}
+
+// addrs checks the addresses: each once; subnets on different links must
+// not overlap, else a next hop would belong to two links.
+func (v *validator) addrs() {
+	c := v.p.cfg
 	for i, a := range c.Addrs {
-		checkDev(a.Dev, a.DevPos)
+		v.checkDev(a.Dev, a.DevPos)
 		for _, b := range c.Addrs[:i] {
 			switch {
 			case a.Prefix.Addr() == b.Prefix.Addr():
-				p.addAt(a.PrefixPos, "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
+				v.p.addAt(a.PrefixPos, "address %s is already added at %s", a.Prefix.Addr(), b.Pos)
 			case a.Dev != b.Dev && a.Prefix.Overlaps(b.Prefix):
-				p.addAt(a.PrefixPos, "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
+				v.p.addAt(a.PrefixPos, "%s on %s overlaps %s on %s (%s); a subnet belongs to one link",
 					a.Prefix, a.Dev, b.Prefix, b.Dev, b.Pos)
 			default:
 				continue
@@ -199,49 +224,58 @@ func (p *parser) validate() {
 			break
 		}
 	}
-	// onLink returns the link whose connected subnet holds addr.
-	onLink := func(addr netip.Addr) (string, bool) {
-		for _, a := range c.Addrs {
-			if a.Dev != LoopbackDev && a.Prefix.Masked().Contains(addr) {
-				return a.Dev, true
-			}
-		}
-		return "", false
-	}
-	own := func(addr netip.Addr) (Pos, bool) {
-		for _, a := range c.Addrs {
-			if a.Prefix.Addr() == addr {
-				return a.Pos, true
-			}
-		}
-		return Pos{}, false
-	}
-	nextHop := func(via netip.Addr, viaPos Pos, dev *string, devPos Pos) {
-		if !via.IsValid() {
-			if *dev != "" {
-				checkDev(*dev, devPos)
-			}
-			return
-		}
-		if at, ok := own(via); ok {
-			p.addAt(viaPos, "next hop %s is this node's own address (%s)", via, at)
-			return
-		}
-		if *dev != "" {
-			checkDev(*dev, devPos)
-			return
-		}
-		d, ok := onLink(via)
-		if !ok {
-			p.addAt(viaPos, "next hop %s is on no connected subnet; add dev NAME, or an addr add on its subnet", via)
-			return
-		}
-		*dev = d
-	}
+}
 
-	// Duplicate prefixes: sort the routes' indexes by prefix (a map of a
-	// million prefixes would cost ten times the memory) and compare
-	// neighbours; the later line is the duplicate.
+// onLink returns the link whose connected subnet holds addr.
+func (v *validator) onLink(addr netip.Addr) (string, bool) {
+	for _, a := range v.p.cfg.Addrs {
+		if a.Dev != LoopbackDev && a.Prefix.Masked().Contains(addr) {
+			return a.Dev, true
+		}
+	}
+	return "", false
+}
+
+// own returns where addr is added as the node's own address.
+func (v *validator) own(addr netip.Addr) (Pos, bool) {
+	for _, a := range v.p.cfg.Addrs {
+		if a.Prefix.Addr() == addr {
+			return a.Pos, true
+		}
+	}
+	return Pos{}, false
+}
+
+// nextHop checks a next hop and, without a dev, sets it to the link of the
+// connected subnet holding via.
+func (v *validator) nextHop(via netip.Addr, viaPos Pos, dev *string, devPos Pos) {
+	if !via.IsValid() {
+		if *dev != "" {
+			v.checkDev(*dev, devPos)
+		}
+		return
+	}
+	if at, ok := v.own(via); ok {
+		v.p.addAt(viaPos, "next hop %s is this node's own address (%s)", via, at)
+		return
+	}
+	if *dev != "" {
+		v.checkDev(*dev, devPos)
+		return
+	}
+	d, ok := v.onLink(via)
+	if !ok {
+		v.p.addAt(viaPos, "next hop %s is on no connected subnet; add dev NAME, or an addr add on its subnet", via)
+		return
+	}
+	*dev = d
+}
+
+// duplicateRoutes finds prefixes routed twice: it sorts the routes' indexes
+// by prefix (a map of a million prefixes would cost ten times the memory)
+// and compares neighbours; the later line is the duplicate.
+func (v *validator) duplicateRoutes() {
+	c := v.p.cfg
 	order := make([]int32, len(c.Routes))
 	for i := range order {
 		order[i] = int32(i)
@@ -256,20 +290,15 @@ func (p *parser) validate() {
 		prev, i := order[k-1], order[k]
 		if c.Routes[prev].Prefix == c.Routes[i].Prefix {
 			r := &c.Routes[i]
-			p.addAt(r.PrefixPos(), "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
+			v.p.addAt(r.PrefixPos(), "route to %s is already added at %s", r.Prefix, c.Routes[prev].Pos)
 		}
 	}
-	order = nil
-	for i := range c.Routes {
-		r := &c.Routes[i]
-		if len(r.NextHops) == 0 {
-			nextHop(r.Via, r.ViaPos(), &r.Dev, r.DevPos())
-		}
-		for j := range r.NextHops {
-			h := &r.NextHops[j]
-			nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
-		}
-	}
+}
+
+// labelRoutes checks the label routes: below net.mpls.platform_labels,
+// each label once, and their next hops.
+func (v *validator) labelRoutes() {
+	c := v.p.cfg
 	labels := map[uint32]Pos{}
 	for i := range c.LabelRoutes {
 		r := &c.LabelRoutes[i]
@@ -278,20 +307,20 @@ func (p *parser) validate() {
 			if pos, ok := c.Where["net.mpls.platform_labels"]; ok {
 				at = "at " + pos.String()
 			}
-			p.addAt(r.LabelPos, "label %d is not below net.mpls.platform_labels=%d (set %s); raise it above %d",
+			v.p.addAt(r.LabelPos, "label %d is not below net.mpls.platform_labels=%d (set %s); raise it above %d",
 				r.Label, c.Sysctl.PlatformLabels, at, r.Label)
 		}
 		if prev, ok := labels[r.Label]; ok {
-			p.addAt(r.LabelPos, "label route for %d is already added at %s", r.Label, prev)
+			v.p.addAt(r.LabelPos, "label route for %d is already added at %s", r.Label, prev)
 			continue
 		}
 		labels[r.Label] = r.Pos
 		if len(r.NextHops) == 0 {
-			nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
+			v.nextHop(r.Via, r.ViaPos, &r.Dev, r.DevPos)
 		}
 		for j := range r.NextHops {
 			h := &r.NextHops[j]
-			nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
+			v.nextHop(h.Via, h.ViaPos, &h.Dev, h.DevPos)
 		}
 	}
 }
