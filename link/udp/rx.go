@@ -130,6 +130,10 @@ func (e *Endpoint) deliverRead(d stack.NetworkDispatcher, r *rxState, i int) int
 		e.drop(DropNotAttached, uint64(nSegs))
 		return 0
 	}
+	if n == 0 {
+		e.drop(DropTruncated, 1)
+		return 0
+	}
 	maxLen := int(e.MTU()) + labelEntryLen
 	delivered := 0
 	for off := 0; off < n; off += seg {

@@ -219,11 +219,15 @@ func (e *Endpoint) classify(b *txBatch, pkt *stack.PacketBuffer) (sock int, with
 // shorter) into dst and returns their number.
 func peekFrame(dst []byte, pkt *stack.PacketBuffer) int {
 	n := 0
-	for _, s := range pkt.AsSlices() {
-		n += copy(dst[n:], s)
-		if n == len(dst) {
-			break
+	vl, off := pkt.AsViewList()
+	for v := vl.Front(); v != nil && n < len(dst); v = v.Next() {
+		b := v.AsSlice()
+		if off >= len(b) {
+			off -= len(b)
+			continue
 		}
+		n += copy(dst[n:], b[off:])
+		off = 0
 	}
 	return n
 }
