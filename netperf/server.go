@@ -369,6 +369,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		rr:         r.IsRR(),
 		testLength: r.TestLength,
 		noDelay:    r.Flags&FlagNoDelay != 0,
+		cong:       r.CongControl,
 	}
 	if spec.rr {
 		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
@@ -577,10 +578,11 @@ type dataSpec struct {
 	recvSize, sendSize  int32 // per call; RR: request and response sizes
 	testLength          int32 // >0 seconds, <0 -count, 0 until EOF
 	noDelay             bool
-	classicRR           bool // no EOF: end on count or idle after the timer
-	udp                 bool // datagrams; the client ends with an empty one
-	connect             bool // a connection per transaction (TCP_CRR, TCP_CC)
-	connectOnly         bool // TCP_CC: no data, the server closes at once
+	classicRR           bool   // no EOF: end on count or idle after the timer
+	udp                 bool   // datagrams; the client ends with an empty one
+	connect             bool   // a connection per transaction (TCP_CRR, TCP_CC)
+	connectOnly         bool   // TCP_CC: no data, the server closes at once
+	cong                string // the congestion control asked for (-K ,remote); "" the default
 }
 
 // dataStats is what a data phase measured.
@@ -649,6 +651,9 @@ func (s *Server) runData(ln net.Listener, spec dataSpec, wantCong bool) (st data
 		if nd, ok := conn.(noDelayer); ok {
 			_ = nd.SetNoDelay(true)
 		}
+	}
+	if spec.cong != "" {
+		setCongestionControl(conn, spec.cong)
 	}
 	if timed {
 		_ = conn.SetDeadline(hardEnd)

@@ -65,9 +65,10 @@ func startStackServer(t *testing.T, srv *stack.Stack) (int, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	s := &netperf.Server{
-		Listen:       srv.Listen,
-		ListenPacket: srv.ListenPacket,
-		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Listen:        srv.Listen,
+		ListenPacket:  srv.ListenPacket,
+		TransportInfo: srv.TransportInfo,
+		Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	ln, err := srv.Listen("tcp", ":0")
 	if err != nil {
