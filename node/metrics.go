@@ -266,11 +266,12 @@ const metricsDefaultHost = "127.0.0.1"
 
 // ServeMetricsListener is ServeMetrics on an existing listener (tests use
 // 127.0.0.1:0 and read the port from ln). It closes ln. It answers GET
-// (and HEAD) /metrics only: other methods get 405 Method Not Allowed,
+// (and HEAD) /metrics and /debug/pprof/heap (heapProfile) only: other methods get 405 Method Not Allowed,
 // other paths 404; nothing it serves changes the node.
 func ServeMetricsListener(ctx context.Context, n *Node, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", MetricsHandler(n))
+	mux.HandleFunc("GET /debug/pprof/heap", heapProfile)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadTimeout}
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
