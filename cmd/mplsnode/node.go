@@ -306,127 +306,40 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
+// runOptions is what mplsnode run's flags say.
+type runOptions struct {
+	file, format, level  string
+	ctlSock, metricsAddr string
+	cpuProfile           string
+	pcapFile, pcapLinks  string
+	capture              captureFlags
+}
+
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", runUsage, stderr)
-	file := fs.String("c", "", "config `FILE` (required)")
-	format := fs.String("log-format", "text", "log format: text or json")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	ctlSock := fs.String("control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477; :9477 listens on loopback only")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
-	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcapng, one interface a link; - is stdout); a recorded link runs without the XDP program, so every frame it forwards is seen")
-	var cf captureFlags
-	fs.IntVar(&cf.snapLen, "s", 0, "with --pcap: record at most `SNAPLEN` bytes of a frame (0: 262144)")
-	fs.Float64Var(&cf.fileSize, "C", 0, "with --pcap FILE: start a new file when the current one is past `SIZE` million bytes (tcpdump -C): FILE, FILE1, FILE2, ...")
-	fs.IntVar(&cf.fileCount, "W", 0, "with -C: keep at most `COUNT` files, FILE0 .. FILE<COUNT-1>, reused in turn (tcpdump -W)")
-	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
+	ro, code, stop := parseRunFlags(args, stdout, stderr)
+	if stop {
 		return code
 	}
-	if *file == "" {
-		fmt.Fprintln(stderr, "mplsnode run: -c FILE is required")
-		return exitUsage
-	}
-	pcapFile, pcapLinks, _ := strings.Cut(*pcapSpec, ",")
-	if *pcapSpec != "" && pcapFile == "" {
-		fmt.Fprintf(stderr, "mplsnode run: --pcap %q: want FILE[,DEV...]\n", *pcapSpec)
-		return exitUsage
-	}
-	if msg := checkCaptureFlags(pcapFile, cf); msg != "" {
-		fmt.Fprintln(stderr, "mplsnode run:", msg)
-		return exitUsage
-	}
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := startCPUProfile(ro.cpuProfile)
 	if err != nil {
 		fmt.Fprintln(stderr, "mplsnode run:", err)
 		return exitUsage
 	}
 	defer stopProfile()
-	logger, err := newLogger(*format, *level, stderr)
+	logger, err := newLogger(ro.format, ro.level, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mplsnode run:", err)
 		return exitUsage
 	}
-	// Load in the background: a million routes take seconds, and a
-	// SIGTERM meanwhile must end the process now, not after the load.
-	logger.Info("loading config", "config", *file)
-	cfg, loaded, err := whileLoading(ctx, func() (*config.Config, error) {
-		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
-		// Parsed only: node.New runs the semantic checks (node.Check)
-		// itself, and a second FIB build would cost a million-route file
-		// seconds.
-		return config.ParseFile(*file)
-	})
-	if !loaded {
-		logger.Info("stopped while loading the config", "config", *file)
-		return exitOK // the loader dies with the process
+	cfg, captureLinks, code, ok := loadRunConfig(ctx, ro, logger, stderr)
+	if !ok {
+		return code
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
+	n, stopServers, done, code, ok := startRunNode(ctx, ro, cfg, captureLinks, logger, stdout, stderr)
+	if !ok {
+		return code
 	}
-	var captureLinks []string
-	if pcapLinks != "" {
-		captureLinks = strings.Split(pcapLinks, ",")
-		if err := node.CheckCaptureLinks(cfg, captureLinks); err != nil {
-			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
-			return exitUsage
-		}
-	}
-	// Claim the control socket and the metrics address, and check that no
-	// other node holds the links, before anything else (the capture file,
-	// the links): a second node on the same config stops here, exit 1,
-	// naming the first.
-	ctlLn, metricsLn, err := claimObservability(*ctlSock, *metricsAddr)
-	if err != nil {
-		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
-		return exitFailure
-	}
-	closeListeners := func() {
-		for _, ln := range []net.Listener{ctlLn, metricsLn} {
-			if ln != nil {
-				ln.Close()
-			}
-		}
-	}
-	if err := node.CheckLinksFree(cfg); err != nil {
-		closeListeners()
-		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
-		return exitFailure
-	}
-	opts := node.Options{Logger: logger}
-	if pcapFile != "" {
-		w, err := openCapture(pcapFile, stdout, cf, logger)
-		if err != nil {
-			closeListeners()
-			fmt.Fprintln(stderr, "mplsnode run:", err)
-			return exitUsage
-		}
-		defer closeCapture(w, pcapFile, logger)
-		opts.Capture, opts.CaptureLinks = w, captureLinks
-	}
-	n, loaded, err := whileLoading(ctx, func() (*node.Node, error) {
-		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
-		return node.New(cfg, opts)
-	})
-	if !loaded {
-		closeListeners()
-		logger.Info("stopped while loading the config", "config", *file)
-		return exitOK // the loader dies with the process
-	}
-	if err != nil {
-		closeListeners()
-		var el config.ErrorList
-		if errors.As(err, &el) || errors.Is(err, node.ErrUnknownLink) {
-			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", *file, err)
-			return exitUsage
-		}
-		logger.Error("node failed to start", "err", err)
-		return exitFailure
-	}
-	if opts.Capture != nil {
-		logger.Info("capturing frames", "file", pcapFile, "links", pcapLinksOrAll(opts.CaptureLinks))
-	}
-	stopServers := startObservability(ctx, n, ctlLn, metricsLn, logger)
+	defer done()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -440,11 +353,134 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return exitOK
 		case <-hup:
-			logger.Info("SIGHUP: reloading", "config", *file)
-			err := reloadNode(n, *file)
-			if err != nil {
-				logger.Error("reload rejected; the old tables stay", "config", *file, "err", err.Error())
+			logger.Info("SIGHUP: reloading", "config", ro.file)
+			if err := reloadNode(n, ro.file); err != nil {
+				logger.Error("reload rejected; the old tables stay", "config", ro.file, "err", err.Error())
 			}
 		}
 	}
+}
+
+// parseRunFlags parses mplsnode run's flags; stop says the command ends
+// here with code (help, bad usage).
+func parseRunFlags(args []string, stdout, stderr io.Writer) (ro runOptions, code int, stop bool) {
+	fs := newFlagSet("run", runUsage, stderr)
+	fs.StringVar(&ro.file, "c", "", "config `FILE` (required)")
+	fs.StringVar(&ro.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&ro.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&ro.ctlSock, "control-socket", node.DefaultControlSocket, "control socket `PATH` for mplsnode stats (empty: off)")
+	fs.StringVar(&ro.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (empty: off), e.g. 127.0.0.1:9477; :9477 listens on loopback only")
+	fs.StringVar(&ro.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (read it with go tool pprof)")
+	pcapSpec := fs.String("pcap", "", "record the frames of the links DEV (default all) to `FILE[,DEV...]` (pcapng, one interface a link; - is stdout); a recorded link runs without the XDP program, so every frame it forwards is seen")
+	fs.IntVar(&ro.capture.snapLen, "s", 0, "with --pcap: record at most `SNAPLEN` bytes of a frame (0: 262144)")
+	fs.Float64Var(&ro.capture.fileSize, "C", 0, "with --pcap FILE: start a new file when the current one is past `SIZE` million bytes (tcpdump -C): FILE, FILE1, FILE2, ...")
+	fs.IntVar(&ro.capture.fileCount, "W", 0, "with -C: keep at most `COUNT` files, FILE0 .. FILE<COUNT-1>, reused in turn (tcpdump -W)")
+	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
+		return ro, code, true
+	}
+	if ro.file == "" {
+		fmt.Fprintln(stderr, "mplsnode run: -c FILE is required")
+		return ro, exitUsage, true
+	}
+	ro.pcapFile, ro.pcapLinks, _ = strings.Cut(*pcapSpec, ",")
+	if *pcapSpec != "" && ro.pcapFile == "" {
+		fmt.Fprintf(stderr, "mplsnode run: --pcap %q: want FILE[,DEV...]\n", *pcapSpec)
+		return ro, exitUsage, true
+	}
+	if msg := checkCaptureFlags(ro.pcapFile, ro.capture); msg != "" {
+		fmt.Fprintln(stderr, "mplsnode run:", msg)
+		return ro, exitUsage, true
+	}
+	return ro, 0, false
+}
+
+// loadRunConfig parses the config file in the background (a million routes
+// take seconds, and a SIGTERM meanwhile must end the process now, not after
+// the load) and checks the --pcap links against it; ok false means the
+// command ends with code.
+func loadRunConfig(ctx context.Context, ro runOptions, logger *slog.Logger, stderr io.Writer) (cfg *config.Config, captureLinks []string, code int, ok bool) {
+	logger.Info("loading config", "config", ro.file)
+	cfg, loaded, err := whileLoading(ctx, func() (*config.Config, error) {
+		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+		// Parsed only: node.New runs the semantic checks (node.Check)
+		// itself, and a second FIB build would cost a million-route file
+		// seconds.
+		return config.ParseFile(ro.file)
+	})
+	if !loaded {
+		logger.Info("stopped while loading the config", "config", ro.file)
+		return nil, nil, exitOK, false // the loader dies with the process
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, nil, exitUsage, false
+	}
+	if ro.pcapLinks != "" {
+		captureLinks = strings.Split(ro.pcapLinks, ",")
+		if err := node.CheckCaptureLinks(cfg, captureLinks); err != nil {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", ro.file, err)
+			return nil, nil, exitUsage, false
+		}
+	}
+	return cfg, captureLinks, 0, true
+}
+
+// startRunNode claims the control socket and the metrics address and checks
+// that no other node holds the links, before anything else (the capture
+// file, the links): a second node on the same config stops here, exit 1,
+// naming the first. Then it opens the capture, starts the node and its
+// servers. done closes the capture; ok false means the command ends with
+// code.
+func startRunNode(ctx context.Context, ro runOptions, cfg *config.Config, captureLinks []string, logger *slog.Logger,
+	stdout, stderr io.Writer) (n *node.Node, stopServers, done func(), code int, ok bool) {
+	done = func() {}
+	ctlLn, metricsLn, err := claimObservability(ro.ctlSock, ro.metricsAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
+		return nil, nil, done, exitFailure, false
+	}
+	fail := func(code int) (*node.Node, func(), func(), int, bool) {
+		for _, ln := range []net.Listener{ctlLn, metricsLn} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+		done()
+		return nil, nil, func() {}, code, false
+	}
+	if err := node.CheckLinksFree(cfg); err != nil {
+		fmt.Fprintln(stderr, "mplsnode run: not starting:", err)
+		return fail(exitFailure)
+	}
+	opts := node.Options{Logger: logger}
+	if ro.pcapFile != "" {
+		w, err := openCapture(ro.pcapFile, stdout, ro.capture, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "mplsnode run:", err)
+			return fail(exitUsage)
+		}
+		done = func() { closeCapture(w, ro.pcapFile, logger) }
+		opts.Capture, opts.CaptureLinks = w, captureLinks
+	}
+	n, loaded, err := whileLoading(ctx, func() (*node.Node, error) {
+		defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent))
+		return node.New(cfg, opts)
+	})
+	if !loaded {
+		logger.Info("stopped while loading the config", "config", ro.file)
+		return fail(exitOK) // the loader dies with the process
+	}
+	if err != nil {
+		var el config.ErrorList
+		if errors.As(err, &el) || errors.Is(err, node.ErrUnknownLink) {
+			fmt.Fprintf(stderr, "mplsnode run: %s: %v\n", ro.file, err)
+			return fail(exitUsage)
+		}
+		logger.Error("node failed to start", "err", err)
+		return fail(exitFailure)
+	}
+	if opts.Capture != nil {
+		logger.Info("capturing frames", "file", ro.pcapFile, "links", pcapLinksOrAll(opts.CaptureLinks))
+	}
+	return n, startObservability(ctx, n, ctlLn, metricsLn, logger), done, 0, true
 }
