@@ -210,12 +210,11 @@ func labelInts(l []mpls.Label) []uint32 {
 	return out
 }
 
-// dest127 is the i-th 127/8 destination (::ffff:127.0.0.x for IPv6).
+// dest127 is the i-th 127/8 destination: 127.0.0.1 and up
+// (::ffff:127.0.0.1 and up for IPv6).
 func dest127(v6 bool, i int) netip.Addr {
-	a := netip.AddrFrom4([4]byte{127, 0, byte(i >> 8), byte(i)})
-	if i == 0 {
-		a = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	}
+	n := uint32(127<<24|1) + uint32(i)
+	a := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 	if v6 {
 		return netip.AddrFrom16(a.As16())
 	}
