@@ -56,12 +56,12 @@ func TestParseSelection(t *testing.T) {
 		want []string // selected row IDs, in order
 		lsr  bool
 	}{
-		{"1,5,8", []string{"1", "5", "5x", "5m", "5q", "5k", "8a", "8b"}, false},
+		{"1,5,8", []string{"1", "5", "5x", "5m", "5q", "5u", "5k", "8a", "8b"}, false},
 		{"5k", []string{"5k"}, false},
 		{"6b, 9c", []string{"6b", "9c"}, false},
 		{"9", []string{"9a", "9b", "9c", "9d", "9e", "9f", "9g", "9h", "9i", "9j", "9k"}, false},
 		{"10", nil, true},
-		{"5,10", []string{"5", "5x", "5m", "5q", "5k"}, true},
+		{"5,10", []string{"5", "5x", "5m", "5q", "5u", "5k"}, true},
 	} {
 		sel, err := bench.ParseSelection(tc.in, cfgs)
 		if err != nil {

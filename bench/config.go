@@ -41,13 +41,18 @@ const (
 	// virt21: the kernel peer of ns1's AF_XDP link (link type xdp) must
 	// send full checksums, which that link verifies (package link/xdp).
 	TopoUserLSRXDP
+	// TopoUDP: TopoUserLSR with the underlay of an MPLS-in-UDP link
+	// (link type udp) between ns0 and ns1: their kernels hold
+	// 192.168.77.20/24 and 192.168.77.21/24 on virt01 and virt10 and
+	// carry the datagrams; ns1's kernel holds nothing on virt12.
+	TopoUDP
 	numTopologies
 )
 
-var topoNames = [numTopologies]string{"kernel", "kernel-notso", "user-host", "user-lsr", "tap", "user-lsr-peer-gro", "user-lsr-xdp"}
+var topoNames = [numTopologies]string{"kernel", "kernel-notso", "user-host", "user-lsr", "tap", "user-lsr-peer-gro", "user-lsr-xdp", "udp"}
 
 // letters name each kind's namespaces: mpb<pid>-<letter><0|1|2>.
-var topoLetters = [numTopologies]string{"k", "n", "h", "l", "t", "x", "c"}
+var topoLetters = [numTopologies]string{"k", "n", "h", "l", "t", "x", "c", "u"}
 
 // String returns the kind's name as results.json records it.
 func (t Topology) String() string {
@@ -165,6 +170,24 @@ addr add 172.16.21.21/24 dev tap12
 sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 via inet 172.16.21.22 dev tap12
 `
+	// MPLS in UDP between ns0 and ns1 (TopoUDP's underlay): ns0 pushes
+	// 100 on a udp link, ns1 pops it towards ns2 on afpacket. The udp
+	// link's MTU is 1500 less 28 bytes of IPv4 and UDP and 4 for an
+	// explicit null, so no route needs an mtu lock; ns1's afpacket link
+	// gets that MTU too, since the LSR splits the kernel's GSO frames to
+	// its receiving link's MTU and the pieces leave on the udp link.
+	ns0UDP = `link add mu0 type udp local 192.168.77.20:6635 remote 192.168.77.21:6635
+addr add 172.16.20.20/24 dev mu0
+route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21
+route add 172.16.21.0/24 via 172.16.20.21
+`
+	ns1UDP = `link add mu1 type udp local 192.168.77.21:6635 remote 192.168.77.20:6635
+link add virt12 type afpacket mtu 1468
+addr add 172.16.20.21/24 dev mu1
+addr add 172.16.21.21/24 dev virt12
+sysctl -w net.ipv4.ip_forward=1
+-f mpls route add 100 via inet 172.16.21.22 dev virt12
+`
 	// The return path labelled too: ns1 is the LER pushing 200 towards
 	// ns0, which pops it to its own stack.
 	ns0LabelBoth = ns0Label + "-f mpls route add 200 dev lo\n"
@@ -202,6 +225,7 @@ func Configs() []Config {
 		{ID: "5q", Group: 5, Name: "as 5, every afpacket link mode ring with queues 2 (PACKET_FANOUT)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: linkWords(ns0Label, "queues 2 mode ring"), NS1Conf: linkWords(ns1Pop, "queues 2 mode ring")},
 		{ID: "6a", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv4", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
 		{ID: "6b", Group: 6, Name: "as 5, 3 labels (ns1 pops all three), IPv6", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP6, NS0Conf: ns0ThreeLabels, NS1Conf: ns1ThreeLabels},
+		{ID: "5u", Group: 5, Name: "as 5, ns0 -- ns1 as MPLS in UDP (link type udp, RFC 7510) over the kernels' veth", Test: netperf.TCPStream, Topo: TopoUDP, Client: ClientNode, Host: hostLSP, NS0Conf: ns0UDP, NS1Conf: ns1UDP},
 		{ID: "5k", Group: 5, Name: "as 5, LSR in XDP mode (set forward xdp on; GRO on ns2's virt21)", Test: netperf.TCPStream, Topo: TopoUserLSRPeerGRO, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label, NS1Conf: ns1Pop + "set forward xdp on\n"},
 		{ID: "7", Group: 7, Name: "as 5, TAP in a Linux bridge instead of AF_PACKET", Test: netperf.TCPStream, Topo: TopoTAP, Client: ClientNode, Host: hostLSP, NS0Conf: ns0TAP, NS1Conf: ns1TAP},
 		{ID: "8a", Group: 8, Name: "as 5, set gso off (endpoint: see 5)", Test: netperf.TCPStream, Topo: TopoUserLSR, Client: ClientNode, Host: hostLSP, NS0Conf: ns0Label + "set gso off\n", NS1Conf: ns1Pop},

@@ -183,6 +183,8 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		ratio("5/3 (ahead of stock netstack)", "5", "3", 5),
 		ratio("5/2 (ahead of the kernel segmenting per frame)", "5", "2", 1.0),
 		ratio("7/5 (TAP near AF_PACKET)", "7", "5", 0.9),
+		ratio("5u/4 (labelled over MPLS-in-UDP at unlabelled speed)", "5u", "4", 0.9),
+		ratio("5u/2 (MPLS-in-UDP ahead of the kernel segmenting per frame)", "5u", "2", 1.0),
 		ratio("9h/9g (TCP_RR through our LSR near the kernel's forwarding)", "9h", "9g", 0.8),
 		ratio("9i/9g (the same, the LSR's links with busy-poll 50)", "9i", "9g", 0.8),
 	}

@@ -132,6 +132,11 @@ func buildTopo(ctx context.Context, t *Topo) error {
 	case TopoUserHost:
 		steps = append(steps, kernelNS1...)
 	}
+	if t.Kind == TopoUDP {
+		steps = append(steps,
+			s(ns0, "ip", "addr", "add", "192.168.77.20/24", "dev", "virt01"),
+			s(ns1, "ip", "addr", "add", "192.168.77.21/24", "dev", "virt10"))
+	}
 	if t.Kind == TopoUserLSRPeerGRO {
 		steps = append(steps, s(ns2, "ethtool", "-K", "virt21", "gro", "on"))
 	}
