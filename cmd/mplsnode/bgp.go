@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -120,7 +122,25 @@ func runBGP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 		fmt.Fprintf(tw, "AS %d, router-id %s, labels %d-%d: %d of %d bound\n", s.AS, s.RouterID, s.LabelLow, s.LabelHigh, s.LabelsUsed, s.LabelsSize)
-		fmt.Fprintf(tw, "routes %d, installed %d, unresolved next hop %d\n\n", s.Routes, s.Installed, s.Unresolved)
+		fmt.Fprintf(tw, "routes %d, installed %d, unresolved next hop %d\n", s.Routes, s.Installed, s.Unresolved)
+		reasons := func(m map[string]int) string {
+			var out []string
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				out = append(out, fmt.Sprintf("%s %d", k, m[k]))
+			}
+			return strings.Join(out, ", ")
+		}
+		if len(s.NotInstalled) > 0 {
+			fmt.Fprintf(tw, "not installed: %s\n", reasons(s.NotInstalled))
+		}
+		if len(s.Refused) > 0 {
+			counts := map[string]int{}
+			for k, v := range s.Refused {
+				counts[k] = int(v)
+			}
+			fmt.Fprintf(tw, "refused so far: %s\n", reasons(counts))
+		}
+		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "NEIGHBOR\tAS\tSTATE\tSINCE\tRECEIVED\tINSTALLED")
 		for _, n := range s.Neighbors {
 			var rx, in int
