@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,18 +151,21 @@ func fetchStats(ctx context.Context, path string) ([]byte, error) {
 // its name in the JSON document (stats --json) and each section with the
 // JSON object it comes from, so the two forms use the same names.
 func printReport(w io.Writer, r *node.Report) {
+	// One column a link, one row a counter: the table stays narrow however
+	// many counters a link has.
 	fmt.Fprintln(w, "links")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "name\tlink_mode\tqueues\trx_frames\ttx_frames\trx_delivered\trx_forwarded\ttx_packets\tgso_packets\tstack_rx_bytes\tstack_tx_bytes\tilm_hits\tftn_hits\trx_blocks\ttx_ring_full\tbusy_polls\tbusy_poll_hits\tbusy_poll_us\trx_coalesced\trx_checksum_partial_form\trx_fragments_held\trx_ring_frames\t")
+	fmt.Fprint(tw, "name\t")
 	for _, l := range r.Links {
-		mode := l.LinkMode
-		if mode == "" {
-			mode = "-"
+		fmt.Fprintf(tw, "%s\t", l.Name)
+	}
+	fmt.Fprintln(tw)
+	for _, c := range linkColumns {
+		fmt.Fprintf(tw, "%s\t", c.name)
+		for i := range r.Links {
+			fmt.Fprintf(tw, "%s\t", c.value(&r.Links[i]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", l.Name, mode, l.Queues, l.RXFrames, l.TXFrames,
-			l.RXDelivered, l.RXForwarded, l.TXPackets, l.GSOPackets, l.StackRXBytes, l.StackTXBytes, l.ILMHits, l.FTNHits,
-			l.RXBlocks, l.TXRingFull, l.BusyPolls, l.BusyPollHits, l.BusyPollUS, l.RXCoalesced, l.RXChecksumPartialForm, l.RXFragmentsHeld,
-			l.RXRingFrames)
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 
@@ -211,6 +216,38 @@ func printReport(w io.Writer, r *node.Report) {
 	printSection(w, "runtime", []namedCount{{"goroutines", uint64(r.Runtime.Goroutines)},
 		{"heap_objects_bytes", r.Runtime.HeapObjectsBytes}}, nil, nil)
 }
+
+// linkColumns are the rows of the links table, named as in the JSON
+// document.
+var linkColumns = []struct {
+	name  string
+	value func(l *node.LinkReport) string
+}{
+	{"link_mode", func(l *node.LinkReport) string { return cmp.Or(l.LinkMode, "-") }},
+	{"queues", func(l *node.LinkReport) string { return strconv.Itoa(l.Queues) }},
+	{"rx_frames", func(l *node.LinkReport) string { return u(l.RXFrames) }},
+	{"tx_frames", func(l *node.LinkReport) string { return u(l.TXFrames) }},
+	{"rx_delivered", func(l *node.LinkReport) string { return u(l.RXDelivered) }},
+	{"rx_forwarded", func(l *node.LinkReport) string { return u(l.RXForwarded) }},
+	{"tx_packets", func(l *node.LinkReport) string { return u(l.TXPackets) }},
+	{"gso_packets", func(l *node.LinkReport) string { return u(l.GSOPackets) }},
+	{"stack_rx_bytes", func(l *node.LinkReport) string { return u(l.StackRXBytes) }},
+	{"stack_tx_bytes", func(l *node.LinkReport) string { return u(l.StackTXBytes) }},
+	{"ilm_hits", func(l *node.LinkReport) string { return u(l.ILMHits) }},
+	{"ftn_hits", func(l *node.LinkReport) string { return u(l.FTNHits) }},
+	{"rx_blocks", func(l *node.LinkReport) string { return u(l.RXBlocks) }},
+	{"tx_ring_full", func(l *node.LinkReport) string { return u(l.TXRingFull) }},
+	{"busy_polls", func(l *node.LinkReport) string { return u(l.BusyPolls) }},
+	{"busy_poll_hits", func(l *node.LinkReport) string { return u(l.BusyPollHits) }},
+	{"busy_poll_us", func(l *node.LinkReport) string { return u(l.BusyPollUS) }},
+	{"rx_coalesced", func(l *node.LinkReport) string { return u(l.RXCoalesced) }},
+	{"rx_checksum_partial_form", func(l *node.LinkReport) string { return u(l.RXChecksumPartialForm) }},
+	{"rx_fragments_held", func(l *node.LinkReport) string { return u(l.RXFragmentsHeld) }},
+	{"rx_ring_frames", func(l *node.LinkReport) string { return u(l.RXRingFrames) }},
+}
+
+// u formats a counter.
+func u[T ~uint64 | ~uint32 | ~int](v T) string { return fmt.Sprint(v) }
 
 // namedCount is one line of a printed section.
 type namedCount struct {

@@ -317,3 +317,25 @@ func TestRunObservability(t *testing.T) {
 		t.Errorf("got Stat(socket) error %v after exit, want not exist", err)
 	}
 }
+
+// TestReportFitsTerminal prints a report of four links with counters in
+// the billions and checks that every line fits 100 columns, the width of
+// a terminal beside another.
+func TestReportFitsTerminal(t *testing.T) {
+	r := node.Report{}
+	for _, name := range []string{"virt10", "virt12", "uplink0", "customer-a"} {
+		r.Links = append(r.Links, node.LinkReport{Name: name, LinkMode: "ring", Queues: 2,
+			RXFrames: 4_000_000_000, TXFrames: 4_000_000_000, RXForwarded: 3_999_999_999,
+			Drops: map[string]uint64{"no_ilm_entry": 1_000_000}})
+	}
+	var out bytes.Buffer
+	printReport(&out, &r)
+	for i, line := range strings.Split(out.String(), "\n") {
+		if len(line) > 100 {
+			t.Errorf("line %d is %d columns, want at most 100: %q", i+1, len(line), line)
+		}
+	}
+	if !strings.Contains(out.String(), "rx_forwarded") || !strings.Contains(out.String(), "3999999999") {
+		t.Errorf("report lacks the links' counters:\n%s", out.String())
+	}
+}
