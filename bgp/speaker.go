@@ -145,7 +145,7 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 	// GoBGP's own logs are noisy at info; keep its warnings and errors.
 	lvl := new(slog.LevelVar)
 	lvl.Set(slog.LevelWarn)
-	glog := slog.New(levelHandler{logger.Handler(), lvl}).With("component", "gobgp")
+	glog := slog.New(newAliasHandler(levelHandler{logger.Handler(), lvl}, cfg.Neighbors)).With("component", "gobgp")
 	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
 	s.stopSrv = sync.OnceFunc(s.srv.Stop) // a second Stop would wait forever
 	go s.srv.Serve()
