@@ -84,7 +84,6 @@ func (e *Endpoint) queueAnswer(pkt *stack.PacketBuffer) {
 
 // ndLoop delivers neighbour answers until Close.
 func (e *Endpoint) ndLoop() {
-	defer e.wg.Done()
 	for {
 		select {
 		case <-e.closed:
@@ -97,7 +96,7 @@ func (e *Endpoint) ndLoop() {
 				}
 			}
 		case pkt := <-e.nd:
-			if d := e.getDispatcher(); d != nil {
+			if d := e.Dispatcher(); d != nil {
 				d.DeliverNetworkPacket(0, pkt)
 			}
 			pkt.DecRef()

@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 )
 
 // ethertypeMPLS is the MPLS unicast ethertype of the frames delivered.
@@ -76,7 +78,6 @@ func (r *rxState) recv(fd uintptr) bool {
 
 // rxLoop reads until the socket is closed.
 func (e *Endpoint) rxLoop() {
-	defer e.wg.Done()
 	r := &e.rx
 	for {
 		if err := e.rxRC.Read(r.fn); err != nil {
@@ -87,15 +88,13 @@ func (e *Endpoint) rxLoop() {
 			continue
 		}
 		e.ctr.rxReads.Add(1)
-		d := e.getDispatcher()
+		d := e.Dispatcher()
 		delivered := 0
 		for i := 0; i < r.n; i++ {
 			delivered += e.deliverRead(d, r, i)
 		}
 		if delivered > 0 {
-			if be, ok := d.(interface{ EndBatch() }); ok {
-				be.EndBatch()
-			}
+			lowerlink.EndBatch(d)
 		}
 	}
 }
@@ -142,7 +141,7 @@ func (e *Endpoint) deliverRead(d stack.NetworkDispatcher, r *rxState, i int) int
 			e.drop(r, 1)
 			continue
 		}
-		pkt := newFrame(e.linkAddr, e.peerAddr, ethertypeMPLS, b)
+		pkt := newFrame(e.LinkAddress(), e.peerAddr, ethertypeMPLS, b)
 		d.DeliverNetworkPacket(0, pkt)
 		pkt.DecRef()
 		e.ctr.rxPackets.Add(1)

@@ -75,6 +75,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 )
 
 // Defaults and bounds of Options.
@@ -157,8 +159,14 @@ type txSock struct {
 }
 
 // Endpoint is the MPLS-in-UDP lower link. Create it with New and give it
-// to mplsendpoint.New (or stack.Link with kind LinkUDP).
+// to mplsendpoint.New (or stack.Link with kind LinkUDP). Its MTU (see the
+// package doc) is the largest frame payload, label stack and IP packet,
+// the link carries: Options.MTU less the outer IP and UDP headers and one
+// label stack entry for the explicit null of an unlabelled packet.
 type Endpoint struct {
+	lowerlink.Lifecycle
+	lowerlink.Ethernet
+
 	local, remote netip.AddrPort
 	remoteIP      netip.Addr
 	v6            bool
@@ -168,19 +176,12 @@ type Endpoint struct {
 	gso           atomic.Bool
 	gro           bool
 	outerMTU      uint32
-	mtu           atomic.Uint32
 	recvBatch     int
+	peerAddr      tcpip.LinkAddress
 
-	mu         sync.RWMutex
-	dispatcher stack.NetworkDispatcher
-	linkAddr   tcpip.LinkAddress
-	peerAddr   tcpip.LinkAddress
-	started    bool
-	onClose    func()
-
-	closeOnce sync.Once
-	closed    chan struct{}
-	wg        sync.WaitGroup
+	// closed is closed when Close begins (it stops the neighbour
+	// goroutine).
+	closed chan struct{}
 
 	// nd holds ARP/NDP answers for the neighbour goroutine to deliver
 	// (the stack must not be re-entered from its own WritePackets).
@@ -246,13 +247,14 @@ func New(opts Options) (*Endpoint, error) {
 	if v6 {
 		overhead = ipv6HeaderLen
 	}
-	e.mtu.Store(mtu - overhead - udpHeaderLen - labelEntryLen)
-	e.linkAddr = opts.LinkAddress
-	if e.linkAddr == "" {
-		e.linkAddr = madeUpMAC(local.String())
+	e.SetMTU(mtu - overhead - udpHeaderLen - labelEntryLen)
+	linkAddr := opts.LinkAddress
+	if linkAddr == "" {
+		linkAddr = madeUpMAC(local.String())
 	}
+	e.SetLinkAddress(linkAddr)
 	e.peerAddr = madeUpMAC("peer " + remote.String())
-	if e.peerAddr == e.linkAddr {
+	if e.peerAddr == linkAddr {
 		e.peerAddr = madeUpMAC("peer 2 " + remote.String())
 	}
 	network := "udp4"
@@ -268,6 +270,13 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	e.gso.Store(!opts.NoGSO && !opts.ZeroChecksum && probeGSO(e.tx[0].rc))
 	e.rx.init(e, batch)
+	e.Init(func() {
+		e.Go(e.rxLoop)
+		e.Go(e.ndLoop)
+	}, func(bool) {
+		close(e.closed)
+		e.closeSockets()
+	})
 	return e, nil
 }
 
@@ -440,104 +449,12 @@ func (e *Endpoint) Stats() Stats {
 
 func (e *Endpoint) drop(r DropReason, n uint64) { e.ctr.drops[r].Add(n) }
 
-// MTU implements stack.LinkEndpoint: the largest frame payload (label
-// stack and IP packet) the link carries, Options.MTU less the outer IP and
-// UDP headers and one label stack entry (the explicit null of an
-// unlabelled packet).
-func (e *Endpoint) MTU() uint32 { return e.mtu.Load() }
-
-// SetMTU implements stack.LinkEndpoint. It changes what MTU reports.
-func (e *Endpoint) SetMTU(mtu uint32) { e.mtu.Store(mtu) }
-
-// MaxHeaderLength implements stack.LinkEndpoint: 0, frames come with
-// their Ethernet header built.
-func (*Endpoint) MaxHeaderLength() uint16 { return 0 }
-
-// LinkAddress implements stack.LinkEndpoint: the made-up Ethernet address
-// of the link's end (Options.LinkAddress).
-func (e *Endpoint) LinkAddress() tcpip.LinkAddress {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.linkAddr
-}
+// Capabilities implements stack.LinkEndpoint: none.
+func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
 // PeerLinkAddress returns the made-up Ethernet address the link gives
 // the peer (the answer to every ARP and NDP request).
 func (e *Endpoint) PeerLinkAddress() tcpip.LinkAddress { return e.peerAddr }
-
-// SetLinkAddress implements stack.LinkEndpoint.
-func (e *Endpoint) SetLinkAddress(addr tcpip.LinkAddress) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.linkAddr = addr
-}
-
-// Capabilities implements stack.LinkEndpoint: none.
-func (*Endpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
-
-// ARPHardwareType implements stack.LinkEndpoint: Ethernet, the frames'
-// form at the boundary.
-func (*Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareEther }
-
-// AddHeader implements stack.LinkEndpoint: nothing to add.
-func (*Endpoint) AddHeader(*stack.PacketBuffer) {}
-
-// ParseHeader implements stack.LinkEndpoint: nothing to parse.
-func (*Endpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
-
-// Attach implements stack.LinkEndpoint. The first non-nil dispatcher
-// starts the receive and neighbour goroutines; they run until Close.
-func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.dispatcher = d
-	if d == nil || e.started {
-		return
-	}
-	e.started = true
-	e.wg.Add(2)
-	go e.rxLoop()
-	go e.ndLoop()
-}
-
-// IsAttached implements stack.LinkEndpoint.
-func (e *Endpoint) IsAttached() bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.dispatcher != nil
-}
-
-// Wait implements stack.LinkEndpoint: it returns once the goroutines have
-// stopped (after Close).
-func (e *Endpoint) Wait() { e.wg.Wait() }
-
-// SetOnCloseAction implements stack.LinkEndpoint.
-func (e *Endpoint) SetOnCloseAction(f func()) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.onClose = f
-}
-
-// Close implements stack.LinkEndpoint: it closes the sockets, stopping
-// the goroutines, and runs the on-close action. Safe to call more than
-// once.
-func (e *Endpoint) Close() {
-	first := false
-	e.closeOnce.Do(func() {
-		first = true
-		close(e.closed)
-		e.closeSockets()
-	})
-	if !first {
-		return
-	}
-	e.mu.RLock()
-	f := e.onClose
-	e.mu.RUnlock()
-	if f != nil {
-		f()
-	}
-}
 
 func (e *Endpoint) closeSockets() {
 	if e.rxConn != nil {
@@ -546,13 +463,6 @@ func (e *Endpoint) closeSockets() {
 	for _, s := range e.tx {
 		s.conn.Close()
 	}
-}
-
-func (e *Endpoint) getDispatcher() stack.NetworkDispatcher {
-	e.mu.RLock()
-	d := e.dispatcher
-	e.mu.RUnlock()
-	return d
 }
 
 // mmsghdr is struct mmsghdr from <sys/socket.h>.
