@@ -132,7 +132,7 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 		ls.count(v.Did)
 		ls.ctr.fragmented.Add(1)
 		for _, f := range frags {
-			ls.emit(st, &eg, buffer.MakeWithData(f), v.Label)
+			ls.emit(&eg, buffer.MakeWithData(f), v.Label)
 		}
 		return
 	}
@@ -145,7 +145,7 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 		buf.Truncate(n)
 	}
 	ls.count(v.Did)
-	ls.emit(st, &eg, buf, v.Label)
+	ls.emit(&eg, buf, v.Label)
 }
 
 // verdictICMP sends the ICMP error the verdict v asks for, if any: to the

@@ -81,6 +81,6 @@ func (ls *Switch) Originate(dev string, via netip.Addr, labels []mpls.Entry, ip 
 	}
 	eg := egress{nh: nh, typ: typ, hdrLen: header.EthernetMinimumSize + len(labels)*mpls.EntryLen, nLabels: len(labels)}
 	copy(eg.labels[:], labels)
-	ls.emit(st, &eg, buffer.MakeWithData(append([]byte{}, ip...)), 0)
+	ls.emit(&eg, buffer.MakeWithData(append([]byte{}, ip...)), 0)
 	return nil
 }

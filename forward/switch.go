@@ -10,6 +10,7 @@ import (
 	"github.com/mplsnode/mplsnode/internal/drops"
 	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
+	"github.com/mplsnode/mplsnode/link/neighbor"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -23,7 +24,7 @@ const (
 	// address is being resolved: enough for a TCP initial window plus
 	// slack; beyond it frames are dropped as queue_full, as Linux bounds its
 	// neighbour queue (unres_qlen_bytes).
-	maxQueuedPerNextHop = 64
+	maxQueuedPerNextHop = neighbor.DefaultMaxQueued
 	// maxHeldPerLink bounds the frames held for one egress link within a
 	// receive batch before they are written anyway: one sendmmsg's worth.
 	maxHeldPerLink = 64
@@ -31,7 +32,7 @@ const (
 	// with its queue): transit to on-link destinations makes one per
 	// destination host, which a scan of a large subnet must not grow
 	// without bound. Beyond it frames are dropped as no_neighbor.
-	maxNextHops = 4096
+	maxNextHops = neighbor.DefaultMaxEntries
 	// ipPeek is how much of the payload under the labels must be contiguous
 	// to read its IP header: the largest IPv4 header (60 bytes), which
 	// covers the 40-byte IPv6 header too.
@@ -230,9 +231,9 @@ type Switch struct {
 	st     atomic.Pointer[attached]
 	router atomic.Pointer[Router] // transit IP routes (ip.go)
 
-	nhMu sync.Mutex                              // serialises next hop creation
-	nhs  atomic.Pointer[map[nextHopKey]*nextHop] // copy-on-write
-	txs  atomic.Pointer[[]*heldTx]               // one per egress link; copy-on-write under nhMu
+	nhs  *neighbor.Table[hopLink, queuedFrame] // next hops and the frames waiting for their MAC
+	txMu sync.Mutex                            // serialises heldFor
+	txs  atomic.Pointer[[]*heldTx]             // one per egress link; copy-on-write under txMu
 
 	listPool sync.Pool // *gstack.PacketBufferList
 
@@ -271,28 +272,24 @@ type attachedLink struct {
 	nic tcpip.NICID
 }
 
-type nextHopKey struct {
-	dev  string
-	addr netip.Addr
-}
-
 // nextHop is one (egress link, next hop address) pair with its resolution
 // state and its queue of frames waiting for the MAC address.
-type nextHop struct {
-	ls    *Switch
-	ep    *mplsendpoint.Endpoint
-	nic   tcpip.NICID
-	addr  tcpip.Address
-	proto tcpip.NetworkProtocolNumber
+type nextHop = neighbor.Entry[hopLink, queuedFrame]
 
-	mac       atomic.Pointer[tcpip.LinkAddress]
-	onResolve func(gstack.LinkResolutionResult)
-
-	mu      sync.Mutex
-	queue   []*gstack.PacketBuffer
-	nQueued atomic.Int32
-
+// hopLink is a next hop's egress link.
+type hopLink struct {
+	ep *mplsendpoint.Endpoint
 	tx *heldTx // the egress link's frames held for the end of the batch
+}
+
+// queuedFrame is a frame for a next hop, its link header built but for
+// the destination MAC address.
+type queuedFrame struct {
+	out   *gstack.PacketBuffer
+	label mpls.Label // names the frame in drop warnings
+	// batched: written with the receive batch (hold) when sent at once;
+	// groOK: later segments may join it there.
+	batched, groOK bool
 }
 
 // heldTx holds the frames built for one egress link during a receive batch,
@@ -311,7 +308,7 @@ type heldTx struct {
 // list is written at once. Later segments may join out (GRO) only if
 // groOK: its checksums verified. It consumes out's reference.
 func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
-	tx := nh.tx
+	tx := nh.Value.tx
 	tx.mu.Lock()
 	tx.list.PushBack(out)
 	tx.segs = append(tx.segs, 1)
@@ -332,7 +329,7 @@ func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
 // continues that packet's TCP flow (gro.go), and reports whether it did
 // (then it owns payload).
 func (ls *Switch) coalesce(eg *egress, payload *buffer.Buffer, groOK bool) bool {
-	tx := eg.nh.tx
+	tx := eg.nh.Value.tx
 	if !groOK || !eg.batched || !tx.gro || (eg.typ != header.IPv4ProtocolNumber && eg.typ != header.IPv6ProtocolNumber) {
 		return false
 	}
@@ -393,8 +390,12 @@ func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 	}
 	ls := &Switch{ttlModel: model, log: logger}
 	ls.ctr.drops = drops.New[Drop]("label switch: drop", dropNames[:], remedies[:], logger)
-	empty := map[nextHopKey]*nextHop{}
-	ls.nhs.Store(&empty)
+	ls.nhs = neighbor.New(neighbor.Options[hopLink, queuedFrame]{
+		Resolve:    ls.resolve,
+		Handler:    neighbor.Handler[hopLink, queuedFrame]{Write: ls.writeFrame, Drop: ls.dropFrame},
+		MaxEntries: maxNextHops,
+		MaxQueued:  maxQueuedPerNextHop,
+	})
 	ls.txs.Store(&[]*heldTx{})
 	ls.listPool.New = func() any { return new(gstack.PacketBufferList) }
 	return ls
@@ -519,13 +520,13 @@ type egress struct {
 
 // emit puts eg's link header and labels in front of payload and transmits
 // the frame to eg's next hop. It takes ownership of payload.
-func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mpls.Label) {
+func (ls *Switch) emit(eg *egress, payload buffer.Buffer, label mpls.Label) {
 	// GRO rewrites the headers and leaves the TCP checksum for the peer's
 	// kernel to complete, which would make a corrupt segment valid: only
 	// segments whose checksums verify (or that the receive path validated)
 	// may coalesce; the others leave as they came.
 	groOK := false
-	if eg.batched && eg.nh.tx.gro {
+	if eg.batched && eg.nh.Value.tx.gro {
 		groOK = eg.csumValid || checksumsValid(eg.typ, &payload)
 	}
 	if ls.coalesce(eg, &payload, groOK) {
@@ -535,55 +536,35 @@ func (ls *Switch) emit(st *attached, eg *egress, payload buffer.Buffer, label mp
 	out.NetworkProtocolNumber = eg.typ
 	out.Hash = eg.hash
 	h := out.LinkHeader().Push(eg.hdrLen)
-	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.ep.LinkAddress(), Type: eg.typ})
+	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.Value.ep.LinkAddress(), Type: eg.typ})
 	off := header.EthernetMinimumSize
 	for _, e := range eg.labels[:eg.nLabels] {
 		e.Encode(h[off:])
 		off += mpls.EntryLen
 	}
-	ls.transmit(st, eg.nh, out, label, eg.batched, groOK)
+	ls.transmit(eg.nh, out, label, eg.batched, groOK)
 }
 
 // nextHop returns the next hop state for (dev, addr), creating it on first
-// use; nil if dev is not one of the stack's links.
+// use; nil if dev is not one of the stack's links or the switch keeps
+// maxNextHops next hops.
 func (ls *Switch) nextHop(st *attached, dev string, addr netip.Addr) *nextHop {
-	key := nextHopKey{dev: dev, addr: addr}
-	if nh, ok := (*ls.nhs.Load())[key]; ok {
+	key := neighbor.Key{Link: dev, Addr: addr}
+	if nh := ls.nhs.Lookup(key); nh != nil {
 		return nh
-	}
-	ls.nhMu.Lock()
-	defer ls.nhMu.Unlock()
-	old := *ls.nhs.Load()
-	if nh, ok := old[key]; ok {
-		return nh
-	}
-	if len(old) >= maxNextHops {
-		return nil
 	}
 	l, ok := st.byName[dev]
-	if !ok || !addr.IsValid() {
+	if !ok {
 		return nil
 	}
-	ep, nic := l.ep, l.nic
-	nh := &nextHop{ls: ls, ep: ep, nic: nic, addr: tcpip.AddrFromSlice(addr.AsSlice()), proto: header.IPv4ProtocolNumber}
-	if addr.Is6() {
-		nh.proto = header.IPv6ProtocolNumber
-	}
-	nh.onResolve = nh.resolved
-	nh.tx = ls.heldFor(ep)
-	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
-	m := make(map[nextHopKey]*nextHop, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[key] = nh
-	ls.nhs.Store(&m)
-	return nh
+	return ls.nhs.Add(key, l.nic, hopLink{ep: l.ep, tx: ls.heldFor(l.ep)})
 }
 
 // heldFor returns the held-frames list of egress link ep, creating it on
-// first use. Callers hold nhMu.
+// first use.
 func (ls *Switch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
+	ls.txMu.Lock()
+	defer ls.txMu.Unlock()
 	old := *ls.txs.Load()
 	for _, tx := range old {
 		if tx.ep == ep {
@@ -596,82 +577,60 @@ func (ls *Switch) heldFor(ep *mplsendpoint.Endpoint) *heldTx {
 	return tx
 }
 
-// transmit resolves nh's MAC address through the stack's neighbour table
-// (cached: the answer comes synchronously) and writes out, or queues it
-// while resolution runs. It consumes out's reference.
-func (ls *Switch) transmit(st *attached, nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
-	terr := st.ns.GetLinkAddress(nh.nic, nh.addr, tcpip.Address{}, nh.proto, nh.onResolve)
-	switch terr.(type) {
-	case nil:
-		mac := nh.mac.Load()
-		if mac == nil { // unreachable: a nil error means onResolve ran
-			ls.drop(DropNoNeighbor, 1, label)
-			out.DecRef()
-			return
-		}
-		copy(out.LinkHeader().Slice(), *mac)
-		if batched {
-			ls.hold(nh, out, groOK)
-			return
-		}
-		ls.write(nh, out, label)
-	case *tcpip.ErrWouldBlock:
-		nh.mu.Lock()
-		if len(nh.queue) >= maxQueuedPerNextHop {
-			nh.mu.Unlock()
-			ls.drop(DropQueueFull, 1, label)
-			out.DecRef()
-			return
-		}
-		nh.queue = append(nh.queue, out)
-		nh.nQueued.Add(1)
-		nh.mu.Unlock()
-		ls.ctr.queued.Add(1)
-	default:
-		ls.drop(DropNoNeighbor, 1, label)
-		out.DecRef()
+// resolve asks the attached stack's neighbour table (neighbor.Resolver).
+func (ls *Switch) resolve(nic tcpip.NICID, addr tcpip.Address, proto tcpip.NetworkProtocolNumber, onResolve func(gstack.LinkResolutionResult)) tcpip.Error {
+	st := ls.st.Load()
+	if st == nil {
+		return &tcpip.ErrNotConnected{}
 	}
+	return st.ns.GetLinkAddress(nic, addr, tcpip.Address{}, proto, onResolve)
+}
+
+// transmit sends out to nh once its MAC address is known (neighbor.Table.Send:
+// at once when the stack's neighbour table has it cached, else queued while
+// resolution runs). It consumes out's reference.
+func (ls *Switch) transmit(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
+	if ls.nhs.Send(nh, queuedFrame{out: out, label: label, batched: batched, groOK: groOK}) == neighbor.Queued {
+		ls.ctr.queued.Add(1)
+	}
+}
+
+// writeFrame puts mac in q's link header and sends it on nh's link: held
+// for the end of the receive batch when it came with one, else written at
+// once (a frame that waited for mac is written by the goroutine that
+// handles the neighbour's answer, outside any batch).
+func (ls *Switch) writeFrame(nh *nextHop, q queuedFrame, mac tcpip.LinkAddress, queued bool) {
+	copy(q.out.LinkHeader().Slice(), mac)
+	if q.batched && !queued {
+		ls.hold(nh, q.out, q.groOK)
+		return
+	}
+	ls.write(nh, q.out, q.label)
+}
+
+// dropFrame counts q as queue_full or no_neighbor (none when the switch is
+// flushed) and releases it.
+func (ls *Switch) dropFrame(_ *nextHop, q queuedFrame, why neighbor.Reason, _ bool) {
+	switch why {
+	case neighbor.QueueFull:
+		ls.drop(DropQueueFull, 1, q.label)
+	case neighbor.Unresolved:
+		ls.drop(DropNoNeighbor, 1, q.label)
+	}
+	q.out.DecRef()
 }
 
 // write sends one frame on nh's link and releases it.
 func (ls *Switch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
 	l := ls.listPool.Get().(*gstack.PacketBufferList)
 	l.PushBack(out)
-	n, _ := nh.ep.WriteRawFrames(*l)
+	n, _ := nh.Value.ep.WriteRawFrames(*l)
 	l.Reset() // releases out
 	ls.listPool.Put(l)
 	if n == 1 {
 		ls.ctr.forwarded.Add(1)
 	} else {
 		ls.drop(DropWriteError, 1, label)
-	}
-}
-
-// resolved is the neighbour table's callback: it records the MAC address
-// and flushes (or, on failure, drops) the frames waiting for it.
-func (nh *nextHop) resolved(r gstack.LinkResolutionResult) {
-	if r.Err == nil {
-		if cur := nh.mac.Load(); cur == nil || *cur != r.LinkAddress {
-			mac := r.LinkAddress
-			nh.mac.Store(&mac)
-		}
-	}
-	if nh.nQueued.Load() == 0 {
-		return
-	}
-	nh.mu.Lock()
-	q := nh.queue
-	nh.queue = make([]*gstack.PacketBuffer, 0, maxQueuedPerNextHop)
-	nh.nQueued.Store(0)
-	nh.mu.Unlock()
-	for _, pkt := range q {
-		if r.Err != nil {
-			nh.ls.drop(DropNoNeighbor, 1, 0)
-			pkt.DecRef()
-			continue
-		}
-		copy(pkt.LinkHeader().Slice(), r.LinkAddress)
-		nh.ls.write(nh, pkt, 0)
 	}
 }
 
@@ -686,15 +645,7 @@ func (ls *Switch) Flush() {
 		tx.segs = tx.segs[:0]
 		tx.mu.Unlock()
 	}
-	for _, nh := range *ls.nhs.Load() {
-		nh.mu.Lock()
-		for _, pkt := range nh.queue {
-			pkt.DecRef()
-		}
-		nh.queue = nh.queue[:0]
-		nh.nQueued.Store(0)
-		nh.mu.Unlock()
-	}
+	ls.nhs.Close()
 }
 
 // quoteLen is how much of an offending packet the ICMP errors are given

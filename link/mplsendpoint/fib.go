@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/link/neighbor"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -19,10 +20,10 @@ var _ stack.GSOEndpoint = (*FIBEndpoint)(nil)
 // and IP it forwards) is written to it, and it routes the packet by the
 // FIB (mpls.Tables.FIB): longest-prefix match on the destination, a next
 // hop chosen per flow (mpls.FlowHash: ECMP), the next hop's MAC resolved
-// through the stack's neighbour table on the hop's link (ARP for an IPv4
-// next hop, NDP for IPv6, whatever the packet's family: 6PE), and the
-// packet handed to that link's Endpoint, which pushes Ethernet and the
-// hop's labels and segments GSO packets.
+// through the stack's neighbour table on the hop's link (link/neighbor:
+// ARP for an IPv4 next hop, NDP for IPv6, whatever the packet's family:
+// 6PE), and the packet handed to that link's Endpoint, which pushes
+// Ethernet and the hop's labels and segments GSO packets.
 //
 // So gVisor's own route table holds only the connected subnets and two
 // default routes to this NIC, however many routes the FIB holds (gVisor's
@@ -44,8 +45,7 @@ type FIBEndpoint struct {
 
 	mtuCache atomic.Pointer[fibMTU]
 
-	nhMu sync.Mutex
-	nhs  atomic.Pointer[map[fibHopKey]*fibHop]
+	hops *neighbor.Table[*FIBLink, queuedPacket]
 
 	dispatcher atomic.Pointer[stack.NetworkDispatcher]
 	listPool   sync.Pool // *stack.PacketBufferList
@@ -55,7 +55,7 @@ type FIBEndpoint struct {
 // gVisor's stack.Stack.GetLinkAddress: nil when the answer is known (and
 // onResolve was called with it, synchronously), ErrWouldBlock while
 // resolution runs (onResolve is called later), another error otherwise.
-type Resolver func(nic tcpip.NICID, addr tcpip.Address, proto tcpip.NetworkProtocolNumber, onResolve func(stack.LinkResolutionResult)) tcpip.Error
+type Resolver = neighbor.Resolver
 
 // FIBLink is a link a FIB next hop may leave by.
 type FIBLink struct {
@@ -84,27 +84,10 @@ type FIBOptions struct {
 	Forwarding bool
 }
 
-// maxQueuedPerHop bounds the packets waiting for one next hop's MAC
-// address: a TCP initial window and then some.
-const maxQueuedPerHop = 64
-
-type fibHopKey struct {
-	dev  string
-	addr netip.Addr
-}
-
-// fibHop is a next hop's neighbour state.
-type fibHop struct {
-	fib   *FIBEndpoint
-	link  *FIBLink
-	addr  tcpip.Address
-	proto tcpip.NetworkProtocolNumber
-	mac   atomic.Pointer[tcpip.LinkAddress]
-
-	onResolve func(stack.LinkResolutionResult)
-	mu        sync.Mutex
-	queue     []queuedPacket
-}
+// fibHop is a next hop's neighbour state: the link it leaves by and the
+// packets waiting for its MAC address (neighbor.DefaultMaxQueued of them
+// at most, neighbor.DefaultMaxEntries next hops).
+type fibHop = neighbor.Entry[*FIBLink, queuedPacket]
 
 // queuedPacket is a packet waiting for its hop's MAC address, with the
 // labels its route gave it (they belong to an immutable FIB).
@@ -129,8 +112,11 @@ func NewFIB(opts FIBOptions) *FIBEndpoint {
 	f := &FIBEndpoint{tables: t, resolve: opts.Resolve, seed: opts.Seed, gsoMode: opts.GSOMode, forwarding: opts.Forwarding}
 	empty := map[string]*FIBLink{}
 	f.links.Store(&empty)
-	hops := map[fibHopKey]*fibHop{}
-	f.nhs.Store(&hops)
+	f.hops = neighbor.New(neighbor.Options[*FIBLink, queuedPacket]{Resolve: opts.Resolve, Handler: neighbor.Handler[*FIBLink, queuedPacket]{
+		Write: f.writeQueued,
+		Drop:  f.dropQueued,
+		Keep:  keepPacket,
+	}})
 	f.listPool.New = func() any { return new(stack.PacketBufferList) }
 	return f
 }
@@ -224,16 +210,7 @@ func (*FIBEndpoint) ParseHeader(*stack.PacketBuffer) bool { return true }
 
 // Close implements stack.LinkEndpoint: it drops the packets waiting for a
 // neighbour.
-func (f *FIBEndpoint) Close() {
-	for _, h := range *f.nhs.Load() {
-		h.mu.Lock()
-		for _, q := range h.queue {
-			q.pkt.DecRef()
-		}
-		h.queue = nil
-		h.mu.Unlock()
-	}
-}
+func (f *FIBEndpoint) Close() { f.hops.Close() }
 
 // SetOnCloseAction implements stack.LinkEndpoint.
 func (*FIBEndpoint) SetOnCloseAction(func()) {}
@@ -289,14 +266,16 @@ func (f *FIBEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Erro
 		if len(ent.Group.Hops) > 1 {
 			hop = *ent.Group.Select(f.flowHash(pkt))
 		}
-		h := f.hop(&hop, dst)
+		h, l := f.hop(&hop, dst)
 		if h == nil {
-			if first := f.first.Load(); first != nil {
+			if l != nil {
+				l.Endpoint.drop(DropNoNeighbor, -1, nil) // too many next hops
+			} else if first := f.first.Load(); first != nil {
 				first.drop(DropNoRoute, -1, nil)
 			}
 			continue
 		}
-		f.send(h, pkt, hop.Labels, ent.TTL)
+		f.hops.Send(h, queuedPacket{pkt: pkt, labels: hop.Labels, ttl: ent.TTL})
 	}
 	return n, nil
 }
@@ -331,73 +310,60 @@ func (f *FIBEndpoint) flowHash(pkt *stack.PacketBuffer) uint32 {
 	return mpls.FlowHash(f.seed, buf[:min(n, len(buf))])
 }
 
-// hop returns the neighbour state of hop (towards dst when on-link), nil
-// when its device is not a link.
-func (f *FIBEndpoint) hop(hop *mpls.NextHop, dst netip.Addr) *fibHop {
+// hop returns the neighbour state of hop (towards dst when on-link) and
+// its link; nil, nil when its device is not a link, nil and the link when
+// the table holds all the next hops it may.
+func (f *FIBEndpoint) hop(hop *mpls.NextHop, dst netip.Addr) (*fibHop, *FIBLink) {
 	addr := hop.Via
 	if !addr.IsValid() {
 		addr = dst
 	}
-	key := fibHopKey{dev: hop.Device, addr: addr}
-	if h, ok := (*f.nhs.Load())[key]; ok {
-		return h
-	}
-	f.nhMu.Lock()
-	defer f.nhMu.Unlock()
-	old := *f.nhs.Load()
-	if h, ok := old[key]; ok {
-		return h
+	key := neighbor.Key{Link: hop.Device, Addr: addr}
+	if h := f.hops.Lookup(key); h != nil {
+		return h, h.Value
 	}
 	l, ok := (*f.links.Load())[hop.Device]
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	h := &fibHop{fib: f, link: l, addr: tcpip.AddrFromSlice(addr.AsSlice()), proto: header.IPv4ProtocolNumber}
-	if addr.Is6() {
-		h.proto = header.IPv6ProtocolNumber
-	}
-	h.onResolve = h.resolved
-	m := make(map[fibHopKey]*fibHop, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[key] = h
-	f.nhs.Store(&m)
-	return h
+	return f.hops.Add(key, l.NIC, l), l
 }
 
-// send resolves h's MAC address and writes pkt through h's link with
-// labels, or queues a clone of it while resolution runs. A clone, not a
-// reference: the caller still reads pkt after send returns (gVisor's NIC
-// takes its size for its counters) while resolved, in the goroutine that
-// handles the neighbour's answer, pushes the link header on what was
-// queued; the clone has its own header offsets, and its bytes are copied
-// on that write (the race detector caught the shared packet in
-// stack's TestNetConn).
-func (f *FIBEndpoint) send(h *fibHop, pkt *stack.PacketBuffer, labels []mpls.Label, fixedTTL uint8) {
-	terr := f.resolve(h.link.NIC, h.addr, h.proto, h.onResolve)
-	switch terr.(type) {
-	case nil:
-		if mac := h.mac.Load(); mac != nil {
-			f.write(h, pkt, *mac, labels, fixedTTL)
-			return
-		}
-	case *tcpip.ErrWouldBlock:
-		h.mu.Lock()
-		if len(h.queue) < maxQueuedPerHop {
-			h.queue = append(h.queue, queuedPacket{pkt: pkt.Clone(), labels: labels, ttl: fixedTTL})
-			h.mu.Unlock()
-			return
-		}
-		h.mu.Unlock()
-	}
-	h.link.Endpoint.drop(DropNoNeighbor, -1, nil)
+// keepPacket is what waits for a hop's MAC address in place of a packet
+// WritePackets was given: a clone, not a reference. The caller still
+// reads the packet after WritePackets returns (gVisor's NIC takes its size
+// for its counters) while writeQueued, in the goroutine that handles the
+// neighbour's answer, pushes the link header on what was queued; the clone
+// has its own header offsets, and its bytes are copied on that write (the
+// race detector caught the shared packet in stack's TestNetConn).
+func keepPacket(q queuedPacket) queuedPacket {
+	q.pkt = q.pkt.Clone()
+	return q
 }
 
-// write pushes the hop's header on pkt and writes it on the hop's link.
+// writeQueued writes q to mac on h's link; a queued packet (keepPacket's
+// clone) is released after.
+func (f *FIBEndpoint) writeQueued(h *fibHop, q queuedPacket, mac tcpip.LinkAddress, queued bool) {
+	f.write(h.Value.Endpoint, q.pkt, mac, q.labels, q.ttl)
+	if queued {
+		q.pkt.DecRef()
+	}
+}
+
+// dropQueued counts q on h's link as no_neighbor (unless the endpoint is
+// closing); a queued packet is released.
+func (f *FIBEndpoint) dropQueued(h *fibHop, q queuedPacket, why neighbor.Reason, queued bool) {
+	if why != neighbor.Closed {
+		h.Value.Endpoint.drop(DropNoNeighbor, -1, nil)
+	}
+	if queued {
+		q.pkt.DecRef()
+	}
+}
+
+// write pushes the hop's header on pkt and writes it on link ep.
 // The caller keeps its reference to pkt.
-func (f *FIBEndpoint) write(h *fibHop, pkt *stack.PacketBuffer, mac tcpip.LinkAddress, labels []mpls.Label, fixedTTL uint8) {
-	ep := h.link.Endpoint
+func (f *FIBEndpoint) write(ep *Endpoint, pkt *stack.PacketBuffer, mac tcpip.LinkAddress, labels []mpls.Label, fixedTTL uint8) {
 	pkt.EgressRoute.LocalLinkAddress = ep.LinkAddress()
 	pkt.EgressRoute.RemoteLinkAddress = mac
 	ep.pushHeader(pkt, labels, fixedTTL)
@@ -406,30 +372,4 @@ func (f *FIBEndpoint) write(h *fibHop, pkt *stack.PacketBuffer, mac tcpip.LinkAd
 	_, _ = ep.WritePackets(*l) // counts its own drops
 	l.Reset()
 	f.listPool.Put(l)
-}
-
-// resolved is the neighbour table's callback: it records the MAC address
-// and sends (or, on failure, drops) the packets waiting for it.
-func (h *fibHop) resolved(r stack.LinkResolutionResult) {
-	if r.Err == nil {
-		if cur := h.mac.Load(); cur == nil || *cur != r.LinkAddress {
-			mac := r.LinkAddress
-			h.mac.Store(&mac)
-		}
-	}
-	h.mu.Lock()
-	q := h.queue
-	h.queue = nil
-	h.mu.Unlock()
-	if len(q) == 0 {
-		return
-	}
-	for _, qp := range q {
-		if r.Err != nil {
-			h.link.Endpoint.drop(DropNoNeighbor, -1, nil)
-		} else {
-			h.fib.write(h, qp.pkt, r.LinkAddress, qp.labels, qp.ttl)
-		}
-		qp.pkt.DecRef()
-	}
 }
