@@ -366,3 +366,101 @@ func udpFilter(t *testing.T, s *udpSeed) {
 		t.Errorf("the stack got %d packets during the test, want none", got-delivered)
 	}
 }
+
+// TestUDPSwapMixed: an LSR swaps between a udp link and an afpacket link,
+// both ways. ns0 (host, udp link) pushes 100; ns1 swaps it to 200 onto its
+// afpacket link towards ns2, a node that pops 200 to its own 10.10.10.10
+// and serves; ns2 answers over label 300, which ns1 swaps to 301 onto the
+// udp link and ns0 pops. 32 MiB each way with checksums checked.
+func TestUDPSwapMixed(t *testing.T) {
+	netns.SkipUnlessRoot(t)
+	ns0, ns1, ns2 := netns.New(t, "mu3"), netns.New(t, "mu4"), netns.New(t, "mu5")
+	v0, v1 := muVeth(t, ns0, ns1)
+	v12, v21 := muVeth(t, ns1, ns2)
+	ns0.MustExec("ip", "addr", "add", "192.168.78.20/24", "dev", v0)
+	ns1.MustExec("ip", "addr", "add", "192.168.78.21/24", "dev", v1)
+	n0 := startNode(t, ns0, "ns0.conf", `link add mu0 type udp local 192.168.78.20 remote 192.168.78.21
+addr add 172.16.20.20/24 dev mu0
+route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21
+route add 172.16.21.0/24 via 172.16.20.21
+-f mpls route add 301 dev lo
+`)
+	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add mu1 type udp local 192.168.78.21 remote 192.168.78.20
+link add %[1]s type afpacket mtu 1468
+addr add 172.16.20.21/24 dev mu1
+addr add 172.16.21.21/24 dev %[1]s
+sysctl -w net.ipv4.ip_forward=1
+-f mpls route add 100 as to 200 via inet 172.16.21.22 dev %[1]s
+-f mpls route add 300 as to 301 via inet 172.16.20.20 dev mu1
+`, v12))
+	n2 := startNode(t, ns2, "ns2.conf", fmt.Sprintf(`link add %[1]s type afpacket mtu 1468
+addr add 172.16.21.22/24 dev %[1]s
+addr add 10.10.10.10/32 dev lo
+-f mpls route add 200 dev lo
+route add 172.16.20.20/32 encap mpls 300 via inet 172.16.21.21
+`, v21))
+	const size = 32 << 20
+	for _, dir := range []struct {
+		name     string
+		from, to *node.Node
+		dst      string
+	}{{"to ns2", n0, n2, "10.10.10.10:5001"}, {"to ns0", n2, n0, "172.16.20.20:5002"}} {
+		t.Run(dir.name, func(t *testing.T) {
+			ln, err := dir.to.Stack().ListenTCP(netip.MustParseAddrPort(dir.dst))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			type res struct {
+				sum [32]byte
+				n   int64
+				err error
+			}
+			ch := make(chan res, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					ch <- res{err: err}
+					return
+				}
+				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(time.Minute))
+				h := sha256.New()
+				n, err := io.Copy(h, c)
+				var r res
+				copy(r.sum[:], h.Sum(nil))
+				r.n, r.err = n, err
+				ch <- r
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := dir.from.Stack().DialContext(ctx, "tcp", dir.dst)
+			if err != nil {
+				t.Fatalf("dial %s: %v", dir.dst, err)
+			}
+			sum := send(t, c, size, nil)
+			select {
+			case r := <-ch:
+				if r.err != nil || r.n != size || r.sum != sum {
+					t.Fatalf("got %d bytes, err %v, sums equal %v", r.n, r.err, r.sum == sum)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the transfer did not end in a minute")
+			}
+		})
+	}
+	if sw := n1.Stats().Switch; sw.Swapped == 0 {
+		t.Errorf("ns1 swapped nothing: %+v", sw)
+	}
+	// ns0 popped 301, the label ns1 swapped onto the udp link.
+	if st := n0.Stats().Links["mu0"]; st.ILMHits == 0 {
+		t.Errorf("ns0 received no labelled packet on mu0: %+v", st)
+	}
+	for _, n := range []*node.Node{n0, n1, n2} {
+		for _, l := range n.Report().Links {
+			if d := nonZero(l.Drops); len(d) != 0 {
+				t.Logf("%s drops %v", l.Name, d)
+			}
+		}
+	}
+}
