@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/mplsnode/mplsnode/lspping"
 	"github.com/mplsnode/mplsnode/node"
@@ -385,4 +386,25 @@ func printTrace(w io.Writer, r *node.LSPTraceResult, maxTTL int) {
 			fmt.Fprintf(w, "--- egress not reached\n")
 		}
 	}
+}
+
+// printLSPPing writes the MPLS echo responder's counters (stats): the
+// requests by where the planes stopped them, the replies by return code,
+// the drops by reason.
+func printLSPPing(w io.Writer, r *node.LSPPingReport) {
+	fmt.Fprintf(w, "\nlsp_ping (the MPLS echo responder)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  requests")
+	for _, k := range []string{"egress", "ttl_expired", "no_label_entry"} {
+		fmt.Fprintf(tw, "    %s\t%d\n", k, r.Requests[k])
+	}
+	fmt.Fprintln(tw, "  replies")
+	for _, c := range lspping.Codes() {
+		fmt.Fprintf(tw, "    %s\t%d\n", c, r.Replies[c.String()])
+	}
+	fmt.Fprintln(tw, "  drops")
+	for _, k := range node.LSPPingDropReasons {
+		fmt.Fprintf(tw, "    %s\t%d\n", k, r.Drops[k])
+	}
+	tw.Flush()
 }

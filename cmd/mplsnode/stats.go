@@ -103,7 +103,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 const exitDrops = 3
 
 // nonZeroDrops lists the report's non-zero drop counters as "where reason
-// count": a link's name, "label-switch" or "ip".
+// count": a link's name, "label-switch", "ip" or "lsp-ping".
 func nonZeroDrops(r *node.Report) []string {
 	var out []string
 	add := func(where string, m map[string]uint64) {
@@ -118,6 +118,7 @@ func nonZeroDrops(r *node.Report) []string {
 	}
 	add("label-switch", r.LabelSwitch.Drops)
 	add("ip", r.IP.Drops)
+	add("lsp-ping", r.LSPPing.Drops)
 	return out
 }
 
@@ -209,6 +210,7 @@ func printReport(w io.Writer, r *node.Report) {
 		{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"checksum_errors", t.ChecksumErrors}},
 		nil, nil)
 	printXDP(w, r.XDP)
+	printLSPPing(w, &r.LSPPing)
 	c := r.Control
 	printSection(w, "control (the control socket)", []namedCount{{"closed_idle", c.ClosedIdle}, {"busy", c.Busy},
 		{"accept_errors", c.AcceptErrors}}, nil, nil)
