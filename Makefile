@@ -39,6 +39,7 @@ bench: deps build
 	$(GO) run ./bench/cmd/seedbench $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/routescale
 	$(GO) run ./bench/cmd/rrload -bin bin/mplsnode
+	$(GO) run ./bench/cmd/bgpscale -bin bin/mplsnode
 
 demo: deps build
 	@scripts/demo.sh

@@ -71,9 +71,61 @@ type cand struct {
 	origin uint8
 }
 
+// peerCand is the path neighbour peer sent.
+type peerCand struct {
+	peer int
+	cand
+}
+
+// candSet is a prefix's paths, one a neighbour. A slice, not a map: a
+// prefix has one path or a few, and a full table has a million prefixes
+// (a one-entry map costs several times the path it holds).
+type candSet []peerCand
+
+// get returns neighbour peer's path.
+func (cs candSet) get(peer int) (cand, bool) {
+	for i := range cs {
+		if cs[i].peer == peer {
+			return cs[i].cand, true
+		}
+	}
+	return cand{}, false
+}
+
+// at returns neighbour peer's path, the zero cand if it sent none.
+func (cs candSet) at(peer int) cand {
+	c, _ := cs.get(peer)
+	return c
+}
+
+// set sets neighbour peer's path.
+func (cs *candSet) set(peer int, c cand) {
+	for i := range *cs {
+		if (*cs)[i].peer == peer {
+			(*cs)[i].cand = c
+			return
+		}
+	}
+	*cs = append(*cs, peerCand{peer: peer, cand: c})
+}
+
+// del removes neighbour peer's path and reports whether it had one.
+func (cs *candSet) del(peer int) bool {
+	for i := range *cs {
+		if (*cs)[i].peer == peer {
+			*cs = slices.Delete(*cs, i, i+1)
+			if len(*cs) == 0 {
+				*cs = nil // the array goes with the last path
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // dest is a prefix the speaker heard of.
 type dest struct {
-	cands map[int]cand
+	cands candSet
 	// best is the neighbour whose path is installed, -1 for none.
 	best int
 	// installed is the route written to the tables, nil for none.
@@ -670,8 +722,7 @@ func (s *Speaker) process(evs []event) {
 			}
 			if ev.down {
 				for p, d := range s.rib {
-					if _, ok := d.cands[ev.peer]; ok {
-						delete(d.cands, ev.peer)
+					if d.cands.del(ev.peer) {
 						dirty[p] = true
 					}
 				}
@@ -698,21 +749,21 @@ func (s *Speaker) process(evs []event) {
 			if ev.withdraw {
 				continue
 			}
-			d = &dest{cands: map[int]cand{}, best: -1}
+			d = &dest{best: -1}
 			s.rib[ev.prefix] = d
 		}
-		_, had := d.cands[ev.peer]
+		_, had := d.cands.get(ev.peer)
 		fi := ev.cand.family - 1
 		if ev.withdraw {
 			if had {
-				delete(d.cands, ev.peer)
+				d.cands.del(ev.peer)
 				s.peers[ev.peer].received[fi]--
 			}
 		} else {
 			if !had {
 				s.peers[ev.peer].received[fi]++
 			}
-			d.cands[ev.peer] = ev.cand
+			d.cands.set(ev.peer, ev.cand)
 		}
 		dirty[ev.prefix] = true
 	}
@@ -756,7 +807,7 @@ func (s *Speaker) apply(ch Changes) {
 			if d := s.rib[e.Prefix]; d != nil && d.installed != nil {
 				if d.best >= 0 {
 					s.peers[d.best].installed[familyOf(e.Prefix)-1]--
-					s.refuse(e.Prefix, d.best, d.cands[d.best], ReasonTablesRefused)
+					s.refuse(e.Prefix, d.best, d.cands.at(d.best), ReasonTablesRefused)
 				}
 				d.installed = nil
 				d.why = ReasonTablesRefused
@@ -767,12 +818,12 @@ func (s *Speaker) apply(ch Changes) {
 
 // bestOf picks the path to install: shortest AS path, then the neighbour
 // configured first.
-func bestOf(cands map[int]cand) int {
-	best := -1
-	for i, c := range cands {
-		if best < 0 || len(c.asPath) < len(cands[best].asPath) ||
-			len(c.asPath) == len(cands[best].asPath) && i < best {
-			best = i
+func bestOf(cands candSet) int {
+	best, at := -1, -1
+	for j, c := range cands {
+		if best < 0 || len(c.asPath) < len(cands[at].asPath) ||
+			len(c.asPath) == len(cands[at].asPath) && c.peer < best {
+			best, at = c.peer, j
 		}
 	}
 	return best
@@ -786,7 +837,7 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 	var c cand
 	why := ReasonNone
 	if best >= 0 {
-		c = d.cands[best]
+		c = d.cands.at(best)
 		want, why = s.route(p, c)
 	}
 	if why != ReasonNone && why != d.why {

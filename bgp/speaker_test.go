@@ -97,15 +97,28 @@ func TestRouteLabels(t *testing.T) {
 
 // TestBestOf: the shortest AS path wins, then the first neighbour.
 func TestBestOf(t *testing.T) {
-	c := map[int]cand{
-		0: {asPath: []uint32{1, 2, 3}},
-		1: {asPath: []uint32{4, 5}},
-		2: {asPath: []uint32{6, 7}},
+	// In arrival order, not the neighbours' order: the tie between 1 and
+	// 2 goes to the first configured whichever came first.
+	c := candSet{
+		{peer: 2, cand: cand{asPath: []uint32{6, 7}}},
+		{peer: 0, cand: cand{asPath: []uint32{1, 2, 3}}},
+		{peer: 1, cand: cand{asPath: []uint32{4, 5}}},
 	}
 	if got := bestOf(c); got != 1 {
 		t.Errorf("best %d, want 1", got)
 	}
-	if got := bestOf(map[int]cand{}); got != -1 {
+	c.del(1)
+	if got := bestOf(c); got != 2 {
+		t.Errorf("best %d after 1 withdrew, want 2", got)
+	}
+	c.set(2, cand{asPath: []uint32{6, 7, 8, 9}})
+	if got := bestOf(c); got != 0 {
+		t.Errorf("best %d after 2 lengthened its path, want 0", got)
+	}
+	if c.del(1) || !c.del(0) || !c.del(2) || c != nil {
+		t.Errorf("deletions: left %v, want none and a nil set", c)
+	}
+	if got := bestOf(candSet{}); got != -1 {
 		t.Errorf("best of none %d, want -1", got)
 	}
 }
@@ -277,8 +290,8 @@ func TestReadvertiseTags(t *testing.T) {
 		nhs: true, pool: newLabelPool(16000, 16099),
 		cfg: Config{AS: 65001, Neighbors: []Neighbor{{Address: netip.MustParseAddr("172.16.30.21"), RemoteAS: 65002}, {Address: nh, RemoteAS: 65001}}}}
 	p := netip.MustParsePrefix("10.98.0.0/16")
-	s.rib[p] = &dest{best: -1, cands: map[int]cand{1: {labels: []uint32{200}, nh: nh, family: IPv4LabeledUnicast,
-		origin: gbgp.BGP_ORIGIN_ATTR_TYPE_INCOMPLETE, asPath: []uint32{65003}}}}
+	s.rib[p] = &dest{best: -1, cands: candSet{{peer: 1, cand: cand{labels: []uint32{200}, nh: nh, family: IPv4LabeledUnicast,
+		origin: gbgp.BGP_ORIGIN_ATTR_TYPE_INCOMPLETE, asPath: []uint32{65003}}}}}
 	var ch Changes
 	var adds, dels []*apiutil.Path
 	s.update(p, &ch, &adds, &dels)

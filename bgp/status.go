@@ -196,7 +196,7 @@ func (s *Speaker) Routes() []RouteStatus {
 		if b < 0 {
 			continue
 		}
-		c := d.cands[b]
+		c := d.cands.at(b)
 		r := RouteStatus{
 			Prefix: p.String(), Neighbor: s.cfg.Neighbors[b].Address.String(), NextHop: c.nh.String(),
 			Labels: c.labels, ASPath: c.asPath, Installed: d.installed != nil, LocalLabel: uint32(d.local),

@@ -71,6 +71,11 @@ func bgpConfig(cfg *config.Config) (bgp.Config, error) {
 				bn.NextHop6 = ip
 			}
 		}
+		if bn.NextHop4.IsValid() && !bn.NextHop6.IsValid() {
+			// No IPv6 address on the link: IPv6 routes go as 6PE (RFC
+			// 4798 §3), their next hop the IPv4-mapped address.
+			bn.NextHop6 = netip.AddrFrom16(bn.NextHop4.As16())
+		}
 		bc.Neighbors = append(bc.Neighbors, bn)
 	}
 	for _, nw := range b.Networks {
@@ -123,8 +128,6 @@ type bgpTables struct {
 	staticAt map[netip.Prefix]int
 	routes   map[netip.Prefix]mpls.FTNEntry // BGP's
 	ilm      map[mpls.Label]mpls.ILMEntry   // BGP's
-	// effective is the written route set by prefix, for Resolve.
-	effective map[netip.Prefix]mpls.Route
 	// shadowed counts BGP routes hidden by a static route to their prefix.
 	shadowed int
 }
@@ -139,11 +142,20 @@ func newBGPTables(st *stack.Stack, cfg *config.Config, c *converted) *bgpTables 
 		}
 	}
 	t.setStaticLocked(c.routes(cfg), slices.Clone(c.ilm))
-	t.effective = make(map[netip.Prefix]mpls.Route, len(t.static))
-	for _, r := range t.static {
-		t.effective[r.Prefix] = r
-	}
 	return t
+}
+
+// effectiveLocked returns the route written to prefix p, for Resolve:
+// the static one, else BGP's. The written set is not kept as a map of its
+// own: with a full table it would be a third copy of every BGP route.
+func (t *bgpTables) effectiveLocked(p netip.Prefix) (mpls.Route, bool) {
+	if i, ok := t.staticAt[p]; ok {
+		return t.static[i], true
+	}
+	if e, ok := t.routes[p]; ok {
+		return bgpRoute(e), true
+	}
+	return mpls.Route{}, false
 }
 
 // setStaticLocked sets the static routes and label routes, without
@@ -268,7 +280,7 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 		}
 	}
 	for p, was := range oldRoutes {
-		if i, ok := t.staticAt[p]; ok {
+		if _, ok := t.staticAt[p]; ok {
 			_, now := t.routes[p]
 			switch {
 			case was == nil && now:
@@ -276,13 +288,6 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 			case was != nil && !now:
 				t.shadowed--
 			}
-			t.effective[p] = t.static[i]
-			continue
-		}
-		if e, ok := t.routes[p]; ok {
-			t.effective[p] = bgpRoute(e)
-		} else {
-			delete(t.effective, p)
 		}
 	}
 	return nil
@@ -291,24 +296,18 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 // writeAllLocked writes static ∪ BGP to the FIB at once, and the ILM.
 func (t *bgpTables) writeAllLocked() error {
 	all := slices.Clone(t.static)
-	eff := make(map[netip.Prefix]mpls.Route, len(t.static)+len(t.routes))
-	for _, r := range t.static {
-		eff[r.Prefix] = r
-	}
 	shadowed := 0
 	for p, e := range t.routes {
-		if _, ok := eff[p]; ok {
+		if _, ok := t.staticAt[p]; ok {
 			shadowed++
 			continue
 		}
-		r := bgpRoute(e)
-		eff[p] = r
-		all = append(all, r)
+		all = append(all, bgpRoute(e))
 	}
 	if err := t.tables.ReplaceRoutes(all); err != nil {
 		return err
 	}
-	t.effective, t.shadowed = eff, shadowed
+	t.shadowed = shadowed
 	return t.writeILMLocked()
 }
 
@@ -345,7 +344,7 @@ func (t *bgpTables) resolveLocked(nh netip.Addr, depth int) (bgp.Resolution, boo
 	}
 	for bits := nh.BitLen(); bits >= 0; bits-- {
 		p, _ := nh.Prefix(bits)
-		route, ok := t.effective[p]
+		route, ok := t.effectiveLocked(p)
 		if !ok || len(route.NextHops) == 0 {
 			continue
 		}

@@ -357,16 +357,10 @@ func (t *bgpTables) updateStatic(add *mpls.Route, del netip.Prefix) error {
 	t.setStaticLocked(static, t.staticILM)
 	_, fromBGP := t.routes[p]
 	switch {
-	case add != nil:
-		t.effective[p] = *add
-		if fromBGP {
-			t.shadowed++
-		}
-	case fromBGP:
-		t.effective[p] = write[0]
+	case add != nil && fromBGP:
+		t.shadowed++
+	case add == nil && fromBGP:
 		t.shadowed--
-	default:
-		delete(t.effective, p)
 	}
 	return nil
 }
