@@ -483,17 +483,7 @@ func (q *queue) writeRing(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 			q.txRingFull.Add(1)
 		}
 		data := r.slot(r.next)[txDataOff : txDataOff+size]
-		vl, off := pkt.AsViewList()
-		w := 0
-		for v := vl.Front(); v != nil; v = v.Next() {
-			b := v.AsSlice()
-			if off >= len(b) {
-				off -= len(b)
-				continue
-			}
-			w += copy(data[w:], b[off:])
-			off = 0
-		}
+		lowerlink.CopyPacket(data, pkt)
 		r.commit(size)
 		done++
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/link/lowerlink"
+	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -110,5 +111,33 @@ func TestEndBatchOnlyWhereWanted(t *testing.T) {
 	lowerlink.EndBatch(b)
 	if b.batches.Load() != 1 {
 		t.Fatalf("EndBatch reached the dispatcher %d times, want 1", b.batches.Load())
+	}
+}
+
+// TestSlicesAndCopyPacket builds a packet of three views (link header,
+// network header, payload) and checks that Slices skips into it exactly
+// and CopyPacket copies every byte once, in order.
+func TestSlicesAndCopyPacket(t *testing.T) {
+	payload := []byte("0123456789")
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{ReserveHeaderBytes: 20, Payload: buffer.MakeWithData(payload)})
+	defer pkt.DecRef()
+	copy(pkt.NetworkHeader().Push(4), "NNNN")
+	copy(pkt.LinkHeader().Push(6), "LLLLLL")
+	want := "LLLLLLNNNN0123456789"
+	dst := make([]byte, pkt.Size())
+	if n := lowerlink.CopyPacket(dst, pkt); n != len(want) || string(dst) != want {
+		t.Fatalf("CopyPacket = %d %q, want %d %q", n, dst[:n], len(want), want)
+	}
+	for skip := 0; skip <= len(want); skip++ {
+		var got []byte
+		for b := range lowerlink.Slices(pkt, skip) {
+			if len(b) == 0 {
+				t.Fatalf("skip %d: an empty slice", skip)
+			}
+			got = append(got, b...)
+		}
+		if string(got) != want[skip:] {
+			t.Fatalf("Slices(skip %d) = %q, want %q", skip, got, want[skip:])
+		}
 	}
 }

@@ -147,7 +147,7 @@ func (e *Endpoint) writeSlotFrame(s *txScratch, pkt *stack.PacketBuffer, linkMTU
 	}
 	buf, ok := b.slot(size)
 	if buf != nil {
-		copyPacket(buf, pkt)
+		lowerlink.CopyPacket(buf, pkt)
 		b.commit(size)
 		return 1, true
 	}
@@ -165,21 +165,6 @@ func (e *Endpoint) writeSlotFrame(s *txScratch, pkt *stack.PacketBuffer, linkMTU
 		return n, false
 	}
 	return n, true
-}
-
-// copyPacket copies pkt's bytes (link header first) into buf.
-func copyPacket(buf []byte, pkt *stack.PacketBuffer) {
-	vl, off := pkt.AsViewList()
-	w := 0
-	for v := vl.Front(); v != nil; v = v.Next() {
-		sl := v.AsSlice()
-		if off >= len(sl) {
-			off -= len(sl)
-			continue
-		}
-		w += copy(buf[w:], sl[off:])
-		off = 0
-	}
 }
 
 // writeGSOSlots is writeGSO writing each segment straight into a slot of

@@ -589,15 +589,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			iov.SetLen(virtionet.HdrLen)
 			q.txIovs = append(q.txIovs, iov)
 		}
-		vl, off := pkt.AsViewList()
-		for v := vl.Front(); v != nil; v = v.Next() {
-			b := v.AsSlice()
-			if off >= len(b) {
-				off -= len(b)
-				continue
-			}
-			b = b[off:]
-			off = 0
+		for b := range lowerlink.Slices(pkt, 0) {
 			var iov unix.Iovec
 			iov.Base = &b[0]
 			iov.SetLen(len(b))

@@ -494,17 +494,7 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 			pkt := s[sent+i]
 			addr := cb.UMEM.AllocFrame()
 			frame := cb.UMEM.Get(unix.XDPDesc{Addr: addr, Len: uint32(room)})
-			off := 0
-			vl, skip := pkt.AsViewList()
-			for v := vl.Front(); v != nil; v = v.Next() {
-				b := v.AsSlice()
-				if skip >= len(b) {
-					skip -= len(b)
-					continue
-				}
-				off += copy(frame[off:], b[skip:])
-				skip = 0
-			}
+			off := lowerlink.CopyPacket(frame, pkt)
 			cb.TX.Set(idx+uint32(i), unix.XDPDesc{Addr: addr, Len: uint32(off)})
 			bytes += uint64(off)
 		}
