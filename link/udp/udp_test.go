@@ -521,3 +521,45 @@ func BenchmarkDeliver(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*45), "ns/packet")
 }
+
+// TestOuterTTLDSCP: the outer header carries the configured TTL and DSCP,
+// as the receiving kernel reports them (IP_RECVTTL, IP_RECVTOS).
+func TestOuterTTLDSCP(t *testing.T) {
+	e, peer, _ := loopbackLink(t, Options{TTL: 9, DSCP: 46})
+	rc, err := peer.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTTL, 1)
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+	})
+	var l stack.PacketBufferList
+	l.PushBack(frame(ethertypeMPLS, mplsPacket(1, 2, 100)))
+	if n, err := e.WritePackets(l); n != 1 || err != nil {
+		t.Fatalf("WritePackets = %d, %v", n, err)
+	}
+	l.Reset()
+	peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf, oob := make([]byte, 2000), make([]byte, 256)
+	_, oobn, _, _, err := peer.ReadMsgUDP(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, tos := -1, -1
+	for _, m := range msgs {
+		switch {
+		case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TTL && len(m.Data) >= 4:
+			ttl = int(binary.NativeEndian.Uint32(m.Data))
+		case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) >= 1:
+			tos = int(m.Data[0])
+		}
+	}
+	if ttl != 9 || tos != 46<<2 {
+		t.Errorf("outer TTL %d, TOS %#x; want 9, %#x", ttl, tos, 46<<2)
+	}
+}
