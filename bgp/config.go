@@ -69,7 +69,9 @@ type Neighbor struct {
 	Local netip.Addr
 	// NextHop4 and NextHop6 are the next hops advertised to this
 	// neighbour for IPv4 and IPv6 routes (the node's addresses on the
-	// neighbour's link). A family without one is not advertised.
+	// neighbour's link; NextHop6 may be an IPv4-mapped address, for 6PE
+	// over a link without IPv6, RFC 4798). A family without one is not
+	// advertised.
 	NextHop4, NextHop6 netip.Addr
 	// NextHopSelf re-advertises the routes learned from other neighbours
 	// to this one, each with a local label swapped to the received one.
