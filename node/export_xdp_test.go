@@ -1,6 +1,10 @@
 package node
 
-import "time"
+import (
+	"time"
+
+	"github.com/mplsnode/mplsnode/mpls"
+)
 
 // SetXDPSyncInterval sets the XDP plane's periodic sync interval for the
 // nodes started until restore is called (tests: a long one leaves route
@@ -17,4 +21,16 @@ func SetXDPFIBCapacity(n int) (restore func()) {
 	old := xdpFIBCapacity
 	xdpFIBCapacity = n
 	return func() { xdpFIBCapacity = old }
+}
+
+// XDPMirroredFIB returns the FIB the XDP plane's last sync mirrored, nil
+// without the program (or before its first sync); it waits for a sync
+// under way.
+func (n *Node) XDPMirroredFIB() *mpls.FIB {
+	if n.xdp == nil || n.xdp.prog == nil {
+		return nil
+	}
+	n.xdp.mu.Lock()
+	defer n.xdp.mu.Unlock()
+	return n.xdp.fibMirrored
 }
