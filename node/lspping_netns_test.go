@@ -17,8 +17,9 @@ import (
 )
 
 // lspSeed is the seed topology with three mplsnodes: ns0 (host, pushes
-// label 100 for 10.10.10.10/32) -- ns1 (LSR: 100 swapped to 200) -- ns2
-// (egress: 10.10.10.10 on lo, 200 popped), the return path plain IP.
+// label 100 for 10.10.10.10/32, 101 for 10.10.10.11/32) -- ns1 (LSR: 100
+// swapped to 200, 101 popped: penultimate hop popping) -- ns2 (egress:
+// both addresses on lo, 200 popped), the return path plain IP.
 type lspSeed struct {
 	ns0, ns1, ns2 *netns.NS
 	v10, v12, v21 string // ns1's link to ns0, ns1's to ns2, ns2's to ns1
@@ -37,6 +38,7 @@ func startLSPSeed(t *testing.T, prefix, lsrMode string) *lspSeed {
 	s.n0 = startNode(t, s.ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 dev %[1]s
+route add 10.10.10.11/32 encap mpls 101 via inet 172.16.20.21 dev %[1]s
 route add 172.16.21.0/24 via 172.16.20.21 dev %[1]s
 `, v01))
 	s.n1 = startNode(t, s.ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
@@ -45,10 +47,12 @@ addr add 172.16.20.21/24 dev %[1]s
 addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 as to 200 via inet 172.16.21.22 dev %[2]s
+-f mpls route add 101 via inet 172.16.21.22 dev %[2]s
 `, v10, v12)+lsrMode)
 	s.n2 = startNode(t, s.ns2, "ns2.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.21.22/24 dev %[1]s
 addr add 10.10.10.10/32 dev lo
+addr add 10.10.10.11/32 dev lo
 route add 172.16.20.0/24 via 172.16.21.21 dev %[1]s
 -f mpls route add 200 dev lo
 `, v21))
@@ -156,6 +160,22 @@ func TestLSPPingSeed(t *testing.T) {
 				t.Errorf("traceroute:\n got %q\nwant %q (reached)", got, want)
 			}
 
+			// Penultimate hop popping: the request reaches the egress as
+			// IP to 127.0.0.1.
+			php := lspOpts(ldpFEC(t, "10.10.10.11/32"))
+			php.Count = 1
+			if res, err := s.n0.PingLSP(ctx, php); err != nil || res.Egress != 1 {
+				t.Errorf("ping over PHP: %v %+v, want one egress reply", err, res)
+			}
+			tr, err = s.n0.TraceLSP(ctx, php)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = []string{"1 172.16.20.21 label-switched [172.16.21.22 [3]]; 2 172.16.21.22 egress"}
+			if got := traceText(tr); fmt.Sprint(got) != fmt.Sprint(want) || !tr.Paths[0].Reached {
+				t.Errorf("traceroute over PHP:\n got %q\nwant %q (reached)", got, want)
+			}
+
 			// The LSR now swaps to a label the egress has no entry for.
 			if _, err := s.n1.DelLabelRoute("100"); err != nil {
 				t.Fatal(err)
@@ -185,10 +205,10 @@ func TestLSPPingSeed(t *testing.T) {
 				t.Errorf("traceroute over the broken LSP:\n got %q broken at %d\nwant %q broken at 2", got, tr.Paths[0].BrokenAt, want)
 			}
 			rep := s.n2.Report().LSPPing
-			if rep.Requests["egress"] != 3+1 || rep.Requests["no_label_entry"] != 3+1 || rep.Replies["egress"] != 4 || rep.Replies["no-label-entry"] != 4 {
+			if rep.Requests["egress"] != 3+1+2 || rep.Requests["no_label_entry"] != 3+1 || rep.Replies["egress"] != 6 || rep.Replies["no-label-entry"] != 4 {
 				t.Errorf("egress lsp_ping counters: %+v", rep)
 			}
-			if rep := s.n1.Report().LSPPing; rep.Requests["ttl_expired"] != 2 || rep.Replies["label-switched"] != 2 {
+			if rep := s.n1.Report().LSPPing; rep.Requests["ttl_expired"] != 3 || rep.Replies["label-switched"] != 3 {
 				t.Errorf("LSR lsp_ping counters: %+v", rep)
 			}
 		})
