@@ -197,6 +197,13 @@ type Config struct {
 	// control (LOCAL_TRANSPORT_RETRANS, TRANSPORT_MSS, LOCAL_CONG_CONTROL);
 	// ok false when it cannot tell. nil: only kernel sockets tell.
 	TransportInfo TransportInfoFunc
+	// OnLink tells, for a data socket that is not a kernel socket (where
+	// SO_DONTROUTE does it), whether an address is reached without a
+	// gateway, as stack.Stack.OnLink does: a UDP_STREAM without -R 1 (or
+	// any UDP test with -R 0) to an address it is false for is refused
+	// with "network is unreachable", as stock's SO_DONTROUTE socket is.
+	// nil: not checked.
+	OnLink func(netip.Addr) bool
 	// LocalTOS and RemoteTOS are the global -Y local,remote: the IP TOS
 	// (IPv6 traffic class) of our data socket and the one asked of the
 	// server's.
@@ -503,6 +510,7 @@ type dataPlan struct {
 	interim            *interimReporter
 	fill               *filler       // -F, or the default pattern
 	recvTimeout        time.Duration // UDP_RR's -e (0: none)
+	dontRoute          bool          // routing not allowed (-R): sends stay on the link
 }
 
 // planFor returns the local socket sizes a test starts from (the kernel's
@@ -539,7 +547,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		return res, ferr
 	}
 	defer fl.close()
-	plan.fill, plan.recvTimeout = fl, cfg.ReceiveTimeout
+	plan.fill, plan.recvTimeout, plan.dontRoute = fl, cfg.ReceiveTimeout, !cfg.routingAllowed()
 	timeout := cfg.ControlTimeout
 	if cfg.Length > 0 {
 		timeout += time.Duration(cfg.Length)*time.Second + PadTime
@@ -615,6 +623,9 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		}
 		if cfg.Test.IsUDP() {
 			data, err = udpPeerConn(cfg, network, host, dataPort)
+			if err == nil && !cfg.routingAllowed() {
+				err = dontRoute(cfg, data.(*udpPeer))
+			}
 		} else {
 			data, err = cfg.DataDial(ctx, network, addr)
 		}
@@ -912,7 +923,7 @@ func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) Om
 	if cfg.Test.IsUDP() {
 		r.SocketType, r.Protocol = SocketDgram, ProtoUDP
 	}
-	if (cfg.Test == UDPStream && cfg.Routing == 0) || cfg.Routing < 0 {
+	if !cfg.routingAllowed() {
 		// Stock clears ROUTING_ALLOWED for UDP_STREAM (-R 1 sets it).
 		r.Flags &^= FlagRoutingAllowed
 	}

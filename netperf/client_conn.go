@@ -106,6 +106,15 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 				if errors.Is(err, net.ErrClosed) {
 					return d, err // closed under us: a signal stopped the test
 				}
+				if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) {
+					// As stock's send_data: only ENOBUFS and ENOMEM are
+					// failed sends to go on from; SO_DONTROUTE's refusal
+					// of an off-link server ends the test.
+					if p.dontRoute {
+						return d, fmt.Errorf("%w (routing not allowed: -R 1 allows a gateway)", err)
+					}
+					return d, err
+				}
 				// ENOBUFS, ECONNREFUSED (an ICMP error for an earlier
 				// datagram): netperf counts a failed send and goes on.
 				d.sendErrors++
@@ -363,6 +372,30 @@ func (ir *interimReporter) emit(now time.Time) {
 		fmt.Fprintf(ir.w, "Interim result: %7.2f %s/s over %.3f seconds ending at %s\n", rate, name, secs, end)
 	}
 	ir.acc, ir.last = 0, now
+}
+
+// routingAllowed is stock's routing_allowed: -R 1 or 0, else allowed
+// except for UDP_STREAM, which stock keeps on the link unless -R 1.
+func (c *Config) routingAllowed() bool {
+	if c.Routing != 0 {
+		return c.Routing > 0
+	}
+	return c.Test != UDPStream
+}
+
+// dontRoute keeps a UDP data socket on the link, as stock's SO_DONTROUTE
+// does: on a kernel socket the option itself (each send off the link
+// then fails with ENETUNREACH); on another stack's, the test is refused
+// at once when cfg.OnLink says the server is behind a gateway.
+func dontRoute(cfg *Config, u *udpPeer) error {
+	if _, kernel := u.PacketConn.(rawConner); kernel {
+		setDontRoute(u.PacketConn)
+		return nil
+	}
+	if dst := u.to.(*net.UDPAddr).AddrPort().Addr(); cfg.OnLink != nil && !cfg.OnLink(dst) {
+		return fmt.Errorf("send to %v: %w (routing not allowed, as stock for %s: -R 1 allows a gateway)", dst, syscall.ENETUNREACH, cfg.Test)
+	}
+	return nil
 }
 
 // udpPeer is an unconnected UDP socket used as a net.Conn to one server:

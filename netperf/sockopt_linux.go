@@ -181,3 +181,17 @@ func setTOS(s any, tos uint8) {
 		})
 	}
 }
+
+// setDontRoute sets SO_DONTROUTE on a kernel socket: it sends only to
+// hosts on a link (netperf's routing not allowed).
+func setDontRoute(s any) {
+	rc, ok := s.(rawConner)
+	if !ok {
+		return
+	}
+	if raw, err := rc.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DONTROUTE, 1)
+		})
+	}
+}

@@ -12,3 +12,4 @@ func procValue(path string) (int32, bool)              { return 0, false }
 func transportInfo(s any) (retrans, mss int32, cong string) { return -1, -1, "" }
 func setCongestionControl(s any, name string)               {}
 func setTOS(s any, tos uint8)                               {}
+func setDontRoute(s any)                                    {}

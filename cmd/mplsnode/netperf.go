@@ -27,10 +27,11 @@ func init() {
 
 const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST[,FAMILY] [-p PORT[,LPORT]] [-4|-6]
          [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G|x] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
-         [-v LEVEL] [-D [SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
-         [--json] [--classic] [--cpuprofile FILE]
+         [-v LEVEL] [-D [[-]SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
+         [-F FILE[,RFILE]] [-Y TOS[,RTOS]] [-T LCPU[,RCPU]] [--json] [--classic] [--cpuprofile FILE]
          [-- [-m SIZE[,RSIZE]] [-M SIZE[,RSIZE]] [-s BUF[,BUF]] [-S BUF[,BUF]] [-r REQ[,RESP]] [-D]
-             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]] [-p MIN[,MAX]] [-R 0|1] [-o|-O|-k [OUTPUT,...]]]
+             [-H HOST] [-L LOCAL] [-P LPORT[,RPORT]] [-p MIN[,MAX]] [-R 0|1] [-e SECONDS]
+             [-K ALG[,RALG]] [-o|-O|-k [OUTPUT,...]]]
 
 A netperf 2.x client that speaks the stock control protocol, so it measures
 against stock netserver as well as "mplsnode netserver". With --config the
@@ -57,7 +58,14 @@ test-specific ones after it, as in netperf:
                  levels print no table (above 2 the banner and that block, below 0 the banner)
   --histogram    print as a netperf built with --enable-histogram: " : histogram" in the banner,
                  with -v 2 the histogram of transaction times (RR, CRR, CC; UDP_RR)
-  -D [SECONDS]   interim results every SECONDS (1) while the test runs
+  -D [SECONDS]   interim results every SECONDS (1) while the test runs; a negative
+                 interval (stock's "always timestamp" mode, flent's -D -0.20) reports
+                 alike; under -- -k/-o the lines are stock's NETPERF_INTERIM_RESULT[n]=...
+  -F FILE[,RF]   fill the send buffers from FILE (read again at its end); RF to the server
+  -Y TOS[,RTOS]  IP TOS / traffic class of our data socket and the server's: CS0..CS7,
+                 AF11..AF43, EF, lowdelay, throughput, reliability or 0..255
+  -T LCPU[,RCPU] bind this process (every thread) to CPU LCPU; RCPU is sent to the
+                 server (mplsnode netserver does not bind)
   -B BRAND       tag the result line with BRAND when -P 0 (and RESULT_BRAND)
   -i, -I         confidence-interval iterations and level   -Z PASS  netserver passphrase
   -O SND,RCV     the server's buffer offsets (-o, the local ones, is accepted)
@@ -66,10 +74,18 @@ test-specific ones after it, as in netperf:
   -- -H, -L, -P   data connection's remote host, local address (each NAME[,FAM]), local,remote ports
   -- -4, -6   the data connection's family
   -- -p MIN,MAX   TCP_CRR/TCP_CC: client ports, consecutive from a random start (5000,65535)
+  -- -R 0|1   routing of the data: as stock, UDP_STREAM reaches a server behind a
+              gateway only with -R 1 (else "network is unreachable"); sent to the server
+  -- -e SECS  UDP_RR: give a response up after SECS and send the next request
+  -- -K ALG[,RALG]   TCP congestion control of our data socket (kernel) and the server's
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
                  THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...; "all";
                  "?" lists the names; or a FILE of such lists, one output line each)
   --cpuprofile FILE   write a CPU profile of the run (client and node) for go tool pprof
+
+SIGINT or SIGTERM stops the test at once: no result, a line on stderr, exit 1.
+flent runs this as its netperf: put a "netperf" script running "mplsnode netperf"
+first on its PATH.
 
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
   mplsnode netperf --config examples/seed/ns0.conf -H 10.10.10.10 -l 10 -t TCP_STREAM
@@ -616,6 +632,7 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		defer n.Close()
 		a.cfg.ListenPacket = n.Stack().ListenPacket
 		a.cfg.TransportInfo = n.Stack().TransportInfo
+		a.cfg.OnLink = n.Stack().OnLink
 		if a.cfg.Dial, err = nodeDialer(n, a.localAddr, a.localPort); err == nil {
 			a.cfg.DataDial, err = nodeDialer(n, a.cfg.LocalDataAddr, a.cfg.LocalDataPort)
 		}

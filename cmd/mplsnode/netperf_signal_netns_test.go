@@ -18,9 +18,10 @@ import (
 
 // configClientPair builds the binary and two namespaces joined by a veth:
 // the client's side is left to `mplsnode netperf --config` (the returned
-// node.conf puts 10.79.0.2/24 on it), the server's has the kernel's
-// 10.79.0.1/24 with `mplsnode netserver --kernel` listening there. prefix
-// names the namespaces.
+// node.conf puts 10.79.0.2/24 on it and routes 10.80.0.1 through
+// 10.79.0.1), the server's has the kernel's 10.79.0.1/24 and 10.80.0.1
+// with `mplsnode netserver --kernel` listening on all. prefix names the
+// namespaces.
 func configClientPair(t *testing.T, prefix string) (bin, conf string, cli, srv *netns.NS) {
 	t.Helper()
 	netns.SkipUnlessRoot(t)
@@ -32,8 +33,10 @@ func configClientPair(t *testing.T, prefix string) (bin, conf string, cli, srv *
 	cli, srv = netns.New(t, prefix+"c"), netns.New(t, prefix+"s")
 	vc, vs := netns.VethPair(t, cli, srv)
 	srv.MustExec("ip", "addr", "add", "10.79.0.1/24", "dev", vs)
+	// 10.80.0.1 is the server's too, behind its 10.79.0.1 as a gateway.
+	srv.MustExec("ip", "addr", "add", "10.80.0.1/32", "dev", "lo")
 	conf = filepath.Join(dir, "c.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.79.0.2/24 dev %[1]s\n", vc)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.79.0.2/24 dev %[1]s\nroute add 10.80.0.1/32 via 10.79.0.1\n", vc)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var logs lockedBuffer
@@ -142,5 +145,46 @@ func TestNetperfConfigCRRFullTimeWait(t *testing.T) {
 		if n == 0 {
 			t.Errorf("server kernel %s = 0: the TIME_WAIT table never overflowed\n%s", name, counters)
 		}
+	}
+}
+
+// TestNetperfRoutingAllowed checks -R as stock's SO_DONTROUTE: UDP_STREAM
+// to a server behind a gateway is refused ("network is unreachable")
+// unless -R 1, and goes through with it, from the userspace stack
+// (--config) and from kernel sockets (where the kernel applies
+// SO_DONTROUTE); to the on-link address it goes through without -R.
+func TestNetperfRoutingAllowed(t *testing.T) {
+	bin, conf, cli, srv := configClientPair(t, "nfrt")
+	kcli := netns.New(t, "nfrtk")
+	vk, vks := netns.VethPair(t, kcli, srv)
+	srv.MustExec("ip", "addr", "add", "10.81.0.1/24", "dev", vks)
+	kcli.MustExec("ip", "addr", "add", "10.81.0.2/24", "dev", vk)
+	kcli.MustExec("ip", "route", "add", "10.80.0.1/32", "via", "10.81.0.1")
+	cases := []struct {
+		name   string
+		ns     *netns.NS
+		mode   []string
+		onLink string
+	}{{"config", cli, []string{"--config", conf}, "10.79.0.1"}, {"kernel", kcli, []string{"--kernel"}, "10.81.0.1"}}
+	for _, c := range cases {
+		run := func(host string, extra ...string) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			args := append([]string{"netns", "exec", c.ns.Name(), bin, "netperf"}, c.mode...)
+			args = append(args, "-H", host, "-t", "UDP_STREAM", "-l", "1", "-P", "0", "--", "-m", "1000", "-k", "THROUGHPUT")
+			out, err := exec.CommandContext(ctx, "ip", append(args, extra...)...).CombinedOutput()
+			return string(out), err
+		}
+		t.Run(c.name, func(t *testing.T) {
+			if out, err := run("10.80.0.1"); err == nil || !strings.Contains(out, "network is unreachable") {
+				t.Errorf("UDP_STREAM through a gateway without -R: err %v, want refused with network is unreachable\n%s", err, out)
+			}
+			if out, err := run("10.80.0.1", "-R", "1"); err != nil || !strings.Contains(out, "THROUGHPUT=") {
+				t.Errorf("UDP_STREAM through a gateway with -R 1: %v\n%s", err, out)
+			}
+			if out, err := run(c.onLink); err != nil || !strings.Contains(out, "THROUGHPUT=") {
+				t.Errorf("UDP_STREAM on the link without -R: %v\n%s", err, out)
+			}
+		})
 	}
 }
