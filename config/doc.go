@@ -17,6 +17,7 @@
 //	link add NAME type afpacket [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off] [busy-poll USEC] [rx-ring-frames N]
 //	link add NAME type tap [bridge BRIDGE] [address MAC] [mtu N] [queues N]
 //	link add NAME type xdp [mtu N] [queues N]
+//	link add NAME type udp local ADDR[:PORT] remote ADDR[:PORT] [mtu N] [source-ports MIN-MAX] [flows N] [checksum compute|zero] [ttl N] [dscp N] [gso on|off] [gro on|off]
 //	    A lower link. afpacket attaches to an existing interface (a veth);
 //	    tap creates a TAP device (virtio-net offloads on), optionally
 //	    enslaved to a Linux bridge; xdp attaches to an existing interface

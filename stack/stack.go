@@ -3,7 +3,9 @@
 // and net.PacketConn values over it.
 //
 // A Stack owns its links (AF_PACKET sockets on existing interfaces, TAP
-// devices, or any lower stack.LinkEndpoint carrying Ethernet frames), each
+// devices, MPLS-in-UDP links over ordinary UDP sockets, which need no
+// privilege (LinkUDP), or any lower stack.LinkEndpoint carrying Ethernet
+// frames), each
 // wrapped in an mplsendpoint.Endpoint; the addresses; the IP routes, with or
 // without a label stack, one or several next hops; and the shared MPLS
 // tables (FIB and ILM, Tables). Routes can be added and removed while
