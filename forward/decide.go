@@ -100,19 +100,10 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 		ls.drop(DropNotReady, 1, v.Label)
 		return
 	}
-	nh := ls.nextHop(st, v.Device, v.Via)
-	if nh == nil {
-		if _, ok := st.byName[v.Device]; ok {
-			ls.drop(DropNoNeighbor, 1, v.Label) // too many next hops
-		} else {
-			ls.drop(DropNoEgressLink, 1, v.Label)
-		}
+	eg, ok := ls.egressFor(st, pkt, v, batched)
+	if !ok {
 		return
 	}
-	typ := tcpip.NetworkProtocolNumber(v.Type)
-	eg := egress{nh: nh, typ: typ, hdrLen: header.EthernetMinimumSize + v.NOut*mpls.EntryLen,
-		nLabels: v.NOut, hash: pkt.Hash, batched: batched, csumValid: pkt.RXChecksumValidated}
-	copy(eg.labels[:], v.Out[:v.NOut])
 	data := pkt.Data()
 	if v.FragmentMTU != 0 {
 		b, ok := data.PullUp(data.Size())
@@ -148,6 +139,26 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 	ls.emit(&eg, buf, v.Label)
 }
 
+// egressFor returns where and how the forward verdict v on pkt leaves:
+// its next hop (created on first use), ethertype and labels. Without a
+// next hop (no such link, or too many next hops) the drop is counted and
+// ok is false.
+func (ls *Switch) egressFor(st *attached, pkt *gstack.PacketBuffer, v *verdict.Verdict, batched bool) (eg egress, ok bool) {
+	nh := ls.nextHop(st, v.Device, v.Via)
+	if nh == nil {
+		if _, ok := st.byName[v.Device]; ok {
+			ls.drop(DropNoNeighbor, 1, v.Label) // too many next hops
+		} else {
+			ls.drop(DropNoEgressLink, 1, v.Label)
+		}
+		return eg, false
+	}
+	eg = egress{nh: nh, typ: tcpip.NetworkProtocolNumber(v.Type), hdrLen: header.EthernetMinimumSize + v.NOut*mpls.EntryLen,
+		nLabels: v.NOut, hash: pkt.Hash, batched: batched, csumValid: pkt.RXChecksumValidated}
+	copy(eg.labels[:], v.Out[:v.NOut])
+	return eg, true
+}
+
 // verdictICMP sends the ICMP error the verdict v asks for, if any: to the
 // source of the IP packet at v.QuoteOff (after off bytes of pkt), with the
 // received label stack as the RFC 4950 extension.
@@ -178,18 +189,22 @@ func (ls *Switch) verdictICMP(st *attached, in *mplsendpoint.Endpoint, pkt *gsta
 }
 
 // count counts what the switch did to one received frame.
-func (ls *Switch) count(d verdict.Did) {
+func (ls *Switch) count(d verdict.Did) { ls.countN(d, 1) }
+
+// countN counts what the switch did to n received packets: a transit GSO
+// packet counts as the n segments it stands for (gsoout.go).
+func (ls *Switch) countN(d verdict.Did, n uint64) {
 	switch d {
 	case verdict.IPForwarded:
-		ls.ctr.ipForwarded.Add(1)
+		ls.ctr.ipForwarded.Add(n)
 	case verdict.Pushed:
-		ls.ctr.ipForwarded.Add(1)
-		ls.ctr.pushed.Add(1)
+		ls.ctr.ipForwarded.Add(n)
+		ls.ctr.pushed.Add(n)
 	case verdict.Swapped:
-		ls.ctr.swapped.Add(1)
+		ls.ctr.swapped.Add(n)
 	case verdict.PoppedLabelled:
-		ls.ctr.poppedLabelled.Add(1)
+		ls.ctr.poppedLabelled.Add(n)
 	case verdict.PoppedIP:
-		ls.ctr.poppedIP.Add(1)
+		ls.ctr.poppedIP.Add(n)
 	}
 }

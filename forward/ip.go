@@ -108,6 +108,9 @@ func (ls *Switch) ForwardIP(in *mplsendpoint.Endpoint, req *mplsendpoint.IPForwa
 	if st == nil || ls.router.Load() == nil {
 		return false
 	}
+	if req.GSOMSS > 0 {
+		return ls.forwardGSO(st, req)
+	}
 	data := req.Packet.Data()
 	size := data.Size()
 	b, ok := data.PullUp(min(size, ipLookahead))

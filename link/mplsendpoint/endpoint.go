@@ -143,13 +143,21 @@ type IPForwarder interface {
 type IPForwardRequest struct {
 	// Packet holds the IP packet in Packet.Data() (link header consumed).
 	// Its checksums were verified, or finished when the lower link left
-	// them partial (Options.Forwarding), and it is no larger than MTU()
-	// (larger TCP packets are split first).
+	// them partial (Options.Forwarding), and it is no larger than MTU(),
+	// unless GSOMSS says otherwise.
 	Packet *stack.PacketBuffer
 	// Proto is IPv4 or IPv6.
 	Proto tcpip.NetworkProtocolNumber
 	// Batched: as ForwardRequest.Batched.
 	Batched bool
+	// GSOMSS, when not 0, says Packet is a TCP packet larger than MTU()
+	// (a lower link's GSO frame), not a fragment, without IPv6 extension
+	// headers, whose TCP checksum was verified or is the kernel's partial
+	// one (not finished): it stands for segments of at most GSOMSS
+	// payload bytes, each no larger than MTU(). The forwarder sends it
+	// whole or cuts it into those segments; one it does not take is split
+	// by the endpoint and each segment offered on its own.
+	GSOMSS int
 }
 
 // BatchForwarder is a Forwarder that writes the frames of a receive batch

@@ -148,10 +148,12 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			pkt.RXChecksumValidated = ok
 		case e.forwarding:
 			// A flagged TCP packet larger than MTU() (a veth peer's GSO
-			// frame) is split with checksums computed per segment
-			// (package gso ignores the partial one): finishing it first
-			// would be a wasted pass over the data.
-			if pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
+			// frame) goes on with its partial checksum: the forwarder
+			// sends it whole for the peer to finish, or it is cut with
+			// checksums computed per segment (package gso ignores the
+			// partial one); finishing it first would be a wasted pass
+			// over the data.
+			if pkt.Data().Size() > int(e.MTU()) && e.deliverLarge(proto, pkt) {
 				return
 			}
 			ok = finishRXChecksum(proto, pkt)
@@ -161,7 +163,7 @@ func (e *Endpoint) deliver(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketB
 			return
 		}
 	}
-	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverSplit(proto, pkt) {
+	if e.forwarding && pkt.Data().Size() > int(e.MTU()) && e.deliverLarge(proto, pkt) {
 		return
 	}
 	e.up(proto, pkt)
