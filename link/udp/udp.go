@@ -406,8 +406,7 @@ func probeGSO(rc syscall.RawConn) bool {
 	return gerr == nil
 }
 
-// Local returns the address and port the link receives on (the port the
-// kernel chose when Options.Local's was 0 is not possible: it must be set).
+// Local returns the address and port the link receives on.
 func (e *Endpoint) Local() netip.AddrPort {
 	return e.rxConn.LocalAddr().(*net.UDPAddr).AddrPort()
 }

@@ -399,12 +399,14 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{1, 2, 3, 4, 5}, uint16(2), true)
 	f.Add(mplsPacket(1, 2, 100), uint16(0), false)
 	e, _, _ := loopbackLink(f, Options{})
+	// Buffers of the test's own: the link's receive goroutine uses e.rx.
+	r := &rxState{}
+	r.init(e, 1)
 	f.Fuzz(func(t *testing.T, data []byte, seg uint16, fromPeer bool) {
 		if len(data) > rxBufSize {
 			data = data[:rxBufSize]
 		}
 		rec := &recorder{keep: true}
-		r := &e.rx
 		copy(r.bufs[0], data)
 		r.msgs[0].len = uint32(len(data))
 		h := &r.msgs[0].hdr
@@ -501,7 +503,8 @@ func BenchmarkWritePackets(b *testing.B) {
 // BenchmarkDeliver delivers a coalesced read of 45 datagrams.
 func BenchmarkDeliver(b *testing.B) {
 	e, _, _ := loopbackLink(b, Options{})
-	r := &e.rx
+	r := &rxState{}
+	r.init(e, 1)
 	data := bytes.Repeat(mplsPacket(1, 2, 1428), 45)
 	copy(r.bufs[0], data)
 	r.msgs[0].len = uint32(len(data))
