@@ -64,17 +64,21 @@ func configClientPair(t *testing.T, prefix string) (bin, conf string, cli, srv *
 func TestNetperfConfigSignal(t *testing.T) {
 	bin, conf, cli, _ := configClientPair(t, "nfsig")
 	cases := []struct {
-		test string
-		sig  syscall.Signal
-	}{{"TCP_STREAM", syscall.SIGTERM}, {"TCP_RR", syscall.SIGINT}, {"TCP_CRR", syscall.SIGTERM}, {"UDP_STREAM", syscall.SIGTERM}}
+		test, host string
+		sig        syscall.Signal
+	}{{"TCP_STREAM", "10.79.0.1", syscall.SIGTERM}, {"TCP_RR", "10.79.0.1", syscall.SIGINT},
+		{"TCP_CRR", "10.79.0.1", syscall.SIGTERM}, {"UDP_STREAM", "10.79.0.1", syscall.SIGTERM},
+		// No host answers 10.79.0.99: the control connection is still
+		// being set up (the path is down) when the signal comes.
+		{"TCP_STREAM", "10.79.0.99", syscall.SIGTERM}}
 	for _, c := range cases {
-		t.Run(c.test, func(t *testing.T) {
+		t.Run(c.test+"/"+c.host, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			// ip netns exec execs the command in place: the signal reaches
 			// the netperf process itself.
 			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", cli.Name(), bin, "netperf", "--config", conf,
-				"-H", "10.79.0.1", "-l", "30", "-t", c.test, "--", "-R", "1")
+				"-H", c.host, "-l", "30", "-t", c.test, "--", "-R", "1")
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Start(); err != nil {
