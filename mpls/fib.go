@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"net/netip"
 	"runtime"
@@ -63,7 +64,8 @@ const MaxNextHops = 64
 
 // Group is the next hops of a route, shared by every route with the same
 // hops (a FIB of a million routes over a few neighbours holds a few
-// groups). A Group belongs to its FIB and must not be modified.
+// groups). A Group belongs to the FIBs that hold it (an Update's result
+// shares the groups of the routes it keeps) and must not be modified.
 type Group struct {
 	// Hops are the next hops, in the route's order.
 	Hops []NextHop
@@ -156,7 +158,18 @@ type FIB struct {
 	maxLabels int
 	// minMTU is the smallest explicit route MTU, 0 if none.
 	minMTU uint32
+	// groups indexes the groups by their hops (fibBuilder.group's key),
+	// for Update to share them with the routes it adds; nil when the
+	// table holds more than maxCarriedGroups groups (per-prefix labels:
+	// nearly every route a group of its own, nothing to share).
+	groups map[string]*Group
 }
+
+// maxCarriedGroups bounds the group index a FIB carries to its updates.
+// Past it an update's added routes share groups among themselves only: a
+// group equal to one of the table's is made again, at most one per route
+// (what a table of per-prefix labels holds anyway).
+const maxCarriedGroups = 4096
 
 // NewFIB validates routes and builds a FIB from them (the hops are copied:
 // later changes to routes do not affect it). Errors are *TableError
@@ -225,6 +238,9 @@ func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
 		gone[p] = true
 	}
 	b := newFIBBuilder(f.Len() + len(add))
+	if f != nil && f.groups != nil {
+		b.groups = maps.Clone(f.groups)
+	}
 	if f != nil {
 		for i := range f.entries {
 			e := &f.entries[i]
@@ -258,11 +274,11 @@ func newFIBBuilder(n int) *fibBuilder {
 	return &fibBuilder{entries: make([]FIBEntry, 0, n), groups: make(map[string]*Group)}
 }
 
-// keep adds an entry of another FIB, re-interning its group.
+// keep adds an entry of another FIB with its group as it is: groups are
+// immutable, so the two FIBs share it. Re-interning a million kept
+// entries would cost an update far more than its own routes.
 func (b *fibBuilder) keep(e *FIBEntry) {
-	ne := *e
-	ne.Group = b.group(e.Group.Hops, false)
-	b.entries = append(b.entries, ne)
+	b.entries = append(b.entries, *e)
 }
 
 // add validates r and adds it.
@@ -340,6 +356,9 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 		return nil, -1, -1, errIndexTooLarge
 	}
 	f = &FIB{entries: b.entries}
+	if len(b.groups) <= maxCarriedGroups {
+		f.groups = b.groups
+	}
 	var n4 int
 	for i := range f.entries {
 		e := &f.entries[i]
