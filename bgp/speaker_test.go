@@ -130,7 +130,7 @@ func TestBestOf(t *testing.T) {
 // the same.
 func TestLabelPool(t *testing.T) {
 	now := time.Unix(1e9, 0)
-	p := newLabelPool(16000, 16003)
+	p := newLabelPool(16000, 16005)
 	p.now = func() time.Time { return now }
 	pfx := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16) }
 	for i, want := 0, mpls.Label(16000); want <= 16003; i, want = i+1, want+1 {
@@ -138,12 +138,10 @@ func TestLabelPool(t *testing.T) {
 			t.Fatalf("getFor %d: %d, %v; want %d", i, l, err, want)
 		}
 	}
-	if _, err := p.getFor(pfx(9)); err != errLabelsExhausted {
-		t.Fatalf("getFor past the range: %v", err)
-	}
-	// A flap of all four, released and bound again in the same order
-	// (last-in first-out reuse would give each another's label): each
-	// prefix gets its own label back.
+	// A flap of four, released and bound again in the same order
+	// (last-in first-out reuse would give each another's label, fresh
+	// labels first would give 16004 and on): each prefix gets its own
+	// label back.
 	for i := range 4 {
 		p.release(pfx(i), mpls.Label(16000+i))
 	}
@@ -155,6 +153,14 @@ func TestLabelPool(t *testing.T) {
 			t.Errorf("after the flap, %s got %d %v; want %d", pfx(i), l, err, 16000+i)
 		}
 	}
+	for i, want := 4, mpls.Label(16004); want <= 16005; i, want = i+1, want+1 {
+		if l, err := p.getFor(pfx(i)); err != nil || l != want {
+			t.Fatalf("getFor %d: %d, %v; want %d", i, l, err, want)
+		}
+	}
+	if _, err := p.getFor(pfx(9)); err != errLabelsExhausted {
+		t.Fatalf("getFor past the range: %v", err)
+	}
 	// Held for 10.1/16: a new prefix takes it only when nothing else is
 	// left, and a free one first once the hold ends.
 	p.release(pfx(1), 16001)
@@ -165,10 +171,10 @@ func TestLabelPool(t *testing.T) {
 	p.release(pfx(2), 16002)
 	now = now.Add(labelHoldDown)
 	p.expire(now)
-	if p.used != 2 || len(p.held) != 0 {
-		t.Errorf("after the hold: used %d, held %v; want 2 and none", p.used, p.held)
+	if p.used != 4 || len(p.held) != 0 {
+		t.Errorf("after the hold: used %d, held %v; want 4 and none", p.used, p.held)
 	}
-	if l, err := p.getFor(pfx(8)); err != nil || (l != 16001 && l != 16002) || p.used != 3 || p.size() != 4 {
+	if l, err := p.getFor(pfx(8)); err != nil || (l != 16001 && l != 16002) || p.used != 5 || p.size() != 6 {
 		t.Errorf("after the hold: %d %v used %d size %d", l, err, p.used, p.size())
 	}
 }
