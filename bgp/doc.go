@@ -50,16 +50,26 @@
 // export policy, one statement per neighbour matched by a neighbour set.
 // It exports local paths only: GoBGP would otherwise pass received routes
 // on with the label their sender bound, which this node does not switch.
+// Its first statements are the split horizon (RFC 4271 §9.2): each
+// re-advertised path carries large communities naming the neighbour it was
+// learned from and whether that one is internal, and a route goes neither
+// back to that neighbour nor, when it is internal, to another internal one
+// (no route reflection); the accepting statements remove the communities.
+// The global import policy keeps every received path out of GoBGP's RIB
+// (horizon.go says why: GoBGP would withdraw a sender's own route towards
+// it once the node's re-advertisement is best).
 //
 // # Route selection
 //
-// Received paths are taken from GoBGP's Adj-RIB-In watch (before policy),
-// not from its best-path watch: the node's re-advertised routes are local
-// paths in GoBGP's RIB and would win its best-path selection over the
-// received ones they stand for. The speaker picks, per prefix, the path
-// with the shortest AS path (then the neighbour configured first), ignores
-// paths carrying its own AS, and remembers what it installed so that a
-// withdrawal or a lost session removes exactly that.
+// Received paths are taken from GoBGP's Adj-RIB-In watch (before policy):
+// GoBGP's RIB holds only the node's local paths. The speaker picks, per
+// prefix, the path with the shortest AS path (then the neighbour
+// configured first), treats paths carrying its own AS as withdrawn, and
+// remembers what it installed so that a withdrawal or a lost session
+// removes exactly that. A re-advertised path keeps the received ORIGIN and
+// AS path, and its local label: a prefix that goes keeps its label held
+// for it for a while (labels.go), so that a neighbour's restart does not
+// renumber the node's bindings.
 //
 // # Labels
 //
@@ -67,12 +77,17 @@
 // bit) but does not implement the Multiple Labels capability (RFC 8277
 // §2.1): it never advertises it, so conforming peers send one label per
 // route, and so do we. A route that does arrive with several labels is
-// installed with all of them pushed.
+// treated as withdrawn (RFC 7606 §2). Reserved labels that may not be
+// pushed where they stand (router alert 1, entropy label indicator 7, ...)
+// keep a route out of the tables; every route not installed is logged and
+// counted by Reason.
 //
 // Received routes are resolved through the node's connected and static
 // routes and, recursively, through labelled ones (the transport labels go
 // on top of the BGP label). A received implicit null (3) pushes nothing for
-// BGP: the route becomes plain IP towards the resolved next hop.
+// BGP: the route becomes plain IP towards the resolved next hop. An IPv6
+// route whose next hop is IPv4-mapped (::ffff:a.b.c.d) is 6PE (RFC 4798):
+// installed via the IPv4 next hop under its label.
 // Routes from the config file win over BGP routes to the same prefix
 // (administrative distance: static 1, BGP 20; see Tables).
 package bgp
