@@ -1,15 +1,10 @@
 package forward
 
 import (
-	"errors"
-	"net/netip"
-
 	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/lspping"
 	"github.com/mplsnode/mplsnode/mpls"
-	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -53,34 +48,3 @@ func (ls *Switch) echoExpired(in *mplsendpoint.Endpoint, pkt *gstack.PacketBuffe
 
 // maxEchoLen bounds the bytes of a request handed to the handler.
 const maxEchoLen = 9216
-
-// ErrNoNextHop is Originate's error for a link the switch does not have.
-var ErrNoNextHop = errors.New("forward: no such egress link or next hop")
-
-// Originate sends the node's own IP packet ip on link dev to the
-// neighbour via with the label stack labels (outermost first, as encoded:
-// the S bit on the last; none for plain IP), resolving via's MAC through
-// the stack's neighbour table. LSP ping sends its requests so: to a
-// 127/8 destination that no route would carry, down the label stack the
-// FIB gives the FEC.
-func (ls *Switch) Originate(dev string, via netip.Addr, labels []mpls.Entry, ip []byte) error {
-	st := ls.st.Load()
-	if st == nil || len(labels) > verdict.MaxOut || len(ip) == 0 {
-		return ErrNoNextHop
-	}
-	nh := ls.nextHop(st, dev, via)
-	if nh == nil {
-		return ErrNoNextHop
-	}
-	typ := header.IPv4ProtocolNumber
-	if ip[0]>>4 == 6 {
-		typ = header.IPv6ProtocolNumber
-	}
-	if len(labels) > 0 {
-		typ = mplsendpoint.EthertypeMPLSUnicast
-	}
-	eg := egress{nh: nh, typ: typ, hdrLen: header.EthernetMinimumSize + len(labels)*mpls.EntryLen, nLabels: len(labels)}
-	copy(eg.labels[:], labels)
-	ls.emit(&eg, buffer.MakeWithData(append([]byte{}, ip...)), 0)
-	return nil
-}

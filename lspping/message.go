@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -110,6 +111,14 @@ type TLV struct {
 // Timestamp is an NTP timestamp: seconds since 1900 in the high 32 bits,
 // the fraction in the low 32 (RFC 5905).
 type Timestamp uint64
+
+// NTPTime returns t as an NTP timestamp.
+func NTPTime(t time.Time) Timestamp {
+	const unixToNTP = 2208988800 // seconds from 1900 to 1970
+	sec := uint64(t.Unix()) + unixToNTP
+	frac := uint64(t.Nanosecond()) << 32 / 1e9
+	return Timestamp(sec<<32 | frac)
+}
 
 // Pad actions: the first byte of a Pad TLV (RFC 8029 §3.3).
 const (

@@ -196,7 +196,7 @@ func (r *responder) answer(j *echoJob) {
 		r.drop("bad_ip")
 		return
 	}
-	a := &lspping.Arrival{Where: j.where, Labels: j.labels, IP: j.ip, Link: j.link, Received: ntpTime(j.at)}
+	a := &lspping.Arrival{Where: j.where, Labels: j.labels, IP: j.ip, Link: j.link, Received: lspping.NTPTime(j.at)}
 	rep, why := lspping.Respond(p.Payload, a, echoTables{r})
 	if rep == nil {
 		r.drop(why.String())
@@ -238,14 +238,6 @@ func (r *responder) report() LSPPingReport {
 		rep.Drops[d] = r.drops[d].Load()
 	}
 	return rep
-}
-
-// ntpTime is t as an NTP timestamp.
-func ntpTime(t time.Time) lspping.Timestamp {
-	const unixToNTP = 2208988800 // seconds from 1900 to 1970
-	sec := uint64(t.Unix()) + unixToNTP
-	frac := uint64(t.Nanosecond()) << 32 / 1e9
-	return lspping.Timestamp(sec<<32 | frac)
 }
 
 // echoTables is the node as lspping.Respond sees it.

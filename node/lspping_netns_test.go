@@ -204,13 +204,16 @@ func TestLSPPingSeed(t *testing.T) {
 			if got := traceText(tr); fmt.Sprint(got) != fmt.Sprint(want) || tr.Paths[0].BrokenAt != 2 {
 				t.Errorf("traceroute over the broken LSP:\n got %q broken at %d\nwant %q broken at 2", got, tr.Paths[0].BrokenAt, want)
 			}
-			rep := s.n2.Report().LSPPing
-			if rep.Requests["egress"] != 3+1+2 || rep.Requests["no_label_entry"] != 3+1 || rep.Replies["egress"] != 6 || rep.Replies["no-label-entry"] != 4 {
-				t.Errorf("egress lsp_ping counters: %+v", rep)
-			}
-			if rep := s.n1.Report().LSPPing; rep.Requests["ttl_expired"] != 3 || rep.Replies["label-switched"] != 3 {
-				t.Errorf("LSR lsp_ping counters: %+v", rep)
-			}
+			// The responder counts a reply once sent: the prober may
+			// read it first.
+			waitFor(t, 5*time.Second, "the egress's lsp_ping counters", func() bool {
+				rep := s.n2.Report().LSPPing
+				return rep.Requests["egress"] == 3+1+2 && rep.Requests["no_label_entry"] == 3+1 && rep.Replies["egress"] == 6 && rep.Replies["no-label-entry"] == 4
+			})
+			waitFor(t, 5*time.Second, "the LSR's lsp_ping counters", func() bool {
+				rep := s.n1.Report().LSPPing
+				return rep.Requests["ttl_expired"] == 3 && rep.Replies["label-switched"] == 3
+			})
 		})
 	}
 }
