@@ -136,7 +136,6 @@ func (t *topo) build() error {
 
 func (t *topo) close() {
 	for _, ns := range t.made {
-		_ = sh("ip", "netns", "pids", ns) // nothing of ours should be left
 		_ = exec.Command("ip", "netns", "del", ns).Run()
 	}
 	t.made = nil
@@ -293,9 +292,9 @@ func cpuBusy() float64 {
 }
 
 type result struct {
-	sent, got       uint64
-	pps             float64
-	lsrCPU, machine float64
+	sent, got uint64
+	pps       float64
+	machine   float64
 }
 
 // measure runs the generator against dst and the sink for seconds, after
