@@ -231,9 +231,9 @@ type Switch struct {
 	st     atomic.Pointer[attached]
 	router atomic.Pointer[Router] // transit IP routes (ip.go)
 
-	nhs  *neighbor.Table[hopLink, queuedFrame] // next hops and the frames waiting for their MAC
-	txMu sync.Mutex                            // serialises heldFor
-	txs  atomic.Pointer[[]*heldTx]             // one per egress link; copy-on-write under txMu
+	nhs  *neighbor.Table[hopLink, hopFrame] // next hops and the frames waiting for their MAC
+	txMu sync.Mutex                         // serialises heldFor
+	txs  atomic.Pointer[[]*heldTx]          // one per egress link; copy-on-write under txMu
 
 	listPool sync.Pool // *gstack.PacketBufferList
 
@@ -274,7 +274,7 @@ type attachedLink struct {
 
 // nextHop is one (egress link, next hop address) pair with its resolution
 // state and its queue of frames waiting for the MAC address.
-type nextHop = neighbor.Entry[hopLink, queuedFrame]
+type nextHop = neighbor.Entry[hopLink, hopFrame]
 
 // hopLink is a next hop's egress link.
 type hopLink struct {
@@ -282,9 +282,9 @@ type hopLink struct {
 	tx *heldTx // the egress link's frames held for the end of the batch
 }
 
-// queuedFrame is a frame for a next hop, its link header built but for
+// hopFrame is a frame for a next hop, its link header built but for
 // the destination MAC address.
-type queuedFrame struct {
+type hopFrame struct {
 	out   *gstack.PacketBuffer
 	label mpls.Label // names the frame in drop warnings
 	// batched: written with the receive batch (hold) when sent at once;
@@ -390,9 +390,9 @@ func New(model mpls.TTLModel, logger *slog.Logger) *Switch {
 	}
 	ls := &Switch{ttlModel: model, log: logger}
 	ls.ctr.drops = drops.New[Drop]("label switch: drop", dropNames[:], remedies[:], logger)
-	ls.nhs = neighbor.New(neighbor.Options[hopLink, queuedFrame]{
+	ls.nhs = neighbor.New(neighbor.Options[hopLink, hopFrame]{
 		Resolve:    ls.resolve,
-		Handler:    neighbor.Handler[hopLink, queuedFrame]{Write: ls.writeFrame, Drop: ls.dropFrame},
+		Handler:    neighbor.Handler[hopLink, hopFrame]{Write: ls.writeFrame, Drop: ls.dropFrame},
 		MaxEntries: maxNextHops,
 		MaxQueued:  maxQueuedPerNextHop,
 	})
@@ -590,7 +590,7 @@ func (ls *Switch) resolve(nic tcpip.NICID, addr tcpip.Address, proto tcpip.Netwo
 // at once when the stack's neighbour table has it cached, else queued while
 // resolution runs). It consumes out's reference.
 func (ls *Switch) transmit(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
-	if ls.nhs.Send(nh, queuedFrame{out: out, label: label, batched: batched, groOK: groOK}) == neighbor.Queued {
+	if ls.nhs.Send(nh, hopFrame{out: out, label: label, batched: batched, groOK: groOK}) == neighbor.Queued {
 		ls.ctr.queued.Add(1)
 	}
 }
@@ -599,7 +599,7 @@ func (ls *Switch) transmit(nh *nextHop, out *gstack.PacketBuffer, label mpls.Lab
 // for the end of the receive batch when it came with one, else written at
 // once (a frame that waited for mac is written by the goroutine that
 // handles the neighbour's answer, outside any batch).
-func (ls *Switch) writeFrame(nh *nextHop, q queuedFrame, mac tcpip.LinkAddress, queued bool) {
+func (ls *Switch) writeFrame(nh *nextHop, q hopFrame, mac tcpip.LinkAddress, queued bool) {
 	copy(q.out.LinkHeader().Slice(), mac)
 	if q.batched && !queued {
 		ls.hold(nh, q.out, q.groOK)
@@ -610,7 +610,7 @@ func (ls *Switch) writeFrame(nh *nextHop, q queuedFrame, mac tcpip.LinkAddress, 
 
 // dropFrame counts q as queue_full or no_neighbor (none when the switch is
 // flushed) and releases it.
-func (ls *Switch) dropFrame(_ *nextHop, q queuedFrame, why neighbor.Reason, _ bool) {
+func (ls *Switch) dropFrame(_ *nextHop, q hopFrame, why neighbor.Reason, _ bool) {
 	switch why {
 	case neighbor.QueueFull:
 		ls.drop(DropQueueFull, 1, q.label)

@@ -45,7 +45,7 @@ type FIBEndpoint struct {
 
 	mtuCache atomic.Pointer[fibMTU]
 
-	hops *neighbor.Table[*FIBLink, queuedPacket]
+	hops *neighbor.Table[*FIBLink, hopPacket]
 
 	dispatcher atomic.Pointer[stack.NetworkDispatcher]
 	listPool   sync.Pool // *stack.PacketBufferList
@@ -87,11 +87,11 @@ type FIBOptions struct {
 // fibHop is a next hop's neighbour state: the link it leaves by and the
 // packets waiting for its MAC address (neighbor.DefaultMaxQueued of them
 // at most, neighbor.DefaultMaxEntries next hops).
-type fibHop = neighbor.Entry[*FIBLink, queuedPacket]
+type fibHop = neighbor.Entry[*FIBLink, hopPacket]
 
-// queuedPacket is a packet waiting for its hop's MAC address, with the
-// labels its route gave it (they belong to an immutable FIB).
-type queuedPacket struct {
+// hopPacket is a packet for a next hop, with the labels its route gave it
+// (they belong to an immutable FIB) and the route's fixed label TTL.
+type hopPacket struct {
 	pkt    *stack.PacketBuffer
 	labels []mpls.Label
 	ttl    uint8
@@ -112,9 +112,9 @@ func NewFIB(opts FIBOptions) *FIBEndpoint {
 	f := &FIBEndpoint{tables: t, resolve: opts.Resolve, seed: opts.Seed, gsoMode: opts.GSOMode, forwarding: opts.Forwarding}
 	empty := map[string]*FIBLink{}
 	f.links.Store(&empty)
-	f.hops = neighbor.New(neighbor.Options[*FIBLink, queuedPacket]{Resolve: opts.Resolve, Handler: neighbor.Handler[*FIBLink, queuedPacket]{
-		Write: f.writeQueued,
-		Drop:  f.dropQueued,
+	f.hops = neighbor.New(neighbor.Options[*FIBLink, hopPacket]{Resolve: opts.Resolve, Handler: neighbor.Handler[*FIBLink, hopPacket]{
+		Write: f.writeHop,
+		Drop:  f.dropHop,
 		Keep:  keepPacket,
 	}})
 	f.listPool.New = func() any { return new(stack.PacketBufferList) }
@@ -275,7 +275,7 @@ func (f *FIBEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Erro
 			}
 			continue
 		}
-		f.hops.Send(h, queuedPacket{pkt: pkt, labels: hop.Labels, ttl: ent.TTL})
+		f.hops.Send(h, hopPacket{pkt: pkt, labels: hop.Labels, ttl: ent.TTL})
 	}
 	return n, nil
 }
@@ -332,27 +332,27 @@ func (f *FIBEndpoint) hop(hop *mpls.NextHop, dst netip.Addr) (*fibHop, *FIBLink)
 // keepPacket is what waits for a hop's MAC address in place of a packet
 // WritePackets was given: a clone, not a reference. The caller still
 // reads the packet after WritePackets returns (gVisor's NIC takes its size
-// for its counters) while writeQueued, in the goroutine that handles the
+// for its counters) while writeHop, in the goroutine that handles the
 // neighbour's answer, pushes the link header on what was queued; the clone
 // has its own header offsets, and its bytes are copied on that write (the
 // race detector caught the shared packet in stack's TestNetConn).
-func keepPacket(q queuedPacket) queuedPacket {
+func keepPacket(q hopPacket) hopPacket {
 	q.pkt = q.pkt.Clone()
 	return q
 }
 
-// writeQueued writes q to mac on h's link; a queued packet (keepPacket's
+// writeHop writes q to mac on h's link; a queued packet (keepPacket's
 // clone) is released after.
-func (f *FIBEndpoint) writeQueued(h *fibHop, q queuedPacket, mac tcpip.LinkAddress, queued bool) {
+func (f *FIBEndpoint) writeHop(h *fibHop, q hopPacket, mac tcpip.LinkAddress, queued bool) {
 	f.write(h.Value.Endpoint, q.pkt, mac, q.labels, q.ttl)
 	if queued {
 		q.pkt.DecRef()
 	}
 }
 
-// dropQueued counts q on h's link as no_neighbor (unless the endpoint is
+// dropHop counts q on h's link as no_neighbor (unless the endpoint is
 // closing); a queued packet is released.
-func (f *FIBEndpoint) dropQueued(h *fibHop, q queuedPacket, why neighbor.Reason, queued bool) {
+func (f *FIBEndpoint) dropHop(h *fibHop, q hopPacket, why neighbor.Reason, queued bool) {
 	if why != neighbor.Closed {
 		h.Value.Endpoint.drop(DropNoNeighbor, -1, nil)
 	}
