@@ -26,10 +26,11 @@ import (
 // finishing it, as for GRO), and is segmented here (package gso: full
 // checksums per segment, TTL or hop limit as decremented once on the
 // header it copies) for a labelled route or a link without GSO frames.
-// A packet whose verdict is anything else (the node's own, a drop, an
-// ICMP error, IPv4 fragmentation) or that cannot be segmented is
-// declined, unchanged: the endpoint cuts it and offers each segment on
-// its own, so each meets the rules and counters a segment meets.
+// One whose IP header does not verify is dropped whole. A packet whose
+// verdict is anything else (the node's own, another drop, an ICMP error,
+// IPv4 fragmentation) or that cannot be segmented is declined, unchanged:
+// the endpoint cuts it and offers each segment on its own, so each meets
+// the rules and counters a segment meets.
 
 // gsoScratch is the reusable output of one egress segmentation.
 type gsoScratch struct {
@@ -62,7 +63,13 @@ func (ls *Switch) forwardGSO(st *attached, req *mplsendpoint.IPForwardRequest) b
 	var v verdict.Verdict
 	t := ls.tables(st, nil, 0)
 	t.DecideIP(v6, hdr[:n], lo.first, &v)
-	if v.Action != verdict.Forward || v.FragmentMTU != 0 || v.PayloadOff != 0 {
+	switch {
+	case v.Action == verdict.Drop && (v.Reason == verdict.BadChecksum || v.Reason == verdict.MalformedIP):
+		// Cut at ingress, each segment would get a header computed anew:
+		// a corrupt one would be made valid.
+		ls.drop(dropFor(v.Reason), 1, v.Label)
+		return true
+	case v.Action != verdict.Forward || v.FragmentMTU != 0 || v.PayloadOff != 0:
 		return false
 	}
 	eg, ok := ls.egressFor(st, pkt, &v, req.Batched)
