@@ -347,8 +347,10 @@ func (e *Endpoint) openTX(network string, opts Options, lo, hi uint16, flows int
 			c.Close()
 			return fmt.Errorf("udp link: source port %d: %w", port, err)
 		}
-		// It receives nothing: peers send to Local.
+		// It receives nothing: peers send to Local. Its send queue holds
+		// a few 64 KiB UDP GSO sends.
 		_ = c.SetReadBuffer(1)
+		_ = c.SetWriteBuffer(1 << 20)
 		e.tx = append(e.tx, txSock{conn: c, rc: rc, port: port})
 	}
 	if len(e.tx) < flows {
