@@ -566,3 +566,37 @@ func TestOuterTTLDSCP(t *testing.T) {
 		t.Errorf("outer TTL %d, TOS %#x; want 9, %#x", ttl, tos, 46<<2)
 	}
 }
+
+// FuzzFlowHash: the hash reads transit bytes (an LSR's forwarded frames),
+// so any input must hash without a panic and the same input the same way;
+// and it reads no further than the label stack and 64 bytes under it (an
+// IPv4 header with options and the ports), so the bytes WritePackets peeks
+// at give every packet whose stack fits them its full hash.
+func FuzzFlowHash(f *testing.F) {
+	f.Add(mplsPacket(1000, 80, 64))
+	f.Add(append([]byte{0, 0, 0x70, 64, 0, 0x13, 0x81, 64}, mplsPacket(1, 2, 60)...))
+	f.Add([]byte{0, 0, 1, 64, 0x60, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := FlowHash(b)
+		if FlowHash(bytes.Clone(b)) != h {
+			t.Fatal("one input, two hashes")
+		}
+		// The end of the stack: past the bottom entry, or past an entropy
+		// label.
+		end := -1
+		for i := 0; i+labelEntryLen <= len(b); i += labelEntryLen {
+			e := binary.BigEndian.Uint32(b[i:])
+			if e>>12 == labelEntropyIndicator && i+2*labelEntryLen <= len(b) {
+				end = i + 2*labelEntryLen
+				break
+			}
+			if e&(1<<8) != 0 {
+				end = i + labelEntryLen + 64
+				break
+			}
+		}
+		if end >= 0 && end <= len(b) && FlowHash(b[:end]) != h {
+			t.Fatalf("bytes past %d changed the hash", end)
+		}
+	})
+}
