@@ -397,14 +397,6 @@ func (m *Message) Append(b []byte) []byte {
 // Marshal returns m's encoding.
 func (m *Message) Marshal() []byte { return m.Append(nil) }
 
-// addrLen is the length of an address of the family of a (4 or 16).
-func addrLen(a netip.Addr) int {
-	if a.Is4() {
-		return 4
-	}
-	return 16
-}
-
 // appendAddr appends a's bytes (4 or 16); the invalid Addr as v6 zeros is
 // never asked for: callers pick the family first.
 func appendAddr(b []byte, a netip.Addr) []byte {
