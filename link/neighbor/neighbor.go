@@ -224,8 +224,9 @@ func (t *Table[V, T]) Len() int { return len(*t.entries.Load()) }
 // when it is cached) and hands item to Write with it; while the address
 // resolves it queues what Keep returns for item, to be written or dropped
 // when the answer comes; when the queue is full or resolution failed it
-// hands item to Drop (QueueFull, Unresolved). It returns which it did.
-// The caller's item is never kept: Write and Drop see it in this call.
+// hands item to Drop (QueueFull, Unresolved). It returns which it did:
+// Sent and Dropped, Write or Drop had item within this call; Queued, the
+// queue holds Keep(item), which Write or Drop get later, with queued set.
 func (t *Table[V, T]) Send(e *Entry[V, T], item T) Result {
 	terr := t.resolve(e.NIC, e.addr, e.proto, e.onResolve)
 	switch terr.(type) {
