@@ -104,7 +104,8 @@ func traceText(tr *node.LSPTraceResult) []string {
 // changed at run time to swap to a label the egress has none for, the
 // ping gets 11 (no label entry) from the egress and the traceroute shows
 // the LSR pushing the wrong label and the break at hop 2. tshark decodes
-// every request and reply on the LSR-egress wire. Both LSR planes.
+// every request and reply of a ping on the LSR-egress wire and of a
+// traceroute (with their DDMAPs) on the host-LSR wire. Both LSR planes.
 func TestLSPPingSeed(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
@@ -151,9 +152,29 @@ func TestLSPPingSeed(t *testing.T) {
 				}
 			}
 
+			if tshark.Installed() {
+				// The traceroute's 2 requests and 2 replies, with their
+				// DDMAPs, on the host-LSR wire.
+				capt = tshark.StartCapture(t, s.ns1, s.v10, "udp port 3503 or (mpls and udp port 3503)", 4)
+			}
 			tr, err := s.n0.TraceLSP(ctx, lspOpts(fec))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if capt != nil {
+				rows := capt.Fields("_ws.malformed", "_ws.expert.severity", "mpls_echo.msg_type", "mpls_echo.return_code",
+					"mpls_echo.tlv.dd_map.ds_ip", "mpls_echo.subtlv.label")
+				var got []string
+				for _, r := range rows {
+					if r[0] != "" || strings.Contains(r[1], "8388608") || strings.Contains(r[1], "6291456") {
+						t.Errorf("tshark: malformed or error/warning item in %q", r)
+					}
+					got = append(got, strings.Join(r[2:], " "))
+				}
+				want := "1 0 172.16.20.21 100|2 8 172.16.21.22 200|1 0 172.16.21.22 200|2 3  |"
+				if g := strings.Join(got, "|") + "|"; g != want {
+					t.Errorf("tshark on the host-LSR wire during the traceroute:\n got %s\nwant %s", g, want)
+				}
 			}
 			want := []string{"1 172.16.20.21 label-switched [172.16.21.22 [200]]; 2 172.16.21.22 egress"}
 			if got := traceText(tr); fmt.Sprint(got) != fmt.Sprint(want) || !tr.Paths[0].Reached {
