@@ -7,7 +7,9 @@
 // A node plays every role its config asks for: host (TCP endpoints in the
 // userspace stack), LER (IP packets forwarded through the stack get labels
 // per the FTN), LSR (swap, swap and push, pop and forward, local pop), and
-// plain IP router between its links.
+// plain IP router between its links. Every node answers MPLS echo requests
+// (LSP ping and traceroute, RFC 8029) in both forwarding planes, and sends
+// them for the control socket (lspping.go).
 //
 // Typical use:
 //

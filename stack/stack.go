@@ -9,7 +9,8 @@
 // wrapped in an mplsendpoint.Endpoint; the addresses; the IP routes, with or
 // without a label stack, one or several next hops; and the shared MPLS
 // tables (FIB and ILM, Tables). Routes can be added and removed while
-// connections run.
+// connections run. PingLSP and TraceLSP check an LSP before it is used
+// (LSP ping and traceroute, RFC 8029).
 //
 // # Routes
 //
