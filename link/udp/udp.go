@@ -54,9 +54,11 @@
 // runs in one sendmmsg; without UDP GSO (an older kernel, or
 // ZeroChecksum, which Linux refuses to segment) each segment is its own
 // datagram, still one sendmmsg a batch. Receive reads with recvmmsg and,
-// with UDP_GRO, coalesced datagrams of one flow per buffer; each read's
-// packets are delivered and then EndBatch is called, so the host's GRO and
-// the label switch's batched writes work as on packet rings.
+// with UDP_GRO, coalesced datagrams of one flow per buffer (each copied
+// once behind its Ethernet header: segments sharing one buffer would make
+// every header pull-up above copy the whole buffer); the packets of one
+// recvmmsg are delivered and then EndBatch is called, so the host's GRO
+// and the label switch's batched writes work as on packet rings.
 package udp
 
 import (
