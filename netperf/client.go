@@ -1,6 +1,7 @@
 package netperf
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -68,296 +69,6 @@ const DefaultTestLength = 10
 // defaultAlignment is the send/recv alignment stock netperf sends; 0 would
 // crash a stock netserver.
 const defaultAlignment = 8
-
-// Config describes one netperf run. Sizes of -1 mean "default", as in
-// netperf; NewConfig returns a Config with every size at -1.
-type Config struct {
-	// Dial opens the control connection; nil means a kernel net.Dialer.
-	Dial DialFunc
-	// DataDial opens the data connection; nil means Dial. The CLI binds it
-	// to the test-specific -L/-P local address.
-	DataDial DialFunc
-	// ListenPacket opens the UDP tests' data socket, unconnected as stock
-	// netperf's, so that a response from another address of the server
-	// (a netserver replies from its route's source) still counts; nil
-	// means net.ListenPacket. The address is the -L/-P local address.
-	ListenPacket ListenPacketFunc
-	// Host and Port of the netserver control socket (-H, -p).
-	Host string
-	Port int
-	// Test is -t; empty means TCP_STREAM.
-	Test TestType
-	// Length is -l: >0 seconds, <0 -N transactions (RR) or -N bytes
-	// (STREAM/MAERTS), 0 means DefaultTestLength.
-	Length int
-	// LocalCPU (-c) and RemoteCPU (-C) request CPU measurement.
-	LocalCPU, RemoteCPU bool
-	// Passphrase is -Z.
-	Passphrase string
-	// Classic speaks the pre-omni messages of a netperf built with
-	// --enable-omni=no instead of DO_OMNI.
-	Classic bool
-	// MaxIterations and MinIterations are -i max,min: more than one runs the
-	// test repeatedly on one control connection until the confidence level
-	// is met. 0 means 1.
-	MaxIterations, MinIterations int
-	// ConfidenceLevel (95 or 99) and ConfidenceWidth (percent, full width)
-	// are -I; zero means 99 and 5.
-	ConfidenceLevel int
-	ConfidenceWidth float64
-
-	// Test-specific options (after --).
-
-	// LocalSendSize and RemoteSendSize are -m local,remote.
-	LocalSendSize, RemoteSendSize int32
-	// LocalRecvSize and RemoteRecvSize are -M local,remote.
-	LocalRecvSize, RemoteRecvSize int32
-	// LocalSendBuf and LocalRecvBuf are -s send,recv (local SO_SNDBUF/RCVBUF).
-	LocalSendBuf, LocalRecvBuf int32
-	// RemoteSendBuf and RemoteRecvBuf are -S send,recv.
-	RemoteSendBuf, RemoteRecvBuf int32
-	// RequestSize and ResponseSize are -r req,resp (TCP_RR; default 1,1).
-	RequestSize, ResponseSize int32
-	// NoDelay is -D: TCP_NODELAY on both data sockets.
-	NoDelay bool
-	// DataHost is the test-specific -H: where the data connection goes
-	// (and what the server binds); empty means Host.
-	DataHost string
-	// LocalDataAddr is the test-specific -L, reported to the server and in
-	// the banner; DataDial must actually bind it.
-	LocalDataAddr string
-	// LocalDataPort and RemoteDataPort are -P local,remote.
-	LocalDataPort, RemoteDataPort int
-	// LocalHost is the global -L: the control connection's local name,
-	// which stock also takes as the data connection's without a
-	// test-specific -L or -H (the banner's "from" name, SOURCE_ADDR).
-	LocalHost string
-	// LocalDataFamily and RemoteDataFamily are the data families the
-	// test-specific -4, -6 and -L/-H name,family named (FamilyUnspec:
-	// none); reported as SOURCE_FAMILY and DEST_FAMILY.
-	LocalDataFamily, RemoteDataFamily uint32
-	// ConnectDial opens each connection of TCP_CRR and TCP_CC from the
-	// local port stock netperf would use (consecutive ports from a random
-	// start in ClientPortMin..ClientPortMax, see clientPorts); nil means
-	// DataDial with whatever port it binds.
-	ConnectDial PortDialFunc
-	// ClientPortMin and ClientPortMax are the test-specific -p min,max:
-	// the local port range of ConnectDial; 0 means DefaultClientPortMin
-	// and DefaultClientPortMax.
-	ClientPortMin, ClientPortMax int
-	// Family is -4, -6 or -H host,family: the address family of the
-	// control and data connections (FamilyUnspec: the host's).
-	Family uint32
-	// RemoteCPURate is -C rate, sent to the server (stock netserver skips
-	// its calibration with it).
-	RemoteCPURate float32
-	// RemoteSendOffset and RemoteRecvOffset are the global -O offsets.
-	RemoteSendOffset, RemoteRecvOffset uint32
-	// Histogram makes the output that of a netperf built with
-	// --enable-histogram (the captured stock build was not): " : histogram"
-	// in the banner and, with -v 2, the histogram of transaction times.
-	Histogram bool
-	// ResultBrand is the global -B tag: appended to the result line when
-	// headers are off (-P 0) and reported as RESULT_BRAND.
-	ResultBrand string
-	// CommandLine is the command line as typed, words joined by spaces
-	// (COMMAND_LINE, as netperf prints its argv).
-	CommandLine string
-	// LocalSendOffset and LocalRecvOffset are the global -o offsets; Go's
-	// buffers have no alignment to offset, so they are only reported
-	// (LOCAL_SEND_OFFSET, LOCAL_RECV_OFFSET).
-	LocalSendOffset, LocalRecvOffset int32
-	// Routing is -R: 1 allowed, -1 SO_DONTROUTE on the server's data
-	// socket, 0 the test's default (allowed, except UDP_STREAM).
-	Routing int
-	// Interim is -D: print an interim result this often during the test
-	// to InterimOut (0: none), in the layout of InterimMode (0: stock's
-	// "Interim result:" line; OmniCSV and OmniKeyval as stock prints them
-	// under -o and -k: the NETPERF_INTERIM_RESULT[n]= lines flent reads).
-	// A negative -D is stock's "always timestamp" demo mode; ours always
-	// timestamps, so both signs report alike.
-	Interim     time.Duration
-	InterimOut  io.Writer
-	InterimMode OmniMode
-	// FillFile is the global -F: the data buffers are filled from this
-	// file (read again from its start at its end) instead of netperf's
-	// default pattern. RemoteFillFile, -F local,remote, is sent to the
-	// server (at most 31 bytes).
-	FillFile, RemoteFillFile string
-	// ReceiveTimeout is UDP_RR's -e: a response not received in this
-	// time is given up and the next request sent, as stock (0: wait until
-	// the test ends).
-	ReceiveTimeout time.Duration
-	// CongControl and RemoteCongControl are -K local,remote: the TCP
-	// congestion control algorithm of our data socket and the one asked
-	// of the server ("" leaves the default).
-	CongControl, RemoteCongControl string
-	// TransportInfo reads a data connection that is not a kernel socket
-	// (the userspace stack's): its retransmissions, MSS and congestion
-	// control (LOCAL_TRANSPORT_RETRANS, TRANSPORT_MSS, LOCAL_CONG_CONTROL);
-	// ok false when it cannot tell. nil: only kernel sockets tell.
-	TransportInfo TransportInfoFunc
-	// OnLink tells, for a data socket that is not a kernel socket (where
-	// SO_DONTROUTE does it), whether an address is reached without a
-	// gateway, as stack.Stack.OnLink does: a UDP_STREAM without -R 1 (or
-	// any UDP test with -R 0) to an address it is false for is refused
-	// with "network is unreachable", as stock's SO_DONTROUTE socket is.
-	// nil: not checked.
-	OnLink func(netip.Addr) bool
-	// LocalTOS and RemoteTOS are the global -Y local,remote: the IP TOS
-	// (IPv6 traffic class) of our data socket and the one asked of the
-	// server's.
-	LocalTOS, RemoteTOS TOS
-	// RemoteAffinity is the CPU netserver is asked to bind to when
-	// BindRemote (-T ,rcpu); mplsnode netserver does not bind.
-	RemoteAffinity int32
-	BindRemote     bool
-	// Units is netperf's -f: 'k', 'm', 'g' for 10^3, 10^6, 10^9 bits/s;
-	// 'K', 'M', 'G' for 2^10, 2^20, 2^30 bytes/s; 'x' transactions. 0
-	// means stock's default: 'x' for TCP_RR, TCP_CRR and UDP_RR, else 'm'.
-	Units byte
-	// ControlTimeout bounds control-message reads beyond the test length;
-	// 0 means DefaultControlTimeout.
-	ControlTimeout time.Duration
-}
-
-// NewConfig returns a Config for test against host with netperf's defaults.
-func NewConfig(host string, test TestType) Config {
-	return Config{
-		Host: host, Port: DefaultPort, Test: test, Length: DefaultTestLength,
-		LocalSendSize: -1, RemoteSendSize: -1, LocalRecvSize: -1, RemoteRecvSize: -1,
-		LocalSendBuf: -1, LocalRecvBuf: -1, RemoteSendBuf: -1, RemoteRecvBuf: -1,
-		RequestSize: 1, ResponseSize: 1,
-	}
-}
-
-// Result is what one test measured, with every value netperf prints.
-type Result struct {
-	Test    TestType `json:"test"`
-	Classic bool     `json:"classic,omitempty"`
-	// Elapsed is the client's own wall-clock test time.
-	Elapsed time.Duration `json:"elapsed_ns"`
-	// Throughput is 10^6 bits/s (or the -f units) for STREAM/MAERTS,
-	// transactions/s for RR; with -f, TCP_RR, TCP_CRR and UDP_RR report
-	// the bytes the server moved both ways in the -f units, as stock.
-	Throughput float64 `json:"throughput"`
-	// TransactionRate is transactions/s of an RR test, whatever -f says.
-	TransactionRate float64 `json:"transaction_rate,omitempty"`
-	// ThroughputUnits names Throughput's unit.
-	ThroughputUnits string `json:"throughput_units"`
-
-	BytesSent           uint64  `json:"bytes_sent"`     // by this client
-	BytesReceived       uint64  `json:"bytes_received"` // by this client
-	RemoteBytesSent     uint64  `json:"remote_bytes_sent"`
-	RemoteBytesReceived uint64  `json:"remote_bytes_received"`
-	Transactions        uint64  `json:"transactions,omitempty"`
-	RemoteTransactions  uint64  `json:"remote_transactions,omitempty"`
-	RemoteElapsed       float64 `json:"remote_elapsed_s"`
-
-	LocalSendBuf  int32 `json:"local_send_socket_size"`
-	LocalRecvBuf  int32 `json:"local_recv_socket_size"`
-	RemoteSendBuf int32 `json:"remote_send_socket_size"`
-	RemoteRecvBuf int32 `json:"remote_recv_socket_size"`
-	LocalSendSize int32 `json:"local_send_size"`
-	LocalRecvSize int32 `json:"local_recv_size"`
-	// RemoteSendSize is the server's per-send size (MAERTS "Send Message Size").
-	RemoteSendSize int32 `json:"remote_send_size"`
-	RequestSize    int32 `json:"request_size,omitempty"`
-	ResponseSize   int32 `json:"response_size,omitempty"`
-	NoDelay        bool  `json:"nodelay,omitempty"`
-
-	// CPU utilisation in percent; -1 when not measured.
-	LocalCPU  float64 `json:"local_cpu_util"`
-	RemoteCPU float64 `json:"remote_cpu_util"`
-	// Service demand: us/KB (STREAM/MAERTS) or us/Tr (RR); -1 when unknown.
-	LocalServiceDemand  float64 `json:"local_service_demand"`
-	RemoteServiceDemand float64 `json:"remote_service_demand"`
-	LocalCPUMethod      uint32  `json:"local_cpu_method"`
-	RemoteCPUMethod     uint32  `json:"remote_cpu_method"`
-	RemoteNumCPUs       uint32  `json:"remote_num_cpus"`
-	RemoteCongControl   string  `json:"remote_cong_control,omitempty"`
-
-	// Send and receive calls here (UDP_STREAM: the messages sent), failed
-	// sends, messages the server received and the throughput it saw
-	// (UDP_STREAM's second result line).
-	SendCalls        uint64  `json:"send_calls,omitempty"`
-	RecvCalls        uint64  `json:"recv_calls,omitempty"`
-	SendErrors       uint64  `json:"send_errors,omitempty"`
-	RemoteRecvCalls  uint64  `json:"remote_recv_calls,omitempty"`
-	RemoteThroughput float64 `json:"remote_throughput,omitempty"`
-	// RecvTimeouts counts UDP_RR responses given up after -e.
-	RecvTimeouts uint64 `json:"recv_timeouts,omitempty"`
-
-	// Latency holds the transaction times of RR tests, in microseconds.
-	Latency LatencyStats `json:"latency_us"`
-	// Histogram holds the same times as netperf's -v 2 histogram; nil
-	// outside RR tests.
-	Histogram *Histogram `json:"-"`
-	// The buffer ring widths of the omni tests: ours as sent in DO_OMNI
-	// (stock's send_width, recv_width), the server's as it answered; 0
-	// where the direction has none or the test is classic.
-	LocalSendWidth, LocalRecvWidth   uint32 `json:"-"`
-	RemoteSendWidth, RemoteRecvWidth int32  `json:"-"`
-	// Final socket sizes the server reported, its receive size per call,
-	// and its send and receive calls.
-	RemoteSendBufEnd int32  `json:"remote_send_socket_size_end"`
-	RemoteRecvBufEnd int32  `json:"remote_recv_socket_size_end"`
-	RemoteRecvSize   int32  `json:"remote_recv_size"`
-	RemoteSendCalls  uint64 `json:"remote_send_calls,omitempty"`
-	// RemoteRetrans and LocalRetrans are the TCP retransmissions (-1 for
-	// UDP or when the socket cannot tell); TransportMSS is the data
-	// connection's MSS (-1 unknown); LocalCongControl its congestion
-	// control ("TCP Only" for UDP, as netperf).
-	RemoteRetrans    int32  `json:"remote_transport_retrans"`
-	LocalRetrans     int32  `json:"local_transport_retrans"`
-	TransportMSS     int32  `json:"transport_mss"`
-	LocalCongControl string `json:"local_cong_control,omitempty"`
-	// LocalInterface is the kernel interface holding the data
-	// connection's local address ("" on the userspace stack or when none
-	// does): LOCAL_INTERFACE_NAME and its driver outputs.
-	LocalInterface string `json:"local_interface,omitempty"`
-	// LocalCPUNum and RemoteCPUNum are the CPU counts; the peaks are the
-	// busiest CPU's utilisation.
-	LocalNumCPUs  int     `json:"local_num_cpus,omitempty"`
-	LocalPeakCPU  float64 `json:"local_peak_cpu_util,omitempty"`
-	RemotePeakCPU float64 `json:"remote_peak_cpu_util,omitempty"`
-	// LocalPeakCPUID and RemotePeakCPUID number the busiest CPU (0 when
-	// not measured, as netperf's zeroed globals).
-	LocalPeakCPUID  int     `json:"local_peak_cpu_id,omitempty"`
-	RemotePeakCPUID int     `json:"remote_peak_cpu_id,omitempty"`
-	LocalCPUUser    float64 `json:"local_cpu_user,omitempty"`
-	LocalCPUSys     float64 `json:"local_cpu_system,omitempty"`
-	RemoteCPUUser   float64 `json:"remote_cpu_user,omitempty"`
-	RemoteCPUSys    float64 `json:"remote_cpu_system,omitempty"`
-	// The rest of netperf's CPU breakdown (percent).
-	LocalCPUIOWait   float64 `json:"local_cpu_iowait,omitempty"`
-	LocalCPUIRQ      float64 `json:"local_cpu_irq,omitempty"`
-	LocalCPUSoftIRQ  float64 `json:"local_cpu_swintr,omitempty"`
-	RemoteCPUIOWait  float64 `json:"remote_cpu_iowait,omitempty"`
-	RemoteCPUIRQ     float64 `json:"remote_cpu_irq,omitempty"`
-	RemoteCPUSoftIRQ float64 `json:"remote_cpu_swintr,omitempty"`
-}
-
-// Report is the outcome of Run: every iteration and their mean.
-type Report struct {
-	Config     Config   `json:"-"`
-	Family     uint32   `json:"-"`
-	Result     Result   `json:"result"` // the mean over Iterations
-	Iterations []Result `json:"iterations"`
-	// ConfidenceMet is false when -i ran out of iterations before the
-	// confidence interval narrowed to ConfidenceWidth.
-	ConfidenceMet bool `json:"confidence_met"`
-	// Achieved full-width confidence intervals, percent of the mean.
-	ThroughputInterval float64 `json:"throughput_interval_pct"`
-	LocalCPUInterval   float64 `json:"local_cpu_interval_pct"`
-	RemoteCPUInterval  float64 `json:"remote_cpu_interval_pct"`
-	// UUID names this run (the UUID output), a random (version 4) UUID
-	// as netperf makes one per run.
-	UUID string `json:"uuid"`
-	// BannerPrinted says the banner went out before the test (-D prints
-	// it ahead of the interim results), so WriteText leaves it out.
-	BannerPrinted bool `json:"-"`
-}
 
 func (c *Config) fill() {
 	if c.Test == "" {
@@ -529,7 +240,8 @@ func planFor(cfg *Config) (lsnd, lrcv int32, plan dataPlan) {
 	}
 	plan = dataPlan{test: cfg.Test, length: cfg.Length,
 		sendSize: pickSize(cfg.LocalSendSize, lsnd), recvSize: pickSize(cfg.LocalRecvSize, lrcv),
-		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize}
+		reqSize: cfg.RequestSize, respSize: cfg.ResponseSize,
+		recvTimeout: cfg.ReceiveTimeout, dontRoute: !cfg.routingAllowed()}
 	if cfg.Test == UDPStream {
 		plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
 	}
@@ -547,152 +259,39 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		return res, ferr
 	}
 	defer fl.close()
-	plan.fill, plan.recvTimeout, plan.dontRoute = fl, cfg.ReceiveTimeout, !cfg.routingAllowed()
-	timeout := cfg.ControlTimeout
-	if cfg.Length > 0 {
-		timeout += time.Duration(cfg.Length)*time.Second + PadTime
-	}
-
+	plan.fill = fl
+	timeout := cfg.dataTimeout()
 	var m Message
 	var dataPort uint32
 	var remoteCPU bool
+	var err error
 	if cfg.Classic {
-		req := classicRequest(cfg, family)
-		req.Marshal(&m)
-		if _, err := ctl.Write(m[:]); err != nil {
-			return res, fmt.Errorf("netperf: send request: %w", err)
-		}
-		if err := readMsg(ctl, &m, cfg.ControlTimeout); err != nil {
-			return res, err
-		}
-		var s ClassicSetup
-		s.Unmarshal(&m, req.Test)
-		if s.Errno != 0 {
-			return res, &RemoteError{s.Errno}
-		}
-		dataPort, remoteCPU = uint32(s.DataPort), s.MeasureCPU != 0
-		res.RemoteSendBuf, res.RemoteRecvBuf = s.SendBufSize, s.RecvBufSize
-		if req.Test == ClassicMaerts {
-			res.RemoteSendSize = s.MsgSize
-		}
-		plan.keepOpen = req.Test == ClassicRR
+		dataPort, remoteCPU, err = classicSetup(ctl, &m, cfg, family, &plan, &res)
 	} else {
-		req := omniRequest(cfg, family, lsnd, lrcv, plan)
-		res.LocalSendWidth, res.LocalRecvWidth = req.SendWidth, req.RecvWidth
-		req.Marshal(&m)
-		if _, err := ctl.Write(m[:]); err != nil {
-			return res, fmt.Errorf("netperf: send request: %w", err)
-		}
-		if err := readMsg(ctl, &m, cfg.ControlTimeout); err != nil {
-			return res, err
-		}
-		var s OmniSetup
-		s.Unmarshal(&m)
-		if s.Errno != 0 {
-			return res, &RemoteError{s.Errno}
-		}
-		dataPort, remoteCPU = s.DataPort, s.Flags&FlagMeasureCPU != 0
-		res.RemoteSendWidth, res.RemoteRecvWidth = s.SendWidth, s.RecvWidth
-		if cfg.MaxIterations > 1 {
-			// As stock: the next iteration asks for this data port again.
-			cfg.RemoteDataPort = int(dataPort)
-		}
-		res.RemoteSendBuf, res.RemoteRecvBuf, res.RemoteSendSize = s.SendBufSize, s.RecvBufSize, s.SendSize
-		res.RemoteRecvSize = s.ReceiveSize
+		dataPort, remoteCPU, err = omniSetup(ctl, &m, cfg, family, lsnd, lrcv, plan, &res)
 	}
-
-	host := cfg.Host
-	if cfg.DataHost != "" {
-		host = cfg.DataHost
+	if err != nil {
+		return res, err
 	}
+	host := cmp.Or(cfg.DataHost, cfg.Host)
 	addr := net.JoinHostPort(host, strconv.Itoa(int(dataPort)))
 	meter := startCPU(cfg.LocalCPU)
 	start := time.Now()
 	plan.interim = newInterim(cfg, start)
 	var data net.Conn
 	var dr clientData
-	var err error
 	if cfg.Test.isConnect() {
 		// A connection per transaction; the sizes printed are those of a
 		// fresh socket, as stock netperf prints them.
 		dr, err = runConnectClient(ctx, cfg, addr, plan, start, timeout)
 	} else {
-		network := cfg.network("tcp")
-		if cfg.Test.IsUDP() {
-			network = cfg.network("udp")
-		}
-		if cfg.Test.IsUDP() {
-			data, err = udpPeerConn(cfg, network, host, dataPort)
-			if err == nil && !cfg.routingAllowed() {
-				err = dontRoute(cfg, data.(*udpPeer))
-			}
-		} else {
-			data, err = cfg.DataDial(ctx, network, addr)
-		}
-		if err != nil {
+		if data, err = openData(ctx, cfg, host, addr, dataPort); err != nil {
 			return res, fmt.Errorf("netperf: data connect: %w", err)
 		}
-		defer data.Close()
 		// A signal (ctx) ends the data phase at once, not at the timer.
 		stopData := context.AfterFunc(ctx, func() { data.Close() })
-		defer stopData()
-		sock := any(data)
-		if u, ok := data.(*udpPeer); ok {
-			sock = u.PacketConn // the socket under the adapter
-		}
-		if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
-			setBufSizes(sock, cfg.LocalSendBuf, cfg.LocalRecvBuf)
-			if s, r, ok := bufSizes(sock); ok {
-				lsnd, lrcv = s, r
-				plan.sendSize = pickSize(cfg.LocalSendSize, lsnd)
-				plan.recvSize = pickSize(cfg.LocalRecvSize, lrcv)
-				if cfg.Test == UDPStream {
-					plan.sendSize = udpSendSize(cfg.LocalSendSize, lsnd)
-				}
-			}
-		}
-		if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
-			if _, ok := sock.(bufferSizer); ok {
-				// The userspace stack's sizes; the call sizes stay stock's.
-				lsnd, lrcv, _ = bufSizes(sock)
-			} else if _, ok := sock.(rawConner); !ok {
-				lsnd, lrcv = 0, 0 // not a socket we know: sizes unknown
-			} else if cfg.Test.IsUDP() {
-				lsnd, lrcv, _ = bufSizes(sock) // a UDP socket's do not grow
-			}
-		}
-		if cfg.NoDelay {
-			if nd, ok := data.(noDelayer); ok {
-				_ = nd.SetNoDelay(true)
-			}
-		}
-		if cfg.CongControl != "" && !cfg.Test.IsUDP() {
-			setCongestionControl(sock, cfg.CongControl)
-		}
-		if cfg.LocalTOS.Set {
-			setTOS(sock, cfg.LocalTOS.Value)
-		}
-		if cfg.Test.IsUDP() {
-			dr, err = runUDPClient(data, plan, start, timeout)
-		} else {
-			dr, err = runClientData(data, plan, start, timeout)
-		}
-		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
-		if !cfg.Test.IsUDP() {
-			res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
-			if _, kernel := sock.(rawConner); !kernel && cfg.TransportInfo != nil {
-				if r, mss, cong, ok := cfg.TransportInfo(data); ok {
-					res.LocalRetrans, res.TransportMSS, res.LocalCongControl = int32(r), int32(mss), cong
-				}
-			}
-		}
-		if _, kernel := sock.(rawConner); kernel {
-			if la, ok := sock.(interface{ LocalAddr() net.Addr }); ok {
-				if ap, err := netip.ParseAddrPort(la.LocalAddr().String()); err == nil {
-					res.LocalInterface = interfaceOf(ap.Addr().Unmap())
-				}
-			}
-		}
+		defer func() { stopData(); data.Close() }()
+		dr, err = runOneConn(cfg, data, &plan, &lsnd, &lrcv, start, timeout, &res)
 	}
 	plan.interim.final()
 	res.LocalSendBuf, res.LocalRecvBuf = lsnd, lrcv
@@ -703,12 +302,7 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	if err != nil {
 		return res, fmt.Errorf("netperf: data phase: %w", err)
 	}
-	res.Elapsed = dr.elapsed
-	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
-	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
-	res.RecvTimeouts = dr.recvTimeouts
-	res.Latency = dr.lat.stats()
-	res.Histogram = dr.lat.histogram()
+	res.setData(dr)
 	localUsage, localOK := meter.stop()
 
 	if err := readMsg(ctl, &m, timeout); err != nil {
@@ -717,50 +311,267 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 	if plan.keepOpen {
 		closeData(data, timeout)
 	}
-	remoteNumCPUs := uint32(0)
 	var remoteUtil float32
 	if cfg.Classic {
-		var r ClassicResults
-		r.Unmarshal(&m, classicTest(cfg.Test))
-		if r.Errno != 0 {
-			return res, &RemoteError{r.Errno}
-		}
-		switch cfg.Test {
-		case TCPStream:
-			res.RemoteBytesReceived, res.RemoteRecvCalls = uint64(r.Bytes), uint64(r.Calls)
-		case TCPMaerts:
-			res.RemoteBytesSent, res.RemoteSendCalls = uint64(r.Bytes), uint64(r.Calls)
-		case TCPRR, TCPCC:
-			res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
-			res.RemoteRecvCalls = uint64(r.Calls)
-		}
-		res.RemoteElapsed = float64(r.ElapsedTime)
-		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, uint32(r.NumCPUs), uint32(r.CPUMethod)
+		remoteUtil, err = classicResults(&m, cfg, &res)
 	} else {
-		var r OmniResults
-		r.Unmarshal(&m)
-		if r.Errno != 0 {
-			return res, &RemoteError{r.Errno}
-		}
-		res.RemoteBytesReceived, res.RemoteBytesSent = r.BytesReceived, r.BytesSent
-		res.RemoteTransactions = uint64(r.TransReceived)
-		res.RemoteRecvCalls = uint64(r.RecvCalls)
-		res.RemoteSendCalls = uint64(r.SendCalls)
-		res.RemoteSendBufEnd, res.RemoteRecvBufEnd = r.SendBufSize, r.RecvBufSize
-		res.RemoteRetrans = r.TransportRetrans
-		if cfg.RemoteCPU && remoteCPU {
-			res.RemoteCPUUser, res.RemoteCPUSys, res.RemotePeakCPU = float64(r.CPUUser), float64(r.CPUSystem), float64(r.PeakCPUUtil)
-			res.RemotePeakCPUID = int(r.PeakCPUID)
-			res.RemoteCPUIOWait, res.RemoteCPUIRQ, res.RemoteCPUSoftIRQ = float64(r.CPUIOWait), float64(r.CPUIRQ), float64(r.CPUSoftIRQ)
-		}
-		res.RemoteElapsed = float64(r.ElapsedTime)
-		res.RemoteCongControl = r.CongControl
-		remoteUtil, remoteNumCPUs, res.RemoteCPUMethod = r.CPUUtil, r.NumCPUs, r.CPUMethod
+		remoteUtil, err = omniResults(&m, cfg, remoteCPU, &res)
 	}
-	res.RemoteNumCPUs = remoteNumCPUs
+	if err != nil {
+		return res, err
+	}
+	units := rates(cfg, &res)
+	if localOK {
+		res.setLocalCPU(localUsage, units)
+	}
+	if cfg.RemoteCPU && remoteCPU {
+		res.setRemoteCPU(remoteUtil, units)
+	}
+	return res, nil
+}
 
+// setRemoteCPU fills the server's CPU utilisation and service demand.
+func (res *Result) setRemoteCPU(util float32, units float64) {
+	res.RemoteCPU = float64(util)
+	n := int(res.RemoteNumCPUs)
+	if n == 0 {
+		n = numCPUs()
+	}
+	res.RemoteServiceDemand = serviceDemand(res.RemoteCPU, n, units)
+}
+
+// setLocalCPU fills the local CPU outputs from u and the service demand
+// per unit of work (units per second).
+func (res *Result) setLocalCPU(u CPUUsage, units float64) {
+	res.LocalCPU = float64(u.Util)
+	res.LocalNumCPUs, res.LocalPeakCPU = u.NumCPUs, float64(u.PeakUtil)
+	res.LocalPeakCPUID = u.PeakCPU
+	res.LocalCPUUser, res.LocalCPUSys = float64(u.User), float64(u.System)
+	res.LocalCPUIOWait, res.LocalCPUIRQ, res.LocalCPUSoftIRQ = float64(u.IOWait), float64(u.IRQ), float64(u.SoftIRQ)
+	res.LocalServiceDemand = serviceDemand(res.LocalCPU, u.NumCPUs, units)
+}
+
+// setData fills what the client's own data phase counted.
+func (res *Result) setData(dr clientData) {
+	res.Elapsed = dr.elapsed
+	res.BytesSent, res.BytesReceived, res.Transactions = dr.sent, dr.received, dr.trans
+	res.SendCalls, res.SendErrors, res.RecvCalls = dr.sendCalls, dr.sendErrors, dr.recvCalls
+	res.RecvTimeouts = dr.recvTimeouts
+	res.Latency = dr.lat.stats()
+	res.Histogram = dr.lat.histogram()
+}
+
+// runOneConn runs the data phase of a test with one data connection (or
+// UDP socket), data, and reads its transport outputs into res.
+func runOneConn(cfg *Config, data net.Conn, plan *dataPlan, lsnd, lrcv *int32, start time.Time, timeout time.Duration, res *Result) (clientData, error) {
+	sock := tuneData(cfg, data, plan, lsnd, lrcv)
+	var dr clientData
+	var err error
+	if cfg.Test.IsUDP() {
+		dr, err = runUDPClient(data, *plan, start, timeout)
+	} else {
+		dr, err = runClientData(data, *plan, start, timeout)
+	}
+	readTransport(cfg, data, sock, res)
+	return dr, err
+}
+
+// dataTimeout bounds the data phase and the wait for the results: the
+// control timeout, plus the test time and the server's pad for a timed
+// test.
+func (c *Config) dataTimeout() time.Duration {
+	if c.Length > 0 {
+		return c.ControlTimeout + time.Duration(c.Length)*time.Second + PadTime
+	}
+	return c.ControlTimeout
+}
+
+// classicSetup sends a classic (nettest_bsd) test request and reads the
+// server's setup: the data port and whether it measures its CPU.
+func classicSetup(ctl net.Conn, m *Message, cfg *Config, family uint32, plan *dataPlan, res *Result) (uint32, bool, error) {
+	req := classicRequest(cfg, family)
+	req.Marshal(m)
+	if _, err := ctl.Write(m[:]); err != nil {
+		return 0, false, fmt.Errorf("netperf: send request: %w", err)
+	}
+	if err := readMsg(ctl, m, cfg.ControlTimeout); err != nil {
+		return 0, false, err
+	}
+	var s ClassicSetup
+	s.Unmarshal(m, req.Test)
+	if s.Errno != 0 {
+		return 0, false, &RemoteError{s.Errno}
+	}
+	res.RemoteSendBuf, res.RemoteRecvBuf = s.SendBufSize, s.RecvBufSize
+	if req.Test == ClassicMaerts {
+		res.RemoteSendSize = s.MsgSize
+	}
+	plan.keepOpen = req.Test == ClassicRR
+	return uint32(s.DataPort), s.MeasureCPU != 0, nil
+}
+
+// omniSetup sends a DO_OMNI request and reads the server's setup: the
+// data port and whether it measures its CPU.
+func omniSetup(ctl net.Conn, m *Message, cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan, res *Result) (uint32, bool, error) {
+	req := omniRequest(cfg, family, lsnd, lrcv, plan)
+	res.LocalSendWidth, res.LocalRecvWidth = req.SendWidth, req.RecvWidth
+	req.Marshal(m)
+	if _, err := ctl.Write(m[:]); err != nil {
+		return 0, false, fmt.Errorf("netperf: send request: %w", err)
+	}
+	if err := readMsg(ctl, m, cfg.ControlTimeout); err != nil {
+		return 0, false, err
+	}
+	var s OmniSetup
+	s.Unmarshal(m)
+	if s.Errno != 0 {
+		return 0, false, &RemoteError{s.Errno}
+	}
+	res.RemoteSendWidth, res.RemoteRecvWidth = s.SendWidth, s.RecvWidth
+	if cfg.MaxIterations > 1 {
+		// As stock: the next iteration asks for this data port again.
+		cfg.RemoteDataPort = int(s.DataPort)
+	}
+	res.RemoteSendBuf, res.RemoteRecvBuf, res.RemoteSendSize = s.SendBufSize, s.RecvBufSize, s.SendSize
+	res.RemoteRecvSize = s.ReceiveSize
+	return s.DataPort, s.Flags&FlagMeasureCPU != 0, nil
+}
+
+// openData opens the data socket of a test with one connection: the TCP
+// connection to addr, or the UDP socket towards host:dataPort (kept on
+// the link when routing is not allowed).
+func openData(ctx context.Context, cfg *Config, host, addr string, dataPort uint32) (net.Conn, error) {
+	if !cfg.Test.IsUDP() {
+		return cfg.DataDial(ctx, cfg.network("tcp"), addr)
+	}
+	data, err := udpPeerConn(cfg, cfg.network("udp"), host, dataPort)
+	if err == nil && !cfg.routingAllowed() {
+		if err = dontRoute(cfg, data.(*udpPeer)); err != nil {
+			data.Close()
+		}
+	}
+	return data, err
+}
+
+// tuneData applies the local socket options of cfg to the data socket
+// (-s/-S sizes, -D, -K, -Y), updates the sizes the test reports and its
+// call sizes, and returns the socket under data.
+func tuneData(cfg *Config, data net.Conn, plan *dataPlan, lsnd, lrcv *int32) any {
+	sock := any(data)
+	if u, ok := data.(*udpPeer); ok {
+		sock = u.PacketConn // the socket under the adapter
+	}
+	if cfg.LocalSendBuf >= 0 || cfg.LocalRecvBuf >= 0 {
+		setBufSizes(sock, cfg.LocalSendBuf, cfg.LocalRecvBuf)
+		if s, r, ok := bufSizes(sock); ok {
+			*lsnd, *lrcv = s, r
+			plan.sendSize = pickSize(cfg.LocalSendSize, s)
+			plan.recvSize = pickSize(cfg.LocalRecvSize, r)
+			if cfg.Test == UDPStream {
+				plan.sendSize = udpSendSize(cfg.LocalSendSize, s)
+			}
+		}
+	}
+	if cfg.LocalSendBuf < 0 && cfg.LocalRecvBuf < 0 {
+		if _, ok := sock.(bufferSizer); ok {
+			// The userspace stack's sizes; the call sizes stay stock's.
+			*lsnd, *lrcv, _ = bufSizes(sock)
+		} else if _, ok := sock.(rawConner); !ok {
+			*lsnd, *lrcv = 0, 0 // not a socket we know: sizes unknown
+		} else if cfg.Test.IsUDP() {
+			*lsnd, *lrcv, _ = bufSizes(sock) // a UDP socket's do not grow
+		}
+	}
+	if cfg.NoDelay {
+		if nd, ok := data.(noDelayer); ok {
+			_ = nd.SetNoDelay(true)
+		}
+	}
+	if cfg.CongControl != "" && !cfg.Test.IsUDP() {
+		setCongestionControl(sock, cfg.CongControl)
+	}
+	if cfg.LocalTOS.Set {
+		setTOS(sock, cfg.LocalTOS.Value)
+	}
+	return sock
+}
+
+// readTransport fills the results' transport outputs off the data socket
+// after the data phase: retransmissions, MSS, congestion control (from
+// the kernel, or cfg.TransportInfo for another stack's) and the kernel
+// interface of its local address.
+func readTransport(cfg *Config, data net.Conn, sock any, res *Result) {
+	res.LocalRetrans, res.TransportMSS, res.LocalCongControl = -1, -1, "TCP Only"
+	_, kernel := sock.(rawConner)
+	if !cfg.Test.IsUDP() {
+		res.LocalRetrans, res.TransportMSS, res.LocalCongControl = transportInfo(sock)
+		if !kernel && cfg.TransportInfo != nil {
+			if r, mss, cong, ok := cfg.TransportInfo(data); ok {
+				res.LocalRetrans, res.TransportMSS, res.LocalCongControl = int32(r), int32(mss), cong
+			}
+		}
+	}
+	if kernel {
+		if la, ok := sock.(interface{ LocalAddr() net.Addr }); ok {
+			if ap, err := netip.ParseAddrPort(la.LocalAddr().String()); err == nil {
+				res.LocalInterface = interfaceOf(ap.Addr().Unmap())
+			}
+		}
+	}
+}
+
+// classicResults reads a classic test's results message into res; it
+// returns the server's CPU utilisation.
+func classicResults(m *Message, cfg *Config, res *Result) (float32, error) {
+	var r ClassicResults
+	r.Unmarshal(m, classicTest(cfg.Test))
+	if r.Errno != 0 {
+		return 0, &RemoteError{r.Errno}
+	}
+	switch cfg.Test {
+	case TCPStream:
+		res.RemoteBytesReceived, res.RemoteRecvCalls = uint64(r.Bytes), uint64(r.Calls)
+	case TCPMaerts:
+		res.RemoteBytesSent, res.RemoteSendCalls = uint64(r.Bytes), uint64(r.Calls)
+	case TCPRR, TCPCC:
+		res.RemoteBytesReceived, res.RemoteTransactions = uint64(r.Bytes), uint64(r.TransReceived)
+		res.RemoteRecvCalls = uint64(r.Calls)
+	}
+	res.RemoteElapsed = float64(r.ElapsedTime)
+	res.RemoteNumCPUs, res.RemoteCPUMethod = uint32(r.NumCPUs), uint32(r.CPUMethod)
+	return r.CPUUtil, nil
+}
+
+// omniResults reads an omni test's results message into res; it returns
+// the server's CPU utilisation.
+func omniResults(m *Message, cfg *Config, remoteCPU bool, res *Result) (float32, error) {
+	var r OmniResults
+	r.Unmarshal(m)
+	if r.Errno != 0 {
+		return 0, &RemoteError{r.Errno}
+	}
+	res.RemoteBytesReceived, res.RemoteBytesSent = r.BytesReceived, r.BytesSent
+	res.RemoteTransactions = uint64(r.TransReceived)
+	res.RemoteRecvCalls = uint64(r.RecvCalls)
+	res.RemoteSendCalls = uint64(r.SendCalls)
+	res.RemoteSendBufEnd, res.RemoteRecvBufEnd = r.SendBufSize, r.RecvBufSize
+	res.RemoteRetrans = r.TransportRetrans
+	if cfg.RemoteCPU && remoteCPU {
+		res.RemoteCPUUser, res.RemoteCPUSys, res.RemotePeakCPU = float64(r.CPUUser), float64(r.CPUSystem), float64(r.PeakCPUUtil)
+		res.RemotePeakCPUID = int(r.PeakCPUID)
+		res.RemoteCPUIOWait, res.RemoteCPUIRQ, res.RemoteCPUSoftIRQ = float64(r.CPUIOWait), float64(r.CPUIRQ), float64(r.CPUSoftIRQ)
+	}
+	res.RemoteElapsed = float64(r.ElapsedTime)
+	res.RemoteCongControl = r.CongControl
+	res.RemoteNumCPUs, res.RemoteCPUMethod = r.NumCPUs, r.CPUMethod
+	return r.CPUUtil, nil
+}
+
+// rates fills the throughput (and transaction rate) of res in stock's
+// units for the test and -f, and returns the work per second service
+// demand divides by: KB/s or transactions/s.
+func rates(cfg *Config, res *Result) (units float64) {
 	secs := res.Elapsed.Seconds()
-	var units float64 // KB/s or transactions/s, for service demand
 	var bytes uint64
 	switch cfg.Test {
 	case TCPStream:
@@ -780,41 +591,24 @@ func runOne(ctx context.Context, ctl net.Conn, cfg *Config, family uint32) (Resu
 		res.TransactionRate = float64(res.Transactions) / secs
 		res.Throughput = throughputIn(cfg.Units, res.TransactionRate*float64(cfg.RequestSize+cfg.ResponseSize), 1)
 		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
-		units = res.TransactionRate
+		return res.TransactionRate
 	case cfg.bandUnits():
 		// nettest_omni.c with libfmt other than 'x': throughput of the
 		// server's bytes both ways, service demand per KB of ours.
 		res.TransactionRate = float64(res.Transactions) / secs
 		res.Throughput = throughputIn(cfg.Units, float64(res.RemoteBytesSent+res.RemoteBytesReceived), secs)
 		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
-		units = float64(res.BytesSent+res.BytesReceived) / 1024 / secs
+		return float64(res.BytesSent+res.BytesReceived) / 1024 / secs
 	case cfg.Test.IsRR():
 		res.Throughput = float64(res.Transactions) / secs
 		res.TransactionRate = res.Throughput
 		res.ThroughputUnits = "Trans/s"
-		units = res.Throughput
+		return res.Throughput
 	default:
 		res.Throughput = throughputIn(cfg.Units, float64(bytes), secs)
 		res.ThroughputUnits = unitsName(cfg.Units) + "/s"
-		units = float64(bytes) / 1024 / secs
+		return float64(bytes) / 1024 / secs
 	}
-	if localOK {
-		res.LocalCPU = float64(localUsage.Util)
-		res.LocalNumCPUs, res.LocalPeakCPU = localUsage.NumCPUs, float64(localUsage.PeakUtil)
-		res.LocalPeakCPUID = localUsage.PeakCPU
-		res.LocalCPUUser, res.LocalCPUSys = float64(localUsage.User), float64(localUsage.System)
-		res.LocalCPUIOWait, res.LocalCPUIRQ, res.LocalCPUSoftIRQ = float64(localUsage.IOWait), float64(localUsage.IRQ), float64(localUsage.SoftIRQ)
-		res.LocalServiceDemand = serviceDemand(res.LocalCPU, localUsage.NumCPUs, units)
-	}
-	if cfg.RemoteCPU && remoteCPU {
-		res.RemoteCPU = float64(remoteUtil)
-		n := int(remoteNumCPUs)
-		if n == 0 {
-			n = numCPUs()
-		}
-		res.RemoteServiceDemand = serviceDemand(res.RemoteCPU, n, units)
-	}
-	return res, nil
 }
 
 // serviceDemand is netperf's calc_service_demand: microseconds of CPU per
@@ -824,245 +618,6 @@ func serviceDemand(util float64, ncpu int, unitsPerSec float64) float64 {
 		return -1
 	}
 	return util / 100 * float64(ncpu) / unitsPerSec * 1e6
-}
-
-// ClassicTests are the tests Config.Classic runs with nettest_bsd.c's
-// messages.
-var ClassicTests = []TestType{TCPStream, TCPMaerts, TCPRR, TCPCC}
-
-func classicTest(t TestType) ClassicTest {
-	switch t {
-	case TCPMaerts:
-		return ClassicMaerts
-	case TCPRR:
-		return ClassicRR
-	case TCPCC:
-		return ClassicCC
-	}
-	return ClassicStream
-}
-
-func classicRequest(cfg *Config, family uint32) ClassicRequest {
-	r := ClassicRequest{
-		Test: classicTest(cfg.Test), Affinity: -1,
-		SendBufSize: cfg.RemoteSendBuf, RecvBufSize: cfg.RemoteRecvBuf,
-		TestLength: int32(cfg.Length), IPFamily: int32(family), Port: int32(cfg.RemoteDataPort),
-		CPURate: cfg.RemoteCPURate,
-	}
-	if cfg.RemoteCPU {
-		r.MeasureCPU = 1
-	}
-	if cfg.NoDelay {
-		r.NoDelay = 1
-	}
-	// The classic protocol encodes "default message size" as 0, not -1.
-	switch r.Test {
-	case ClassicStream:
-		r.ReceiveSize, r.RecvAlign = max(cfg.RemoteRecvSize, 0), defaultAlignment
-	case ClassicMaerts:
-		r.SendSize, r.SendAlign = max(cfg.RemoteSendSize, 0), defaultAlignment
-	case ClassicRR, ClassicCC:
-		r.RecvAlign, r.SendAlign = defaultAlignment, defaultAlignment
-		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
-	}
-	return r
-}
-
-func omniRequest(cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan) OmniRequest {
-	affinity := int32(-1)
-	if cfg.BindRemote {
-		affinity = cfg.RemoteAffinity
-	}
-	r := OmniRequest{
-		Affinity: affinity, SendBufSize: cfg.RemoteSendBuf, SendSize: cfg.RemoteSendSize,
-		SendAlign: defaultAlignment, RequestSize: -1, RecvBufSize: cfg.RemoteRecvBuf,
-		ReceiveSize: cfg.RemoteRecvSize, RecvAlign: defaultAlignment, ResponseSize: -1,
-		Flags: FlagRoutingAllowed, TestLength: int32(cfg.Length), CPURate: cfg.RemoteCPURate,
-		SendOffset: cfg.RemoteSendOffset, RecvOffset: cfg.RemoteRecvOffset,
-		SendDirty: -1, RecvDirty: -1, RecvClean: -1,
-		DataPort: uint32(cfg.RemoteDataPort), IPFamily: family, SocketType: 1, Protocol: 6,
-		NetperfPort: uint32(cfg.LocalDataPort), SocketPrio: -1, SocketTOS: cfg.RemoteTOS.wire(),
-		CongControl: cfg.RemoteCongControl, FillFile: cfg.RemoteFillFile,
-	}
-	if cfg.RemoteCPU {
-		r.Flags |= FlagMeasureCPU
-	}
-	if cfg.NoDelay {
-		r.Flags |= FlagNoDelay
-	}
-	if a, err := netip.ParseAddr(cfg.LocalDataAddr); err == nil {
-		r.NetperfIP = a.Unmap()
-	}
-	if a, err := netip.ParseAddr(cfg.DataHost); err == nil {
-		r.NetserverIP = a.Unmap()
-	}
-	// The widths are the client's own ring widths, echoed by the server.
-	// Stock sizes them from its socket's buffer as Linux reports it after
-	// -s, which doubles the request.
-	if cfg.LocalSendBuf >= 0 {
-		lsnd = 2 * cfg.LocalSendBuf
-	}
-	if cfg.LocalRecvBuf >= 0 {
-		lrcv = 2 * cfg.LocalRecvBuf
-	}
-	switch cfg.Test {
-	case TCPStream:
-		r.Direction = DirServerReceives
-		r.SendWidth = uint32(width(0, lsnd, plan.sendSize))
-	case TCPMaerts:
-		r.Direction = DirServerSends
-		r.RecvWidth = uint32(width(0, lrcv, plan.recvSize))
-	case UDPStream:
-		r.Direction = DirServerReceives
-		r.SendWidth = uint32(width(0, lsnd, plan.sendSize))
-	default: // the request/response tests
-		r.Direction = DirServerSends | DirServerReceives
-		r.RequestSize, r.ResponseSize = cfg.RequestSize, cfg.ResponseSize
-		r.SendWidth, r.RecvWidth = 1, 1
-	}
-	if cfg.Test.IsUDP() {
-		r.SocketType, r.Protocol = SocketDgram, ProtoUDP
-	}
-	if !cfg.routingAllowed() {
-		// Stock clears ROUTING_ALLOWED for UDP_STREAM (-R 1 sets it).
-		r.Flags &^= FlagRoutingAllowed
-	}
-	if cfg.Test == TCPCRR {
-		r.Flags |= FlagConnectTest
-	}
-	return r
-}
-
-type clientData struct {
-	sent, received, trans uint64
-	sendCalls, sendErrors uint64 // send calls (UDP_STREAM: messages sent) and failed sends
-	recvCalls             uint64
-	recvTimeouts          uint64 // UDP_RR responses given up after -e
-	elapsed               time.Duration
-	lat                   *latencyHist // transaction times (RR tests)
-}
-
-// closeData half-closes the data connection and drains it to the server's
-// EOF (stock netperf reads once and leaks the socket; draining avoids RST).
-func closeData(c net.Conn, timeout time.Duration) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_ = c.SetReadDeadline(time.Now().Add(timeout))
-	_, _ = io.Copy(io.Discard, c)
-}
-
-// runClientData runs the client side of the data phase; start is the
-// client's clock start (just before connect).
-func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
-	var d clientData
-	timed := p.length > 0
-	end := start.Add(time.Duration(p.length) * time.Second)
-	var limit uint64
-	if !timed {
-		limit = uint64(-int64(p.length))
-	}
-	switch {
-	case timed && p.test != TCPRR:
-		_ = c.SetDeadline(end)
-	case timed:
-		// RR finishes the transaction in flight when the timer fires, as
-		// netperf does, so both sides count the same transactions.
-		_ = c.SetDeadline(end.Add(timeout))
-	default:
-		_ = c.SetDeadline(time.Now().Add(timeout))
-	}
-	switch p.test {
-	case TCPStream:
-		buf := make([]byte, p.sendSize)
-		p.fill.fill(buf)
-		d.lat = new(latencyHist) // the time of each send call, as stock's histogram
-		for !timed || time.Now().Before(end) {
-			b := buf
-			if limit > 0 && limit-d.sent < uint64(len(b)) {
-				b = b[:limit-d.sent]
-			}
-			t0 := time.Now()
-			n, err := c.Write(b)
-			d.lat.add(time.Since(t0))
-			d.sent += uint64(n)
-			d.sendCalls++
-			p.interim.add(float64(n))
-			if err != nil {
-				if timed && isTimeout(err) {
-					break
-				}
-				return d, err
-			}
-			if limit > 0 && d.sent >= limit {
-				break
-			}
-		}
-		// The server's EOF ends the test; its byte count is the result.
-		_ = c.SetDeadline(time.Time{})
-		closeData(c, timeout)
-		d.elapsed = time.Since(start)
-		return d, nil
-	case TCPMaerts:
-		buf := make([]byte, p.recvSize)
-		d.lat = new(latencyHist) // the time of each receive call
-		for {
-			t0 := time.Now()
-			n, err := c.Read(buf)
-			d.received += uint64(n)
-			if n > 0 {
-				d.recvCalls++
-				d.lat.add(time.Since(t0))
-			}
-			p.interim.add(float64(n))
-			if err != nil {
-				if err == io.EOF || (timed && isTimeout(err)) {
-					break
-				}
-				return d, err
-			}
-			if limit > 0 && d.received >= limit {
-				break
-			}
-		}
-		d.elapsed = time.Since(start)
-		_ = c.SetDeadline(time.Time{})
-		closeData(c, timeout)
-		return d, nil
-	default: // TCP_RR
-		req := make([]byte, p.reqSize)
-		resp := make([]byte, p.respSize)
-		p.fill.fill(req)
-		d.lat = new(latencyHist)
-		for {
-			t0 := time.Now()
-			if timed && !t0.Before(end) {
-				break
-			}
-			if _, err := c.Write(req); err != nil {
-				return d, err
-			}
-			d.sent += uint64(len(req))
-			d.sendCalls++
-			if _, err := io.ReadFull(c, resp); err != nil {
-				return d, err
-			}
-			d.received += uint64(len(resp))
-			d.recvCalls++
-			d.trans++
-			d.lat.add(time.Since(t0))
-			p.interim.add(1)
-			if limit > 0 && d.trans >= limit {
-				break
-			}
-		}
-		d.elapsed = time.Since(start)
-		_ = c.SetDeadline(time.Time{})
-		if !p.keepOpen {
-			closeData(c, timeout)
-		}
-		return d, nil
-	}
 }
 
 // confStats accumulates iteration results for netperf's confidence test

@@ -11,7 +11,15 @@
 // kernel sockets and over mplsnode's userspace stack. It must not import
 // gVisor. Socket options are applied through syscall.Conn on kernel sockets
 // and through SetReadBuffer/SetWriteBuffer/BufferSizes/SetNoDelay methods on
-// others (the userspace stack's).
+// others (the userspace stack's); what such a socket cannot do itself
+// (TCP_INFO's retransmissions and MSS, SO_DONTROUTE) comes from
+// Config.TransportInfo, Server.TransportInfo and Config.OnLink, which a
+// node fills from its stack.
+//
+// The interim results of -D (Config.Interim) take the layout of the
+// output mode as stock's demo_interval_display prints them: under -k the
+// NETPERF_INTERIM_RESULT[n]=, NETPERF_UNITS[n]=, NETPERF_INTERVAL[n]= and
+// NETPERF_ENDING[n]= lines flent parses.
 //
 // The wire format is netperf 2.7.1's (src/netlib.h and src/nettest_omni.c
 // in the public source): fixed 656-byte messages, big-endian 32-bit words,

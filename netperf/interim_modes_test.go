@@ -12,7 +12,9 @@ import (
 // "Interim result: %7.2f %s/s over %.3f seconds ending at %ld.%.3ld",
 // "%7.2f,%s/s,%.3f,%ld.%.3ld", and the four NETPERF_*[n]= lines, n
 // counting from 0, which flent parses. final prints the last, shorter
-// interval; reset prints what the interval holds at once.
+// interval; reset prints what the interval holds at once. Checked by
+// planting the bug: with OmniKeyval printed as the human line, mode 3
+// fails with the "Interim result:" line it printed.
 func TestInterimModes(t *testing.T) {
 	want := map[OmniMode]string{
 		0:       `^Interim result: +[0-9]+\.[0-9]{2} 10\^6bits/s over 0\.0[0-9]{2} seconds ending at [0-9]+\.[0-9]{3}\n$`,

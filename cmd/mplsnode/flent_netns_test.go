@@ -33,7 +33,10 @@ var flentSeries = map[string][]string{
 // namespace, for tcp_upload, tcp_download, tcp_nup and rrul. flent parses
 // our -k output and interim lines itself; each data file must hold, for
 // every netperf and ping series, interim points with positive values and a
-// positive mean. (flent's udp_flood runs iperf, not netperf.)
+// positive mean. (flent's udp_flood runs iperf, not netperf.) Checked by
+// planting the bug: with the -k interim lines printed in the human layout,
+// flent warns "Command produced no valid data" and the test fails with
+// `series "TCP upload": 0 positive points`.
 func TestFlent(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	for _, tool := range []string{"flent", "ping"} {

@@ -20,7 +20,9 @@ const (
 
 // TestParseFlentCommandLines parses flent's command lines as stock
 // netperf's getopt does: -D takes the negative interval, -Y DSCP names,
-// -F the fill file, and -e and -K are test-specific options.
+// -F the fill file, and -e and -K are test-specific options. Checked by
+// planting the bug: with -D's value taken only when it starts with a
+// digit, flent's command fails with "unknown option -0".
 func TestParseFlentCommandLines(t *testing.T) {
 	a, err := parseNetperfArgs(strings.Fields(flentStream))
 	if err != nil {
