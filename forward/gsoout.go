@@ -32,8 +32,11 @@ import (
 // the endpoint cuts it and offers each segment on its own, so each meets
 // the rules and counters a segment meets.
 
-// gsoScratch is the reusable output of one egress segmentation.
+// gsoScratch is the reusable state of one transit GSO packet: the copy
+// of its headers the decision reads (pooled: it would escape to the heap
+// through the decision's interfaces) and the output of its segmentation.
 type gsoScratch struct {
+	hdr  [ipLookahead]byte
 	buf  []byte
 	segs [][]byte
 }
@@ -57,12 +60,13 @@ func (ls *Switch) forwardGSO(st *attached, req *mplsendpoint.IPForwardRequest) b
 	// The decision reads the first segment: a copy of the headers with
 	// its length. The IPv4 header checksum is updated incrementally, so a
 	// header that did not verify still does not.
-	var hdr [ipLookahead]byte
-	n := copy(hdr[:], b)
-	setIPLength(v6, hdr[:n], lo.first)
+	sc := gsoPool.Get().(*gsoScratch)
+	defer gsoPool.Put(sc)
+	n := copy(sc.hdr[:], b)
+	setIPLength(v6, sc.hdr[:n], lo.first)
 	var v verdict.Verdict
 	t := ls.tables(st, nil, 0)
-	t.DecideIP(v6, hdr[:n], lo.first, &v)
+	t.DecideIP(v6, sc.hdr[:n], lo.first, &v)
 	switch {
 	case v.Action == verdict.Drop && (v.Reason == verdict.BadChecksum || v.Reason == verdict.MalformedIP):
 		// Cut at ingress, each segment would get a header computed anew:
@@ -84,8 +88,6 @@ func (ls *Switch) forwardGSO(st *attached, req *mplsendpoint.IPForwardRequest) b
 		ls.emitWhole(&eg, p, data.ToBuffer(), v.Label)
 		return true
 	}
-	sc := gsoPool.Get().(*gsoScratch)
-	defer gsoPool.Put(sc)
 	if cap(sc.buf) < lo.bytes {
 		sc.buf = make([]byte, lo.bytes)
 	}
