@@ -120,3 +120,73 @@ func TestForwardingSplitsOversizeRX(t *testing.T) {
 		}
 	}
 }
+
+// gsoForwarder is an IPForwarder that records what it is offered and
+// takes the whole GSO packets (GSOMSS not 0) when take is set.
+type gsoForwarder struct {
+	take   bool
+	offers []mplsendpoint.IPForwardRequest
+	sizes  []int
+}
+
+func (f *gsoForwarder) ForwardIP(_ *mplsendpoint.Endpoint, req *mplsendpoint.IPForwardRequest) bool {
+	f.offers = append(f.offers, *req)
+	f.sizes = append(f.sizes, req.Packet.Data().Size())
+	return f.take && req.GSOMSS != 0
+}
+
+// TestForwardingOffersGSOWhole: on a forwarding node, a TCP packet larger
+// than the link's MTU is offered to the IP forwarder whole, once, with the
+// payload size of the segments the endpoint would cut it into
+// (IPForwardRequest.GSOMSS: MTU() less the IP and TCP headers); taken, it
+// is neither split nor delivered. Declined, it is split and each segment
+// offered on its own (GSOMSS 0), then delivered. Planted: the endpoint
+// splitting before the offer fails both.
+func TestForwardingOffersGSOWhole(t *testing.T) {
+	const mtu = 1500
+	payload := make([]byte, 20000)
+	ip := mplstest.IPv4TCP(mplstest.TCP{
+		Src: netip.MustParseAddrPort("172.16.20.20:40000"), Dst: netip.MustParseAddrPort("172.16.21.22:5001"),
+		Seq: 1000, Ack: 1, Flags: header.TCPFlagAck, DF: true, Payload: payload,
+	})
+	mac := tcpip.LinkAddress("\x02\x00\x00\x00\x00\x01")
+	for _, take := range []bool{true, false} {
+		t.Run(map[bool]string{true: "taken", false: "declined"}[take], func(t *testing.T) {
+			lower := mplstest.NewSink(mtu, mac)
+			f := &gsoForwarder{take: take}
+			ep, err := mplsendpoint.New(lower, mplsendpoint.Options{Forwarding: true, IPForwarder: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d recordingDispatcher
+			ep.Attach(&d)
+			frame := mplstest.Frame{Dst: mac, Src: "\x02\x00\x00\x00\x00\x02", Payload: ip}.Bytes()
+			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+			lower.InjectInbound(0, pkt)
+			pkt.DecRef()
+
+			if len(f.offers) == 0 || f.sizes[0] != len(ip) {
+				t.Fatalf("offers of %v bytes, want the whole %d-byte packet first", f.sizes, len(ip))
+			}
+			if want := int(ep.MTU()) - header.IPv4MinimumSize - header.TCPMinimumSize; f.offers[0].GSOMSS != want {
+				t.Errorf("GSOMSS %d, want %d (MTU() %d less the headers)", f.offers[0].GSOMSS, want, ep.MTU())
+			}
+			st := ep.Stats()
+			if take {
+				if len(f.offers) != 1 || len(d.pkts) != 0 || st.RXSplit != 0 || st.RXForwarded != 1 {
+					t.Errorf("%d offers, %d delivered, RXSplit %d, RXForwarded %d; want 1, 0, 0, 1", len(f.offers), len(d.pkts), st.RXSplit, st.RXForwarded)
+				}
+				return
+			}
+			segs := len(f.offers) - 1
+			if segs < 2 || st.RXSplit != 1 || len(d.pkts) != segs {
+				t.Fatalf("%d segments offered, %d delivered, RXSplit %d; want the packet split, each segment delivered", segs, len(d.pkts), st.RXSplit)
+			}
+			for i, o := range f.offers[1:] {
+				if o.GSOMSS != 0 || f.sizes[i+1] > int(ep.MTU()) {
+					t.Errorf("segment %d offered with GSOMSS %d, %d bytes; want 0, at most %d", i, o.GSOMSS, f.sizes[i+1], ep.MTU())
+				}
+			}
+		})
+	}
+}
