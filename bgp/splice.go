@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mplsnode/mplsnode/internal/lograte"
 )
 
 // BGPPort is the well-known BGP port (RFC 4271).
@@ -50,6 +52,22 @@ type splice struct {
 	unknownPeer atomic.Uint64
 	// dialFailed counts outbound connections the stack could not open.
 	dialFailed atomic.Uint64
+	// unnegotiated counts UPDATEs that carried a family the session did
+	// not negotiate (that part kept from GoBGP); unnegotiatedLog limits
+	// their warnings.
+	unnegotiated    atomic.Uint64
+	unnegotiatedLog lograte.Limiter
+}
+
+// unnegotiatedFamily counts and logs what copyFromNeighbor kept from
+// GoBGP.
+func (s *splice) unnegotiatedFamily(i int, u unnegotiated) {
+	s.unnegotiated.Add(1)
+	if held, ok := s.unnegotiatedLog.Allow(1); ok {
+		s.log.Warn("bgp: ignored the routes of a family the session did not negotiate (RFC 4760 §7)",
+			"neighbor", s.neighbors[i].Address.String(), "afi", u.family.afi, "safi", u.family.safi,
+			"whole_update", u.drop, "suppressed", held)
+	}
 }
 
 // freeLoopbackPort returns a TCP port free on 127.0.0.1 now, after
@@ -143,7 +161,7 @@ func (s *splice) acceptStack(ln net.Listener) {
 				c.Close()
 				return
 			}
-			s.join(c, k)
+			s.join(c, k, i)
 		}()
 	}
 }
@@ -174,13 +192,15 @@ func (s *splice) acceptKernel(ln net.Listener, i int) {
 				k.Close()
 				return
 			}
-			s.join(c, k)
+			s.join(c, k, i)
 		}()
 	}
 }
 
-// join copies bytes both ways until either side ends, then closes both.
-func (s *splice) join(a, b net.Conn) {
+// join copies bytes both ways between neighbour i's connection a and
+// GoBGP's b until either side ends, then closes both. What the neighbour
+// sends goes through copyFromNeighbor.
+func (s *splice) join(a, b net.Conn, i int) {
 	s.mu.Lock()
 	if s.ctx.Err() != nil {
 		s.mu.Unlock()
@@ -196,7 +216,10 @@ func (s *splice) join(a, b net.Conn) {
 		done <- struct{}{}
 	}
 	go cp(a, b)
-	go cp(b, a)
+	go func() {
+		_ = copyFromNeighbor(b, a, s.neighbors[i], func(u unnegotiated) { s.unnegotiatedFamily(i, u) })
+		done <- struct{}{}
+	}()
 	<-done
 	a.Close()
 	b.Close()

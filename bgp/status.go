@@ -113,7 +113,10 @@ type Summary struct {
 	Refused   map[string]uint64 `json:"refused,omitempty"`
 	ApplyErrs uint64            `json:"apply_errors"`
 	UnknownIn uint64            `json:"unknown_peer_connections"`
-	Neighbors []NeighborStatus  `json:"neighbors"`
+	// Unnegotiated counts UPDATEs that carried routes of a family their
+	// session did not negotiate, which were ignored (RFC 4760 §7).
+	Unnegotiated uint64           `json:"unnegotiated_family_updates"`
+	Neighbors    []NeighborStatus `json:"neighbors"`
 }
 
 // Summary returns the speaker's state and counters.
@@ -126,6 +129,7 @@ func (s *Speaker) Summary() Summary {
 		LabelLow: uint32(s.cfg.LabelLow), LabelHigh: uint32(s.cfg.LabelHigh),
 		LabelsUsed: s.pool.used, LabelsSize: s.pool.size(),
 		Routes: len(s.rib), ApplyErrs: s.applyErrs, UnknownIn: s.sp.unknownPeer.Load(), Neighbors: nb,
+		Unnegotiated: s.sp.unnegotiated.Load(),
 	}
 	for _, d := range s.rib {
 		if d.installed != nil {

@@ -11,6 +11,7 @@ type bgpCollector struct {
 	up, state, prefixes           *prometheus.Desc
 	labelsUsed, labelsSize, unres *prometheus.Desc
 	refused, notInstalled         *prometheus.Desc
+	unnegotiated                  *prometheus.Desc
 }
 
 func newBGPCollector(n *Node) *bgpCollector {
@@ -27,12 +28,13 @@ func newBGPCollector(n *Node) *bgpCollector {
 		refused: prometheus.NewDesc(name("routes_refused_total"), "Received routes refused, by reason: each time a best path became not installable, or a received route was treated as withdrawn.",
 			[]string{"reason"}, nil),
 		notInstalled: prometheus.NewDesc(name("routes_not_installed"), "Received best paths not installed now, by reason.", []string{"reason"}, nil),
+		unnegotiated: prometheus.NewDesc(name("unnegotiated_family_updates_total"), "UPDATEs that carried routes of a family their session did not negotiate, ignored (RFC 4760 §7).", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *bgpCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.state, c.prefixes, c.labelsUsed, c.labelsSize, c.unres, c.refused, c.notInstalled} {
+	for _, d := range []*prometheus.Desc{c.up, c.state, c.prefixes, c.labelsUsed, c.labelsSize, c.unres, c.refused, c.notInstalled, c.unnegotiated} {
 		ch <- d
 	}
 }
@@ -63,6 +65,7 @@ func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.labelsUsed, prometheus.GaugeValue, float64(s.LabelsUsed))
 	ch <- prometheus.MustNewConstMetric(c.labelsSize, prometheus.GaugeValue, float64(s.LabelsSize))
 	ch <- prometheus.MustNewConstMetric(c.unres, prometheus.GaugeValue, float64(s.Unresolved))
+	ch <- prometheus.MustNewConstMetric(c.unnegotiated, prometheus.CounterValue, float64(s.Unnegotiated))
 	for _, r := range bgp.Reasons() {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Refused[r.String()]), r.String())
 		if r.Held() {
