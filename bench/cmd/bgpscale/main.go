@@ -44,12 +44,27 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "the longest a run's installation or withdrawal may take")
 	heap := flag.Bool("heap", true, "fetch and split the receiver's heap profile at steady state")
 	flag.StringVar(&keepDir, "profiles", "", "keep the receiver's heap profiles in `DIR` (heap-BINARY-V4+V6.pb.gz)")
+	split := flag.String("split", "", "only print the split of a kept heap `PROFILE` (with -routes), measuring nothing")
+	splitRoutes := flag.Int("routes", 0, "the routes the -split profile's node held")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR]\n\n")
+		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR]\n       bgpscale -split PROFILE -routes N\n\n")
 		fmt.Fprintf(os.Stderr, "A node fed a BGP labeled-unicast table by a second node: install and withdrawal times, RSS, heap split.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *split != "" {
+		if *splitRoutes <= 0 {
+			fmt.Fprintln(os.Stderr, "bgpscale: -split needs -routes N")
+			os.Exit(2)
+		}
+		out, _, err := splitHeap(context.Background(), *split, *splitRoutes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bgpscale:", err)
+			os.Exit(1)
+		}
+		fmt.Println(out)
+		return
+	}
 	sizes, err := parseRuns(*runs)
 	if err != nil || flag.NArg() != 0 {
 		if err != nil {
