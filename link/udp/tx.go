@@ -35,6 +35,13 @@ type txBatch struct {
 	// was shorter).
 	closed bool
 	sock   int
+	// Per packet of the call: its socket (-1: answered or dropped), its
+	// explicit null's index in nulls (-1: none), the next packet of its
+	// socket (-1: the last). Per socket: its first and last packet (-1:
+	// none yet), and the sockets in the order of their first packet.
+	pktSock, pktNull, next []int32
+	head, tail             [MaxFlows]int32
+	order                  []int32
 	// Send state of the RawConn.Write callback.
 	done   int
 	errnos []unix.Errno
@@ -47,6 +54,9 @@ func (e *Endpoint) getBatch() *txBatch {
 	}
 	b := &txBatch{}
 	b.fn = b.send
+	for i := range b.head {
+		b.head[i], b.tail[i] = -1, -1
+	}
 	return b
 }
 
@@ -57,12 +67,14 @@ func (b *txBatch) reset(n int) {
 		b.nulls = make([][labelEntryLen]byte, 0, n)
 	}
 	b.nulls = b.nulls[:0]
+	b.pktSock, b.pktNull, b.next, b.order = b.pktSock[:0], b.pktNull[:0], b.next[:0], b.order[:0]
 	b.closed, b.sock = true, -1
 }
 
 // WritePackets implements stack.LinkEndpoint: each frame's MPLS packet
 // (see the package doc) leaves as one datagram from the source port its
-// flow hash picks; runs of equal-sized packets of one flow leave as one
+// flow hash picks. The call's packets are taken socket by socket (each
+// flow's in order): runs of equal-sized packets of one flow leave as one
 // UDP GSO send, and the sends of one source port as one sendmmsg. ARP and
 // NDP requests are answered, not sent. It returns the number of frames
 // taken (sent, answered or dropped with a counter); a failed send is
@@ -75,68 +87,86 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	b := e.getBatch()
 	defer e.txPool.Put(b)
 	b.reset(len(s))
+	for i, pkt := range s {
+		sock, withNull, ok := e.classify(b, pkt)
+		b.next = append(b.next, -1)
+		if !ok {
+			b.pktSock, b.pktNull = append(b.pktSock, -1), append(b.pktNull, -1)
+			continue
+		}
+		null := int32(-1)
+		if withNull {
+			null = int32(len(b.nulls) - 1)
+		}
+		b.pktSock, b.pktNull = append(b.pktSock, int32(sock)), append(b.pktNull, null)
+		if b.head[sock] < 0 {
+			b.head[sock] = int32(i)
+			b.order = append(b.order, int32(sock))
+		} else {
+			b.next[b.tail[sock]] = int32(i)
+		}
+		b.tail[sock] = int32(i)
+	}
 	gso := e.gso.Load()
 	failed := 0
 	var lastErr tcpip.Error
-	for _, pkt := range s {
-		sock, withNull, ok := e.classify(b, pkt)
-		if !ok {
-			continue
+	for _, sock := range b.order {
+		b.sock = int(sock)
+		for i := b.head[sock]; i >= 0; i = b.next[i] {
+			b.add(s[i], b.pktNull[i], gso)
 		}
-		plen := pkt.Size() - header.EthernetMinimumSize
-		if withNull {
-			plen += labelEntryLen
-		}
-		if sock != b.sock && b.sock >= 0 {
-			if n, err := e.flush(b); err != nil {
-				failed += n
-				lastErr = err
-			}
-		}
-		b.sock = sock
-		m := len(b.msgs) - 1
-		if gso && !b.closed && m >= 0 && b.msgPkts[m] < maxGSOSegments && plen <= b.msgSeg[m] && b.msgBytes[m]+plen <= maxGSOBytes {
-			if plen < b.msgSeg[m] {
-				b.closed = true
-			}
-		} else {
-			b.msgs = append(b.msgs, mmsghdr{})
-			b.msgIov = append(b.msgIov, len(b.iovs))
-			b.msgNIov = append(b.msgNIov, 0)
-			b.msgPkts = append(b.msgPkts, 0)
-			b.msgBytes = append(b.msgBytes, 0)
-			b.msgSeg = append(b.msgSeg, plen)
-			b.closed = false
-			m++
-		}
-		nIov := len(b.iovs)
-		if withNull {
-			k := len(b.nulls) - 1
-			b.iovs = append(b.iovs, iovec(b.nulls[k][:]))
-		}
-		vl, off := pkt.AsViewList()
-		off += header.EthernetMinimumSize
-		for v := vl.Front(); v != nil; v = v.Next() {
-			vb := v.AsSlice()
-			if off >= len(vb) {
-				off -= len(vb)
-				continue
-			}
-			vb = vb[off:]
-			off = 0
-			b.iovs = append(b.iovs, iovec(vb))
-		}
-		b.msgNIov[m] += len(b.iovs) - nIov
-		b.msgPkts[m]++
-		b.msgBytes[m] += plen
-	}
-	if b.sock >= 0 {
+		b.head[sock], b.tail[sock] = -1, -1
 		if n, err := e.flush(b); err != nil {
 			failed += n
 			lastErr = err
 		}
 	}
 	return len(s) - failed, lastErr
+}
+
+// add appends pkt's datagram to b's messages for b.sock: to the open UDP
+// GSO run if it fits (gso, room for one more segment, no longer than the
+// run's segments), else as a new message. null is its explicit null's
+// index in b.nulls, -1 for none.
+func (b *txBatch) add(pkt *stack.PacketBuffer, null int32, gso bool) {
+	plen := pkt.Size() - header.EthernetMinimumSize
+	if null >= 0 {
+		plen += labelEntryLen
+	}
+	m := len(b.msgs) - 1
+	if gso && !b.closed && m >= 0 && b.msgPkts[m] < maxGSOSegments && plen <= b.msgSeg[m] && b.msgBytes[m]+plen <= maxGSOBytes {
+		if plen < b.msgSeg[m] {
+			b.closed = true
+		}
+	} else {
+		b.msgs = append(b.msgs, mmsghdr{})
+		b.msgIov = append(b.msgIov, len(b.iovs))
+		b.msgNIov = append(b.msgNIov, 0)
+		b.msgPkts = append(b.msgPkts, 0)
+		b.msgBytes = append(b.msgBytes, 0)
+		b.msgSeg = append(b.msgSeg, plen)
+		b.closed = false
+		m++
+	}
+	nIov := len(b.iovs)
+	if null >= 0 {
+		b.iovs = append(b.iovs, iovec(b.nulls[null][:]))
+	}
+	vl, off := pkt.AsViewList()
+	off += header.EthernetMinimumSize
+	for v := vl.Front(); v != nil; v = v.Next() {
+		vb := v.AsSlice()
+		if off >= len(vb) {
+			off -= len(vb)
+			continue
+		}
+		vb = vb[off:]
+		off = 0
+		b.iovs = append(b.iovs, iovec(vb))
+	}
+	b.msgNIov[m] += len(b.iovs) - nIov
+	b.msgPkts[m]++
+	b.msgBytes[m] += plen
 }
 
 func iovec(b []byte) unix.Iovec {

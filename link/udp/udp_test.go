@@ -600,3 +600,54 @@ func FuzzFlowHash(f *testing.F) {
 		}
 	})
 }
+
+// TestInterleavedFlows: the packets of two flows handed over alternately
+// leave as one UDP GSO send per flow, one sendmmsg per source port, each
+// flow's datagrams in their order.
+func TestInterleavedFlows(t *testing.T) {
+	e, peer, _ := loopbackLink(t, Options{})
+	if !e.Stats().GSO {
+		t.Skip("no UDP GSO in this kernel")
+	}
+	a := mplsPacket(1000, 80, 1000)
+	var b []byte
+	for sport := uint16(1001); ; sport++ {
+		if b = mplsPacket(sport, 80, 1000); e.SourcePortFor(b) != e.SourcePortFor(a) {
+			break
+		}
+	}
+	var l stack.PacketBufferList
+	const each = 4
+	for i := range 2 * each {
+		p := bytes.Clone(a)
+		if i%2 == 1 {
+			p = bytes.Clone(b)
+		}
+		p[len(p)-1] = byte(i)
+		l.PushBack(frame(ethertypeMPLS, p))
+	}
+	if n, err := e.WritePackets(l); n != 2*each || err != nil {
+		t.Fatalf("WritePackets = %d, %v", n, err)
+	}
+	l.Reset()
+	if st := e.Stats(); st.TXCalls != 2 || st.TXSegmented != 2 || st.TXPackets != 2*each {
+		t.Errorf("stats %+v: want 2 calls, 2 GSO sends, %d packets", st, 2*each)
+	}
+	peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	last := map[uint16]int{}
+	buf := make([]byte, 2000)
+	for range 2 * each {
+		n, from, err := peer.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := int(buf[n-1])
+		if p, ok := last[from.Port()]; ok && seq != p+2 {
+			t.Errorf("from port %d: datagram %d after %d", from.Port(), seq, p)
+		}
+		last[from.Port()] = seq
+	}
+	if len(last) != 2 {
+		t.Errorf("datagrams from %d ports, want 2", len(last))
+	}
+}
