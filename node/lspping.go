@@ -73,8 +73,9 @@ type responder struct {
 	seed  uint32
 	names map[*mplsendpoint.Endpoint]string
 	q     chan echoJob
-	conn4 net.PacketConn
-	conn6 net.PacketConn
+	conn  net.PacketConn // UDP port 3503
+	// v4only: conn is an IPv4 socket (the stack has no IPv6).
+	v4only bool
 	done  chan struct{}
 	wg    sync.WaitGroup
 
@@ -95,22 +96,19 @@ func startResponder(n *Node, seed uint32, log *slog.Logger) (*responder, error) 
 	for _, name := range n.stack.LinkNames() {
 		r.names[n.stack.Endpoint(name)] = name
 	}
+	// One dual-stack socket takes both families (IPv4 peers as
+	// ::ffff:a.b.c.d); a stack without IPv6 gets an IPv4 one.
 	var err error
-	r.conn4, err = n.stack.ListenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), lspping.Port))
-	if err != nil {
-		return nil, err
-	}
-	if c, err := n.stack.ListenUDP(netip.AddrPortFrom(netip.IPv6Unspecified(), lspping.Port)); err == nil {
-		r.conn6 = c
+	if r.conn, err = n.stack.ListenUDP(netip.AddrPortFrom(netip.IPv6Unspecified(), lspping.Port)); err != nil {
+		if r.conn, err = n.stack.ListenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), lspping.Port)); err != nil {
+			return nil, err
+		}
+		r.v4only = true
 	}
 	r.wg.Add(1)
 	go r.work()
-	for _, c := range []net.PacketConn{r.conn4, r.conn6} {
-		if c != nil {
-			r.wg.Add(1)
-			go r.readPort(c)
-		}
-	}
+	r.wg.Add(1)
+	go r.readPort(r.conn)
 	for ep := range r.names {
 		ep.SetEchoHandler(r)
 	}
@@ -128,10 +126,7 @@ func (r *responder) close() {
 	}
 	r.n.ls.SetEchoHandler(nil)
 	close(r.done)
-	r.conn4.Close()
-	if r.conn6 != nil {
-		r.conn6.Close()
-	}
+	r.conn.Close()
 	r.wg.Wait()
 }
 
@@ -206,16 +201,15 @@ func (r *responder) answer(j *echoJob) {
 		r.drop("rate_limited")
 		return
 	}
-	c := r.conn4
-	if !p.Src.Unmap().Is4() {
-		c = r.conn6
-	}
-	if c == nil {
+	dst := p.Src.Unmap()
+	if !r.v4only {
+		dst = netip.AddrFrom16(dst.As16()) // ::ffff:a.b.c.d for an IPv4 peer
+	} else if !dst.Is4() {
 		r.drop("send_error")
 		return
 	}
-	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.Src.Unmap(), p.SrcPort))
-	if _, err := c.WriteTo(rep.Marshal(), to); err != nil {
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, p.SrcPort))
+	if _, err := r.conn.WriteTo(rep.Marshal(), to); err != nil {
 		r.drop("send_error")
 		return
 	}

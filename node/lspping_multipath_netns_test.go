@@ -30,7 +30,7 @@ addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 dev %[1]s
 route add 172.16.21.0/24 via 172.16.20.21 dev %[1]s
 `, v01))
-	startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 link add %[3]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
@@ -56,6 +56,7 @@ route add 172.16.20.0/24 via 172.16.21.21 dev %[1]s
 		t.Fatal(err)
 	}
 	if len(tr.Paths) != 1 || len(tr.Paths[0].Hops) != 2 || !tr.Paths[0].Reached {
+		(&lspSeed{n0: n0, n1: n1, n2: n2}).dump(t)
 		t.Fatalf("traceroute: %q, want 2 hops to the egress", traceText(tr))
 	}
 	if got, want := hopText(tr.Paths[0].Hops[0]), "1 172.16.20.21 label-switched [172.16.21.22 [200]] [172.16.22.22 [200]]"; got != want {
