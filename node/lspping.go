@@ -76,8 +76,8 @@ type responder struct {
 	conn  net.PacketConn // UDP port 3503
 	// v4only: conn is an IPv4 socket (the stack has no IPv6).
 	v4only bool
-	done  chan struct{}
-	wg    sync.WaitGroup
+	done   chan struct{}
+	wg     sync.WaitGroup
 
 	requests [4]atomic.Uint64   // by Where
 	replies  [256]atomic.Uint64 // by return code
