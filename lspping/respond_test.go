@@ -51,6 +51,9 @@ func req(fec lspping.FEC, ds *lspping.DDMap) *lspping.Message {
 	return m
 }
 
+// TestRespond: the return code, subcode and DDMAPs of each way a request
+// arrives, as RFC 8029 §3.1 and §4.4 give them. Checked by planting the
+// bug (l02): without the DDMAP's label check, "mismatched label" answers 8.
 func TestRespond(t *testing.T) {
 	n := newNode(t)
 	ldp := func(p string) lspping.FEC { f, _ := lspping.PrefixFEC("ldp", netip.MustParsePrefix(p)); return f }
@@ -149,6 +152,8 @@ func TestRespondNoReply(t *testing.T) {
 // TestRespondMultipath: the multipath information of each DDMAP names
 // the 127/8 destinations the label switch's hash sends to its hop, and
 // every one asked for goes to exactly one.
+// Checked by planting the bug (l01): with the hop match inverted, the
+// destinations listed are the other hop's.
 func TestRespondMultipath(t *testing.T) {
 	n := newNode(t)
 	f, _ := lspping.PrefixFEC("ldp", netip.MustParsePrefix("10.10.10.10/32"))

@@ -26,6 +26,8 @@ import (
 // 127/8 gets none (counted as not_loopback_destination); 1000 requests in
 // a second get no more replies than the node's ICMP rate limit allows,
 // the rest counted, and the node answers again afterwards.
+// Checked by planting the bug (l04): without the rate limit every
+// request is answered and none is counted rate_limited.
 func TestLSPPingHostile(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {

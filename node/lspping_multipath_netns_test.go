@@ -15,6 +15,8 @@ import (
 // the LSR's reply lists both downstreams; with Multipath the traceroute
 // asks it which 127/8 destinations take which, follows both, and reaches
 // the egress over each link.
+// Checked by planting the bug (l07): a tracer that follows one hop only
+// finds 1 path, not 2.
 func TestLSPTraceMultipath(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
