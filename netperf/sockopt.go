@@ -9,6 +9,12 @@ type bufferSizer interface {
 	BufferSizes() (send, recv int)
 }
 
+// congestionSetter is a socket that is not a kernel socket but has a TCP
+// congestion control algorithm to set (stack.TCPConn).
+type congestionSetter interface {
+	SetCongestionControl(name string) error
+}
+
 // setBufSizes sets the send and receive buffer sizes of a socket for each
 // value >= 0 (netperf's rule: 0 is honoured as "minimum", -1 means the
 // default), on kernel sockets (SO_SNDBUF / SO_RCVBUF) and on the userspace

@@ -152,10 +152,14 @@ func transportInfo(s any) (retrans, mss int32, cong string) {
 	return
 }
 
-// setCongestionControl sets TCP_CONGESTION on a kernel socket (-K); a
-// name the kernel does not offer leaves its default, as stock goes on
-// with it. Other sockets are left alone.
+// setCongestionControl sets TCP_CONGESTION on a kernel socket (-K), or
+// the algorithm of a userspace stack's connection; a name the kernel (or
+// stack) does not offer leaves its default, as stock goes on with it.
 func setCongestionControl(s any, name string) {
+	if cs, ok := s.(congestionSetter); ok {
+		_ = cs.SetCongestionControl(name)
+		return
+	}
 	rc, ok := s.(rawConner)
 	if !ok {
 		return

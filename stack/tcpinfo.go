@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"fmt"
 	"net"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -41,4 +42,15 @@ func (s *Stack) TransportInfo(c net.Conn) (retrans, mss int, cong string, ok boo
 		}
 	}
 	return retrans, mss, cong, true
+}
+
+// SetCongestionControl sets the connection's TCP congestion control
+// algorithm, as TCP_CONGESTION does on a kernel socket: one of the
+// stack's ("reno", "cubic").
+func (o socketOptions) SetCongestionControl(name string) error {
+	cc := tcpip.CongestionControlOption(name)
+	if err := o.ep.SetSockOpt(&cc); err != nil {
+		return fmt.Errorf("congestion control %q: %s", name, err)
+	}
+	return nil
 }

@@ -74,7 +74,7 @@ test-specific ones after it, as in netperf:
   -- -R 0|1   routing of the data: as stock, UDP_STREAM reaches a server behind a
               gateway only with -R 1 (else "network is unreachable"); sent to the server
   -- -e SECS  UDP_RR: give a response up after SECS and send the next request
-  -- -K ALG[,RALG]   TCP congestion control of our data socket (kernel) and the server's
+  -- -K ALG[,RALG]   TCP congestion control of our data socket and the server's
   -- -o/-O/-k [OUTPUT,...]   omni output: CSV, columns, NAME=value (THROUGHPUT,
                  THROUGHPUT_UNITS, ELAPSED_TIME, MEAN_LATENCY, P99_LATENCY, ...; "all";
                  "?" lists the names; or a FILE of such lists, one output line each)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -17,16 +18,22 @@ import (
 // wire them: LOCAL_CONG_CONTROL and REMOTE_CONG_CONTROL name the stacks'
 // algorithm (stack.TCPOptions' default, cubic), TRANSPORT_MSS is the one
 // the pipe's 1500-byte MTU gives (1500 less the IPv4 and TCP headers),
-// LOCAL_TRANSPORT_RETRANS is a count, not -1. Checked by planting the
+// LOCAL_TRANSPORT_RETRANS is a count, not -1; -K reno sets both sides'
+// algorithm. Checked by planting the
 // bug: with the server not asking Server.TransportInfo, both tests fail
 // with "output lacks REMOTE_CONG_CONTROL=cubic".
 func TestStackTransportOutputs(t *testing.T) {
 	a, b := stackPair(t)
 	port, logs := startStackServer(t, b)
-	for _, test := range []netperf.TestType{netperf.TCPStream, netperf.TCPMaerts} {
-		t.Run(string(test), func(t *testing.T) {
+	for _, c := range []struct {
+		test netperf.TestType
+		cong string // -K on both sides; "" the stacks' default
+	}{{netperf.TCPStream, ""}, {netperf.TCPMaerts, ""}, {netperf.TCPStream, "reno"}} {
+		test := c.test
+		t.Run(string(test)+"/"+c.cong, func(t *testing.T) {
 			cfg := netperf.NewConfig(stackServerV4.String(), test)
 			cfg.Port, cfg.Dial, cfg.ListenPacket, cfg.TransportInfo = port, a.DialContext, a.ListenPacket, a.TransportInfo
+			cfg.CongControl, cfg.RemoteCongControl = c.cong, c.cong
 			cfg.Length = 1
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -38,7 +45,8 @@ func TestStackTransportOutputs(t *testing.T) {
 			if err := rep.WriteOmni(&out, netperf.OmniKeyval, "LOCAL_CONG_CONTROL,REMOTE_CONG_CONTROL,TRANSPORT_MSS,LOCAL_TRANSPORT_RETRANS,REMOTE_TRANSPORT_RETRANS", false); err != nil {
 				t.Fatal(err)
 			}
-			want := []string{"LOCAL_CONG_CONTROL=cubic", "REMOTE_CONG_CONTROL=cubic", "TRANSPORT_MSS=1460"}
+			cong := cmp.Or(c.cong, "cubic")
+			want := []string{"LOCAL_CONG_CONTROL=" + cong, "REMOTE_CONG_CONTROL=" + cong, "TRANSPORT_MSS=1460"}
 			for _, w := range want {
 				if !strings.Contains(out.String(), w+"\n") {
 					t.Errorf("output lacks %s:\n%s", w, out.String())
