@@ -15,6 +15,7 @@ import (
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/forward"
 	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
+	"github.com/mplsnode/mplsnode/link/neighbor"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,12 +43,6 @@ var xdpFIBCapacity = fxdp.FIBCapacity
 // xdpFIBLogWrites is the number of FIB map writes and deletes from which
 // a sync is logged with its duration.
 const xdpFIBLogWrites = 10000
-
-// nextHopKey names a next hop: its address on a link.
-type nextHopKey struct {
-	dev  string
-	addr netip.Addr
-}
 
 // xdpPlane runs the label switch's decisions as an XDP program on the
 // node's AF_PACKET links (set forward xdp on|auto) and keeps its maps in
@@ -102,7 +97,7 @@ type xdpPlane struct {
 // hosts, the node's own addresses. A sync that finds them and the FIB
 // unchanged writes nothing and walks no route.
 type fibDeps struct {
-	hops   map[nextHopKey]string // the MAC, "" if unresolved
+	hops   map[neighbor.Key]string // the MAC, "" if unresolved
 	hosts  string
 	locals string
 }
@@ -284,7 +279,7 @@ func (x *xdpPlane) sync() {
 		}
 	}
 	ns := x.s.Netstack()
-	macs := map[nextHopKey]net.HardwareAddr{}
+	macs := map[neighbor.Key]net.HardwareAddr{}
 	mac := x.cachedNeighbor(ns, macs)
 	var entries []fxdp.Entry
 	entries, x.resolved = x.ilmEntries(x.s.Tables().ILM().Entries(), mac)
@@ -321,9 +316,9 @@ func (x *xdpPlane) ilmEntries(ilm []mpls.ILMEntry, mac func(dev string, addr net
 
 // cachedNeighbor returns x.neighbor for ns with its answers kept in macs,
 // so that one sync asks the neighbour table once per next hop.
-func (x *xdpPlane) cachedNeighbor(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAddr) func(dev string, addr netip.Addr) net.HardwareAddr {
+func (x *xdpPlane) cachedNeighbor(ns *gstack.Stack, macs map[neighbor.Key]net.HardwareAddr) func(dev string, addr netip.Addr) net.HardwareAddr {
 	return func(dev string, addr netip.Addr) net.HardwareAddr {
-		key := nextHopKey{dev: dev, addr: addr}
+		key := neighbor.Key{Link: dev, Addr: addr}
 		m, seen := macs[key]
 		if !seen {
 			m = x.neighbor(ns, dev, addr)
@@ -336,7 +331,7 @@ func (x *xdpPlane) cachedNeighbor(ns *gstack.Stack, macs map[nextHopKey]net.Hard
 // syncFIB mirrors the FIB into the program if it or what the mirror
 // depends on (fibDeps) changed since the last sync; macs caches next
 // hops' MACs for this sync.
-func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAddr) {
+func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[neighbor.Key]net.HardwareAddr) {
 	fib := x.s.Tables().FIB()
 	mac := x.cachedNeighbor(ns, macs)
 	hostsOf := func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }
@@ -345,7 +340,7 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAdd
 	if fib == x.fibMirrored && deps.hosts == x.fibDeps.hosts && deps.locals == x.fibDeps.locals {
 		same := true
 		for k, m := range x.fibDeps.hops {
-			if string(mac(k.dev, k.addr)) != m {
+			if string(mac(k.Link, k.Addr)) != m {
 				same = false
 				break
 			}
@@ -356,10 +351,10 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[nextHopKey]net.HardwareAdd
 			return
 		}
 	}
-	deps.hops = map[nextHopKey]string{}
+	deps.hops = map[neighbor.Key]string{}
 	recordMAC := func(dev string, addr netip.Addr) net.HardwareAddr {
 		m := mac(dev, addr)
-		deps.hops[nextHopKey{dev: dev, addr: addr}] = string(m)
+		deps.hops[neighbor.Key{Link: dev, Addr: addr}] = string(m)
 		return m
 	}
 	start := time.Now()
@@ -422,7 +417,7 @@ func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
 	if !x.fwd || fib.Len() < xdpFIBLogWrites {
 		return
 	}
-	hops := map[nextHopKey]bool{}
+	hops := map[neighbor.Key]bool{}
 	var last *mpls.Group
 	for i := range fib.Len() {
 		e := fib.Entry(i)
@@ -432,7 +427,7 @@ func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
 		last = e.Group
 		if h := &e.Group.Hops[0]; h.Via.IsValid() {
 			if _, ok := x.links[h.Device]; ok {
-				hops[nextHopKey{dev: h.Device, addr: h.Via}] = true
+				hops[neighbor.Key{Link: h.Device, Addr: h.Via}] = true
 			}
 		}
 	}
@@ -441,7 +436,7 @@ func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
 	defer deadline.Stop()
 	for {
 		for k := range hops {
-			if x.neighbor(ns, k.dev, k.addr) != nil {
+			if x.neighbor(ns, k.Link, k.Addr) != nil {
 				delete(hops, k)
 			}
 		}
@@ -591,30 +586,15 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 	var out []resolvedHost
 	for _, n := range nbrs {
 		a, ok := netip.AddrFromSlice(n.Addr.AsSlice())
-		if !ok || n.LinkAddr == "" || n.State == gstack.Unreachable || n.State == gstack.Incomplete {
+		if !ok || !neighbor.Usable(n) {
 			continue
 		}
 		if x.fwd {
-			confirmStale(ns, nic, proto, n) // the program forwards to it
+			neighbor.ConfirmStale(ns, nic, proto, n) // the program forwards to it
 		}
 		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
 	}
 	return out
-}
-
-// confirmStale starts the reachability check of a stale neighbour entry
-// that the program forwards to, as a frame the userspace plane sends to it
-// would (RFC 4861 section 7.3.3: the frames keep its MAC meanwhile). The
-// program's frames never reach the stack, so without this a stale entry
-// would stay stale, and its MAC in the program, however long the
-// neighbour has been gone or has answered from another MAC: now its
-// probes (after the delay, to the MAC it holds) either confirm it, or
-// fail and it becomes unreachable, and the next sync clears its MAC in the
-// program (frames pass up to userspace, which resolves it again).
-func confirmStale(ns *gstack.Stack, nic tcpip.NICID, proto tcpip.NetworkProtocolNumber, n gstack.NeighborEntry) {
-	if n.State == gstack.Stale {
-		ns.GetLinkAddress(nic, n.Addr, tcpip.Address{}, proto, nil) // Stale -> Delay: never blocks
-	}
 }
 
 // localAddrs returns the stack's addresses and its IPv4 subnets'
@@ -643,31 +623,22 @@ func localAddrs(ns *gstack.Stack) []netip.Addr {
 }
 
 // neighbor returns addr's MAC address on link dev from the stack's
-// neighbour table, or nil after starting its resolution.
+// neighbour table (neighbor.Known), or nil after starting its resolution
+// (a sync is kicked when it resolves).
 func (x *xdpPlane) neighbor(ns *gstack.Stack, dev string, addr netip.Addr) net.HardwareAddr {
 	nic, ok := x.nics[dev]
-	if !ok || !addr.IsValid() {
+	if !ok {
 		return nil
 	}
-	proto := header.IPv4ProtocolNumber
-	if addr.Is6() {
-		proto = header.IPv6ProtocolNumber
-	}
-	want := tcpip.AddrFromSlice(addr.AsSlice())
-	if nbrs, err := ns.Neighbors(nic, proto); err == nil {
-		for _, n := range nbrs {
-			if n.Addr == want && n.LinkAddr != "" && n.State != gstack.Unreachable && n.State != gstack.Incomplete {
-				confirmStale(ns, nic, proto, n)
-				return net.HardwareAddr(n.LinkAddr)
-			}
-		}
-	}
-	ns.GetLinkAddress(nic, want, tcpip.Address{}, proto, func(r gstack.LinkResolutionResult) {
+	mac, ok := neighbor.Known(ns, nic, addr, func(r gstack.LinkResolutionResult) {
 		if r.Err == nil {
 			x.kickNow()
 		}
 	})
-	return nil
+	if !ok {
+		return nil
+	}
+	return net.HardwareAddr(mac)
 }
 
 // XDPReport is the XDP label switch's state and counters.
