@@ -415,15 +415,8 @@ func (ls *Switch) SetMultipathSeed(seed uint32) { ls.seed.Store(seed) }
 func (ls *Switch) Attach(ns *gstack.Stack) {
 	st := &attached{ns: ns, byName: map[string]attachedLink{}, nics: map[*mplsendpoint.Endpoint]tcpip.NICID{},
 		local: map[tcpip.Address]struct{}{}}
-	for _, addrs := range ns.AllAddresses() {
-		for _, pa := range addrs {
-			st.local[pa.AddressWithPrefix.Address] = struct{}{}
-			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
-				sn := pa.AddressWithPrefix.Subnet()
-				st.local[sn.Broadcast()] = struct{}{}
-				st.local[sn.ID()] = struct{}{}
-			}
-		}
+	for _, a := range LocalAddrs(ns) {
+		st.local[tcpip.AddrFromSlice(a.AsSlice())] = struct{}{}
 	}
 	for id, info := range ns.NICInfo() {
 		if info.Name == "" {

@@ -335,7 +335,7 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[neighbor.Key]net.HardwareA
 	fib := x.s.Tables().FIB()
 	mac := x.cachedNeighbor(ns, macs)
 	hostsOf := func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }
-	locals := localAddrs(ns)
+	locals := forward.LocalAddrs(ns)
 	deps := fibDeps{hosts: x.hostsKey(hostsOf), locals: fmt.Sprint(locals)}
 	if fib == x.fibMirrored && deps.hosts == x.fibDeps.hosts && deps.locals == x.fibDeps.locals {
 		same := true
@@ -594,31 +594,6 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 		}
 		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
 	}
-	return out
-}
-
-// localAddrs returns the stack's addresses and its IPv4 subnets'
-// broadcast addresses (forward's local set), sorted (the stack's order
-// is a map's: the plane compares them with the last sync's).
-func localAddrs(ns *gstack.Stack) []netip.Addr {
-	var out []netip.Addr
-	for _, addrs := range ns.AllAddresses() {
-		for _, pa := range addrs {
-			a, ok := netip.AddrFromSlice(pa.AddressWithPrefix.Address.AsSlice())
-			if !ok {
-				continue
-			}
-			out = append(out, a)
-			if pa.Protocol == header.IPv4ProtocolNumber && pa.AddressWithPrefix.PrefixLen < 31 {
-				sn := pa.AddressWithPrefix.Subnet()
-				bc := sn.Broadcast()
-				if b, ok := netip.AddrFromSlice(bc.AsSlice()); ok {
-					out = append(out, b)
-				}
-			}
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
 	return out
 }
 
