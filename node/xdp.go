@@ -525,8 +525,8 @@ func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr
 				}
 			}
 			for _, c := range x.connected {
-				if e, ok := fib.Lookup(c.Prefix.Addr()); ok && e.Prefix == c.Prefix {
-					continue // the FIB's route wins a tie (forward.FIBRouter)
+				if e, ok := fib.Lookup(c.Prefix.Addr()); ok && e.Prefix == c.Prefix && forward.FIBWins(e.Prefix, c.Prefix) {
+					continue // the same prefix in the FIB: a tie, which the FIB wins
 				}
 				r = fxdp.Route{Prefix: c.Prefix, Kind: fxdp.RouteOnLink}
 				if !yield(&r) {
@@ -540,8 +540,8 @@ func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr
 					if !c.Prefix.Contains(h.addr) {
 						continue
 					}
-					if e, ok := fib.Lookup(h.addr); ok && e.Prefix.Bits() >= c.Prefix.Bits() {
-						continue // a FIB route at least as long wins
+					if e, ok := fib.Lookup(h.addr); ok && forward.FIBWins(e.Prefix, c.Prefix) {
+						continue
 					}
 					r = fxdp.Route{Prefix: netip.PrefixFrom(h.addr, h.addr.BitLen()), Kind: fxdp.RouteForward,
 						Egress: l.Index, NextHopMAC: h.mac}
