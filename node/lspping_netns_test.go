@@ -266,6 +266,9 @@ func (s *lspSeed) dump(t *testing.T) {
 				nz = append(nz, fmt.Sprintf("ip:%s=%d", k, v))
 			}
 		}
-		t.Logf("%s: %v lsp_ping %+v swapped=%d fwd=%d", name, nz, r.LSPPing, r.LabelSwitch.Swapped, r.LabelSwitch.Forwarded)
+		u := n.Stack().Netstack().Stats().UDP
+		t.Logf("%s: %v lsp_ping %+v swapped=%d fwd=%d udp rx=%d unknown_port=%d rcvbuf=%d malformed=%d csum=%d", name, nz, r.LSPPing,
+			r.LabelSwitch.Swapped, r.LabelSwitch.Forwarded, u.PacketsReceived.Value(), u.UnknownPortErrors.Value(),
+			u.ReceiveBufferErrors.Value(), u.MalformedPacketsReceived.Value(), u.ChecksumErrors.Value())
 	}
 }

@@ -256,11 +256,13 @@ func (p *prober) probe(ctx context.Context, seq int, ttl uint8, dst netip.Addr, 
 	if timeout == 0 {
 		timeout = 2 * time.Second
 	}
-	start := time.Now()
+	// The wait and the round trip start once the request is on the link:
+	// the next hop's MAC may take a resolution first.
 	if err := p.s.originate(ctx, p.hop.Device, p.hop.Via, entries, ip); err != nil {
 		pr.Error = err.Error()
 		return pr
 	}
+	start := time.Now()
 	deadline := start.Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
