@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"unsafe"
 
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -152,16 +153,7 @@ func (b *txBatch) add(pkt *stack.PacketBuffer, null int32, gso bool) {
 	if null >= 0 {
 		b.iovs = append(b.iovs, iovec(b.nulls[null][:]))
 	}
-	vl, off := pkt.AsViewList()
-	off += header.EthernetMinimumSize
-	for v := vl.Front(); v != nil; v = v.Next() {
-		vb := v.AsSlice()
-		if off >= len(vb) {
-			off -= len(vb)
-			continue
-		}
-		vb = vb[off:]
-		off = 0
+	for vb := range lowerlink.Slices(pkt, header.EthernetMinimumSize) {
 		b.iovs = append(b.iovs, iovec(vb))
 	}
 	b.msgNIov[m] += len(b.iovs) - nIov
@@ -248,18 +240,7 @@ func (e *Endpoint) classify(b *txBatch, pkt *stack.PacketBuffer) (sock int, with
 // peekFrame copies the first len(dst) bytes of pkt (fewer if it is
 // shorter) into dst and returns their number.
 func peekFrame(dst []byte, pkt *stack.PacketBuffer) int {
-	n := 0
-	vl, off := pkt.AsViewList()
-	for v := vl.Front(); v != nil && n < len(dst); v = v.Next() {
-		b := v.AsSlice()
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		n += copy(dst[n:], b[off:])
-		off = 0
-	}
-	return n
+	return lowerlink.CopyPacket(dst, pkt)
 }
 
 // flush sends b's messages on b.sock with one sendmmsg (more if the
