@@ -386,84 +386,9 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	if _, dup := s.byName[l.Name]; dup {
 		return fmt.Errorf("link %q declared twice", l.Name)
 	}
-	var lower gstack.LinkEndpoint
-	var lowerStats func() LowerStats
-	rxCapacity := 0
-	switch l.Kind {
-	case LinkAFPacket:
-		// GSOFrames: the label switch's coalesced TCP packets (node's
-		// GRO) cross the veth as single GSO frames.
-		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, MTU: l.MTU, QdiscBypass: l.QdiscBypass, GSOFrames: true,
-			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX,
-			BusyPoll: l.BusyPoll, BusyPollAdaptive: l.BusyPollAdaptive, RXRingFrames: l.RXRingFrames})
-		if err != nil {
-			return fmt.Errorf("link %s: %w", l.Name, err)
-		}
-		if l.MTU != 0 {
-			ep.SetMTU(l.MTU)
-		}
-		lower = ep
-		rxCapacity = ep.ReceiveCapacity()
-		if why := ep.FallbackReason(); why != "" {
-			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
-		} else if ep.Mode() == afpacket.ModeRing {
-			// The virtio-net socket has no ring: a 64 KiB GSO frame does
-			// not fit a slot sized for the MTU.
-			s.logger.Debug("packet rings; coalesced GSO frames go out with sendmmsg", "link", l.Name, "queues", ep.Queues())
-		}
-		lowerStats = func() LowerStats {
-			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
-				Mode: ep.Mode().String(), Queues: ep.Queues(), RXRingFrames: ep.RXRingFrames(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
-				BusyPolls: st.BusyPolls, BusyPollHits: st.BusyPollHits, BusyPollTime: st.BusyPollTime}
-		}
-	case LinkTAP:
-		ep, err := openTAP(l)
-		if err != nil {
-			return fmt.Errorf("link %s: %w", l.Name, err)
-		}
-		lower = ep
-		lowerStats = func() LowerStats {
-			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXOverflow, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
-		}
-	case LinkXDP:
-		ep, err := xdp.New(xdp.Options{Interface: l.Name, Queues: l.Queues, MTU: l.MTU})
-		if err != nil {
-			return fmt.Errorf("link %s: %w", l.Name, err)
-		}
-		lower = ep
-		lowerStats = func() LowerStats {
-			st := ep.Stats()
-			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig,
-				RXChecksumPartialForm: st.RXChecksumPartialForm}
-		}
-	case LinkUDP:
-		o := l.UDP
-		if l.MTU != 0 {
-			o.MTU = l.MTU
-		}
-		ep, err := udplink.New(o)
-		if err != nil {
-			return fmt.Errorf("link %s: %w", l.Name, err)
-		}
-		lower = ep
-		lowerStats = func() LowerStats {
-			st := ep.Stats()
-			drops := make(map[string]uint64, len(udplink.DropReasons()))
-			for _, r := range udplink.DropReasons() {
-				drops["udp_"+r.String()] = st.Dropped(r)
-			}
-			return LowerStats{RXErrors: st.RXErrors, Mode: "udp", Drops: drops,
-				Counters: map[string]uint64{"udp_tx_gso_sends": st.TXSegmented, "udp_rx_gro_reads": st.RXCoalesced}}
-		}
-	case LinkEndpoint:
-		if l.Endpoint == nil {
-			return fmt.Errorf("link %s: kind endpoint needs Link.Endpoint", l.Name)
-		}
-		lower = l.Endpoint
-	default:
-		return fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
+	lower, lowerStats, rxCapacity, err := s.openLower(l)
+	if err != nil {
+		return err
 	}
 	if l.Capture != nil {
 		lower = pcap.NewNamed(lower, l.Capture, l.Name)
@@ -495,6 +420,89 @@ func (s *Stack) addLink(id tcpip.NICID, l Link, cfg Config) error {
 	s.links = append(s.links, ln)
 	s.byName[l.Name] = ln
 	return nil
+}
+
+// openLower opens the lower link l names, with a function reading its
+// counters (nil for an endpoint the embedder brought) and, for an
+// afpacket link, its receive capacity in frames.
+func (s *Stack) openLower(l Link) (lower gstack.LinkEndpoint, lowerStats func() LowerStats, rxCapacity int, err error) {
+	switch l.Kind {
+	case LinkAFPacket:
+		// GSOFrames: the label switch's coalesced TCP packets (node's
+		// GRO) cross the veth as single GSO frames.
+		ep, err := afpacket.New(afpacket.Options{Interface: l.Name, MTU: l.MTU, QdiscBypass: l.QdiscBypass, GSOFrames: true,
+			Queues: l.Queues, Mode: l.Mode, DropKernelRX: l.DropKernelRX,
+			BusyPoll: l.BusyPoll, BusyPollAdaptive: l.BusyPollAdaptive, RXRingFrames: l.RXRingFrames})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		if l.MTU != 0 {
+			ep.SetMTU(l.MTU)
+		}
+		lower = ep
+		rxCapacity = ep.ReceiveCapacity()
+		if why := ep.FallbackReason(); why != "" {
+			s.logger.Warn("packet rings unavailable; using recvmmsg/sendmmsg", "link", l.Name, "reason", why)
+		} else if ep.Mode() == afpacket.ModeRing {
+			// The virtio-net socket has no ring: a 64 KiB GSO frame does
+			// not fit a slot sized for the MTU.
+			s.logger.Debug("packet rings; coalesced GSO frames go out with sendmmsg", "link", l.Name, "queues", ep.Queues())
+		}
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXOverflow: st.RXDrops, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors, TXQueueFull: st.TXDropped,
+				Mode: ep.Mode().String(), Queues: ep.Queues(), RXRingFrames: ep.RXRingFrames(), RXBlocks: st.RXBlocks, TXRingFull: st.TXRingFull,
+				BusyPolls: st.BusyPolls, BusyPollHits: st.BusyPollHits, BusyPollTime: st.BusyPollTime}
+		}
+	case LinkTAP:
+		ep, err := openTAP(l)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXOverflow: st.RXOverflow, RXTruncated: st.RXTruncated, RXErrors: st.RXErrors + st.RXShort}
+		}
+	case LinkXDP:
+		ep, err := xdp.New(xdp.Options{Interface: l.Name, Queues: l.Queues, MTU: l.MTU})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			return LowerStats{RXOverflow: st.RXDrops, RXErrors: st.RXInvalid, TXQueueFull: st.TXDropped + st.TXTooBig,
+				RXChecksumPartialForm: st.RXChecksumPartialForm}
+		}
+	case LinkUDP:
+		o := l.UDP
+		if l.MTU != 0 {
+			o.MTU = l.MTU
+		}
+		ep, err := udplink.New(o)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("link %s: %w", l.Name, err)
+		}
+		lower = ep
+		lowerStats = func() LowerStats {
+			st := ep.Stats()
+			drops := make(map[string]uint64, len(udplink.DropReasons()))
+			for _, r := range udplink.DropReasons() {
+				drops["udp_"+r.String()] = st.Dropped(r)
+			}
+			return LowerStats{RXErrors: st.RXErrors, Mode: "udp", Drops: drops,
+				Counters: map[string]uint64{"udp_tx_gso_sends": st.TXSegmented, "udp_rx_gro_reads": st.RXCoalesced}}
+		}
+	case LinkEndpoint:
+		if l.Endpoint == nil {
+			return nil, nil, 0, fmt.Errorf("link %s: kind endpoint needs Link.Endpoint", l.Name)
+		}
+		lower = l.Endpoint
+	default:
+		return nil, nil, 0, fmt.Errorf("link %s: unknown kind %v", l.Name, l.Kind)
+	}
+	return lower, lowerStats, rxCapacity, nil
 }
 
 // addAddress assigns a.Prefix's address to its link and installs the
