@@ -81,6 +81,13 @@ func commandFlags(ctx context.Context, name string) (words, fileFlags []string) 
 	return words, fileFlags
 }
 
+// positionalWords are the words a command takes first, one position a
+// string (its choices separated by spaces).
+var positionalWords = map[string][]string{
+	"ping":       {"mpls", "ipv4 ipv6"},
+	"traceroute": {"mpls", "ipv4 ipv6"},
+}
+
 // bashCompletion builds the bash script from the registered commands.
 func bashCompletion(ctx context.Context) string {
 	names := make([]string, 0, len(commands))
@@ -112,6 +119,9 @@ _mplsnode() {
 		}
 		words, files := commandFlags(ctx, n)
 		fmt.Fprintf(&b, "\t%s)\n", n)
+		for i, w := range positionalWords[n] {
+			fmt.Fprintf(&b, "\t\tif [[ $COMP_CWORD -eq %d ]]; then\n\t\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\t\treturn\n\t\tfi\n", i+2, w)
+		}
 		if len(files) > 0 {
 			fmt.Fprintf(&b, "\t\tcase \"$prev\" in\n\t\t%s)\n\t\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\t\t\treturn\n\t\t\t;;\n\t\tesac\n", strings.Join(files, "|"))
 		}

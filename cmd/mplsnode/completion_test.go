@@ -63,6 +63,9 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"mplsnode", "check", "-c", "ns"}, "ns1.conf"},
 		{[]string{"mplsnode", "stats", "--j"}, "--json"},
 		{[]string{"mplsnode", "help", "st"}, "stats"},
+		{[]string{"mplsnode", "ping", "m"}, "mpls"},
+		{[]string{"mplsnode", "traceroute", "mpls", "ip"}, "ipv4 ipv6"},
+		{[]string{"mplsnode", "traceroute", "mpls", "ipv4", "10.0.0.0/8", "--multi"}, "--multipath"},
 	} {
 		if got := complete(tc.words...); got != tc.want {
 			t.Errorf("complete %q: got %q, want %q", tc.words, got, tc.want)
