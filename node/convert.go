@@ -66,34 +66,7 @@ func convert(cfg *config.Config) (*converted, error) {
 	}
 	c.gso = cfg.Settings.GSO // one type: gso.Mode
 	for _, l := range cfg.Links {
-		sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues, LinkAddress: tcpip.LinkAddress(l.Address)}
-		switch l.Type {
-		case config.LinkTAP:
-			sl.Kind = stack.LinkTAP
-		case config.LinkXDP:
-			sl.Kind = stack.LinkXDP
-		case config.LinkUDP:
-			sl.Kind = stack.LinkUDP
-			u := l.UDP
-			sl.UDP = udp.Options{Local: u.Local, Remote: u.Remote, SourcePortMin: u.SourcePortMin, SourcePortMax: u.SourcePortMax,
-				Flows: u.Flows, ZeroChecksum: u.ZeroChecksum, TTL: u.TTL, DSCP: u.DSCP, NoGSO: u.NoGSO, NoGRO: u.NoGRO}
-		default:
-			sl.Kind = stack.LinkAFPacket
-			sl.QdiscBypass = l.QdiscBypass
-			sl.BusyPoll = l.BusyPoll
-			sl.RXRingFrames = l.RXRingFrames
-			if !l.BusyPollSet && c.fwd && l.Mode != config.LinkModeMMsg {
-				// A forwarding node spins for the response to what it
-				// forwarded (config.DefaultBusyPoll).
-				sl.BusyPoll, sl.BusyPollAdaptive = config.DefaultBusyPoll, true
-			}
-			sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
-			// The node owns the interface (its kernel holds no address
-			// there): the kernel need not process what it receives.
-			sl.DropKernelRX = true
-		}
-		sl.RejectMPLS = !l.MPLSInput
-		c.links = append(c.links, sl)
+		c.links = append(c.links, stackLink(l, c.fwd))
 	}
 	for _, a := range cfg.Addrs {
 		if a.Dev == config.LoopbackDev && !a.Prefix.IsSingleIP() {
@@ -120,29 +93,9 @@ func convert(cfg *config.Config) (*converted, error) {
 		}
 	}
 	for _, lr := range cfg.LabelRoutes {
-		e := mpls.ILMEntry{Label: mpls.Label(lr.Label), NextHop: lr.Via, Device: lr.Dev}
-		switch lr.Action {
-		case config.LabelSwap:
-			e.Action = mpls.ILMSwap
-			for _, l := range lr.OutLabels {
-				e.OutLabels = append(e.OutLabels, mpls.Label(l))
-			}
-		case config.LabelPopForward:
-			e.Action = mpls.ILMPopForward
-		case config.LabelPopLocal:
-			e.Action = mpls.ILMPopLocal
-			e.Device = ""
-		case config.LabelMultipath:
-			e = mpls.ILMEntry{Label: e.Label, Action: mpls.ILMMultipath}
-			for _, h := range lr.NextHops {
-				nh := mpls.NextHop{Via: h.Via, Device: h.Dev, Weight: h.Weight}
-				for _, l := range h.OutLabels {
-					nh.Labels = append(nh.Labels, mpls.Label(l))
-				}
-				e.NextHops = append(e.NextHops, nh)
-			}
-		default:
-			errs = append(errs, lr.Pos.Errorf("", "unknown label action %s", lr.Action))
+		e, err := ilmEntry(lr)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		c.ilm = append(c.ilm, e)
@@ -248,4 +201,66 @@ func connectedRoutes(c *converted) []forward.Route {
 		}
 	}
 	return rs
+}
+
+// stackLink is the stack's link for config link l; fwd says the node
+// forwards, which gives its afpacket links the busy-poll default.
+func stackLink(l config.Link, fwd bool) stack.Link {
+	sl := stack.Link{Name: l.Name, MTU: l.MTU, Bridge: l.Bridge, Queues: l.Queues, LinkAddress: tcpip.LinkAddress(l.Address)}
+	switch l.Type {
+	case config.LinkTAP:
+		sl.Kind = stack.LinkTAP
+	case config.LinkXDP:
+		sl.Kind = stack.LinkXDP
+	case config.LinkUDP:
+		sl.Kind = stack.LinkUDP
+		u := l.UDP
+		sl.UDP = udp.Options{Local: u.Local, Remote: u.Remote, SourcePortMin: u.SourcePortMin, SourcePortMax: u.SourcePortMax,
+			Flows: u.Flows, ZeroChecksum: u.ZeroChecksum, TTL: u.TTL, DSCP: u.DSCP, NoGSO: u.NoGSO, NoGRO: u.NoGRO}
+	default:
+		sl.Kind = stack.LinkAFPacket
+		sl.QdiscBypass = l.QdiscBypass
+		sl.BusyPoll = l.BusyPoll
+		sl.RXRingFrames = l.RXRingFrames
+		if !l.BusyPollSet && fwd && l.Mode != config.LinkModeMMsg {
+			// A forwarding node spins for the response to what it
+			// forwarded (config.DefaultBusyPoll).
+			sl.BusyPoll, sl.BusyPollAdaptive = config.DefaultBusyPoll, true
+		}
+		sl.Mode, _ = afpacket.ParseMode(l.Mode.String()) // same words
+		// The node owns the interface (its kernel holds no address
+		// there): the kernel need not process what it receives.
+		sl.DropKernelRX = true
+	}
+	sl.RejectMPLS = !l.MPLSInput
+	return sl
+}
+
+// ilmEntry is the ILM entry of a label route.
+func ilmEntry(lr config.LabelRoute) (mpls.ILMEntry, *config.Error) {
+	e := mpls.ILMEntry{Label: mpls.Label(lr.Label), NextHop: lr.Via, Device: lr.Dev}
+	switch lr.Action {
+	case config.LabelSwap:
+		e.Action = mpls.ILMSwap
+		for _, l := range lr.OutLabels {
+			e.OutLabels = append(e.OutLabels, mpls.Label(l))
+		}
+	case config.LabelPopForward:
+		e.Action = mpls.ILMPopForward
+	case config.LabelPopLocal:
+		e.Action = mpls.ILMPopLocal
+		e.Device = ""
+	case config.LabelMultipath:
+		e = mpls.ILMEntry{Label: e.Label, Action: mpls.ILMMultipath}
+		for _, h := range lr.NextHops {
+			nh := mpls.NextHop{Via: h.Via, Device: h.Dev, Weight: h.Weight}
+			for _, l := range h.OutLabels {
+				nh.Labels = append(nh.Labels, mpls.Label(l))
+			}
+			e.NextHops = append(e.NextHops, nh)
+		}
+	default:
+		return e, lr.Pos.Errorf("", "unknown label action %s", lr.Action)
+	}
+	return e, nil
 }

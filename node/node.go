@@ -103,31 +103,7 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	replaced := make(map[string]bool, len(opts.Endpoints))
-	for name := range opts.Endpoints {
-		replaced[name] = true
-	}
-	if err := CheckInterfaces(cfg, replaced); err != nil {
-		return nil, err
-	}
-	if opts.Capture != nil {
-		if err := setCapture(c.links, opts.Capture, opts.CaptureLinks); err != nil {
-			return nil, err
-		}
-	}
-	for i := range c.links {
-		if ep, ok := opts.Endpoints[c.links[i].Name]; ok {
-			c.links[i].Kind = stack.LinkEndpoint
-			c.links[i].Endpoint = ep
-		}
-	}
-	var own []string // the interfaces this node opens
-	for _, l := range c.links {
-		if l.Kind != stack.LinkEndpoint {
-			own = append(own, l.Name)
-		}
-	}
-	claims, err := claimLinks(own)
+	claims, err := prepareLinks(cfg, c, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +193,34 @@ func New(cfg *config.Config, opts Options) (*Node, error) {
 // ErrUnknownLink is returned by New when Options name a link the config
 // does not declare.
 var ErrUnknownLink = errors.New("no link named")
+
+// prepareLinks checks the interfaces the links name, sets their capture
+// and the endpoints opts brings in their place, and claims the interfaces
+// the node opens itself, so that no second node takes them.
+func prepareLinks(cfg *config.Config, c *converted, opts Options) (linkClaims, error) {
+	replaced := make(map[string]bool, len(opts.Endpoints))
+	for name := range opts.Endpoints {
+		replaced[name] = true
+	}
+	if err := CheckInterfaces(cfg, replaced); err != nil {
+		return nil, err
+	}
+	if opts.Capture != nil {
+		if err := setCapture(c.links, opts.Capture, opts.CaptureLinks); err != nil {
+			return nil, err
+		}
+	}
+	var own []string // the interfaces this node opens
+	for i := range c.links {
+		if ep, ok := opts.Endpoints[c.links[i].Name]; ok {
+			c.links[i].Kind = stack.LinkEndpoint
+			c.links[i].Endpoint = ep
+			continue
+		}
+		own = append(own, c.links[i].Name)
+	}
+	return claimLinks(own)
+}
 
 // CheckCaptureLinks reports a name in names that is not a link of cfg
 // (ErrUnknownLink, listing the links), as New does for
