@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/lspping"
+	"github.com/mplsnode/mplsnode/mpls"
 )
 
 // FuzzDecode: Decode never panics, and what decodes encodes to bytes
@@ -43,6 +44,26 @@ func FuzzParseIP(f *testing.F) {
 		req := lspping.IsRequest(b)
 		if err == nil && p.DstPort == lspping.Port && lspping.IsLoopbackDest(p.Dst) && !req {
 			t.Fatalf("ParseIP reads a request to %v port %d, IsRequest says no", p.Dst, p.DstPort)
+		}
+	})
+}
+
+// FuzzRespond: Respond never panics on any message and arrival, and
+// every reply it gives encodes to a message that decodes.
+func FuzzRespond(f *testing.F) {
+	f.Add(request().Marshal(), uint8(lspping.TTLExpired), uint32(102))
+	f.Add(request().Marshal(), uint8(lspping.AtEgress), uint32(300))
+	f.Add(reply().Marshal(), uint8(lspping.NoLabelEntry), uint32(7))
+	f.Fuzz(func(t *testing.T, b []byte, where uint8, label uint32) {
+		n := newNode(t)
+		a := &lspping.Arrival{Where: lspping.Where(where % 4), Labels: []mpls.Entry{{Label: mpls.Label(label) & mpls.MaxLabel, TTL: 1, S: true}},
+			IP: lspping.BuildIP(&lspping.Packet{Src: src, Dst: dst127, SrcPort: 1, DstPort: lspping.Port, TTL: 1, Payload: b})}
+		rep, _ := lspping.Respond(b, a, n)
+		if rep == nil {
+			return
+		}
+		if _, err := lspping.Decode(rep.Marshal()); err != nil {
+			t.Fatalf("the reply to %x does not decode: %v", b, err)
 		}
 	})
 }

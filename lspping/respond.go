@@ -223,7 +223,13 @@ func transit(rep *Message, ds *DDMap, fec FEC, a *Arrival, t Tables) {
 	var v6 bool
 	if ds.Multipath != nil && e.Action == mpls.ILMMultipath {
 		v6 = fec.Type.IPv6()
-		addrs, _ = ds.Multipath.Addresses(v6)
+		mp := *ds.Multipath
+		// The first maxMultipathAddrs destinations are answered for: the
+		// work a request costs stays bounded whatever its length.
+		if n := addrLenOf(v6) + maxMultipathAddrs/8; len(mp.Info) > n {
+			mp.Info = mp.Info[:n]
+		}
+		addrs, _ = mp.Addresses(v6)
 	}
 	for i, h := range hops {
 		d := NewDDMap(uint16(min(t.LinkMTU(h.Device), 0xffff)), h.Via, dsLabels(h.Labels, rest))
@@ -232,6 +238,17 @@ func transit(rep *Message, ds *DDMap, fec FEC, a *Arrival, t Tables) {
 		}
 		rep.DDMaps = append(rep.DDMaps, d)
 	}
+}
+
+// maxMultipathAddrs bounds the destinations of a request's multipath
+// information the responder sorts by next hop.
+const maxMultipathAddrs = 256
+
+func addrLenOf(v6 bool) int {
+	if v6 {
+		return 16
+	}
+	return 4
 }
 
 // mismatch reports whether the upstream's DDMAP ds names a router that

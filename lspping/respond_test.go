@@ -189,3 +189,27 @@ func TestRespondMultipath(t *testing.T) {
 		t.Errorf("%d of the 32 destinations listed, want all", len(seen))
 	}
 }
+
+// TestRespondMultipathBounded: a request's multipath information of any
+// length is answered for its first 256 destinations only.
+func TestRespondMultipathBounded(t *testing.T) {
+	n := newNode(t)
+	f, _ := lspping.PrefixFEC("ldp", netip.MustParsePrefix("10.10.10.10/32"))
+	ds := lspping.NewDDMap(1500, lspping.AllRouters4, nil)
+	mp := lspping.Bitmask(netip.MustParseAddr("127.0.0.0"), 8*60000, func(int) bool { return true })
+	ds.Multipath = &mp
+	labels := []mpls.Entry{{Label: 102, TTL: 1, S: true}}
+	ip := lspping.BuildIP(&lspping.Packet{Src: src, Dst: dst127, SrcPort: 40000, DstPort: lspping.Port, TTL: 1})
+	rep, _ := lspping.Respond(req(f, &ds).Marshal(), &lspping.Arrival{Where: lspping.TTLExpired, Labels: labels, IP: ip}, n)
+	if rep == nil || len(rep.DDMaps) != 2 {
+		t.Fatalf("want 2 DDMAPs, got %+v", rep)
+	}
+	total := 0
+	for _, d := range rep.DDMaps {
+		a, _ := d.Multipath.Addresses(false)
+		total += len(a)
+	}
+	if total != 256 {
+		t.Errorf("%d destinations answered for, want the first 256", total)
+	}
+}
