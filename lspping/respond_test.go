@@ -15,7 +15,7 @@ type node struct {
 	ilm *mpls.ILM
 }
 
-func newNode(t *testing.T) node {
+func newNode(t testing.TB) node {
 	t.Helper()
 	ilm, err := mpls.NewILM([]mpls.ILMEntry{
 		{Label: 100, Action: mpls.ILMSwap, OutLabels: []mpls.Label{200}, NextHop: netip.MustParseAddr("172.16.21.22"), Device: "b1"},
@@ -31,6 +31,8 @@ func newNode(t *testing.T) node {
 	}
 	return node{ilm: ilm}
 }
+
+func (n node) top(l mpls.Label) mpls.Entry { return mpls.Entry{Label: l, TTL: 1, S: true} }
 
 func (n node) ILM() *mpls.ILM                         { return n.ilm }
 func (n node) FIB() *mpls.FIB                         { return nil }
