@@ -361,43 +361,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		dataPort = listenerPort(ln)
 	}
 
-	spec := dataSpec{
-		udp:        r.IsUDP(),
-		connect:    r.Flags&FlagConnectTest != 0,
-		sends:      r.Direction&DirServerSends != 0,
-		receives:   r.Direction&DirServerReceives != 0,
-		rr:         r.IsRR(),
-		testLength: r.TestLength,
-		noDelay:    r.Flags&FlagNoDelay != 0,
-		cong:       r.CongControl,
-	}
-	if spec.rr {
-		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
-	} else {
-		csnd, crcv := callSizes(sock, r.IsUDP(), lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
-		spec.recvSize = pickSize(r.ReceiveSize, crcv)
-		spec.sendSize = pickSize(r.SendSize, csnd)
-	}
-	setup = OmniSetup{
-		RecvBufSize: lrcv,
-		ReceiveSize: r.ReceiveSize,
-		RecvWidth:   width(r.RecvWidth, lrcv, spec.recvSize),
-		SendBufSize: lsnd,
-		SendSize:    r.SendSize,
-		SendWidth:   width(r.SendWidth, lsnd, spec.sendSize),
-		Flags:       r.Flags & FlagNoDelay,
-		SoRcvAvoid:  r.SoRcvAvoid,
-		SoSndAvoid:  r.SoSndAvoid,
-		DataPort:    dataPort,
-		SocketPrio:  r.SocketPrio,
-		SocketTOS:   r.SocketTOS,
-	}
-	if spec.receives {
-		setup.ReceiveSize = spec.recvSize
-	}
-	if spec.sends {
-		setup.SendSize = spec.sendSize
-	}
+	spec, setup := omniSpec(r, sock, lsnd, lrcv, dataPort)
 	meter := startCPU(r.Flags&FlagMeasureCPU != 0)
 	if meter != nil {
 		setup.Flags |= FlagMeasureCPU
@@ -422,6 +386,63 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 	if spec.udp {
 		st.retrans = -1 // netserver's transport_retrans for a non-TCP socket
 	}
+	res := omniResultsOf(st, meter)
+	res.Marshal(&m)
+	if err := s.reply(ctl, &m); err != nil {
+		return fmt.Errorf("send results: %w", err)
+	}
+	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr, "udp", spec.udp, "connect", spec.connect,
+		"bytes_received", st.bytesRecv, "bytes_sent", st.bytesSent, "transactions", st.trans,
+		"elapsed", st.elapsed.Round(time.Millisecond))
+	return nil
+}
+
+// omniSpec is the data phase a DO_OMNI request asks for and the setup
+// response that answers it, for the data socket sock (its buffer sizes
+// lsnd, lrcv) listening on dataPort.
+func omniSpec(r *OmniRequest, sock any, lsnd, lrcv int32, dataPort uint32) (dataSpec, OmniSetup) {
+	spec := dataSpec{
+		udp:        r.IsUDP(),
+		connect:    r.Flags&FlagConnectTest != 0,
+		sends:      r.Direction&DirServerSends != 0,
+		receives:   r.Direction&DirServerReceives != 0,
+		rr:         r.IsRR(),
+		testLength: r.TestLength,
+		noDelay:    r.Flags&FlagNoDelay != 0,
+		cong:       r.CongControl,
+	}
+	if spec.rr {
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+	} else {
+		csnd, crcv := callSizes(sock, r.IsUDP(), lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
+		spec.recvSize = pickSize(r.ReceiveSize, crcv)
+		spec.sendSize = pickSize(r.SendSize, csnd)
+	}
+	setup := OmniSetup{
+		RecvBufSize: lrcv,
+		ReceiveSize: r.ReceiveSize,
+		RecvWidth:   width(r.RecvWidth, lrcv, spec.recvSize),
+		SendBufSize: lsnd,
+		SendSize:    r.SendSize,
+		SendWidth:   width(r.SendWidth, lsnd, spec.sendSize),
+		Flags:       r.Flags & FlagNoDelay,
+		SoRcvAvoid:  r.SoRcvAvoid,
+		SoSndAvoid:  r.SoSndAvoid,
+		DataPort:    dataPort,
+		SocketPrio:  r.SocketPrio,
+		SocketTOS:   r.SocketTOS,
+	}
+	if spec.receives {
+		setup.ReceiveSize = spec.recvSize
+	}
+	if spec.sends {
+		setup.SendSize = spec.sendSize
+	}
+	return spec, setup
+}
+
+// omniResultsOf is the results message of a finished omni data phase.
+func omniResultsOf(st dataStats, meter *cpuMeter) OmniResults {
 	res := OmniResults{
 		BytesReceived:    st.bytesRecv,
 		RecvCalls:        st.recvCalls,
@@ -440,14 +461,7 @@ func (s *Server) runOmni(ctl net.Conn, r *OmniRequest, log *slog.Logger) error {
 		res.CPUMethod, res.NumCPUs = CPUMethodProcStat, uint32(u.NumCPUs)
 		res.PeakCPUID, res.PeakCPUUtil = int32(u.PeakCPU), u.PeakUtil
 	}
-	res.Marshal(&m)
-	if err := s.reply(ctl, &m); err != nil {
-		return fmt.Errorf("send results: %w", err)
-	}
-	log.Info("omni test done", "direction", r.Direction, "rr", spec.rr, "udp", spec.udp, "connect", spec.connect,
-		"bytes_received", st.bytesRecv, "bytes_sent", st.bytesSent, "transactions", st.trans,
-		"elapsed", st.elapsed.Round(time.Millisecond))
-	return nil
+	return res
 }
 
 // callSizes returns the buffer sizes that size a test's calls when the
