@@ -464,6 +464,73 @@ func omniResultsOf(st dataStats, meter *cpuMeter) OmniResults {
 	return res
 }
 
+// receiveLoop reads the data connection until EOF, the hard end (timed)
+// or idle without data, counting what came; last is when data last came.
+func receiveLoop(conn net.Conn, spec dataSpec, st *dataStats, timed bool, idle time.Duration) (last time.Time, err error) {
+	buf := make([]byte, spec.recvSize)
+	for {
+		if !timed {
+			_ = conn.SetReadDeadline(time.Now().Add(idle))
+		}
+		n, rerr := conn.Read(buf)
+		if n > 0 {
+			st.bytesRecv += uint64(n)
+			st.recvCalls++
+			last = time.Now()
+		}
+		if rerr != nil {
+			if rerr != io.EOF && !(timed && isTimeout(rerr)) {
+				err = rerr
+			}
+			break
+		}
+	}
+	return last, err
+}
+
+// sendLoop writes the data connection until the soft end (timed), the
+// byte limit of a negative test length, or a failed write, then closes its
+// sending side; last is when it last wrote.
+func sendLoop(conn net.Conn, spec dataSpec, st *dataStats, timed bool, softEnd time.Time, idle time.Duration) (last time.Time, err error) {
+	buf := make([]byte, spec.sendSize)
+	fillPattern(buf)
+	limit := uint64(0)
+	if spec.testLength < 0 {
+		limit = uint64(-int64(spec.testLength))
+	}
+	for {
+		if timed && !time.Now().Before(softEnd) {
+			break
+		}
+		if !timed {
+			_ = conn.SetWriteDeadline(time.Now().Add(idle))
+		}
+		b := buf
+		if limit > 0 && limit-st.bytesSent < uint64(len(b)) {
+			b = b[:limit-st.bytesSent]
+		}
+		n, werr := conn.Write(b)
+		st.bytesSent += uint64(n)
+		st.sendCalls++
+		last = time.Now()
+		if werr != nil {
+			// EPIPE/ECONNRESET/timeout at the end of a MAERTS test are
+			// the client racing our timer: a normal end.
+			if !timed {
+				err = werr
+			}
+			break
+		}
+		if limit > 0 && st.bytesSent >= limit {
+			break
+		}
+	}
+	if tc, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+	return last, err
+}
+
 // callSizes returns the buffer sizes that size a test's calls when the
 // request leaves them to the server: a kernel socket's own buffer sizes, as
 // netserver uses them; for the userspace stack, whose buffers start at
@@ -678,61 +745,9 @@ func (s *Server) runData(ln net.Listener, spec dataSpec, wantCong bool) (st data
 	case spec.rr:
 		last, err = s.rrLoop(conn, spec, &st, timed, softEnd, hardEnd, idle)
 	case spec.receives:
-		buf := make([]byte, spec.recvSize)
-		for {
-			if !timed {
-				_ = conn.SetReadDeadline(time.Now().Add(idle))
-			}
-			n, rerr := conn.Read(buf)
-			if n > 0 {
-				st.bytesRecv += uint64(n)
-				st.recvCalls++
-				last = time.Now()
-			}
-			if rerr != nil {
-				if rerr != io.EOF && !(timed && isTimeout(rerr)) {
-					err = rerr
-				}
-				break
-			}
-		}
+		last, err = receiveLoop(conn, spec, &st, timed, idle)
 	case spec.sends:
-		buf := make([]byte, spec.sendSize)
-		fillPattern(buf)
-		limit := uint64(0)
-		if spec.testLength < 0 {
-			limit = uint64(-int64(spec.testLength))
-		}
-		for {
-			if timed && !time.Now().Before(softEnd) {
-				break
-			}
-			if !timed {
-				_ = conn.SetWriteDeadline(time.Now().Add(idle))
-			}
-			b := buf
-			if limit > 0 && limit-st.bytesSent < uint64(len(b)) {
-				b = b[:limit-st.bytesSent]
-			}
-			n, werr := conn.Write(b)
-			st.bytesSent += uint64(n)
-			st.sendCalls++
-			last = time.Now()
-			if werr != nil {
-				// EPIPE/ECONNRESET/timeout at the end of a MAERTS test are
-				// the client racing our timer: a normal end.
-				if !timed {
-					err = werr
-				}
-				break
-			}
-			if limit > 0 && st.bytesSent >= limit {
-				break
-			}
-		}
-		if tc, ok := conn.(interface{ CloseWrite() error }); ok {
-			_ = tc.CloseWrite()
-		}
+		last, err = sendLoop(conn, spec, &st, timed, softEnd, idle)
 	}
 	end := time.Now()
 	if timed && end.After(softEnd) && spec.receives && !last.IsZero() {
