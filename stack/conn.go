@@ -167,10 +167,18 @@ func (s *Stack) udpConn(laddr netip.AddrPort, raddr *netip.AddrPort) (*UDPConn, 
 		}
 	}
 	if raddr != nil {
+		if err := s.unreachable(raddr.Addr()); err != nil {
+			ep.Close()
+			return nil, opErr(err)
+		}
 		if terr := ep.Connect(fullAddr(*raddr)); terr != nil {
 			ep.Close()
 			return nil, opErr(errnoOf(terr))
 		}
 	}
-	return &UDPConn{udpConn: &udpConn{UDPConn: gonet.NewUDPConn(&wq, ep)}, socketOptions: socketOptions{ep}}, nil
+	c := &udpConn{UDPConn: gonet.NewUDPConn(&wq, ep), s: s}
+	if raddr != nil {
+		c.raddr = raddr.Addr()
+	}
+	return &UDPConn{udpConn: c, socketOptions: socketOptions{ep}}, nil
 }

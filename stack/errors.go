@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -185,6 +186,25 @@ func (c *tcpConn) SetWriteDeadline(t time.Time) error {
 type udpConn struct {
 	*gonet.UDPConn
 	closed atomic.Bool
+	// s is the stack the socket is on, asked for a route before each
+	// write: gVisor would hand a datagram with none to the FIB NIC, which
+	// drops it, and report success.
+	s *Stack
+	// raddr is the connected peer's address; invalid when unconnected.
+	raddr netip.Addr
+}
+
+// noRoute returns the write error for a datagram to dst when the stack
+// has no route to it: a *net.OpError wrapping ENETUNREACH, as a kernel
+// socket's sendto(2) reports it.
+func (c *udpConn) noRoute(dst net.Addr, a netip.Addr) error {
+	if c.s == nil {
+		return nil
+	}
+	if err := c.s.unreachable(a); err != nil {
+		return &net.OpError{Op: "write", Net: "udp", Source: c.LocalAddr(), Addr: dst, Err: err}
+	}
+	return nil
 }
 
 func (c *udpConn) opError(op string, err error) error {
@@ -224,6 +244,11 @@ func (c *udpConn) Write(b []byte) (int, error) {
 	if c.closed.Load() {
 		return 0, c.opError("write", net.ErrClosed)
 	}
+	if c.raddr.IsValid() {
+		if err := c.noRoute(c.RemoteAddr(), c.raddr); err != nil {
+			return 0, err
+		}
+	}
 	n, err := c.UDPConn.Write(b)
 	return n, c.opError("write", err)
 }
@@ -232,6 +257,11 @@ func (c *udpConn) Write(b []byte) (int, error) {
 func (c *udpConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if c.closed.Load() {
 		return 0, c.opError("write", net.ErrClosed)
+	}
+	if ua, ok := addr.(*net.UDPAddr); ok {
+		if err := c.noRoute(addr, ua.AddrPort().Addr()); err != nil {
+			return 0, err
+		}
 	}
 	n, err := c.UDPConn.WriteTo(b, addr)
 	return n, c.opError("write", err)

@@ -58,6 +58,11 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 	if s.isClosed() {
 		return nil, opErr("dial", net.ErrClosed)
 	}
+	// Fail at once, as connect(2) does, rather than send SYNs the FIB NIC
+	// drops until the connection times out.
+	if err := s.unreachable(addr.Addr()); err != nil {
+		return nil, opErr("dial", err)
+	}
 	var wq waiter.Queue
 	ep, terr := s.ns.NewEndpoint(tcp.ProtocolNumber, protoOf(addr.Addr()), &wq)
 	if terr != nil {

@@ -228,6 +228,7 @@ func (s *Stack) syncRouteTable(fib *mpls.FIB) {
 			table = append(table, tcpip.Route{Destination: subnetOf(p.Masked()), NIC: l.nic})
 		}
 	}
+	table = append(table, s.loopbackRoutes()...)
 	if s.fibNIC != 0 {
 		table = append(table,
 			tcpip.Route{Destination: subnetOf(netip.PrefixFrom(netip.IPv4Unspecified(), 0)), NIC: s.fibNIC},
@@ -261,6 +262,9 @@ func sortRoutes(t []tcpip.Route) {
 // route, leaving the choice to gVisor.
 func (s *Stack) sourceFor(dst netip.Addr) netip.Addr {
 	dst = dst.Unmap()
+	if dst.IsLoopback() {
+		return netip.Addr{} // the loopback NIC's own address
+	}
 	e, ok := s.tables.FIB().Lookup(dst)
 	if !ok {
 		return netip.Addr{}

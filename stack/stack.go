@@ -277,6 +277,8 @@ type Stack struct {
 	// "Routes").
 	fibNIC tcpip.NICID
 	fib    *mplsendpoint.FIBEndpoint
+	// loNIC is the loopback NIC (127.0.0.1/8, ::1/128).
+	loNIC tcpip.NICID
 	// gvisorRoutes is the route table last given to gVisor.
 	gvisorRoutes []tcpip.Route
 
@@ -352,6 +354,9 @@ func New(cfg Config) (s *Stack, err error) {
 		}
 	}
 	if err := s.addFIBNIC(tcpip.NICID(len(cfg.Links)+1), cfg); err != nil {
+		return s, err
+	}
+	if err := s.addLoopbackNIC(tcpip.NICID(len(cfg.Links) + 2)); err != nil {
 		return s, err
 	}
 	// The TCP options follow the links: their receive queues bound the
@@ -667,6 +672,9 @@ func (s *Stack) Close() error {
 	s.ns.Close() // aborts every connection
 	if s.fibNIC != 0 {
 		s.ns.RemoveNIC(s.fibNIC)
+	}
+	if s.loNIC != 0 {
+		s.ns.RemoveNIC(s.loNIC)
 	}
 	for _, l := range s.links {
 		// Removing the NIC closes its endpoint, which closes the lower link.
