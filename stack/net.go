@@ -21,19 +21,38 @@ const listenBacklog = 4096
 // DialContext connects to address on the named network ("tcp", "tcp4",
 // "tcp6", "udp", "udp4", "udp6") through the userspace stack. It has the
 // shape of net.Dialer.DialContext, so it plugs into http.Transport. The
-// address must be a literal IP and port: the stack has no resolver.
+// address is "host:port": a host that is not an IP literal is looked up
+// with the stack's Resolver (Config.DNS) and its addresses tried in turn.
+// A destination the stack has no route to fails at once with
+// ENETUNREACH, as connect(2) does.
 func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6":
+	default:
+		return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	if host, portStr, err := net.SplitHostPort(address); err == nil && host != "" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			port, err := strconv.ParseUint(portStr, 10, 16)
+			if err != nil {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("bad port %q", portStr)}
+			}
+			return s.dialName(ctx, network, host, uint16(port))
+		}
+	}
 	ap, err := parseAddrPort(network, address)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	switch network {
-	case "tcp", "tcp4", "tcp6":
+	return s.dialAddr(ctx, network, ap)
+}
+
+// dialAddr dials ap on network, which DialContext has checked.
+func (s *Stack) dialAddr(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
+	if network[0] == 't' {
 		return s.DialTCP(ctx, ap)
-	case "udp", "udp4", "udp6":
-		return s.DialUDP(netip.AddrPort{}, ap)
 	}
-	return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+	return s.DialUDP(netip.AddrPort{}, ap)
 }
 
 // DialTCP opens a TCP connection to addr through the userspace stack.
@@ -186,7 +205,7 @@ func parseAddrPort(network, address string) (netip.AddrPort, error) {
 	if host != "" {
 		ip, err = netip.ParseAddr(host)
 		if err != nil {
-			return netip.AddrPort{}, fmt.Errorf("%q is not an IP address (the userspace stack has no resolver)", host)
+			return netip.AddrPort{}, fmt.Errorf("%q is not an IP address", host)
 		}
 		ip = ip.Unmap()
 	}

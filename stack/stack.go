@@ -55,9 +55,11 @@ package stack
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -259,6 +261,10 @@ type Config struct {
 	// Logger receives warnings (drops, by reason, rate-limited); nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// DNS are the name servers (port 53) the stack's Resolver asks over
+	// the stack, in turn; DialContext resolves host names with it. Empty:
+	// host names do not resolve (IP literals and /etc/hosts still do).
+	DNS []netip.Addr
 }
 
 // Stack is a running userspace stack. Its methods are safe for concurrent
@@ -281,6 +287,11 @@ type Stack struct {
 	loNIC tcpip.NICID
 	// gvisorRoutes is the route table last given to gVisor.
 	gvisorRoutes []tcpip.Route
+
+	// resolver asks dns, in turn (dnsNext counts the queries' dials).
+	resolver *net.Resolver
+	dns      []netip.Addr
+	dnsNext  atomic.Uint32
 
 	mu     sync.Mutex // serialises ILM changes and Close
 	ilm    []mpls.ILMEntry
@@ -331,6 +342,7 @@ func New(cfg Config) (s *Stack, err error) {
 		tcp:    cfg.TCP,
 		byName: make(map[string]*link),
 	}
+	s.resolver = s.newResolver(cfg.DNS)
 	defer func() {
 		if err != nil {
 			s.Close()
