@@ -511,8 +511,8 @@ func (r *rateLog) allow() (ok bool, suppressed int) {
 //
 // Protocol: the client sends one line; `stats` is answered with the
 // node's Report as one JSON document (followed by a newline), the other
-// queries and the route changes (`route add LINE`, `route del PREFIX`,
-// `mpls route add LINE`, `mpls route del LABEL`: see Node.AddRoute) with
+// queries and the route changes (`route add|replace LINE`, `route del PREFIX`,
+// `mpls route add|replace LINE`, `mpls route del LABEL`: see Node.AddRoute) with
 // theirs, anything else or a refused change with a line `error: ...`.
 // Then the server closes the connection. Only the route changes change
 // the node, and only until its next reload.
@@ -727,7 +727,7 @@ func serveControlConn(n *Node, cc *controlCounters, c net.Conn) {
 		}
 		switch {
 		case !ok:
-			fmt.Fprintf(c, "error: unknown command %q (commands: stats, lsp ping JSON, lsp trace JSON, route show, route add LINE, route del PREFIX, mpls route show, mpls route add LINE, mpls route del LABEL, bgp summary, bgp neighbor, bgp routes)\n", cmd)
+			fmt.Fprintf(c, "error: unknown command %q (commands: stats, lsp ping JSON, lsp trace JSON, route show, route add LINE, route replace LINE, route del PREFIX, mpls route show, mpls route add LINE, mpls route replace LINE, mpls route del LABEL, bgp summary, bgp neighbor, bgp routes)\n", cmd)
 		case err != nil:
 			fmt.Fprintf(c, "error: %v\n", err)
 		default:

@@ -18,7 +18,8 @@ const ControlFile = "control"
 
 // RouteChange is the control socket's answer to an accepted route change.
 type RouteChange struct {
-	// Change is "added" or "removed".
+	// Change is "added", "replaced" (route replace of a route that was
+	// there) or "removed".
 	Change string `json:"change"`
 	// Route is the route added or removed, in the config file's words.
 	Route string `json:"route"`
@@ -26,20 +27,31 @@ type RouteChange struct {
 
 // Command prefixes of the control socket's route changes.
 const (
-	cmdRouteAdd     = "route add "
-	cmdRouteDel     = "route del "
-	cmdMPLSRouteAdd = "mpls route add "
-	cmdMPLSRouteDel = "mpls route del "
+	cmdRouteAdd         = "route add "
+	cmdRouteReplace     = "route replace "
+	cmdRouteDel         = "route del "
+	cmdMPLSRouteAdd     = "mpls route add "
+	cmdMPLSRouteReplace = "mpls route replace "
+	cmdMPLSRouteDel     = "mpls route del "
 )
 
+// replaceShift is how many columns "replace" is longer than "add": a
+// replace command is parsed as the add line it stands for.
+const replaceShift = len("replace") - len("add")
+
 // controlChange carries out a route change command of the control socket:
-// `route add LINE`, `route del PREFIX`, `mpls route add LINE`, `mpls route
-// del LABEL`. ok is false when cmd is none of these.
+// `route add LINE`, `route replace LINE`, `route del PREFIX`, `mpls route
+// add LINE`, `mpls route replace LINE`, `mpls route del LABEL`. ok is
+// false when cmd is none of these.
 func controlChange(n *Node, cmd string) (answer any, ok bool, err error) {
 	var ch *RouteChange
 	switch {
 	case strings.HasPrefix(cmd, cmdRouteAdd):
 		ch, err = n.AddRoute(cmd)
+	case strings.HasPrefix(cmd, cmdRouteReplace):
+		ch, err = n.ReplaceRoute(cmd)
+	case strings.HasPrefix(cmd, cmdMPLSRouteReplace):
+		ch, err = n.ReplaceLabelRoute(cmd)
 	case strings.HasPrefix(cmd, cmdRouteDel):
 		ch, err = n.DelRoute(cmd[len(cmdRouteDel):])
 	case strings.HasPrefix(cmd, cmdMPLSRouteAdd):
@@ -95,12 +107,30 @@ func controlError(col int, token, format string, args ...any) error {
 // prefix is shadowed, as by a route in the file. Errors are positioned
 // *config.Error values (file "control").
 func (n *Node) AddRoute(line string) (*RouteChange, error) {
+	return n.addRoute(line, 0, false)
+}
+
+// ReplaceRoute adds the IP route that line (`route replace ...`: the
+// words of a config file's `route add ...`) describes, or puts it in the
+// place of the static route to its prefix, as `ip route replace` does,
+// until the next reload.
+func (n *Node) ReplaceRoute(line string) (*RouteChange, error) {
+	rest, ok := strings.CutPrefix(line, cmdRouteReplace)
+	if !ok {
+		return nil, controlError(1, "", "want route replace PREFIX ...")
+	}
+	return n.addRoute(cmdRouteAdd+rest, replaceShift, true)
+}
+
+// addRoute adds line's route (`route add ...`; shift is added to error
+// columns); with replace a static route to its prefix gives way to it.
+func (n *Node) addRoute(line string, shift int, replace bool) (*RouteChange, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil, errors.New("node closed")
 	}
-	cfg, c, err := parseInContext(n.cfg, line, 0)
+	cfg, c, err := parseInContext(n.cfg, line, shift)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +139,12 @@ func (n *Node) AddRoute(line string) (*RouteChange, error) {
 	}
 	cr := &cfg.Routes[0]
 	r := c.routes(cfg)[0]
+	change := "added"
 	if n.hasStaticLocked(r.Prefix) {
-		return nil, cr.PrefixPos().Errorf(r.Prefix.String(), "route %s exists; delete it first", r.Prefix)
+		if !replace {
+			return nil, cr.PrefixPos().Errorf(r.Prefix.String(), "route %s exists; delete it first (or use route replace)", r.Prefix)
+		}
+		change = "replaced"
 	}
 	if n.bgpTab != nil {
 		err = n.bgpTab.updateStatic(&r, netip.Prefix{})
@@ -122,8 +156,8 @@ func (n *Node) AddRoute(line string) (*RouteChange, error) {
 	}
 	n.routesChangedLocked()
 	text := cr.String()
-	n.log.Info("route added", "route", text, "by", "control")
-	return &RouteChange{Change: "added", Route: text}, nil
+	n.log.Info("route "+change, "route", text, "by", "control")
+	return &RouteChange{Change: change, Route: text}, nil
 }
 
 // DelRoute removes the static route to prefix (as `route del PREFIX`;
@@ -180,6 +214,25 @@ func (n *Node) DelRoute(prefix string) (*RouteChange, error) {
 // `-f mpls route add ...` in the config file's words) describes, until
 // the next reload. A label that already has a route is refused.
 func (n *Node) AddLabelRoute(line string) (*RouteChange, error) {
+	return n.addLabelRoute(line, 0, false)
+}
+
+// ReplaceLabelRoute adds the label route that line (`mpls route replace
+// ...`: the words of a config file's `-f mpls route add ...`) describes,
+// or puts it in the place of the static route of its label, until the
+// next reload.
+func (n *Node) ReplaceLabelRoute(line string) (*RouteChange, error) {
+	rest, ok := strings.CutPrefix(line, cmdMPLSRouteReplace)
+	if !ok {
+		return nil, controlError(1, "", "want mpls route replace LABEL ...")
+	}
+	return n.addLabelRoute(cmdMPLSRouteAdd+rest, replaceShift, true)
+}
+
+// addLabelRoute adds line's label route (`mpls route add ...`; shift is
+// added to error columns); with replace a static route of its label gives
+// way to it.
+func (n *Node) addLabelRoute(line string, shift int, replace bool) (*RouteChange, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -191,7 +244,7 @@ func (n *Node) AddLabelRoute(line string) (*RouteChange, error) {
 	// them here, with an error on the command's line.
 	context := *n.cfg
 	context.LabelRoutes = nil
-	cfg, _, err := parseInContext(&context, "-f "+line, -len("-f "))
+	cfg, _, err := parseInContext(&context, "-f "+line, shift-len("-f "))
 	if err != nil {
 		return nil, err
 	}
@@ -199,10 +252,17 @@ func (n *Node) AddLabelRoute(line string) (*RouteChange, error) {
 		return nil, controlError(1, "", "want one label route")
 	}
 	added := cfg.LabelRoutes[0]
-	if slices.ContainsFunc(n.cfg.LabelRoutes, func(r config.LabelRoute) bool { return r.Label == added.Label }) {
-		return nil, controlError(added.LabelPos.Col-len("-f "), strconv.Itoa(int(added.Label)), "label %d has a route; delete it first", added.Label)
+	change := "added"
+	cfg.LabelRoutes = slices.Clone(n.cfg.LabelRoutes)
+	if i := slices.IndexFunc(cfg.LabelRoutes, func(r config.LabelRoute) bool { return r.Label == added.Label }); i >= 0 {
+		if !replace {
+			return nil, controlError(added.LabelPos.Col-len("-f "), strconv.Itoa(int(added.Label)), "label %d has a route; delete it first (or use route replace)", added.Label)
+		}
+		change = "replaced"
+		cfg.LabelRoutes[i] = added
+	} else {
+		cfg.LabelRoutes = append(cfg.LabelRoutes, added)
 	}
-	cfg.LabelRoutes = append(slices.Clone(n.cfg.LabelRoutes), added)
 	c, err := convert(cfg)
 	if err != nil {
 		return nil, err
@@ -211,8 +271,8 @@ func (n *Node) AddLabelRoute(line string) (*RouteChange, error) {
 		return nil, err
 	}
 	text := strings.TrimPrefix(added.String(), "-f ")
-	n.log.Info("label route added", "route", text, "by", "control")
-	return &RouteChange{Change: "added", Route: text}, nil
+	n.log.Info("label route "+change, "route", text, "by", "control")
+	return &RouteChange{Change: change, Route: text}, nil
 }
 
 // DelLabelRoute removes the static route of the incoming label (as `mpls
@@ -340,8 +400,19 @@ func (t *bgpTables) updateStatic(add *mpls.Route, del netip.Prefix) error {
 	var remove []netip.Prefix
 	if add != nil {
 		p = add.Prefix
+		replaced := len(static)
+		static = slices.DeleteFunc(static, func(r mpls.Route) bool { return r.Prefix == p })
+		replaced -= len(static)
 		static = append(static, *add)
 		write = append(write, *add)
+		if replaced > 0 {
+			// The route it replaced already shadowed BGP's.
+			if err := t.tables.UpdateRoutes(write, nil); err != nil {
+				return err
+			}
+			t.setStaticLocked(static, t.staticILM)
+			return nil
+		}
 	} else {
 		p = del
 		static = slices.DeleteFunc(static, func(r mpls.Route) bool { return r.Prefix == del })

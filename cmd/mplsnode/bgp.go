@@ -21,7 +21,7 @@ import (
 
 func init() {
 	register(command{name: "bgp", summary: "show a running node's BGP sessions and routes (summary, neighbor, routes)", run: runBGP})
-	register(command{name: "route", summary: "show or change a running node's routes (route show|add|del; -f mpls route ... for the ILM)", run: runRoute})
+	register(command{name: "route", summary: "show or change a running node's routes (route show|add|replace|del; -f mpls route ... for the ILM)", run: runRoute})
 }
 
 const bgpUsage = `usage: mplsnode bgp summary|neighbor|routes [--socket PATH] [--json]
@@ -48,9 +48,9 @@ Options:
 `
 
 const routeUsage = `usage: mplsnode [-f mpls] route show [--socket PATH] [--json]
-       mplsnode route add PREFIX ... [--socket PATH] [--json]
+       mplsnode route add|replace PREFIX ... [--socket PATH] [--json]
        mplsnode route del PREFIX [--socket PATH] [--json]
-       mplsnode -f mpls route add LABEL ... [--socket PATH] [--json]
+       mplsnode -f mpls route add|replace LABEL ... [--socket PATH] [--json]
        mplsnode -f mpls route del LABEL [--socket PATH] [--json]
 
 route show prints a running node's IP routes (static from its config file
@@ -61,8 +61,10 @@ map (ILM), in iproute2's words.
 route add takes the rest of a config file's "route add" line, -f mpls route
 add the rest of its "-f mpls route add" line; the node checks it against
 its links and addresses as it checks its file, and refuses a prefix or
-label that already has a static route (delete it first). A static route
-shadows BGP's to the same prefix. route del removes a static route (by
+label that already has a static route (delete it first, or use route
+replace). route replace takes the same words and adds the route, or puts
+it in the place of the static route to its prefix (label), as ip route
+replace does. A static route shadows BGP's to the same prefix. route del removes a static route (by
 prefix) or label route (by label); BGP's route to the prefix, if any,
 shows again. Changes last until the node reloads (SIGHUP) or restarts:
 then the file's routes are back. Each change is logged.
@@ -72,6 +74,7 @@ Examples:
 	mplsnode route show
 	mplsnode -f mpls route show --json
 	mplsnode route add 10.9.0.0/16 encap mpls 100 via 10.1.0.2
+	mplsnode route replace 10.9.0.0/16 encap mpls 200 via 10.1.0.2
 	mplsnode route del 10.9.0.0/16
 	mplsnode -f mpls route add 300 as 301 via inet 10.2.0.2
 	mplsnode -f mpls route del 300
@@ -184,11 +187,18 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	socket := fs.String("socket", node.DefaultControlSocket, "control socket `PATH` of the running node")
 	asJSON := fs.Bool("json", false, "print the raw JSON document")
 	mplsFamily := fs.Bool("mpls", false, "show the incoming label map (as -f mpls)")
-	if len(args) > 0 && (args[0] == "add" || args[0] == "del") {
+	if len(args) > 0 && (args[0] == "add" || args[0] == "replace" || args[0] == "del") {
 		return runRouteChange(ctx, fs, args[0], args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "show" {
-		fmt.Fprintln(stderr, "mplsnode route: want show, add or del")
+		// `mplsnode route --help` (and `-f mpls route --help`, which
+		// arrives as `route --help --mpls`): the help, before the verb.
+		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			if code, stop := parseFlags(fs, args, stdout, stderr); stop {
+				return code
+			}
+		}
+		fmt.Fprintln(stderr, "mplsnode route: want show, add, replace or del")
 		return exitUsage
 	}
 	if code, stop := parseFlags(fs, args[1:], stdout, stderr); stop {

@@ -58,10 +58,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				return c.run(ctx, []string{"-h"}, stdout, stderr)
+		if len(args) > 1 && args[1] != "help" {
+			c, ok := commands[args[1]]
+			if !ok {
+				fmt.Fprintf(stderr, "mplsnode help: unknown command %q\n\n", args[1])
+				usage(stderr)
+				return exitUsage
 			}
+			return c.run(ctx, []string{"--help"}, stdout, stderr)
 		}
 		usage(stdout)
 		return exitOK
@@ -93,4 +97,6 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(w, "  %-10s %s\n", "help", "show this help, or a command's: mplsnode help <command>")
+	fmt.Fprintln(w, "\nmplsnode <command> --help explains a command's options and its exit codes.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 runtime failure, 2 usage error (an unknown command).")
 }

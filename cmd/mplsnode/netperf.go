@@ -84,6 +84,11 @@ SIGINT or SIGTERM stops the test at once: no result, a line on stderr, exit 1.
 flent runs this as its netperf: put a "netperf" script running "mplsnode netperf"
 first on its PATH.
 
+Exit codes: 0 the test ran and its result is printed, 1 it failed (no
+netserver answers, the server refused, a signal stopped it) or "-- -o ?"
+listed the output names, 2 usage error (a bad option, config file or CPU),
+255 an output selection file that cannot be used (stock's exit(-1)).
+
 Example (ns0 of the seed topology: 10 s of TCP over label 100):
   mplsnode netperf --config examples/seed/ns0.conf -H 10.10.10.10 -l 10 -t TCP_STREAM
 `
@@ -103,6 +108,9 @@ frame and TCP counters on stderr when it stops); without it (or with
   -D        stay in the foreground (it always does; accepted for netserver's sake)
   -v [LEVEL]  debug logs (unless LEVEL is 0)
   --cpuprofile FILE   write a CPU profile of the server (and node) until it stops
+
+Exit codes: 0 stopped by SIGINT or SIGTERM, 1 runtime failure (the port
+cannot be listened on), 2 usage or config error.
 
 Example (ns2 of the seed topology, the kernel as TCP peer):
   mplsnode netserver --kernel -p 12865

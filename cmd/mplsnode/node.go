@@ -97,9 +97,41 @@ func newFlagSet(name, usage string, w io.Writer) *flag.FlagSet {
 	fs.SetOutput(w)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs
+}
+
+// printDefaults lists fs's options as flag.PrintDefaults does, but names
+// each as the usage texts write it: one dash for a single letter (-c FILE),
+// two for a long option (--control-socket PATH). The flag package accepts
+// both spellings of either.
+func printDefaults(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		line := "  " + dash + f.Name
+		name, text := flag.UnquoteUsage(f)
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(text, "\n", "\n    \t")
+		switch f.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					line += fmt.Sprintf(" (default %q)", f.DefValue)
+					break
+				}
+			}
+			line += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintln(w, line)
+	})
 }
 
 // parseFlags parses args; it returns (exit code, true) when the caller must
