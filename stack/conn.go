@@ -167,7 +167,7 @@ func (s *Stack) udpConn(laddr netip.AddrPort, raddr *netip.AddrPort) (*UDPConn, 
 		}
 	}
 	if raddr != nil {
-		if err := s.unreachable(raddr.Addr()); err != nil {
+		if err := s.unreachable("connect", raddr.Addr()); err != nil {
 			ep.Close()
 			return nil, opErr(err)
 		}

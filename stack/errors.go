@@ -201,7 +201,7 @@ func (c *udpConn) noRoute(dst net.Addr, a netip.Addr) error {
 	if c.s == nil {
 		return nil
 	}
-	if err := c.s.unreachable(a); err != nil {
+	if err := c.s.unreachable("", a); err != nil {
 		return &net.OpError{Op: "write", Net: "udp", Source: c.LocalAddr(), Addr: dst, Err: err}
 	}
 	return nil

@@ -1,10 +1,14 @@
 package stack_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
+	"syscall"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/link/pipe"
 
@@ -68,4 +72,47 @@ func Example() {
 	// Output:
 	// hello over label 100
 	// labelled packets sent: true
+}
+
+// ExampleStack_DialContext has a stack talk to itself over its loopback,
+// as a program does over a kernel's lo, and shows that a destination with
+// no route fails at once, as connect(2) does.
+func ExampleStack_DialContext() {
+	wire, _ := pipe.New("\x02\x00\x00\x00\x00\x01", "\x02\x00\x00\x00\x00\x02", 1500)
+	s, err := stack.New(stack.Config{
+		Links:     []stack.Link{{Name: "eth0", Kind: stack.LinkEndpoint, Endpoint: wire}},
+		Addresses: []stack.Address{{Link: "eth0", Prefix: netip.MustParsePrefix("172.16.20.20/24")}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	ln, err := s.Listen("tcp", "127.0.0.1:7")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.WriteString(c, "hello from myself")
+			c.Close()
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := s.DialContext(ctx, "tcp", "127.0.0.1:7")
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(c)
+	c.Close()
+	fmt.Println(string(body))
+
+	_, err = s.DialContext(ctx, "tcp", "192.0.2.1:80")
+	fmt.Println(err, errors.Is(err, syscall.ENETUNREACH))
+	// Output:
+	// hello from myself
+	// dial tcp 192.0.2.1:80: connect: network is unreachable true
 }

@@ -79,7 +79,7 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 	}
 	// Fail at once, as connect(2) does, rather than send SYNs the FIB NIC
 	// drops until the connection times out.
-	if err := s.unreachable(addr.Addr()); err != nil {
+	if err := s.unreachable("connect", addr.Addr()); err != nil {
 		return nil, opErr("dial", err)
 	}
 	var wq waiter.Queue

@@ -3,6 +3,7 @@ package stack
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"syscall"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -80,10 +81,14 @@ func (s *Stack) reachable(dst netip.Addr) bool {
 
 // unreachable returns the error a kernel socket gives for a destination
 // with no route (ENETUNREACH, "network is unreachable"), or nil when dst
-// is reachable.
-func (s *Stack) unreachable(dst netip.Addr) error {
+// is reachable. A non-empty call names the system call, as package net's
+// errors do ("connect: network is unreachable").
+func (s *Stack) unreachable(call string, dst netip.Addr) error {
 	if s.reachable(dst) {
 		return nil
+	}
+	if call != "" {
+		return os.NewSyscallError(call, syscall.ENETUNREACH)
 	}
 	return syscall.ENETUNREACH
 }

@@ -48,6 +48,39 @@
 // Listen on a closed Stack. The conns pass golang.org/x/net/nettest's
 // TestConn.
 //
+// # Loopback, unreachable destinations and names
+//
+// Every stack has a loopback NIC with 127.0.0.1/8 and ::1/128: it talks to
+// itself there as a program does over a kernel's lo (its own link
+// addresses are delivered locally too). A dial or UDP write to a
+// destination no route, connected subnet or local address covers fails at
+// once with ENETUNREACH ("network is unreachable"), as connect(2) and
+// sendto(2) do. DialContext takes host names: the stack's Resolver asks
+// Config.DNS over the stack itself.
+//
+// # Example
+//
+// An HTTP client whose route to 10.10.10.10 pushes label 100 (the
+// package's Example runs it against a server stack joined by a pipe, no
+// root needed: go test -run '^Example$' -v ./stack; pkg.go.dev shows it
+// in full):
+//
+//	client, err := stack.New(stack.Config{
+//		Links:     []stack.Link{{Name: "veth0"}}, // AF_PACKET on an existing interface
+//		Addresses: []stack.Address{{Link: "veth0", Prefix: netip.MustParsePrefix("172.16.20.20/24")}},
+//		Routes: []stack.Route{{
+//			Prefix: netip.MustParsePrefix("10.10.10.10/32"),
+//			Via:    netip.MustParseAddr("172.16.20.21"),
+//			Labels: []mpls.Label{100},
+//		}},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer client.Close()
+//	hc := &http.Client{Transport: &http.Transport{DialContext: client.DialContext}}
+//	resp, err := hc.Get("http://10.10.10.10/")
+//
 // It does not parse text: the node (package node) turns a config file into a
 // Config.
 package stack
