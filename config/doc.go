@@ -67,6 +67,10 @@
 //	    6PE (RFC 4798), route add 2001:db8::/48 encap mpls 300 via inet
 //	    172.16.20.21; the next hop is resolved with ARP and the frame
 //	    carries label 300 over the IPv6 packet.
+//	    The words mplsnode route show writes after a route (proto
+//	    static|bgp|kernel|boot, metric N, scope link|global) are accepted
+//	    anywhere in it (and in a -f mpls route), so that its lines parse
+//	    back; they change nothing.
 //
 //	route add PREFIX|default [mtu [lock] N] nexthop HOP [nexthop HOP ...]
 //	    HOP: [encap mpls STACK [ttl N]] [via [inet|inet6] ADDR] [dev NAME] [weight N]

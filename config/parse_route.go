@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -115,9 +117,12 @@ func (p *parser) route(pos Pos, family string) {
 	var labelToks []token
 	var hopLabelToks [][]token
 	var mtuTok, firstHopWord token
-	var seen wordSet
+	var seen, shown wordSet
 	for p.more() {
 		t := p.next("")
+		if p.shownWord(t, &shown) {
+			continue
+		}
 		if t.s == "nexthop" {
 			if firstHopWord.s != "" {
 				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath route: write it after the nexthop word", firstHopWord.s)
@@ -170,6 +175,43 @@ func (p *parser) route(pos Pos, family string) {
 	p.cfg.Routes = append(p.cfg.Routes, r)
 }
 
+// shownWords are the words `mplsnode [-f mpls] route show` writes after a
+// route, as `ip route show` does: proto (static, bgp, kernel for a
+// connected route), metric (the administrative distance) and scope. They
+// are accepted anywhere in a route or label route, so that each line route
+// show prints parses back with route add; they describe and change
+// nothing: a route of the file or of route add is static, with static's
+// distance.
+var shownWords = []string{"proto", "metric", "scope"}
+
+var routeProtos = []string{"static", "boot", "kernel", "bgp"}
+
+var routeScopes = []string{"global", "link"}
+
+// shownWord parses t when it is one of shownWords, with its value, and
+// reports whether it was.
+func (p *parser) shownWord(t token, seen *wordSet) bool {
+	if !slices.Contains(shownWords, t.s) {
+		return false
+	}
+	seen.once(p, t, "route", shownWords)
+	switch t.s {
+	case "proto":
+		v := p.next("a protocol after proto")
+		if !slices.Contains(routeProtos, v.s) {
+			p.fail(v, "unknown proto %q; expected %s%s", v.s, oneOf(routeProtos), suggest(v.s, routeProtos))
+		}
+	case "metric":
+		p.number("route metric", 0, math.MaxUint32)
+	case "scope":
+		v := p.next("a scope after scope")
+		if !slices.Contains(routeScopes, v.s) {
+			p.fail(v, "unknown scope %q; expected %s%s", v.s, oneOf(routeScopes), suggest(v.s, routeScopes))
+		}
+	}
+	return true
+}
+
 // checkRouteHops checks a route's next hop, or each of a multipath route's
 // (labelToks, hopLabelToks: their label words), for a via or a dev.
 func (p *parser) checkRouteHops(r *Route, labelToks []token, hopLabelToks [][]token) {
@@ -209,7 +251,7 @@ func (p *parser) nextHop(t token) (NextHop, []token) {
 	h := NextHop{Pos: p.pos(t.col)}
 	var labelToks []token
 	var seen wordSet
-	for p.more() && p.peek() != "nexthop" {
+	for p.more() && p.peek() != "nexthop" && !slices.Contains(shownWords, p.peek()) {
 		w := p.next("")
 		seen.once(p, w, "nexthop", hopWords)
 		switch w.s {
@@ -312,8 +354,12 @@ func (p *parser) labelRoute(pos Pos) {
 	var asTok token
 	var firstHopWord token
 	var hop LabelNextHop // the single hop's words (labelHopWord)
+	var shown wordSet
 	for p.more() {
 		t := p.next("")
+		if p.shownWord(t, &shown) {
+			continue
+		}
 		if t.s == "nexthop" {
 			if firstHopWord.s != "" {
 				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath label route: write it after the nexthop word", firstHopWord.s)
@@ -431,7 +477,7 @@ func (p *parser) labelHopWord(w token, h *LabelNextHop) bool {
 func (p *parser) labelNextHop(t token) LabelNextHop {
 	h := LabelNextHop{Pos: p.pos(t.col)}
 	var seen wordSet
-	for p.more() && p.peek() != "nexthop" {
+	for p.more() && p.peek() != "nexthop" && !slices.Contains(shownWords, p.peek()) {
 		w := p.next("")
 		seen.once(p, w, "nexthop", labelHopWords)
 		if p.labelHopWord(w, &h) {

@@ -378,7 +378,17 @@ type RouteEntry struct {
 	Dev      string   `json:"dev,omitempty"`
 	Protocol string   `json:"protocol"`
 	Distance int      `json:"distance"`
+	// Scope is "link" for a connected route (the subnet of an address),
+	// as ip route shows it; empty for the others.
+	Scope string `json:"scope,omitempty"`
 }
+
+// Protocol and distance of a connected route, as ip route and routers
+// show them.
+const (
+	protoConnected    = "kernel"
+	distanceConnected = 0
+)
 
 // String returns r in iproute2's words.
 func (r RouteEntry) String() string {
@@ -399,19 +409,36 @@ func (r RouteEntry) String() string {
 	if r.Dev != "" {
 		b.WriteString(" dev " + r.Dev)
 	}
-	fmt.Fprintf(&b, " proto %s metric %d", r.Protocol, r.Distance)
+	b.WriteString(" proto " + r.Protocol)
+	if r.Scope != "" {
+		b.WriteString(" scope " + r.Scope)
+	}
+	if r.Distance != 0 || r.Protocol != protoConnected {
+		fmt.Fprintf(&b, " metric %d", r.Distance)
+	}
 	return b.String()
 }
 
-// Routes returns the node's IP routes, static and BGP, sorted by prefix.
+// Routes returns the node's IP routes, connected (each address's subnet,
+// but host addresses), static and BGP, sorted by prefix and distance;
+// empty, not nil, when there are none.
 func (n *Node) Routes() []RouteEntry {
+	out := []RouteEntry{}
+	n.mu.Lock()
+	for _, a := range n.cfg.Addrs {
+		if a.Prefix.IsSingleIP() {
+			continue
+		}
+		out = append(out, RouteEntry{Prefix: a.Prefix.Masked().String(), Dev: a.Dev,
+			Protocol: protoConnected, Distance: distanceConnected, Scope: "link"})
+	}
+	n.mu.Unlock()
 	var bgpRoutes map[netip.Prefix]mpls.FTNEntry
 	if n.bgpTab != nil {
 		n.bgpTab.mu.Lock()
 		bgpRoutes = maps.Clone(n.bgpTab.routes)
 		n.bgpTab.mu.Unlock()
 	}
-	var out []RouteEntry
 	for _, r := range n.stack.Routes() {
 		e := RouteEntry{Prefix: r.Prefix.String(), Dev: r.Link, Protocol: "static", Distance: DistanceStatic}
 		if b, ok := bgpRoutes[r.Prefix]; ok && b.Device == r.Link && b.NextHop == r.Via && slices.Equal(b.Labels, r.Labels) {
@@ -425,12 +452,15 @@ func (n *Node) Routes() []RouteEntry {
 		}
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b RouteEntry) int {
+	slices.SortStableFunc(out, func(a, b RouteEntry) int {
 		pa, pb := netip.MustParsePrefix(a.Prefix), netip.MustParsePrefix(b.Prefix)
 		if c := pa.Addr().Compare(pb.Addr()); c != 0 {
 			return c
 		}
-		return pa.Bits() - pb.Bits()
+		if c := pa.Bits() - pb.Bits(); c != 0 {
+			return c
+		}
+		return a.Distance - b.Distance
 	})
 	return out
 }

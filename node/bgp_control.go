@@ -90,7 +90,7 @@ func (n *Node) LabelRoutes() []ILMEntry {
 		}
 		n.bgpTab.mu.Unlock()
 	}
-	var out []ILMEntry
+	out := []ILMEntry{}
 	for _, e := range n.stack.Tables().ILM().Entries() {
 		r := ILMEntry{Label: uint32(e.Label), Action: e.Action.String(), Dev: e.Device, Protocol: "static"}
 		if fromBGP[e.Label] {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,14 +12,15 @@ import (
 	"github.com/mplsnode/mplsnode/node"
 )
 
-// routeShow asks the control socket for `route show`.
+// routeShow asks the control socket for `route show` and returns its
+// routes but the connected ones (proto kernel).
 func routeShow(t *testing.T, path string) []node.RouteEntry {
 	t.Helper()
 	var rs []node.RouteEntry
 	if err := json.Unmarshal([]byte(ask(t, path, "route show\n")), &rs); err != nil {
 		t.Fatal(err)
 	}
-	return rs
+	return slices.DeleteFunc(rs, func(r node.RouteEntry) bool { return r.Protocol == "kernel" })
 }
 
 // fibRoute returns the FIB's route for dst as "prefix dev via labels".
@@ -56,7 +58,7 @@ func TestControlRouteAddDel(t *testing.T) {
 		t.Errorf("FIB lookup 172.16.9.9 after add: %q %v, want 172.16.0.0/16", p, ok)
 	}
 	// The same prefix again is refused.
-	if got := ask(t, path, "route add 172.16.0.0/16 via 10.2.0.2\n"); got != "error: control:1:11: route 172.16.0.0/16 exists; delete it first\n" {
+	if got := ask(t, path, "route add 172.16.0.0/16 via 10.2.0.2\n"); got != "error: control:1:11: route 172.16.0.0/16 exists; delete it first (or use route replace)\n" {
 		t.Errorf("duplicate route add: got %q", got)
 	}
 
@@ -65,7 +67,7 @@ func TestControlRouteAddDel(t *testing.T) {
 		t.Errorf("route del: %q (%v)", got, err)
 	}
 	if rs := routeShow(t, path); len(rs) != 0 {
-		t.Errorf("route show after del: %+v, want none", rs)
+		t.Errorf("route show after del: %+v, want none but the connected routes", rs)
 	}
 	if p, ok := fibRoute(n, "172.16.9.9"); ok {
 		t.Errorf("FIB lookup 172.16.9.9 after del: %q, want no route", p)
@@ -80,7 +82,7 @@ func TestControlRouteAddDel(t *testing.T) {
 		{"route add 172.16.0.0/16 via 10.9.0.2\n", "error: control:1:"},
 		{"route add 172.16.0.0/16 encap mpls 1048576 via 10.2.0.2\n", "error: control:1:"},
 		{"route add 172.16.0.0/16 via 10.2.0.2 link add x type tap\n", "error: control:1:"},
-		{"mpls route add 100 via inet 10.2.0.2\n", "error: control:1:16: label 100 has a route; delete it first\n"},
+		{"mpls route add 100 via inet 10.2.0.2\n", "error: control:1:16: label 100 has a route; delete it first (or use route replace)\n"},
 		{"mpls route add 101 via inet 10.2.0.2 dev out9\n", "error: control:1:42: unknown device"},
 		{"mpls route del 101\n", "error: control:1:16: no static label route for label 101\n"},
 		{"mpls route del 1048576\n", "error: control:1:16: want a label 0..1048575, got \"1048576\"\n"},
