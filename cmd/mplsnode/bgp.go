@@ -53,10 +53,13 @@ const routeUsage = `usage: mplsnode [-f mpls] route show [--socket PATH] [--json
        mplsnode -f mpls route add|replace LABEL ... [--socket PATH] [--json]
        mplsnode -f mpls route del LABEL [--socket PATH] [--json]
 
-route show prints a running node's IP routes (static from its config file
-and those BGP installed, each with its protocol and administrative
-distance: static 1 wins over bgp 20), or with -f mpls its incoming label
-map (ILM), in iproute2's words.
+route show prints a running node's IP routes (the connected subnet of each
+address, "proto kernel scope link" as ip route shows it; static from its
+config file and those BGP installed, each with its protocol and
+administrative distance: static 1 wins over bgp 20), or with -f mpls its
+incoming label map (ILM), in iproute2's words. Each line it prints is
+accepted by route add and route replace (and in a config file after
+"route add "): proto, metric and scope change nothing there.
 
 route add takes the rest of a config file's "route add" line, -f mpls route
 add the rest of its "-f mpls route add" line; the node checks it against

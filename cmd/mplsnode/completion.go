@@ -86,6 +86,7 @@ func commandFlags(ctx context.Context, name string) (words, fileFlags []string) 
 var positionalWords = map[string][]string{
 	"ping":       {"mpls", "ipv4 ipv6"},
 	"traceroute": {"mpls", "ipv4 ipv6"},
+	"route":      {"show add replace del"},
 }
 
 // bashCompletion builds the bash script from the registered commands.
