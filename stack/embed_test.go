@@ -163,3 +163,48 @@ func TestLoopback(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestUnboundSourceNotLoopback checks that a datagram from an unbound
+// socket, routed by the FIB, leaves from a link address and never from
+// the loopback's (gVisor takes the source from any NIC's primary
+// addresses, in map order, so each of many fresh sockets is a new draw).
+// Planted bug: with the loopback addresses primary, some datagrams never
+// arrive (sent from 127.0.0.1, or refused as the write's route is
+// invalid).
+func TestUnboundSourceNotLoopback(t *testing.T) {
+	a, b := pair(t, nil)
+	pc, err := b.ListenUDP(netip.AddrPortFrom(svc, 7002))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(svc, 7002))
+	buf := make([]byte, 64)
+	for i := range 32 {
+		unspec := netip.IPv4Unspecified()
+		if i%2 == 1 {
+			unspec = netip.IPv6Unspecified() // dual-stack, as the node's LSP ping responder
+		}
+		c, err := a.ListenUDP(netip.AddrPortFrom(unspec, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := to
+		if i%2 == 1 {
+			dst = net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom16(svc.As16()), 7002))
+		}
+		if _, err := c.WriteTo([]byte("x"), dst); err != nil {
+			c.Close()
+			t.Fatalf("socket %d (%s): WriteTo = %v", i, unspec, err)
+		}
+		pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, from, err := pc.ReadFrom(buf)
+		c.Close()
+		if err != nil {
+			t.Fatalf("socket %d (%s): no datagram: %v", i, unspec, err)
+		}
+		if got := from.(*net.UDPAddr).AddrPort().Addr().Unmap(); got != ipA {
+			t.Fatalf("socket %d (%s): datagram from %s, want %s", i, unspec, got, ipA)
+		}
+	}
+}

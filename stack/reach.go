@@ -34,7 +34,10 @@ func (s *Stack) addLoopbackNIC(id tcpip.NICID) error {
 			Protocol:          protoOf(p.Addr()),
 			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(p.Addr().AsSlice()), PrefixLen: p.Bits()},
 		}
-		if terr := s.ns.AddProtocolAddress(id, pa, gstack.AddressProperties{}); terr != nil {
+		// Never primary: gVisor picks the source of an unbound socket's
+		// packet routed out of the FIB NIC (which has no address) from
+		// any NIC's primary addresses, and must never pick these.
+		if terr := s.ns.AddProtocolAddress(id, pa, gstack.AddressProperties{PEB: gstack.NeverPrimaryEndpoint}); terr != nil {
 			return fmt.Errorf("loopback address %s: %s", p, terr)
 		}
 	}
