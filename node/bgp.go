@@ -372,15 +372,30 @@ func (t *bgpTables) resolveLocked(nh netip.Addr, depth int) (bgp.Resolution, boo
 
 // RouteEntry is one route as `mplsnode route show` prints it.
 type RouteEntry struct {
-	Prefix   string   `json:"prefix"`
-	Labels   []uint32 `json:"labels,omitempty"`
-	Via      string   `json:"via,omitempty"`
-	Dev      string   `json:"dev,omitempty"`
-	Protocol string   `json:"protocol"`
-	Distance int      `json:"distance"`
+	Prefix string   `json:"prefix"`
+	Labels []uint32 `json:"labels,omitempty"`
+	Via    string   `json:"via,omitempty"`
+	Dev    string   `json:"dev,omitempty"`
+	// TTL, when not zero, is the TTL of the pushed labels.
+	TTL uint8 `json:"ttl,omitempty"`
+	// MTU, when not zero, is the route's IP MTU.
+	MTU uint32 `json:"mtu,omitempty"`
+	// NextHops are a multipath route's hops (Labels, Via and Dev are
+	// empty then).
+	NextHops []RouteHop `json:"nexthops,omitempty"`
+	Protocol string     `json:"protocol"`
+	Distance int        `json:"distance"`
 	// Scope is "link" for a connected route (the subnet of an address),
 	// as ip route shows it; empty for the others.
 	Scope string `json:"scope,omitempty"`
+}
+
+// RouteHop is one next hop of a multipath route in RouteEntry.
+type RouteHop struct {
+	Labels []uint32 `json:"labels,omitempty"`
+	Via    string   `json:"via,omitempty"`
+	Dev    string   `json:"dev,omitempty"`
+	Weight int      `json:"weight"`
 }
 
 // Protocol and distance of a connected route, as ip route and routers
@@ -390,24 +405,19 @@ const (
 	distanceConnected = 0
 )
 
-// String returns r in iproute2's words.
+// String returns r in iproute2's words, which the config parser takes
+// after "route add ".
 func (r RouteEntry) String() string {
 	var b strings.Builder
 	b.WriteString(r.Prefix)
-	if len(r.Labels) > 0 {
-		b.WriteString(" encap mpls ")
-		for i, l := range r.Labels {
-			if i > 0 {
-				b.WriteByte('/')
-			}
-			fmt.Fprint(&b, l)
-		}
+	writeRouteHop(&b, r.Labels, r.TTL, r.Via, r.Dev)
+	if r.MTU != 0 {
+		fmt.Fprintf(&b, " mtu %d", r.MTU)
 	}
-	if r.Via != "" {
-		b.WriteString(" via " + r.Via)
-	}
-	if r.Dev != "" {
-		b.WriteString(" dev " + r.Dev)
+	for _, h := range r.NextHops {
+		b.WriteString(" nexthop")
+		writeRouteHop(&b, h.Labels, r.TTL, h.Via, h.Dev)
+		fmt.Fprintf(&b, " weight %d", h.Weight)
 	}
 	b.WriteString(" proto " + r.Protocol)
 	if r.Scope != "" {
@@ -417,6 +427,27 @@ func (r RouteEntry) String() string {
 		fmt.Fprintf(&b, " metric %d", r.Distance)
 	}
 	return b.String()
+}
+
+func writeRouteHop(b *strings.Builder, labels []uint32, ttl uint8, via, dev string) {
+	if len(labels) > 0 {
+		b.WriteString(" encap mpls ")
+		for i, l := range labels {
+			if i > 0 {
+				b.WriteByte('/')
+			}
+			fmt.Fprint(b, l)
+		}
+		if ttl != 0 {
+			fmt.Fprintf(b, " ttl %d", ttl)
+		}
+	}
+	if via != "" {
+		b.WriteString(" via " + via)
+	}
+	if dev != "" {
+		b.WriteString(" dev " + dev)
+	}
 }
 
 // Routes returns the node's IP routes, connected (each address's subnet,
@@ -449,6 +480,17 @@ func (n *Node) Routes() []RouteEntry {
 		}
 		for _, l := range r.Labels {
 			e.Labels = append(e.Labels, uint32(l))
+		}
+		e.TTL, e.MTU = r.TTL, r.MTU
+		for _, h := range r.NextHops {
+			rh := RouteHop{Dev: h.Device, Weight: max(1, int(h.Weight))}
+			if h.Via.IsValid() {
+				rh.Via = h.Via.String()
+			}
+			for _, l := range h.Labels {
+				rh.Labels = append(rh.Labels, uint32(l))
+			}
+			e.NextHops = append(e.NextHops, rh)
 		}
 		out = append(out, e)
 	}

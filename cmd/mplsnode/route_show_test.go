@@ -100,13 +100,16 @@ func TestRouteShowJSONEmpty(t *testing.T) {
 }
 
 // TestRouteShowParsesBack: each line `mplsnode [-f mpls] route show`
-// prints (connected, static, labelled, multipath label routes, and the
+// prints (connected, static, labelled with a TTL, with an MTU, multipath
+// routes and label routes, and the
 // BGP route and label lines as the node writes them) is accepted by the
 // config parser after "route add " ("-f mpls route add "), and by the
 // running node as `mplsnode [-f mpls] route replace LINE`, which leaves
 // route show as it was but the connected route, now also static. Planted
 // bugs caught: the parser without proto (unknown word "proto"), without
-// scope (the connected line refused).
+// scope (the connected line refused); route show without mtu, ttl or a
+// multipath route's hops (the line is missing; replacing with it would
+// drop them).
 func TestRouteShowParsesBack(t *testing.T) {
 	conf := routeLinks + `addr add 10.1.0.1/24 dev a0
 addr add 10.2.0.1/24 dev b0
@@ -114,6 +117,8 @@ addr add 2001:db8:2::1/64 dev b0
 route add 10.9.0.0/16 encap mpls 100/200 via 10.1.0.2
 route add 10.8.0.0/16 via 10.2.0.2 dev b0 mtu 1400
 route add 2001:db8:9::/48 encap mpls 300 via inet 10.2.0.2
+route add 10.7.0.0/16 encap mpls 500 ttl 64 via 10.1.0.2
+route add 10.6.0.0/16 mtu 1400 nexthop encap mpls 600 via 10.1.0.2 weight 2 nexthop via 10.2.0.2
 -f mpls route add 400 as to 401 via inet 10.2.0.2
 -f mpls route add 402 via inet 10.1.0.2
 -f mpls route add 403 nexthop as to 404 via inet 10.1.0.2 weight 1 nexthop via inet 10.2.0.2 weight 3
@@ -129,8 +134,17 @@ route add 2001:db8:9::/48 encap mpls 300 via inet 10.2.0.2
 		return strings.Split(strings.TrimSpace(out), "\n")
 	}
 	ipLines, labelLines := show(), show("-f", "mpls")
-	if len(ipLines) != 6 || len(labelLines) != 5 {
-		t.Fatalf("route show printed\n%s\n-f mpls route show printed\n%s\nwant 6 and 5 lines", strings.Join(ipLines, "\n"), strings.Join(labelLines, "\n"))
+	for _, want := range []string{
+		"10.6.0.0/16 mtu 1400 nexthop encap mpls 600 via 10.1.0.2 dev a0 weight 2 nexthop via 10.2.0.2 dev b0 weight 1 proto static metric 1",
+		"10.7.0.0/16 encap mpls 500 ttl 64 via 10.1.0.2 dev a0 proto static metric 1",
+		"10.8.0.0/16 via 10.2.0.2 dev b0 mtu 1400 proto static metric 1",
+	} {
+		if !slices.Contains(ipLines, want) {
+			t.Errorf("route show lacks %q:\n%s", want, strings.Join(ipLines, "\n"))
+		}
+	}
+	if len(ipLines) != 8 || len(labelLines) != 5 {
+		t.Fatalf("route show printed\n%s\n-f mpls route show printed\n%s\nwant 8 and 5 lines", strings.Join(ipLines, "\n"), strings.Join(labelLines, "\n"))
 	}
 	// As BGP's routes show: the node writes them with RouteEntry and
 	// ILMEntry.String, proto bgp.
