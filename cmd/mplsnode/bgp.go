@@ -67,9 +67,9 @@ its links and addresses as it checks its file, and refuses a prefix or
 label that already has a static route (delete it first, or use route
 replace). route replace takes the same words and adds the route, or puts
 it in the place of the static route to its prefix (label), as ip route
-replace does. A static route shadows BGP's to the same prefix. route del removes a static route (by
-prefix) or label route (by label); BGP's route to the prefix, if any,
-shows again. Changes last until the node reloads (SIGHUP) or restarts:
+replace does. A static route shadows BGP's to the same prefix. route del
+removes a static route (by prefix) or label route (by label); BGP's route
+to the prefix, if any, shows again. Changes last until the node reloads (SIGHUP) or restarts:
 then the file's routes are back. Each change is logged.
 
 Examples:
@@ -239,7 +239,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// runRouteChange sends `[mpls ]route add|del WORDS` to the node: the words
+// runRouteChange sends `[mpls ]route add|replace|del WORDS` to the node: the words
 // are every argument that is not one of fs's flags.
 func runRouteChange(ctx context.Context, fs *flag.FlagSet, verb string, args []string, stdout, stderr io.Writer) int {
 	var words, flags []string
