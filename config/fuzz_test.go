@@ -19,6 +19,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(prelude + c.in)
 	}
 	f.Add(prelude + "-f mpls route add 100 nexthop as 200 via inet 172.16.21.22 dev virt12 nexthop via 172.16.20.21 weight 3\n")
+	f.Add(prelude + "route add 10.9.0.0/16 nexthop via 172.16.20.21 weight 1 nexthop via 172.16.20.22 proto static metric 1 scope link\n" +
+		"-f mpls route add 101 as to 200 via inet 172.16.20.21 proto bgp\n")
 	files, _ := filepath.Glob("testdata/*.conf")
 	for _, name := range files {
 		b, err := os.ReadFile(name)
