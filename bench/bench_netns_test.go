@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/bench"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // gvisorClientEnv makes the test binary act as configuration 3's client

@@ -11,7 +11,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/forward"
-	"github.com/mplsnode/mplsnode/internal/leakcheck"
+	"github.com/mplsnode/mplsnode/internal/testkit/leakcheck"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/stack"

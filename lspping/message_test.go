@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/lspping"
 	"github.com/mplsnode/mplsnode/mpls"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/bgp"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestLoopbackAddress gives node B a host address on lo (10.20.20.20/32,

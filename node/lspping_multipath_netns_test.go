@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 )
 
 // TestLSPTraceMultipath traces an LSP whose LSR switches label 100 over

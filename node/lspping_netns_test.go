@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/planetest"
-	"github.com/mplsnode/mplsnode/internal/tshark"
-	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 	"github.com/mplsnode/mplsnode/lspping"
 	"github.com/mplsnode/mplsnode/node"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/internal/leakcheck"
+	"github.com/mplsnode/mplsnode/internal/testkit/leakcheck"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"

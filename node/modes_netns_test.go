@@ -12,7 +12,7 @@ package node_test
 // end of a veth (wiretest.Inject), so that both modes get the same input
 // bytes; taps where no XDP program runs keep what leaves, and tshark
 // decodes it, with checksums verified and an MD5 of each whole frame
-// (wiretest.Wire). The modes and their comparison are internal/planetest's,
+// (wiretest.Wire). The modes and their comparison are internal/testkit/planetest's,
 // shared with cmd/mplsnode's tests of nodes run as processes.
 
 import (
@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/planetest"
-	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
+	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 	"github.com/mplsnode/mplsnode/node"
 )
 

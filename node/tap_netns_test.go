@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestSeedTAP is the seed topology on TAP links in Linux bridges (bench

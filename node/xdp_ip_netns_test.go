@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/planetest"
-	"github.com/mplsnode/mplsnode/internal/wiretest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
+	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/lspping"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/node"

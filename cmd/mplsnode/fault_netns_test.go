@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netem"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netem"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -24,7 +24,7 @@ const faultSize = 64 << 20
 // impairment applies netem specs to both directions of the link between
 // ns0 and the LSR: with tc's sch_netem where the kernel has it (a bridge in
 // a middle namespace, a netem qdisc on each port), else with the userspace
-// relay of internal/netem in the same place.
+// relay of internal/testkit/netem in the same place.
 type impairment struct {
 	t      *testing.T
 	mid    *netns.NS
@@ -49,7 +49,7 @@ func (im *impairment) link01(t *testing.T, ns0, ns1 *netns.NS) (string, string) 
 		im.mid.MustExec("tc", "qdisc", "del", "dev", ma, "root")
 		netns.Bridge(t, im.mid, ma, mb)
 	} else {
-		t.Logf("tc netem unavailable here (%v); using the userspace relay internal/netem", strings.TrimSpace(err.Error()))
+		t.Logf("tc netem unavailable here (%v); using the userspace relay internal/testkit/netem", strings.TrimSpace(err.Error()))
 	}
 	t.Cleanup(func() {
 		if im.relay != nil {

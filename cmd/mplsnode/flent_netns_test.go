@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // flentSeries are, per flent test, the data series flent fills from

@@ -4,15 +4,15 @@ package main
 // label switch in userspace and with its XDP program (issue 14: the same
 // bytes on the wire and the same counters in both modes). The nodes are
 // `mplsnode run` processes started in each mode's subtest over one
-// topology; internal/wiretest puts frames on the wire and reads them
-// back; internal/planetest holds the modes and their comparison, shared
+// topology; internal/testkit/wiretest puts frames on the wire and reads them
+// back; internal/testkit/planetest holds the modes and their comparison, shared
 // with node's in-process tests.
 
 import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/node"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestNetperfRRUnderLoad is issue 15's TCP_RR under load in the seed

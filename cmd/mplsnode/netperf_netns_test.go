@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestNetperfOverLSP runs the seed topology with the binary: an LSR

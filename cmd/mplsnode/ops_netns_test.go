@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestLinkMTULargerThanInterface gives a link `mtu 9000` on a veth of MTU

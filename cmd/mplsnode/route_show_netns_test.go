@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestRouteShowKernelConnected runs `mplsnode run` (the binary) in a

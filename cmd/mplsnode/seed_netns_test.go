@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/syncbuf"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/syncbuf"
 	"github.com/mplsnode/mplsnode/node"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestUDPExampleNonRoot runs examples/udp as any user may: `mplsnode

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/internal/linktest"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/linktest"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"

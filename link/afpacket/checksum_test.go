@@ -7,7 +7,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/mplsnode/mplsnode/internal/linktest"
+	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"golang.org/x/sys/unix"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/linktest"
+	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"golang.org/x/sys/unix"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/mplsnode/mplsnode/internal/leakcheck"
+	"github.com/mplsnode/mplsnode/internal/testkit/leakcheck"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip"

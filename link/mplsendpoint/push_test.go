@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"

@@ -10,7 +10,7 @@ import (
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
-	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/mplstest"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/mplstest"

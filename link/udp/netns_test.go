@@ -12,8 +12,8 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 )
 
 // TestZeroChecksumOnWire: with ZeroChecksum an IPv4 datagram leaves with

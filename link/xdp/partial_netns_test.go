@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/linktest"
+	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/xdp"
 	"gvisor.dev/gvisor/pkg/tcpip"

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/linktest"
-	"github.com/mplsnode/mplsnode/internal/netns"
-	"github.com/mplsnode/mplsnode/internal/tshark"
+	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/xdp"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"

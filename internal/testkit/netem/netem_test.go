@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netem"
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netem"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 func TestParse(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // Capture is a tshark capture running inside a namespace until it has

@@ -42,7 +42,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mplsnode/mplsnode/internal/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // DefaultLimit is sch_netem's default queue limit in packets: frames that

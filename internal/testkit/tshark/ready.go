@@ -3,7 +3,7 @@ package tshark
 import (
 	"strings"
 
-	"github.com/mplsnode/mplsnode/internal/syncbuf"
+	"github.com/mplsnode/mplsnode/internal/testkit/syncbuf"
 )
 
 // Ready reports whether tshark's standard error so far says its capture is
