@@ -88,7 +88,7 @@ func fetch(local, remote, addr, via, labelText, rawURL string, timeout time.Dura
 	}
 	dst, err := netip.ParseAddr(u.Hostname())
 	if err != nil {
-		return fmt.Errorf("URL host %q must be an IP literal (the userspace stack has no resolver)", u.Hostname())
+		return fmt.Errorf("URL host %q must be an IP literal: the example routes that one address over the label", u.Hostname())
 	}
 	s, err := stack.New(stack.Config{
 		Links:     []stack.Link{{Name: "mu0", Kind: stack.LinkUDP, UDP: udp.Options{Local: lo, Remote: re}}},
