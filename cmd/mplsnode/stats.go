@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -226,30 +225,27 @@ var linkColumns = []struct {
 	value func(l *node.LinkReport) string
 }{
 	{"link_mode", func(l *node.LinkReport) string { return cmp.Or(l.LinkMode, "-") }},
-	{"queues", func(l *node.LinkReport) string { return strconv.Itoa(l.Queues) }},
-	{"rx_frames", func(l *node.LinkReport) string { return u(l.RXFrames) }},
-	{"tx_frames", func(l *node.LinkReport) string { return u(l.TXFrames) }},
-	{"rx_delivered", func(l *node.LinkReport) string { return u(l.RXDelivered) }},
-	{"rx_forwarded", func(l *node.LinkReport) string { return u(l.RXForwarded) }},
-	{"tx_packets", func(l *node.LinkReport) string { return u(l.TXPackets) }},
-	{"gso_packets", func(l *node.LinkReport) string { return u(l.GSOPackets) }},
-	{"stack_rx_bytes", func(l *node.LinkReport) string { return u(l.StackRXBytes) }},
-	{"stack_tx_bytes", func(l *node.LinkReport) string { return u(l.StackTXBytes) }},
-	{"ilm_hits", func(l *node.LinkReport) string { return u(l.ILMHits) }},
-	{"ftn_hits", func(l *node.LinkReport) string { return u(l.FTNHits) }},
-	{"rx_blocks", func(l *node.LinkReport) string { return u(l.RXBlocks) }},
-	{"tx_ring_full", func(l *node.LinkReport) string { return u(l.TXRingFull) }},
-	{"busy_polls", func(l *node.LinkReport) string { return u(l.BusyPolls) }},
-	{"busy_poll_hits", func(l *node.LinkReport) string { return u(l.BusyPollHits) }},
-	{"busy_poll_us", func(l *node.LinkReport) string { return u(l.BusyPollUS) }},
-	{"rx_coalesced", func(l *node.LinkReport) string { return u(l.RXCoalesced) }},
-	{"rx_checksum_partial_form", func(l *node.LinkReport) string { return u(l.RXChecksumPartialForm) }},
-	{"rx_fragments_held", func(l *node.LinkReport) string { return u(l.RXFragmentsHeld) }},
-	{"rx_ring_frames", func(l *node.LinkReport) string { return u(l.RXRingFrames) }},
+	{"queues", func(l *node.LinkReport) string { return fmt.Sprint(l.Queues) }},
+	{"rx_frames", func(l *node.LinkReport) string { return fmt.Sprint(l.RXFrames) }},
+	{"tx_frames", func(l *node.LinkReport) string { return fmt.Sprint(l.TXFrames) }},
+	{"rx_delivered", func(l *node.LinkReport) string { return fmt.Sprint(l.RXDelivered) }},
+	{"rx_forwarded", func(l *node.LinkReport) string { return fmt.Sprint(l.RXForwarded) }},
+	{"tx_packets", func(l *node.LinkReport) string { return fmt.Sprint(l.TXPackets) }},
+	{"gso_packets", func(l *node.LinkReport) string { return fmt.Sprint(l.GSOPackets) }},
+	{"stack_rx_bytes", func(l *node.LinkReport) string { return fmt.Sprint(l.StackRXBytes) }},
+	{"stack_tx_bytes", func(l *node.LinkReport) string { return fmt.Sprint(l.StackTXBytes) }},
+	{"ilm_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.ILMHits) }},
+	{"ftn_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.FTNHits) }},
+	{"rx_blocks", func(l *node.LinkReport) string { return fmt.Sprint(l.RXBlocks) }},
+	{"tx_ring_full", func(l *node.LinkReport) string { return fmt.Sprint(l.TXRingFull) }},
+	{"busy_polls", func(l *node.LinkReport) string { return fmt.Sprint(l.BusyPolls) }},
+	{"busy_poll_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.BusyPollHits) }},
+	{"busy_poll_us", func(l *node.LinkReport) string { return fmt.Sprint(l.BusyPollUS) }},
+	{"rx_coalesced", func(l *node.LinkReport) string { return fmt.Sprint(l.RXCoalesced) }},
+	{"rx_checksum_partial_form", func(l *node.LinkReport) string { return fmt.Sprint(l.RXChecksumPartialForm) }},
+	{"rx_fragments_held", func(l *node.LinkReport) string { return fmt.Sprint(l.RXFragmentsHeld) }},
+	{"rx_ring_frames", func(l *node.LinkReport) string { return fmt.Sprint(l.RXRingFrames) }},
 }
-
-// u formats a counter.
-func u[T ~uint64 | ~uint32 | ~int](v T) string { return fmt.Sprint(v) }
 
 // namedCount is one line of a printed section.
 type namedCount struct {
