@@ -164,106 +164,162 @@ func ParseIP(ip []byte) (*Packet, error) {
 	var p Packet
 	var l4 []byte
 	var sum uint32
+	var err error
 	switch ip[0] >> 4 {
 	case 4:
-		if len(ip) < 20 {
-			return nil, ErrTruncatedIP
-		}
-		hl := int(ip[0]&0xf) * 4
-		tot := int(binary.BigEndian.Uint16(ip[2:]))
-		if hl < 20 || tot < hl || tot > len(ip) {
-			return nil, ErrTruncatedIP
-		}
-		if checksum(ip[:hl], 0) != 0xffff {
-			return nil, ErrChecksum
-		}
-		if ip[9] != protoUDP || binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-			return nil, ErrNotUDP // another protocol, or a fragment
-		}
-		for o := 20; o < hl; {
-			t := ip[o]
-			if t == 0 {
-				break
-			}
-			if t == 1 {
-				o++
-				continue
-			}
-			if o+1 >= hl || ip[o+1] < 2 || o+int(ip[o+1]) > hl {
-				return nil, ErrTruncatedIP
-			}
-			if t == 0x94 {
-				p.RouterAlert = true
-			}
-			o += int(ip[o+1])
-		}
-		p.TOS, p.TTL = ip[1], ip[8]
-		p.Src = netip.AddrFrom4([4]byte(ip[12:16]))
-		p.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
-		l4 = ip[hl:tot]
-		sum = pseudo(ip[12:16], ip[16:20], len(l4))
+		l4, sum, err = parseIPv4(ip, &p)
 	case 6:
-		if len(ip) < ipv6Len {
-			return nil, ErrTruncatedIP
-		}
-		pl := int(binary.BigEndian.Uint16(ip[4:]))
-		if ipv6Len+pl > len(ip) {
-			return nil, ErrTruncatedIP
-		}
-		next, o := ip[6], ipv6Len
-		end := ipv6Len + pl
-		if next == protoHopOpts {
-			if o+8 > end {
-				return nil, ErrTruncatedIP
-			}
-			n := 8 + int(ip[o+1])*8
-			if o+n > end {
-				return nil, ErrTruncatedIP
-			}
-			for i := o + 2; i < o+n; {
-				if ip[i] == 0 {
-					i++
-					continue
-				}
-				if i+1 >= o+n || i+2+int(ip[i+1]) > o+n {
-					return nil, ErrTruncatedIP
-				}
-				if ip[i] == 5 {
-					p.RouterAlert = true
-				}
-				i += 2 + int(ip[i+1])
-			}
-			next, o = ip[o], o+n
-		}
-		if next != protoUDP {
-			return nil, ErrNotUDP
-		}
-		p.TOS = uint8(binary.BigEndian.Uint16(ip[0:]) >> 4)
-		p.TTL = ip[7]
-		p.Src = netip.AddrFrom16([16]byte(ip[8:24]))
-		p.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
-		l4 = ip[o:end]
-		sum = pseudo(ip[8:24], ip[24:40], len(l4))
+		l4, sum, err = parseIPv6(ip, &p)
 	default:
 		return nil, ErrNotUDP
 	}
+	if err != nil {
+		return nil, err
+	}
+	if err := parseUDP(l4, sum, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// parseIPv4 checks an IPv4 header (length, checksum, options, UDP and
+// not a fragment), fills p's IP fields and returns the UDP datagram with
+// the sum of its pseudo-header.
+func parseIPv4(ip []byte, p *Packet) ([]byte, uint32, error) {
+	if len(ip) < 20 {
+		return nil, 0, ErrTruncatedIP
+	}
+	hl := int(ip[0]&0xf) * 4
+	tot := int(binary.BigEndian.Uint16(ip[2:]))
+	if hl < 20 || tot < hl || tot > len(ip) {
+		return nil, 0, ErrTruncatedIP
+	}
+	if checksum(ip[:hl], 0) != 0xffff {
+		return nil, 0, ErrChecksum
+	}
+	if ip[9] != protoUDP || binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+		return nil, 0, ErrNotUDP // another protocol, or a fragment
+	}
+	ra, err := ipv4RouterAlert(ip[:hl])
+	if err != nil {
+		return nil, 0, err
+	}
+	p.RouterAlert = ra
+	p.TOS, p.TTL = ip[1], ip[8]
+	p.Src = netip.AddrFrom4([4]byte(ip[12:16]))
+	p.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
+	l4 := ip[hl:tot]
+	return l4, pseudo(ip[12:16], ip[16:20], len(l4)), nil
+}
+
+// ipv4RouterAlert walks the options of the IPv4 header h (its whole
+// header length), reporting whether one is a router alert; an option
+// that runs past the header is an error.
+func ipv4RouterAlert(h []byte) (bool, error) {
+	hl := len(h)
+	ra := false
+	for o := 20; o < hl; {
+		t := h[o]
+		if t == 0 {
+			break
+		}
+		if t == 1 {
+			o++
+			continue
+		}
+		if o+1 >= hl || h[o+1] < 2 || o+int(h[o+1]) > hl {
+			return false, ErrTruncatedIP
+		}
+		if t == 0x94 {
+			ra = true
+		}
+		o += int(h[o+1])
+	}
+	return ra, nil
+}
+
+// parseIPv6 checks an IPv6 header and at most one hop-by-hop header
+// before UDP, fills p's IP fields and returns the UDP datagram with the
+// sum of its pseudo-header.
+func parseIPv6(ip []byte, p *Packet) ([]byte, uint32, error) {
+	if len(ip) < ipv6Len {
+		return nil, 0, ErrTruncatedIP
+	}
+	pl := int(binary.BigEndian.Uint16(ip[4:]))
+	if ipv6Len+pl > len(ip) {
+		return nil, 0, ErrTruncatedIP
+	}
+	next, o := ip[6], ipv6Len
+	end := ipv6Len + pl
+	if next == protoHopOpts {
+		if o+8 > end {
+			return nil, 0, ErrTruncatedIP
+		}
+		n := 8 + int(ip[o+1])*8
+		if o+n > end {
+			return nil, 0, ErrTruncatedIP
+		}
+		ra, err := ipv6RouterAlert(ip[o : o+n])
+		if err != nil {
+			return nil, 0, err
+		}
+		p.RouterAlert = ra
+		next, o = ip[o], o+n
+	}
+	if next != protoUDP {
+		return nil, 0, ErrNotUDP
+	}
+	p.TOS = uint8(binary.BigEndian.Uint16(ip[0:]) >> 4)
+	p.TTL = ip[7]
+	p.Src = netip.AddrFrom16([16]byte(ip[8:24]))
+	p.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
+	l4 := ip[o:end]
+	return l4, pseudo(ip[8:24], ip[24:40], len(l4)), nil
+}
+
+// ipv6RouterAlert walks the options of the hop-by-hop header h (all of
+// it), reporting whether one is a router alert; an option that runs past
+// the header is an error.
+func ipv6RouterAlert(h []byte) (bool, error) {
+	n := len(h)
+	ra := false
+	for i := 2; i < n; {
+		if h[i] == 0 {
+			i++
+			continue
+		}
+		if i+1 >= n || i+2+int(h[i+1]) > n {
+			return false, ErrTruncatedIP
+		}
+		if h[i] == 5 {
+			ra = true
+		}
+		i += 2 + int(h[i+1])
+	}
+	return ra, nil
+}
+
+// parseUDP checks the UDP header of l4 (its length, and its checksum
+// against sum, the pseudo-header's, where one is sent or the packet is
+// IPv6) and fills p's ports and payload.
+func parseUDP(l4 []byte, sum uint32, p *Packet) error {
 	if len(l4) < udpLen {
-		return nil, ErrTruncatedIP
+		return ErrTruncatedIP
 	}
 	ul := int(binary.BigEndian.Uint16(l4[4:]))
 	if ul < udpLen || ul > len(l4) {
-		return nil, ErrTruncatedIP
+		return ErrTruncatedIP
 	}
 	l4 = l4[:ul]
 	if c := binary.BigEndian.Uint16(l4[6:]); c != 0 || p.Dst.Is6() {
 		if checksum(l4, sum) != 0xffff {
-			return nil, ErrChecksum
+			return ErrChecksum
 		}
 	}
 	p.SrcPort = binary.BigEndian.Uint16(l4)
 	p.DstPort = binary.BigEndian.Uint16(l4[2:])
 	p.Payload = l4[udpLen:]
-	return &p, nil
+	return nil
 }
 
 // IsRequest reports whether ip, the start of an IP packet (at least its

@@ -266,7 +266,20 @@ func Decode(b []byte) (*Message, error) {
 	if len(b) < HeaderLen {
 		return nil, malformed(len(b), "%d bytes, the header needs %d", len(b), HeaderLen)
 	}
-	m := &Message{
+	m := decodeHeader(b)
+	if m.Version != Version {
+		return m, malformed(0, "version %d, want %d", m.Version, Version)
+	}
+	if err := tlvs(b[HeaderLen:], HeaderLen, m.decodeTLV); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// decodeHeader reads the fixed header of b, which holds at least
+// HeaderLen bytes.
+func decodeHeader(b []byte) *Message {
+	return &Message{
 		Version:   binary.BigEndian.Uint16(b[0:]),
 		Flags:     binary.BigEndian.Uint16(b[2:]),
 		Type:      MessageType(b[4]),
@@ -278,73 +291,70 @@ func Decode(b []byte) (*Message, error) {
 		Sent:      Timestamp(binary.BigEndian.Uint64(b[16:])),
 		Received:  Timestamp(binary.BigEndian.Uint64(b[24:])),
 	}
-	if m.Version != Version {
-		return m, malformed(0, "version %d, want %d", m.Version, Version)
-	}
-	err := tlvs(b[HeaderLen:], HeaderLen, func(typ uint16, v []byte, off int) error {
-		switch typ {
-		case TLVTargetFECStack:
-			if m.HasFECStack {
-				return malformed(off-4, "a second Target FEC Stack TLV")
-			}
-			m.HasFECStack = true
-			return tlvs(v, off, func(st uint16, sv []byte, soff int) error {
-				f, err := decodeFEC(st, sv, soff)
-				if err != nil {
-					return err
-				}
-				m.FECs = append(m.FECs, f)
-				return nil
-			})
-		case TLVDDMAP:
-			d, err := decodeDDMap(v, off)
-			if err != nil {
-				return err
-			}
-			m.DDMaps = append(m.DDMaps, d)
-		case TLVPad:
-			if m.Pad != nil {
-				return malformed(off-4, "a second Pad TLV")
-			}
-			if len(v) < 1 {
-				return malformed(off, "Pad TLV without its action byte")
-			}
-			m.Pad = &Pad{Action: v[0], Len: len(v)}
-		case TLVInterfaceLabelStack:
-			if m.Interface != nil {
-				return malformed(off-4, "a second Interface and Label Stack TLV")
-			}
-			il, err := decodeInterface(v, off)
-			if err != nil {
-				return err
-			}
-			m.Interface = il
-		case TLVErrored:
-			if m.HasErrored {
-				return malformed(off-4, "a second Errored TLVs TLV")
-			}
-			m.HasErrored = true
-			return tlvs(v, off, func(et uint16, ev []byte, _ int) error {
-				m.Errored = append(m.Errored, TLV{Type: et, Value: clone(ev)})
-				return nil
-			})
-		case TLVReplyTOS:
-			if m.HasReplyTOS {
-				return malformed(off-4, "a second Reply TOS Byte TLV")
-			}
-			if len(v) != 4 {
-				return malformed(off-2, "Reply TOS Byte TLV length %d, want 4", len(v))
-			}
-			m.ReplyTOS, m.HasReplyTOS = v[0], true
-		default:
-			m.Other = append(m.Other, TLV{Type: typ, Value: clone(v)})
+}
+
+// decodeTLV decodes one top-level TLV of type typ and value v (at offset
+// off of the message) into m; a TLV that may stand once and stands again
+// is malformed.
+func (m *Message) decodeTLV(typ uint16, v []byte, off int) error {
+	switch typ {
+	case TLVTargetFECStack:
+		if m.HasFECStack {
+			return malformed(off-4, "a second Target FEC Stack TLV")
 		}
-		return nil
-	})
-	if err != nil {
-		return m, err
+		m.HasFECStack = true
+		return tlvs(v, off, func(st uint16, sv []byte, soff int) error {
+			f, err := decodeFEC(st, sv, soff)
+			if err != nil {
+				return err
+			}
+			m.FECs = append(m.FECs, f)
+			return nil
+		})
+	case TLVDDMAP:
+		d, err := decodeDDMap(v, off)
+		if err != nil {
+			return err
+		}
+		m.DDMaps = append(m.DDMaps, d)
+	case TLVPad:
+		if m.Pad != nil {
+			return malformed(off-4, "a second Pad TLV")
+		}
+		if len(v) < 1 {
+			return malformed(off, "Pad TLV without its action byte")
+		}
+		m.Pad = &Pad{Action: v[0], Len: len(v)}
+	case TLVInterfaceLabelStack:
+		if m.Interface != nil {
+			return malformed(off-4, "a second Interface and Label Stack TLV")
+		}
+		il, err := decodeInterface(v, off)
+		if err != nil {
+			return err
+		}
+		m.Interface = il
+	case TLVErrored:
+		if m.HasErrored {
+			return malformed(off-4, "a second Errored TLVs TLV")
+		}
+		m.HasErrored = true
+		return tlvs(v, off, func(et uint16, ev []byte, _ int) error {
+			m.Errored = append(m.Errored, TLV{Type: et, Value: clone(ev)})
+			return nil
+		})
+	case TLVReplyTOS:
+		if m.HasReplyTOS {
+			return malformed(off-4, "a second Reply TOS Byte TLV")
+		}
+		if len(v) != 4 {
+			return malformed(off-2, "Reply TOS Byte TLV length %d, want 4", len(v))
+		}
+		m.ReplyTOS, m.HasReplyTOS = v[0], true
+	default:
+		m.Other = append(m.Other, TLV{Type: typ, Value: clone(v)})
 	}
-	return m, nil
+	return nil
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }

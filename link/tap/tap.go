@@ -283,57 +283,11 @@ func New(opts Options) (*Endpoint, error) {
 	if len(opts.Name) >= unix.IFNAMSIZ {
 		return nil, opError(opts.Name, unix.EINVAL)
 	}
-	nq := max(opts.Queues, 1)
-	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
-	if !opts.NoOffloads {
-		flags |= unix.IFF_VNET_HDR
-	}
-	if nq > 1 {
-		flags |= unix.IFF_MULTI_QUEUE
-	}
-	rbs := opts.ReadBufferSize
-	if rbs == 0 {
-		rbs = DefaultReadBufferSize
-	}
-	batch := opts.RecvBatch
-	if batch == 0 {
-		batch = DefaultRecvBatch
-	}
 	e := &Endpoint{name: opts.Name, vnet: !opts.NoOffloads}
 	e.Init(e.startReceivers, e.closeFiles)
-	for i := 0; i < nq; i++ {
-		f, name, err := openTUN(e.name, flags)
-		if err != nil {
-			e.closeFiles(false)
-			return nil, opError(e.name, err)
-		}
-		e.name = name // the kernel's choice when opts.Name was empty
-		q := &queue{ep: e, file: f, rxBatch: batch, rxLens: make([]int, readsPerWake)}
-		for range readsPerWake {
-			q.rxBufs = append(q.rxBufs, make([]byte, rbs))
-		}
-		q.readFn = q.read
-		q.writeFn = q.writev
-		e.queues = append(e.queues, q)
-		if q.rc, err = f.SyscallConn(); err != nil {
-			e.closeFiles(false)
-			return nil, opError(e.name, err)
-		}
-		if i > 0 {
-			continue
-		}
-		if e.vnet {
-			if err := ioctlInt(f, unix.TUNSETOFFLOAD, tunOffloads, "ioctl TUNSETOFFLOAD"); err != nil {
-				e.closeFiles(false)
-				return nil, opError(e.name, err)
-			}
-		}
-		if opts.Persist {
-			if err := ioctlInt(f, unix.TUNSETPERSIST, 1, "ioctl TUNSETPERSIST"); err != nil {
-				e.closeFiles(false)
-				return nil, opError(e.name, err)
-			}
-		}
+	if err := e.openQueues(opts); err != nil {
+		e.closeFiles(false)
+		return nil, opError(e.name, err)
 	}
 	mtu, err := bringUp(e.name)
 	if err != nil {
@@ -355,6 +309,61 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	e.SetLinkAddress(addr)
 	return e, nil
+}
+
+// openQueues opens the device's queues (one file each, Options.Queues
+// of them, at least one) with their receive buffers, and sets the
+// device's offloads and persistence through the first. On an error the
+// files opened so far stay in e.queues for the caller to close, and
+// e.name is the device's name as far as it is known.
+func (e *Endpoint) openQueues(opts Options) error {
+	nq := max(opts.Queues, 1)
+	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
+	if !opts.NoOffloads {
+		flags |= unix.IFF_VNET_HDR
+	}
+	if nq > 1 {
+		flags |= unix.IFF_MULTI_QUEUE
+	}
+	rbs := opts.ReadBufferSize
+	if rbs == 0 {
+		rbs = DefaultReadBufferSize
+	}
+	batch := opts.RecvBatch
+	if batch == 0 {
+		batch = DefaultRecvBatch
+	}
+	for i := 0; i < nq; i++ {
+		f, name, err := openTUN(e.name, flags)
+		if err != nil {
+			return err
+		}
+		e.name = name // the kernel's choice when opts.Name was empty
+		q := &queue{ep: e, file: f, rxBatch: batch, rxLens: make([]int, readsPerWake)}
+		for range readsPerWake {
+			q.rxBufs = append(q.rxBufs, make([]byte, rbs))
+		}
+		q.readFn = q.read
+		q.writeFn = q.writev
+		e.queues = append(e.queues, q)
+		if q.rc, err = f.SyscallConn(); err != nil {
+			return err
+		}
+		if i > 0 {
+			continue
+		}
+		if e.vnet {
+			if err := ioctlInt(f, unix.TUNSETOFFLOAD, tunOffloads, "ioctl TUNSETOFFLOAD"); err != nil {
+				return err
+			}
+		}
+		if opts.Persist {
+			if err := ioctlInt(f, unix.TUNSETPERSIST, 1, "ioctl TUNSETPERSIST"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // openTUN opens /dev/net/tun non-blocking and attaches it (TUNSETIFF) to
