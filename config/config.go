@@ -161,19 +161,7 @@ const DefaultBusyPoll = 100 * time.Microsecond
 const MaxQueues = 256
 
 // String returns the config word for t.
-func (t LinkType) String() string {
-	switch t {
-	case LinkAFPacket:
-		return "afpacket"
-	case LinkTAP:
-		return "tap"
-	case LinkXDP:
-		return "xdp"
-	case LinkUDP:
-		return "udp"
-	}
-	return "LinkType(" + strconv.Itoa(int(t)) + ")"
-}
+func (t LinkType) String() string { return word(linkTypeWords, t, "LinkType") }
 
 // LinkMode is how an afpacket link moves frames: `mode auto|mmsg|ring`.
 type LinkMode uint8
@@ -190,17 +178,7 @@ const (
 )
 
 // String returns the config word for m.
-func (m LinkMode) String() string {
-	switch m {
-	case LinkModeAuto:
-		return "auto"
-	case LinkModeMMsg:
-		return "mmsg"
-	case LinkModeRing:
-		return "ring"
-	}
-	return "LinkMode(" + strconv.Itoa(int(m)) + ")"
-}
+func (m LinkMode) String() string { return word(linkModes, m, "LinkMode") }
 
 // Link is `link add NAME type afpacket|tap|xdp [bridge BR] [address MAC]
 // [mtu N] [queues N] [mode auto|mmsg|ring] [qdisc-bypass on|off]
@@ -410,19 +388,7 @@ const (
 )
 
 // String returns a short name for a.
-func (a LabelAction) String() string {
-	switch a {
-	case LabelPopForward:
-		return "pop-forward"
-	case LabelSwap:
-		return "swap"
-	case LabelPopLocal:
-		return "pop-local"
-	case LabelMultipath:
-		return "multipath"
-	}
-	return "LabelAction(" + strconv.Itoa(int(a)) + ")"
-}
+func (a LabelAction) String() string { return word(labelActionNames, a, "LabelAction") }
 
 // LabelRoute is `-f mpls route add LABEL [as [to] STACK] [via [inet|inet6]
 // ADDR] [dev NAME]`: an ILM entry. A multipath label route (`LABEL nexthop
@@ -519,19 +485,7 @@ const (
 )
 
 // String returns the config word for m.
-func (m XDPMode) String() string {
-	switch m {
-	case XDPDefault:
-		return "default"
-	case XDPOff:
-		return "off"
-	case XDPOn:
-		return "on"
-	case XDPAuto:
-		return "auto"
-	}
-	return "XDPMode(" + strconv.Itoa(int(m)) + ")"
-}
+func (m XDPMode) String() string { return word(xdpModeWords, m, "XDPMode") }
 
 // Sysctl holds the supported net.* sysctls.
 type Sysctl struct {

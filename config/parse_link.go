@@ -41,8 +41,6 @@ func (p *parser) udpAddrPort(what string) (netip.AddrPort, Pos) {
 	return netip.AddrPortFrom(p.address(t, what+" address"), DefaultUDPPort), pos
 }
 
-var linkModes = []string{"auto", "mmsg", "ring"}
-
 func (p *parser) link(pos Pos) {
 	l := Link{Pos: pos, MPLSInput: true}
 	l.Name, l.NamePos = p.ifName("link name")
@@ -73,19 +71,14 @@ func (p *parser) linkWord(t token, l *Link, k *linkToks) bool {
 	switch t.s {
 	case "type":
 		tt := p.next("link type afpacket, tap, xdp or udp")
-		switch tt.s {
-		case "afpacket":
-			l.Type = LinkAFPacket
-		case "tap":
-			l.Type = LinkTAP
-		case "xdp":
-			l.Type = LinkXDP
-		case "udp":
-			l.Type = LinkUDP
-		case "veth":
+		v, ok := wordValue[LinkType](linkTypeWords, tt.s)
+		switch {
+		case ok:
+			l.Type = v
+		case tt.s == "veth":
 			p.fail(tt, "mplsnode attaches to an existing veth; create the pair outside and write \"link add %s type afpacket\"", l.Name)
 		default:
-			p.fail(tt, "unknown link type %q; expected afpacket, tap, xdp or udp%s", tt.s, suggest(tt.s, []string{"afpacket", "tap", "xdp", "udp"}))
+			p.fail(tt, "unknown link type %q; expected afpacket, tap, xdp or udp%s", tt.s, suggest(tt.s, linkTypeWords[LinkAFPacket:]))
 		}
 	case "bridge":
 		k.bridge = t
@@ -129,16 +122,11 @@ func (p *parser) afpacketWord(t token, l *Link, k *linkToks) bool {
 	case "mode":
 		k.af = t
 		mt := p.next("link mode auto, mmsg or ring")
-		switch mt.s {
-		case "auto":
-			l.Mode = LinkModeAuto
-		case "mmsg":
-			l.Mode = LinkModeMMsg
-		case "ring":
-			l.Mode = LinkModeRing
-		default:
+		v, ok := wordValue[LinkMode](linkModes, mt.s)
+		if !ok {
 			p.fail(mt, "unknown link mode %q; expected auto, mmsg or ring%s", mt.s, suggest(mt.s, linkModes))
 		}
+		l.Mode = v
 	default:
 		return false
 	}

@@ -124,9 +124,7 @@ func (p *parser) route(pos Pos, family string) {
 			continue
 		}
 		if t.s == "nexthop" {
-			if firstHopWord.s != "" {
-				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath route: write it after the nexthop word", firstHopWord.s)
-			}
+			p.noHopWordBefore(firstHopWord, "route")
 			h, toks := p.nextHop(t)
 			r.NextHops = append(r.NextHops, h)
 			hopLabelToks = append(hopLabelToks, toks)
@@ -361,9 +359,7 @@ func (p *parser) labelRoute(pos Pos) {
 			continue
 		}
 		if t.s == "nexthop" {
-			if firstHopWord.s != "" {
-				p.fail(firstHopWord, "%s belongs inside a nexthop in a multipath label route: write it after the nexthop word", firstHopWord.s)
-			}
+			p.noHopWordBefore(firstHopWord, "label route")
 			r.NextHops = append(r.NextHops, p.labelNextHop(t))
 			continue
 		}
@@ -492,4 +488,13 @@ func (p *parser) labelNextHop(t token) LabelNextHop {
 		}
 	}
 	return h
+}
+
+// noHopWordBefore fails at first, a word of a single hop written before
+// the first nexthop of a multipath route (what: "route" or "label
+// route"); a zero token is none.
+func (p *parser) noHopWordBefore(first token, what string) {
+	if first.s != "" {
+		p.fail(first, "%s belongs inside a nexthop in a multipath %s: write it after the nexthop word", first.s, what)
+	}
 }
