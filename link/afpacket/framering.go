@@ -4,12 +4,9 @@ package afpacket
 
 import (
 	"encoding/binary"
-	"sync"
 	"unsafe"
 
-	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"golang.org/x/sys/unix"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // Offsets in struct tpacket2_hdr (receive side).
@@ -27,17 +24,15 @@ const (
 // rxFrameRing is a TPACKET_V2 receive ring: frameNr slots the kernel fills
 // and hands over one at a time.
 type rxFrameRing struct {
-	mem       []byte
+	rxSlots
 	frameSize int
 	frameNr   int
 	layout    ringLayout
-	cur       int
 	// copyBuf and copyCtl receive the frames the kernel queued whole
 	// because they did not fit a slot (TP_STATUS_COPY).
-	copyBuf   []byte
-	copyMsg   unix.Msghdr
-	copyIov   unix.Iovec
-	unmapOnce sync.Once
+	copyBuf []byte
+	copyMsg unix.Msghdr
+	copyIov unix.Iovec
 }
 
 // setupRXFrameRing turns fd into a TPACKET_V2 socket with a receive ring
@@ -64,35 +59,13 @@ func setupRXFrameRing(fd, maxFrame, frames, bigFrame int) (*rxFrameRing, string,
 	if err != nil {
 		return nil, "mmap PACKET_RX_RING", err.(unix.Errno)
 	}
-	r := &rxFrameRing{mem: mem, frameSize: l.frameSize, frameNr: l.frameNr, layout: l, copyBuf: make([]byte, vlanRoom+bigFrame)}
+	r := &rxFrameRing{frameSize: l.frameSize, frameNr: l.frameNr, layout: l, copyBuf: make([]byte, vlanRoom+bigFrame)}
+	r.rxSlots = rxSlots{mem: mem, size: l.frameSize, offs: l.offs, statusOff: f2StatusOff}
 	r.copyIov.Base = &r.copyBuf[vlanRoom]
 	r.copyIov.SetLen(bigFrame)
 	r.copyMsg.Iov = &r.copyIov
 	r.copyMsg.SetIovlen(1)
 	return r, "", 0
-}
-
-func (r *rxFrameRing) unmap() {
-	r.unmapOnce.Do(func() { unix.Munmap(r.mem) })
-}
-
-func (r *rxFrameRing) slot(i int) []byte {
-	o := r.layout.offs[i]
-	return r.mem[o : o+r.frameSize : o+r.frameSize]
-}
-
-// ready reports whether the current slot is ours to read.
-func (r *rxFrameRing) ready() bool {
-	return u32at(r.slot(r.cur), f2StatusOff).Load()&unix.TP_STATUS_USER != 0
-}
-
-// release hands the current slot back to the kernel and moves on.
-func (r *rxFrameRing) release() {
-	u32at(r.slot(r.cur), f2StatusOff).Store(unix.TP_STATUS_KERNEL)
-	r.cur++
-	if r.cur == r.frameNr {
-		r.cur = 0
-	}
 }
 
 // rxFrameRingLoop reads frames until the endpoint is closed (wait.go),
@@ -113,19 +86,21 @@ func (q *queue) deliverAllFrames() {
 // deliverFrames hands up to a batch of ready slots to the dispatcher, each
 // copied once into a packet buffer, and ends the batch.
 func (q *queue) deliverFrames() {
-	d := q.ep.Dispatcher()
 	r := q.frameRing
-	q.rxBlocks.Add(1)
-	var t rxTally
-	var trunc, nodisp uint64
+	b := q.beginRingBatch()
 	for n := 0; n < q.rxBatch && r.ready(); n++ {
 		fh := r.slot(r.cur)
-		wire := int(binary.NativeEndian.Uint32(fh[f2LenOff:]))
-		snap := int(binary.NativeEndian.Uint32(fh[f2SnapLenOff:]))
-		status := binary.NativeEndian.Uint32(fh[f2StatusOff:])
-		mac := int(binary.NativeEndian.Uint16(fh[f2MacOff:]))
-		buf, start := fh, mac
-		if status&unix.TP_STATUS_COPY != 0 {
+		f := ringFrame{
+			buf:      fh,
+			start:    int(binary.NativeEndian.Uint16(fh[f2MacOff:])),
+			minStart: vlanRoom,
+			snap:     int(binary.NativeEndian.Uint32(fh[f2SnapLenOff:])),
+			wire:     int(binary.NativeEndian.Uint32(fh[f2LenOff:])),
+			status:   binary.NativeEndian.Uint32(fh[f2StatusOff:]),
+			vlanTPID: binary.NativeEndian.Uint16(fh[f2VlanTPIDOff:]),
+			vlanTCI:  binary.NativeEndian.Uint16(fh[f2VlanTCIOff:]),
+		}
+		if f.status&unix.TP_STATUS_COPY != 0 {
 			// The whole frame waits in the socket's queue.
 			got, ok := q.recvCopy()
 			if !ok {
@@ -133,43 +108,12 @@ func (q *queue) deliverFrames() {
 				r.release()
 				continue
 			}
-			buf, start, snap = r.copyBuf, vlanRoom, got
+			f.buf, f.start, f.snap = r.copyBuf, vlanRoom, got
 		}
-		switch {
-		case snap < wire || snap > q.maxFrame:
-			trunc++
-		case start < vlanRoom || start+snap > len(buf):
-			q.rxErrors.Add(1)
-		case d == nil:
-			nodisp++
-		default:
-			end := start + snap
-			if status&unix.TP_STATUS_VLAN_VALID != 0 && snap >= 2*header.EthernetAddressSize {
-				tpid := binary.NativeEndian.Uint16(fh[f2VlanTPIDOff:])
-				if status&unix.TP_STATUS_VLAN_TPID_VALID == 0 {
-					tpid = unix.ETH_P_8021Q
-				}
-				tci := binary.NativeEndian.Uint16(fh[f2VlanTCIOff:])
-				copy(buf[start-vlanRoom:], buf[start:start+2*header.EthernetAddressSize])
-				start -= vlanRoom
-				binary.BigEndian.PutUint16(buf[start+12:], tpid)
-				binary.BigEndian.PutUint16(buf[start+14:], tci)
-			}
-			frame := buf[start:end]
-			q.deliverFrame(d, frame, status, &t)
-		}
+		q.offer(&b, f)
 		r.release()
 	}
-	if d != nil && t.pkts > 0 {
-		lowerlink.EndBatch(d)
-	}
-	q.add(&t)
-	if trunc != 0 {
-		q.rxTrunc.Add(trunc)
-	}
-	if nodisp != 0 {
-		q.rxNoDisp.Add(nodisp)
-	}
+	q.endRingBatch(&b)
 }
 
 // recvCopy reads the frame the kernel queued whole (TP_STATUS_COPY) into
