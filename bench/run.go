@@ -159,20 +159,8 @@ type runner struct {
 // opt.OutDir. The namespaces and processes it made are removed on every
 // return, including when ctx is cancelled (Ctrl-C).
 func Bench(ctx context.Context, opt Options) (res *Results, err error) {
-	if os.Geteuid() != 0 {
-		return nil, ErrNotRoot
-	}
-	if opt.Rounds < 1 || opt.Seconds < 1 {
-		return nil, fmt.Errorf("rounds (%d) and seconds (%d) must be at least 1", opt.Rounds, opt.Seconds)
-	}
-	if _, err := os.Stat(opt.Bin); err != nil {
-		return nil, fmt.Errorf("mplsnode binary: %w (run make build)", err)
-	}
-	if opt.GoTool == "" {
-		opt.GoTool = "go"
-	}
-	if opt.NSPrefix == "" {
-		opt.NSPrefix = fmt.Sprintf("mpb%d-", os.Getpid())
+	if err := checkOptions(&opt); err != nil {
+		return nil, err
 	}
 	r := &runner{opt: opt, ns: NewNamespaces(opt.NSPrefix), out: opt.Progress}
 	if r.out == nil {
@@ -196,34 +184,11 @@ func Bench(ctx context.Context, opt Options) (res *Results, err error) {
 	for i := range cfgs {
 		res.Configs = append(res.Configs, docOf(&cfgs[i]))
 	}
-
-	total := len(cfgs) * opt.Rounds
-	done := 0
-	start := time.Now()
-	for round := 1; round <= opt.Rounds; round++ {
-		for i := range cfgs {
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
-			c := &cfgs[i]
-			run := r.runOne(ctx, c, round, nil)
-			res.Runs = append(res.Runs, run)
-			done++
-			fmt.Fprintf(r.out, "[%3d/%d %s, eta %s] round %d/%d  %-3s %-58s %s\n", done, total,
-				time.Since(start).Round(time.Second), eta(start, done, total), round, opt.Rounds, c.ID, c.Name, runLine(&run))
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
-		}
+	if err := r.rounds(ctx, cfgs, res); err != nil {
+		return res, err
 	}
 	if opt.LSRRate != nil && opt.Select.Has("10") {
-		fmt.Fprintf(r.out, "configuration 10: LSR forwarding rate (bench/lsrrate), %d s per frame size\n", opt.Seconds)
-		lsr, err := opt.LSRRate(ctx, opt.Bin, float64(opt.Seconds), opt.LSRFrameSizes, r.out)
-		if err != nil {
-			res.LSRError = err.Error()
-			fmt.Fprintf(r.out, "configuration 10 failed: %v\n", err)
-		}
-		res.LSR = lsr
+		r.lsrRate(ctx, res)
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -231,16 +196,7 @@ func Bench(ctx context.Context, opt Options) (res *Results, err error) {
 	res.Summaries = Summarize(cfgs, res.Runs)
 	res.Targets = Targets(res.Summaries, res.LSR)
 	if opt.Profile {
-		for i := range cfgs {
-			if !contains(ProfileIDs, cfgs[i].ID) {
-				continue
-			}
-			files, err := r.profile(ctx, &cfgs[i])
-			if err != nil {
-				fmt.Fprintf(r.out, "profile of %s failed: %v\n", cfgs[i].ID, err)
-			}
-			res.Profiles = append(res.Profiles, files...)
-		}
+		r.profiles(ctx, cfgs, res)
 	}
 	res.Finished = time.Now().UTC()
 	res.DurationSec = res.Finished.Sub(res.Started).Seconds()
@@ -248,6 +204,80 @@ func Bench(ctx context.Context, opt Options) (res *Results, err error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// checkOptions refuses a run that cannot start (not root, no binary,
+// nothing to measure) and fills in opt's defaults.
+func checkOptions(opt *Options) error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	if opt.Rounds < 1 || opt.Seconds < 1 {
+		return fmt.Errorf("rounds (%d) and seconds (%d) must be at least 1", opt.Rounds, opt.Seconds)
+	}
+	if _, err := os.Stat(opt.Bin); err != nil {
+		return fmt.Errorf("mplsnode binary: %w (run make build)", err)
+	}
+	if opt.GoTool == "" {
+		opt.GoTool = "go"
+	}
+	if opt.NSPrefix == "" {
+		opt.NSPrefix = fmt.Sprintf("mpb%d-", os.Getpid())
+	}
+	return nil
+}
+
+// rounds runs every configuration of cfgs once a round, interleaved, for
+// opt.Rounds rounds, appending each run to res.Runs with a progress line;
+// it stops at ctx's end.
+func (r *runner) rounds(ctx context.Context, cfgs []Config, res *Results) error {
+	total := len(cfgs) * r.opt.Rounds
+	done := 0
+	start := time.Now()
+	for round := 1; round <= r.opt.Rounds; round++ {
+		for i := range cfgs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			c := &cfgs[i]
+			run := r.runOne(ctx, c, round, nil)
+			res.Runs = append(res.Runs, run)
+			done++
+			fmt.Fprintf(r.out, "[%3d/%d %s, eta %s] round %d/%d  %-3s %-58s %s\n", done, total,
+				time.Since(start).Round(time.Second), eta(start, done, total), round, r.opt.Rounds, c.ID, c.Name, runLine(&run))
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lsrRate measures configuration 10 (opt.LSRRate) into res; a failure is
+// recorded in res.LSRError, not returned.
+func (r *runner) lsrRate(ctx context.Context, res *Results) {
+	fmt.Fprintf(r.out, "configuration 10: LSR forwarding rate (bench/lsrrate), %d s per frame size\n", r.opt.Seconds)
+	lsr, err := r.opt.LSRRate(ctx, r.opt.Bin, float64(r.opt.Seconds), r.opt.LSRFrameSizes, r.out)
+	if err != nil {
+		res.LSRError = err.Error()
+		fmt.Fprintf(r.out, "configuration 10 failed: %v\n", err)
+	}
+	res.LSR = lsr
+}
+
+// profiles takes the CPU profiles of the configurations of ProfileIDs
+// among cfgs into res.Profiles; a failed one is reported and skipped.
+func (r *runner) profiles(ctx context.Context, cfgs []Config, res *Results) {
+	for i := range cfgs {
+		if !contains(ProfileIDs, cfgs[i].ID) {
+			continue
+		}
+		files, err := r.profile(ctx, &cfgs[i])
+		if err != nil {
+			fmt.Fprintf(r.out, "profile of %s failed: %v\n", cfgs[i].ID, err)
+		}
+		res.Profiles = append(res.Profiles, files...)
+	}
 }
 
 func contains(list []string, s string) bool {
@@ -322,57 +352,19 @@ func (r *runner) runOne(ctx context.Context, c *Config, round int, prof *profile
 		}
 	}
 	if c.NS1Conf != "" {
-		conf, err := r.writeConf(c.ID+"-ns1.conf", c.NS1Conf)
-		if err != nil {
+		if lsr, err = r.startLSR(ctx, c, topo, prof, stopAll); err != nil {
 			return fail(err)
-		}
-		sock := filepath.Join(r.dir, c.ID+"-ns1.sock")
-		os.Remove(sock)
-		argv := []string{r.opt.Bin, "run", "-c", conf, "--control-socket", sock, "--log-level", "warn"}
-		if prof != nil && prof.lsr != "" {
-			argv = append(argv, "--cpuprofile", prof.lsr)
-		}
-		if lsr, err = r.procs.start(topo.NS[1], "ns1 lsr", true, nil, argv...); err != nil {
-			return fail(err)
-		}
-		if err := waitUntil(ctx, 10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil || lsr.exited() }); err != nil || lsr.exited() {
-			stopAll(lsr)
-			return fail(fmt.Errorf("the LSR in %s did not start: %v %s", topo.NS[1], err, lastLines(lsr.stderr.String())))
 		}
 	}
-	srv, err := r.procs.start(topo.NS[2], "ns2 netserver", false, nil, r.opt.Bin, "netserver", "--kernel", "-p", "12865")
+	srv, err := r.startReady(ctx, topo.NS[2], "ns2 netserver", false, []string{r.opt.Bin, "netserver", "--kernel", "-p", "12865"},
+		func(*proc) bool { return listening(topo.NS[2], 12865) }, "netserver in "+topo.NS[2], stopAll, lsr)
 	if err != nil {
-		stopAll(lsr)
 		return fail(err)
 	}
-	if err := waitUntil(ctx, 10*time.Second, func() bool { return listening(topo.NS[2], 12865) || srv.exited() }); err != nil || srv.exited() {
+	argv, env, mplsnode, err := r.clientArgv(c, prof)
+	if err != nil {
 		stopAll(lsr, srv)
-		return fail(fmt.Errorf("netserver in %s did not start: %v %s", topo.NS[2], err, lastLines(srv.stderr.String())))
-	}
-
-	var argv, env []string
-	mplsnode := true
-	switch c.Client {
-	case ClientKernel:
-		argv = []string{r.opt.Bin, "netperf", "--kernel"}
-		mplsnode = false
-	case ClientGVisor:
-		argv = append(append([]string{}, r.opt.GVisorCmd...), gvisorArgs(c, r.opt.Seconds)...)
-		env = r.opt.GVisorEnv
-		mplsnode = false
-	case ClientNode:
-		conf, err := r.writeConf(c.ID+"-ns0.conf", c.NS0Conf)
-		if err != nil {
-			stopAll(lsr, srv)
-			return fail(err)
-		}
-		argv = []string{r.opt.Bin, "netperf", "--config", conf}
-	}
-	if c.Client != ClientGVisor {
-		argv = append(argv, "-H", c.Host, "-t", string(c.Test), "-l", fmt.Sprint(r.opt.Seconds), "--json")
-		if prof != nil && prof.client != "" && c.Client == ClientNode {
-			argv = append(argv, "--cpuprofile", prof.client)
-		}
+		return fail(err)
 	}
 	busy0, _ := machineBusy()
 	cli, err := r.procs.start(topo.NS[0], "ns0 client", mplsnode, env, argv...)
@@ -388,11 +380,83 @@ func (r *runner) runOne(ctx context.Context, c *Config, round int, prof *profile
 	if werr != nil {
 		return fail(fmt.Errorf("client: %v %s", werr, lastLines(cli.stderr.String())))
 	}
+	if err := clientResult(&run, cli); err != nil {
+		return fail(err)
+	}
+	return run
+}
+
+// startLSR writes configuration c's LSR config and starts the LSR in the
+// topology's middle namespace (with a CPU profile when prof asks), ready
+// when its control socket exists.
+func (r *runner) startLSR(ctx context.Context, c *Config, topo *Topo, prof *profileFiles, stop func(...*proc)) (*proc, error) {
+	conf, err := r.writeConf(c.ID+"-ns1.conf", c.NS1Conf)
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(r.dir, c.ID+"-ns1.sock")
+	os.Remove(sock)
+	argv := []string{r.opt.Bin, "run", "-c", conf, "--control-socket", sock, "--log-level", "warn"}
+	if prof != nil && prof.lsr != "" {
+		argv = append(argv, "--cpuprofile", prof.lsr)
+	}
+	return r.startReady(ctx, topo.NS[1], "ns1 lsr", true, argv,
+		func(*proc) bool { _, err := os.Stat(sock); return err == nil }, "the LSR in "+topo.NS[1], stop)
+}
+
+// startReady starts argv in namespace ns and waits up to 10 s until ready
+// holds or the process exits. On a failure it stops the processes already
+// running and the new one (stop, in that order) and says that what did
+// not start.
+func (r *runner) startReady(ctx context.Context, ns, role string, mplsnode bool, argv []string, ready func(*proc) bool, what string, stop func(...*proc), running ...*proc) (*proc, error) {
+	p, err := r.procs.start(ns, role, mplsnode, nil, argv...)
+	if err != nil {
+		stop(running...)
+		return nil, err
+	}
+	if err := waitUntil(ctx, 10*time.Second, func() bool { return ready(p) || p.exited() }); err != nil || p.exited() {
+		stop(append(running, p)...)
+		return nil, fmt.Errorf("%s did not start: %v %s", what, err, lastLines(p.stderr.String()))
+	}
+	return p, nil
+}
+
+// clientArgv is configuration c's client command line and environment,
+// and whether the client is an mplsnode (its RSS is accounted).
+func (r *runner) clientArgv(c *Config, prof *profileFiles) (argv, env []string, mplsnode bool, err error) {
+	mplsnode = true
+	switch c.Client {
+	case ClientKernel:
+		argv = []string{r.opt.Bin, "netperf", "--kernel"}
+		mplsnode = false
+	case ClientGVisor:
+		argv = append(append([]string{}, r.opt.GVisorCmd...), gvisorArgs(c, r.opt.Seconds)...)
+		env = r.opt.GVisorEnv
+		mplsnode = false
+	case ClientNode:
+		conf, err := r.writeConf(c.ID+"-ns0.conf", c.NS0Conf)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		argv = []string{r.opt.Bin, "netperf", "--config", conf}
+	}
+	if c.Client != ClientGVisor {
+		argv = append(argv, "-H", c.Host, "-t", string(c.Test), "-l", fmt.Sprint(r.opt.Seconds), "--json")
+		if prof != nil && prof.client != "" && c.Client == ClientNode {
+			argv = append(argv, "--cpuprofile", prof.client)
+		}
+	}
+	return argv, env, mplsnode, nil
+}
+
+// clientResult reads the client's JSON report into run; a run with no
+// throughput is not OK.
+func clientResult(run *Run, cli *proc) error {
 	var rep struct {
 		Result netperf.Result `json:"result"`
 	}
 	if err := json.Unmarshal(cli.stdout.Bytes(), &rep); err != nil {
-		return fail(fmt.Errorf("client output: %v: %q", err, lastLines(cli.stdout.String())))
+		return fmt.Errorf("client output: %v: %q", err, lastLines(cli.stdout.String()))
 	}
 	run.Result = &rep.Result
 	run.Throughput = rep.Result.Throughput
@@ -400,7 +464,7 @@ func (r *runner) runOne(ctx context.Context, c *Config, round int, prof *profile
 	if !run.OK {
 		run.Error = "zero throughput"
 	}
-	return run
+	return nil
 }
 
 func (r *runner) writeConf(name, text string) (string, error) {

@@ -162,6 +162,14 @@ const RSSLimitMiB = 64
 
 // Targets checks the targets on the summaries and the LSR rows.
 func Targets(sums []Summary, lsr []LSRResult) []Target {
+	out := ratioTargets(sums)
+	out = append(out, overflowTargets(lsr)...)
+	out = append(out, lsrRateTargets(lsr)...)
+	return append(out, rssTarget(sums))
+}
+
+// ratioTargets are the throughput ratios between configurations.
+func ratioTargets(sums []Summary) []Target {
 	byID := map[string]*Summary{}
 	for i := range sums {
 		if sums[i].Runs > 0 {
@@ -198,8 +206,32 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 	if best != "" {
 		out = append(out, ratio("best of 5, 5m, 5q ("+best+")/2 (the best link mode ahead of the kernel per frame)", best, "2", 1.0))
 	}
-	// LSR: per frame size, mplsnode's swap rate over the kernel's IP
-	// forwarding rate.
+	return out
+}
+
+// overflowTargets are the ingress drops of mplsnode's default (ring) LSR
+// offered the rate the kernel forwarder reached (mplsnode-swap@kernel-pps);
+// without that row, at the rate the generator offers both.
+func overflowTargets(lsr []LSRResult) []Target {
+	var out []Target
+	overflowRow := "mplsnode-swap"
+	for _, r := range lsr {
+		if r.Config == "mplsnode-swap@kernel-pps" {
+			overflowRow = r.Config
+		}
+	}
+	for _, r := range lsr {
+		if r.Config == overflowRow {
+			out = append(out, Target{Name: fmt.Sprintf("LSR lower_rx_overflow at %.0f frames/s offered (%s), %d B (frames)", r.OfferedPPS, r.Config, r.FrameSize), Op: "<=", Want: 0,
+				Value: float64(r.IngressDrops), Available: true, Met: r.IngressDrops == 0})
+		}
+	}
+	return out
+}
+
+// lsrRateTargets are, per frame size, mplsnode's swap rates (ring, AF_XDP
+// link, XDP label switch) over the kernel's IP forwarding rate.
+func lsrRateTargets(lsr []LSRResult) []Target {
 	sizes := map[int][4]float64{}
 	var order []int
 	for _, r := range lsr {
@@ -220,49 +252,37 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		sizes[r.FrameSize] = v
 	}
 	sort.Ints(order)
-	// Ingress drops of mplsnode's default (ring) LSR offered the rate the
-	// kernel forwarder reached (mplsnode-swap@kernel-pps); without that
-	// row, at the rate the generator offers both.
-	overflowRow := "mplsnode-swap"
-	for _, r := range lsr {
-		if r.Config == "mplsnode-swap@kernel-pps" {
-			overflowRow = r.Config
-		}
-	}
-	for _, r := range lsr {
-		if r.Config == overflowRow {
-			out = append(out, Target{Name: fmt.Sprintf("LSR lower_rx_overflow at %.0f frames/s offered (%s), %d B (frames)", r.OfferedPPS, r.Config, r.FrameSize), Op: "<=", Want: 0,
-				Value: float64(r.IngressDrops), Available: true, Met: r.IngressDrops == 0})
-		}
-	}
+	var out []Target
 	if len(order) == 0 {
 		out = append(out, Target{Name: "LSR pps / kernel IP forwarding", Op: ">=", Want: 1.0})
 	}
 	for _, size := range order {
 		v := sizes[size]
-		t := Target{Name: fmt.Sprintf("LSR pps / kernel IP forwarding, %d B", size), Op: ">=", Want: 1.0}
-		if v[0] > 0 && v[1] > 0 {
-			t.Value, t.Available = v[0]/v[1], true
-			t.Met = t.Value >= 1.0
-		}
-		out = append(out, t)
+		out = append(out, rateTarget(fmt.Sprintf("LSR pps / kernel IP forwarding, %d B", size), v[0], v[1], 1.0))
 		if v[2] > 0 { // the AF_XDP link type: want twice the kernel
-			t := Target{Name: fmt.Sprintf("LSR pps on xdp / kernel IP forwarding, %d B", size), Op: ">=", Want: 2.0}
-			if v[1] > 0 {
-				t.Value, t.Available = v[2]/v[1], true
-				t.Met = t.Value >= 2.0
-			}
-			out = append(out, t)
+			out = append(out, rateTarget(fmt.Sprintf("LSR pps on xdp / kernel IP forwarding, %d B", size), v[2], v[1], 2.0))
 		}
 		if v[3] > 0 { // the node's XDP label switch: want three times the kernel
-			t := Target{Name: fmt.Sprintf("LSR pps in-kernel (forward xdp) / kernel IP forwarding, %d B", size), Op: ">=", Want: 3.0}
-			if v[1] > 0 {
-				t.Value, t.Available = v[3]/v[1], true
-				t.Met = t.Value >= 3.0
-			}
-			out = append(out, t)
+			out = append(out, rateTarget(fmt.Sprintf("LSR pps in-kernel (forward xdp) / kernel IP forwarding, %d B", size), v[3], v[1], 3.0))
 		}
 	}
+	return out
+}
+
+// rateTarget wants pps/kernel >= want; it is available when both rates
+// were measured.
+func rateTarget(name string, pps, kernel, want float64) Target {
+	t := Target{Name: name, Op: ">=", Want: want}
+	if pps > 0 && kernel > 0 {
+		t.Value, t.Available = pps/kernel, true
+		t.Met = t.Value >= want
+	}
+	return t
+}
+
+// rssTarget is the largest peak RSS of an mplsnode over all runs, under
+// RSSLimitMiB.
+func rssTarget(sums []Summary) Target {
 	rss := Target{Name: "peak RSS of each mplsnode (MiB)", Op: "<", Want: RSSLimitMiB}
 	for _, s := range sums {
 		if s.PeakRSSKiB > 0 {
@@ -271,5 +291,5 @@ func Targets(sums []Summary, lsr []LSRResult) []Target {
 		}
 	}
 	rss.Met = rss.Available && rss.Value < RSSLimitMiB
-	return append(out, rss)
+	return rss
 }

@@ -83,90 +83,113 @@ func (n *Namespaces) Get(ctx context.Context, k Topology) (*Topo, error) {
 // buildTopo creates the veths and addresses of a namespace set, as the seed
 // script does, with the differences its kind names.
 func buildTopo(ctx context.Context, t *Topo) error {
-	ns0, ns1, ns2 := t.NS[0], t.NS[1], t.NS[2]
-	// Each step is (namespace or "" for the root namespace, argv).
-	type step struct {
-		ns   string
-		argv []string
-	}
-	s := func(ns string, argv ...string) step { return step{ns, argv} }
-	steps := []step{
-		s(ns0, "ip", "link", "set", "lo", "up"),
-		s(ns1, "ip", "link", "set", "lo", "up"),
-		s(ns2, "ip", "link", "set", "lo", "up"),
-		// The veths are made inside the namespaces, so the seed's names
-		// never clash with another run's or another kind's.
-		s("", "ip", "link", "add", "virt01", "netns", ns0, "type", "veth", "peer", "name", "virt10", "netns", ns1),
-		s("", "ip", "link", "add", "virt12", "netns", ns1, "type", "veth", "peer", "name", "virt21", "netns", ns2),
-		s(ns0, "ip", "link", "set", "virt01", "up"),
-		s(ns1, "ip", "link", "set", "virt10", "up"),
-		s(ns1, "ip", "link", "set", "virt12", "up"),
-		s(ns2, "ip", "link", "set", "virt21", "up"),
-		// ns2 is the kernel's in every kind: the TCP peer.
-		s(ns2, "ip", "addr", "add", "172.16.21.22/24", "dev", "virt21"),
-		s(ns2, "ip", "addr", "add", "10.10.10.10/32", "dev", "lo"),
-		s(ns2, "ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21"),
-		s(ns2, "ip", "-6", "addr", "add", "fd00:21::22/64", "dev", "virt21", "nodad"),
-		s(ns2, "ip", "-6", "addr", "add", "fd00:10::10/128", "dev", "lo"),
-		s(ns2, "ip", "-6", "route", "add", "fd00:20::/64", "via", "fd00:21::21"),
-	}
-	kernelNS1 := []step{
-		s(ns1, "ip", "addr", "add", "172.16.20.21/24", "dev", "virt10"),
-		s(ns1, "ip", "addr", "add", "172.16.21.21/24", "dev", "virt12"),
-		s(ns1, "sysctl", "-qw", "net.ipv4.ip_forward=1"),
-		s(ns1, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0"),
-		s(ns1, "sysctl", "-qw", "net.ipv4.conf.default.rp_filter=0"),
-	}
 	if t.Kind < 0 || t.Kind >= numTopologies {
 		return fmt.Errorf("unknown topology %d", t.Kind)
 	}
+	return runSteps(ctx, append(baseSteps(t), kindSteps(t)...))
+}
+
+// step is one command of a topology's build: its namespace ("" for the
+// root namespace) and argv.
+type step struct {
+	ns   string
+	argv []string
+}
+
+// st is a step in namespace ns.
+func st(ns string, argv ...string) step { return step{ns, argv} }
+
+// baseSteps are the steps every kind shares: the two veths (made inside
+// the namespaces, so the seed's names never clash with another run's or
+// another kind's), up, and ns2 as the kernel TCP peer.
+func baseSteps(t *Topo) []step {
+	ns0, ns1, ns2 := t.NS[0], t.NS[1], t.NS[2]
+	return []step{
+		st(ns0, "ip", "link", "set", "lo", "up"),
+		st(ns1, "ip", "link", "set", "lo", "up"),
+		st(ns2, "ip", "link", "set", "lo", "up"),
+		st("", "ip", "link", "add", "virt01", "netns", ns0, "type", "veth", "peer", "name", "virt10", "netns", ns1),
+		st("", "ip", "link", "add", "virt12", "netns", ns1, "type", "veth", "peer", "name", "virt21", "netns", ns2),
+		st(ns0, "ip", "link", "set", "virt01", "up"),
+		st(ns1, "ip", "link", "set", "virt10", "up"),
+		st(ns1, "ip", "link", "set", "virt12", "up"),
+		st(ns2, "ip", "link", "set", "virt21", "up"),
+		// ns2 is the kernel's in every kind: the TCP peer.
+		st(ns2, "ip", "addr", "add", "172.16.21.22/24", "dev", "virt21"),
+		st(ns2, "ip", "addr", "add", "10.10.10.10/32", "dev", "lo"),
+		st(ns2, "ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21"),
+		st(ns2, "ip", "-6", "addr", "add", "fd00:21::22/64", "dev", "virt21", "nodad"),
+		st(ns2, "ip", "-6", "addr", "add", "fd00:10::10/128", "dev", "lo"),
+		st(ns2, "ip", "-6", "route", "add", "fd00:20::/64", "via", "fd00:21::21"),
+	}
+}
+
+// kindSteps are the steps that make t's kind what it is.
+func kindSteps(t *Topo) []step {
+	ns0, ns1, ns2 := t.NS[0], t.NS[1], t.NS[2]
+	kernelNS1 := []step{
+		st(ns1, "ip", "addr", "add", "172.16.20.21/24", "dev", "virt10"),
+		st(ns1, "ip", "addr", "add", "172.16.21.21/24", "dev", "virt12"),
+		st(ns1, "sysctl", "-qw", "net.ipv4.ip_forward=1"),
+		st(ns1, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0"),
+		st(ns1, "sysctl", "-qw", "net.ipv4.conf.default.rp_filter=0"),
+	}
+	var steps []step
 	switch t.Kind {
 	case TopoKernel, TopoKernelNoTSO:
 		steps = append(steps,
-			s(ns0, "ip", "addr", "add", "172.16.20.20/24", "dev", "virt01"),
-			s(ns0, "ip", "route", "add", "172.16.21.0/24", "via", "172.16.20.21", "mtu", "lock", "1496"))
+			st(ns0, "ip", "addr", "add", "172.16.20.20/24", "dev", "virt01"),
+			st(ns0, "ip", "route", "add", "172.16.21.0/24", "via", "172.16.20.21", "mtu", "lock", "1496"))
 		steps = append(steps, kernelNS1...)
 		if t.Kind == TopoKernelNoTSO {
-			steps = append(steps, s(ns0, "ethtool", "-K", "virt01", "tso", "off", "gso", "off"))
+			steps = append(steps, st(ns0, "ethtool", "-K", "virt01", "tso", "off", "gso", "off"))
 		}
 	case TopoUserHost:
 		steps = append(steps, kernelNS1...)
-	}
-	if t.Kind == TopoUDP {
+	case TopoUDP:
 		steps = append(steps,
-			s(ns0, "ip", "addr", "add", "192.168.77.20/24", "dev", "virt01"),
-			s(ns1, "ip", "addr", "add", "192.168.77.21/24", "dev", "virt10"))
+			st(ns0, "ip", "addr", "add", "192.168.77.20/24", "dev", "virt01"),
+			st(ns1, "ip", "addr", "add", "192.168.77.21/24", "dev", "virt10"))
+	case TopoUserLSRPeerGRO:
+		steps = append(steps, st(ns2, "ethtool", "-K", "virt21", "gro", "on"))
+	case TopoUserLSRXDP:
+		steps = append(steps, st(ns2, "ethtool", "-K", "virt21", "tx", "off"))
+	case TopoTAP:
+		steps = append(steps, tapSteps(ns0, ns1)...)
 	}
-	if t.Kind == TopoUserLSRPeerGRO {
-		steps = append(steps, s(ns2, "ethtool", "-K", "virt21", "gro", "on"))
+	return steps
+}
+
+// tapSteps bridge the veths of ns0 and ns1 for the TAP kind.
+func tapSteps(ns0, ns1 string) []step {
+	var steps []step
+	for _, b := range []struct{ ns, br, member string }{{ns0, "br0", "virt01"}, {ns1, "br10", "virt10"}, {ns1, "br12", "virt12"}} {
+		steps = append(steps,
+			st(b.ns, "ip", "link", "add", b.br, "type", "bridge"),
+			st(b.ns, "ip", "link", "set", b.member, "master", b.br),
+			st(b.ns, "ip", "link", "set", b.br, "up"))
 	}
-	if t.Kind == TopoUserLSRXDP {
-		steps = append(steps, s(ns2, "ethtool", "-K", "virt21", "tx", "off"))
-	}
-	if t.Kind == TopoTAP {
-		for _, b := range []struct{ ns, br, member string }{{ns0, "br0", "virt01"}, {ns1, "br10", "virt10"}, {ns1, "br12", "virt12"}} {
-			steps = append(steps,
-				s(b.ns, "ip", "link", "add", b.br, "type", "bridge"),
-				s(b.ns, "ip", "link", "set", b.member, "master", b.br),
-				s(b.ns, "ip", "link", "set", b.br, "up"))
+	// With br_netfilter loaded (it is here), every bridged frame
+	// also runs the namespace's iptables hooks (br_nf_pre_routing,
+	// br_nf_forward in the profiles): a cost of the bridges this
+	// topology needs, not of TAP. The switches are per namespace.
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil {
+		for _, ns := range []string{ns0, ns1} {
+			steps = append(steps, st(ns, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0",
+				"net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"))
 		}
-		// With br_netfilter loaded (it is here), every bridged frame
-		// also runs the namespace's iptables hooks (br_nf_pre_routing,
-		// br_nf_forward in the profiles): a cost of the bridges this
-		// topology needs, not of TAP. The switches are per namespace.
-		if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil {
-			for _, ns := range []string{ns0, ns1} {
-				steps = append(steps, s(ns, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0",
-					"net.bridge.bridge-nf-call-ip6tables=0", "net.bridge.bridge-nf-call-arptables=0"))
-			}
-		}
 	}
-	for _, st := range steps {
+	return steps
+}
+
+// runSteps runs the steps in order, stopping at the first that fails.
+func runSteps(ctx context.Context, steps []step) error {
+	for _, s := range steps {
 		var err error
-		if st.ns == "" {
-			err = ipCmd(ctx, st.argv[0], st.argv[1:]...)
+		if s.ns == "" {
+			err = ipCmd(ctx, s.argv[0], s.argv[1:]...)
 		} else {
-			err = nsx(ctx, st.ns, st.argv...)
+			err = nsx(ctx, s.ns, s.argv...)
 		}
 		if err != nil {
 			return err

@@ -77,11 +77,8 @@ const endMarkers = 3
 // datagrams that end the server's test.
 func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
 	var d clientData
-	timed := p.length > 0
-	end := start.Add(time.Duration(p.length) * time.Second)
-	var limit uint64
+	timed, end, limit := dataSpan(p, start)
 	if !timed {
-		limit = uint64(-int64(p.length))
 		end = time.Now().Add(timeout)
 	}
 	defer func() {
@@ -90,46 +87,64 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 			_, _ = c.Write(nil)
 		}
 	}()
+	run := udpRR
 	if p.test == UDPStream {
-		buf := make([]byte, p.sendSize)
-		p.fill.fill(buf)
-		_ = c.SetWriteDeadline(end)
-		d.lat = new(latencyHist) // the time of each send call
-		for time.Now().Before(end) {
-			t0 := time.Now()
-			n, err := c.Write(buf)
-			d.lat.add(time.Since(t0))
-			if err != nil {
-				if isTimeout(err) {
-					break
-				}
-				if errors.Is(err, net.ErrClosed) {
-					return d, err // closed under us: a signal stopped the test
-				}
-				if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) {
-					// As stock's send_data: only ENOBUFS and ENOMEM are
-					// failed sends to go on from; SO_DONTROUTE's refusal
-					// of an off-link server ends the test.
-					if p.dontRoute {
-						return d, fmt.Errorf("%w (routing not allowed: -R 1 allows a gateway)", err)
-					}
-					return d, err
-				}
-				// ENOBUFS, ECONNREFUSED (an ICMP error for an earlier
-				// datagram): netperf counts a failed send and goes on.
-				d.sendErrors++
-				continue
-			}
-			d.sent += uint64(n)
-			d.sendCalls++
-			p.interim.add(float64(n))
-			if limit > 0 && d.sent >= limit {
+		run = udpStream
+	}
+	if err := run(c, p, end, limit, &d); err != nil {
+		return d, err
+	}
+	d.elapsed = time.Since(start)
+	return d, nil
+}
+
+// udpStream sends UDP_STREAM's datagrams until end or limit bytes, timing
+// each send call; a failed send is counted and the test goes on, as
+// stock's, unless the route is refused.
+func udpStream(c net.Conn, p dataPlan, end time.Time, limit uint64, d *clientData) error {
+	buf := make([]byte, p.sendSize)
+	p.fill.fill(buf)
+	_ = c.SetWriteDeadline(end)
+	d.lat = new(latencyHist) // the time of each send call
+	for time.Now().Before(end) {
+		t0 := time.Now()
+		n, err := c.Write(buf)
+		d.lat.add(time.Since(t0))
+		if err != nil {
+			if isTimeout(err) {
 				break
 			}
+			if errors.Is(err, net.ErrClosed) {
+				return err // closed under us: a signal stopped the test
+			}
+			if errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH) {
+				// As stock's send_data: only ENOBUFS and ENOMEM are
+				// failed sends to go on from; SO_DONTROUTE's refusal
+				// of an off-link server ends the test.
+				if p.dontRoute {
+					return fmt.Errorf("%w (routing not allowed: -R 1 allows a gateway)", err)
+				}
+				return err
+			}
+			// ENOBUFS, ECONNREFUSED (an ICMP error for an earlier
+			// datagram): netperf counts a failed send and goes on.
+			d.sendErrors++
+			continue
 		}
-		d.elapsed = time.Since(start)
-		return d, nil
+		d.sent += uint64(n)
+		d.sendCalls++
+		p.interim.add(float64(n))
+		if limit > 0 && d.sent >= limit {
+			break
+		}
 	}
+	return nil
+}
+
+// udpRR runs UDP_RR's transactions until end or limit transactions; a
+// lost datagram waits for the end of the test, or with -e for the
+// receive timeout.
+func udpRR(c net.Conn, p dataPlan, end time.Time, limit uint64, d *clientData) error {
 	req := make([]byte, p.reqSize)
 	resp := make([]byte, max(p.respSize, udpMaxPayload))
 	p.fill.fill(req)
@@ -144,7 +159,7 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 			if isTimeout(err) {
 				break
 			}
-			return d, err
+			return err
 		}
 		d.sent += uint64(len(req))
 		d.sendCalls++
@@ -163,19 +178,15 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 			if isTimeout(err) {
 				break // a lost datagram waits for the end of the test, as stock
 			}
-			return d, err
+			return err
 		}
 		d.received += uint64(n)
 		d.recvCalls++
-		d.trans++
-		d.lat.add(time.Since(t0))
-		p.interim.add(1)
-		if limit > 0 && d.trans >= limit {
+		if d.countTransaction(p, t0, limit) {
 			break
 		}
 	}
-	d.elapsed = time.Since(start)
-	return d, nil
+	return nil
 }
 
 // runConnectClient runs TCP_CRR (connect, request, response, wait for the
@@ -183,11 +194,8 @@ func runUDPClient(c net.Conn, p dataPlan, start time.Time, timeout time.Duration
 // close) transactions, one connection each, for the test time or count.
 func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
 	var d clientData
-	timed := p.length > 0
-	end := start.Add(time.Duration(p.length) * time.Second)
-	var limit uint64
+	timed, end, limit := dataSpan(p, start)
 	if !timed {
-		limit = uint64(-int64(p.length))
 		end = time.Now().Add(timeout)
 	}
 	req := make([]byte, p.reqSize)
@@ -221,10 +229,7 @@ func runConnectClient(ctx context.Context, cfg *Config, addr string, p dataPlan,
 		if !ok {
 			break
 		}
-		d.trans++
-		d.lat.add(time.Since(t0))
-		p.interim.add(1)
-		if limit > 0 && d.trans >= limit {
+		if d.countTransaction(p, t0, limit) {
 			break
 		}
 	}

@@ -25,16 +25,31 @@ func closeData(c net.Conn, timeout time.Duration) {
 	_, _ = io.Copy(io.Discard, c)
 }
 
+// dataSpan is when a data phase ends: timed (a positive -l), at end;
+// else after limit bytes or transactions (a negative -l).
+func dataSpan(p dataPlan, start time.Time) (timed bool, end time.Time, limit uint64) {
+	timed = p.length > 0
+	end = start.Add(time.Duration(p.length) * time.Second)
+	if !timed {
+		limit = uint64(-int64(p.length))
+	}
+	return timed, end, limit
+}
+
+// countTransaction counts a transaction begun at t0 and now complete, and
+// says whether it was the last that limit allows.
+func (d *clientData) countTransaction(p dataPlan, t0 time.Time, limit uint64) bool {
+	d.trans++
+	d.lat.add(time.Since(t0))
+	p.interim.add(1)
+	return limit > 0 && d.trans >= limit
+}
+
 // runClientData runs the client side of the data phase; start is the
 // client's clock start (just before connect).
 func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duration) (clientData, error) {
 	var d clientData
-	timed := p.length > 0
-	end := start.Add(time.Duration(p.length) * time.Second)
-	var limit uint64
-	if !timed {
-		limit = uint64(-int64(p.length))
-	}
+	timed, end, limit := dataSpan(p, start)
 	switch {
 	case timed && p.test != TCPRR:
 		_ = c.SetDeadline(end)
@@ -47,29 +62,8 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 	}
 	switch p.test {
 	case TCPStream:
-		buf := make([]byte, p.sendSize)
-		p.fill.fill(buf)
-		d.lat = new(latencyHist) // the time of each send call, as stock's histogram
-		for !timed || time.Now().Before(end) {
-			b := buf
-			if limit > 0 && limit-d.sent < uint64(len(b)) {
-				b = b[:limit-d.sent]
-			}
-			t0 := time.Now()
-			n, err := c.Write(b)
-			d.lat.add(time.Since(t0))
-			d.sent += uint64(n)
-			d.sendCalls++
-			p.interim.add(float64(n))
-			if err != nil {
-				if timed && isTimeout(err) {
-					break
-				}
-				return d, err
-			}
-			if limit > 0 && d.sent >= limit {
-				break
-			}
+		if err := tcpStream(c, p, timed, end, limit, &d); err != nil {
+			return d, err
 		}
 		// The server's EOF ends the test; its byte count is the result.
 		_ = c.SetDeadline(time.Time{})
@@ -77,57 +71,16 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		d.elapsed = time.Since(start)
 		return d, nil
 	case TCPMaerts:
-		buf := make([]byte, p.recvSize)
-		d.lat = new(latencyHist) // the time of each receive call
-		for {
-			t0 := time.Now()
-			n, err := c.Read(buf)
-			d.received += uint64(n)
-			if n > 0 {
-				d.recvCalls++
-				d.lat.add(time.Since(t0))
-			}
-			p.interim.add(float64(n))
-			if err != nil {
-				if err == io.EOF || (timed && isTimeout(err)) {
-					break
-				}
-				return d, err
-			}
-			if limit > 0 && d.received >= limit {
-				break
-			}
+		if err := tcpMaerts(c, p, timed, limit, &d); err != nil {
+			return d, err
 		}
 		d.elapsed = time.Since(start)
 		_ = c.SetDeadline(time.Time{})
 		closeData(c, timeout)
 		return d, nil
 	default: // TCP_RR
-		req := make([]byte, p.reqSize)
-		resp := make([]byte, p.respSize)
-		p.fill.fill(req)
-		d.lat = new(latencyHist)
-		for {
-			t0 := time.Now()
-			if timed && !t0.Before(end) {
-				break
-			}
-			if _, err := c.Write(req); err != nil {
-				return d, err
-			}
-			d.sent += uint64(len(req))
-			d.sendCalls++
-			if _, err := io.ReadFull(c, resp); err != nil {
-				return d, err
-			}
-			d.received += uint64(len(resp))
-			d.recvCalls++
-			d.trans++
-			d.lat.add(time.Since(t0))
-			p.interim.add(1)
-			if limit > 0 && d.trans >= limit {
-				break
-			}
+		if err := tcpRR(c, p, timed, end, limit, &d); err != nil {
+			return d, err
 		}
 		d.elapsed = time.Since(start)
 		_ = c.SetDeadline(time.Time{})
@@ -136,4 +89,90 @@ func runClientData(c net.Conn, p dataPlan, start time.Time, timeout time.Duratio
 		}
 		return d, nil
 	}
+}
+
+// tcpStream sends TCP_STREAM's messages until end (timed) or limit bytes,
+// timing each send call.
+func tcpStream(c net.Conn, p dataPlan, timed bool, end time.Time, limit uint64, d *clientData) error {
+	buf := make([]byte, p.sendSize)
+	p.fill.fill(buf)
+	d.lat = new(latencyHist) // the time of each send call, as stock's histogram
+	for !timed || time.Now().Before(end) {
+		b := buf
+		if limit > 0 && limit-d.sent < uint64(len(b)) {
+			b = b[:limit-d.sent]
+		}
+		t0 := time.Now()
+		n, err := c.Write(b)
+		d.lat.add(time.Since(t0))
+		d.sent += uint64(n)
+		d.sendCalls++
+		p.interim.add(float64(n))
+		if err != nil {
+			if timed && isTimeout(err) {
+				break
+			}
+			return err
+		}
+		if limit > 0 && d.sent >= limit {
+			break
+		}
+	}
+	return nil
+}
+
+// tcpMaerts receives TCP_MAERTS's data until the server's EOF, the
+// deadline (timed) or limit bytes, timing each receive call.
+func tcpMaerts(c net.Conn, p dataPlan, timed bool, limit uint64, d *clientData) error {
+	buf := make([]byte, p.recvSize)
+	d.lat = new(latencyHist) // the time of each receive call
+	for {
+		t0 := time.Now()
+		n, err := c.Read(buf)
+		d.received += uint64(n)
+		if n > 0 {
+			d.recvCalls++
+			d.lat.add(time.Since(t0))
+		}
+		p.interim.add(float64(n))
+		if err != nil {
+			if err == io.EOF || (timed && isTimeout(err)) {
+				break
+			}
+			return err
+		}
+		if limit > 0 && d.received >= limit {
+			break
+		}
+	}
+	return nil
+}
+
+// tcpRR runs TCP_RR's request/response transactions until end (timed) or
+// limit transactions.
+func tcpRR(c net.Conn, p dataPlan, timed bool, end time.Time, limit uint64, d *clientData) error {
+	req := make([]byte, p.reqSize)
+	resp := make([]byte, p.respSize)
+	p.fill.fill(req)
+	d.lat = new(latencyHist)
+	for {
+		t0 := time.Now()
+		if timed && !t0.Before(end) {
+			break
+		}
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+		d.sent += uint64(len(req))
+		d.sendCalls++
+		if _, err := io.ReadFull(c, resp); err != nil {
+			return err
+		}
+		d.received += uint64(len(resp))
+		d.recvCalls++
+		if d.countTransaction(p, t0, limit) {
+			break
+		}
+	}
+	return nil
 }

@@ -199,84 +199,111 @@ func (r *Report) WriteText(w io.Writer, headers bool) error {
 		}
 		r.writeConfidenceWarning(&b)
 	}
-	cpu := c.LocalCPU || c.RemoteCPU
-	lm := CPUMethodLetter(CPUMethodUnknown)
+	t := textLayout{headers: headers, cpu: c.LocalCPU || c.RemoteCPU, lm: CPUMethodLetter(CPUMethodUnknown),
+		rm: CPUMethodLetter(res.RemoteCPUMethod), secs: res.Elapsed.Seconds()}
 	if res.LocalCPU >= 0 {
-		lm = CPUMethodLetter(res.LocalCPUMethod)
+		t.lm = CPUMethodLetter(res.LocalCPUMethod)
 	}
-	rm := CPUMethodLetter(res.RemoteCPUMethod)
-	secs := res.Elapsed.Seconds()
 	switch c.Test {
 	case TCPStream, TCPMaerts:
-		a, s, m := res.RemoteRecvBuf, res.LocalSendBuf, res.LocalSendSize
-		if c.Test == TCPMaerts {
-			a, s, m = res.LocalRecvBuf, res.RemoteSendBuf, res.RemoteSendSize
-		}
-		if !cpu {
-			if headers {
-				fmt.Fprintf(&b, streamHeader, unitsName(c.units()))
-			}
-			b.WriteString(r.branded(fmt.Sprintf(streamLine, a, s, m, secs, res.Throughput), headers))
-			break
-		}
-		if headers {
-			dir := [4]string{"Send", "Recv", "Send", "Recv"}
-			if c.Test == TCPMaerts {
-				dir = [4]string{"Recv", "Send", "Recv", "Send"}
-			}
-			fmt.Fprintf(&b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], unitsName(c.units()), lm, rm)
-		}
-		b.WriteString(r.branded(fmt.Sprintf(streamCPULine, a, s, m, secs, res.Throughput,
-			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
+		r.writeStreamText(&b, t)
 	case UDPStream:
-		if !cpu {
-			if headers {
-				fmt.Fprintf(&b, udpStreamHeader, unitsName(c.units()))
-			}
-			fmt.Fprintf(&b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
-			fmt.Fprintf(&b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
-			break
-		}
-		if headers {
-			fmt.Fprintf(&b, udpStreamCPUHeader, unitsName(c.units()), lm, rm)
-		}
-		fmt.Fprintf(&b, udpStreamCPULine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput,
-			res.LocalCPU, res.LocalServiceDemand, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput,
-			res.RemoteCPU, res.RemoteServiceDemand)
+		r.writeUDPStreamText(&b, t)
 	default: // the request/response tests
-		if !cpu {
-			if headers && c.bandUnits() && c.Test != TCPCRR {
-				fmt.Fprintf(&b, rrBandHeader, unitsName(c.Units))
-			} else if headers {
-				// TCP_CRR keeps this title even with -f, as stock.
-				b.WriteString(rrHeader)
-			}
-			b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), headers))
-		} else {
-			header, line := fmt.Sprintf(rrCPUHeader, lm, rm), rrCPULine
-			if c.bandUnits() {
-				sd := "us/KB"
-				if c.Classic {
-					sd = "us/Tr"
-				}
-				header = fmt.Sprintf(rrBandCPUHeader, unitsName(c.Units), lm, rm, sd, sd)
-			}
-			switch c.Test {
-			case UDPRR:
-				line = udpRRCPULine
-			case TCPCRR, TCPCC:
-				header, line = connCPUHeader, connCPULine
-			}
-			if headers {
-				b.WriteString(header)
-			}
-			b.WriteString(r.branded(fmt.Sprintf(line, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
-				res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), headers))
-		}
-		fmt.Fprintf(&b, rrRemoteLine, res.RemoteSendBuf, res.RemoteRecvBuf)
+		r.writeRRText(&b, t)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// textLayout is what every test's text lines share: whether the headers
+// and the CPU columns are printed, the CPU methods' letters and the
+// test's seconds.
+type textLayout struct {
+	headers, cpu bool
+	lm, rm       byte
+	secs         float64
+}
+
+// writeStreamText writes TCP_STREAM's or TCP_MAERTS's header and line.
+func (r *Report) writeStreamText(b *strings.Builder, t textLayout) {
+	c, res := r.Config, r.Result
+	a, s, m := res.RemoteRecvBuf, res.LocalSendBuf, res.LocalSendSize
+	if c.Test == TCPMaerts {
+		a, s, m = res.LocalRecvBuf, res.RemoteSendBuf, res.RemoteSendSize
+	}
+	if !t.cpu {
+		if t.headers {
+			fmt.Fprintf(b, streamHeader, unitsName(c.units()))
+		}
+		b.WriteString(r.branded(fmt.Sprintf(streamLine, a, s, m, t.secs, res.Throughput), t.headers))
+		return
+	}
+	if t.headers {
+		dir := [4]string{"Send", "Recv", "Send", "Recv"}
+		if c.Test == TCPMaerts {
+			dir = [4]string{"Recv", "Send", "Recv", "Send"}
+		}
+		fmt.Fprintf(b, streamCPUHeader, dir[0], dir[1], dir[2], dir[3], unitsName(c.units()), t.lm, t.rm)
+	}
+	b.WriteString(r.branded(fmt.Sprintf(streamCPULine, a, s, m, t.secs, res.Throughput,
+		res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), t.headers))
+}
+
+// writeUDPStreamText writes UDP_STREAM's header and its local and remote
+// lines.
+func (r *Report) writeUDPStreamText(b *strings.Builder, t textLayout) {
+	c, res, secs := r.Config, r.Result, t.secs
+	if !t.cpu {
+		if t.headers {
+			fmt.Fprintf(b, udpStreamHeader, unitsName(c.units()))
+		}
+		fmt.Fprintf(b, udpStreamLine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput)
+		fmt.Fprintf(b, udpStreamRemoteLine, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput)
+		return
+	}
+	if t.headers {
+		fmt.Fprintf(b, udpStreamCPUHeader, unitsName(c.units()), t.lm, t.rm)
+	}
+	fmt.Fprintf(b, udpStreamCPULine, res.LocalSendBuf, res.LocalSendSize, secs, res.SendCalls, res.SendErrors, res.Throughput,
+		res.LocalCPU, res.LocalServiceDemand, res.RemoteRecvBuf, secs, res.RemoteRecvCalls, res.RemoteThroughput,
+		res.RemoteCPU, res.RemoteServiceDemand)
+}
+
+// writeRRText writes a request/response test's header, its line and the
+// remote line.
+func (r *Report) writeRRText(b *strings.Builder, t textLayout) {
+	c, res, secs := r.Config, r.Result, t.secs
+	if !t.cpu {
+		if t.headers && c.bandUnits() && c.Test != TCPCRR {
+			fmt.Fprintf(b, rrBandHeader, unitsName(c.Units))
+		} else if t.headers {
+			// TCP_CRR keeps this title even with -f, as stock.
+			b.WriteString(rrHeader)
+		}
+		b.WriteString(r.branded(fmt.Sprintf(rrLine, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput), t.headers))
+	} else {
+		header, line := fmt.Sprintf(rrCPUHeader, t.lm, t.rm), rrCPULine
+		if c.bandUnits() {
+			sd := "us/KB"
+			if c.Classic {
+				sd = "us/Tr"
+			}
+			header = fmt.Sprintf(rrBandCPUHeader, unitsName(c.Units), t.lm, t.rm, sd, sd)
+		}
+		switch c.Test {
+		case UDPRR:
+			line = udpRRCPULine
+		case TCPCRR, TCPCC:
+			header, line = connCPUHeader, connCPULine
+		}
+		if t.headers {
+			b.WriteString(header)
+		}
+		b.WriteString(r.branded(fmt.Sprintf(line, res.LocalSendBuf, res.LocalRecvBuf, res.RequestSize, res.ResponseSize, secs, res.Throughput,
+			res.LocalCPU, res.RemoteCPU, res.LocalServiceDemand, res.RemoteServiceDemand), t.headers))
+	}
+	fmt.Fprintf(b, rrRemoteLine, res.RemoteSendBuf, res.RemoteRecvBuf)
 }
 
 // WriteJSON prints the report as one indented JSON object.

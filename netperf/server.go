@@ -166,21 +166,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		if ctx.Err() != nil {
 			return
 		}
-		timeout := s.controlTimeout()
-		if needPass {
-			timeout = min(timeout, passphraseTimeout)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(timeout))
-		n, err := io.ReadFull(c, m[:])
-		switch {
-		case err == io.EOF:
-			log.Debug("control connection closed by client", "tests", tests)
-			return
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			log.Warn("short control message, closing", "got_bytes", n, "want_bytes", MessageSize)
-			return
-		case err != nil:
-			log.Warn("control read failed, closing", "err", err, "got_bytes", n)
+		if !s.readControl(c, &m, needPass, log, tests) {
 			return
 		}
 		req, _ := ParseRequest(m[:]) // cannot fail: m is MessageSize bytes
@@ -192,52 +178,76 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 			needPass = false
 			continue
 		}
-		switch req.Type {
-		case TypePassphrase:
-			// Never reply: the client would take the reply for the next
-			// setup response. A server without -Z ignores it.
-			continue
-		case TypeDoOmni:
-			tests++
-			if err := s.runOmni(c, req.Omni, log); err != nil {
-				log.Warn("omni test failed, closing", "err", err)
-				return
-			}
-		case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR, TypeDoTCPCC:
-			tests++
-			if err := s.runClassic(c, req.Classic, log); err != nil {
-				log.Warn("classic test failed, closing", "err", err)
-				return
-			}
-		case TypeDebugOn, TypeDebugOff:
-			var r Message
-			r.header(TypeDebugOK, 0)
-			if s.reply(c, &r) != nil {
-				return
-			}
-		case TypeCPUCalibrate:
-			var r Message
-			r.header(TypeCPUCalibrate, 0)
-			r.putF32(8, CPUTicksPerSecond)
-			r.putI32(12, int32(numCPUs()))
-			if s.reply(c, &r) != nil {
-				return
-			}
-		case TypeDoSysinfo:
-			var r Message
-			r.header(TypeSysinfoResponse, 0)
-			copy(r[8:], ",Deprecated,Deprecated,Deprecated,Deprecated")
-			if s.reply(c, &r) != nil {
-				return
-			}
-		default:
-			log.Warn("unknown control message type, closing", "type", int32(req.Type))
-			var r Message
-			r.header(req.Type, ErrnoUnknownRequest)
-			_ = s.reply(c, &r)
+		if !s.serveRequest(c, req, log, &tests) {
 			return
 		}
 	}
+}
+
+// readControl reads the next control message into m, within the control
+// timeout (the passphrase's, shorter, while needPass); false: the
+// connection is to be closed (the client closed it, a short message, a
+// failed read), logged with the tests served so far.
+func (s *Server) readControl(c net.Conn, m *Message, needPass bool, log *slog.Logger, tests int) bool {
+	timeout := s.controlTimeout()
+	if needPass {
+		timeout = min(timeout, passphraseTimeout)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	n, err := io.ReadFull(c, m[:])
+	switch {
+	case err == io.EOF:
+		log.Debug("control connection closed by client", "tests", tests)
+		return false
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		log.Warn("short control message, closing", "got_bytes", n, "want_bytes", MessageSize)
+		return false
+	case err != nil:
+		log.Warn("control read failed, closing", "err", err, "got_bytes", n)
+		return false
+	}
+	return true
+}
+
+// serveRequest answers one control request (a test counted in *tests);
+// false: the connection is to be closed.
+func (s *Server) serveRequest(c net.Conn, req Request, log *slog.Logger, tests *int) bool {
+	var r Message
+	switch req.Type {
+	case TypePassphrase:
+		// Never reply: the client would take the reply for the next
+		// setup response. A server without -Z ignores it.
+		return true
+	case TypeDoOmni:
+		*tests++
+		if err := s.runOmni(c, req.Omni, log); err != nil {
+			log.Warn("omni test failed, closing", "err", err)
+			return false
+		}
+		return true
+	case TypeDoTCPStream, TypeDoTCPMaerts, TypeDoTCPRR, TypeDoTCPCC:
+		*tests++
+		if err := s.runClassic(c, req.Classic, log); err != nil {
+			log.Warn("classic test failed, closing", "err", err)
+			return false
+		}
+		return true
+	case TypeDebugOn, TypeDebugOff:
+		r.header(TypeDebugOK, 0)
+	case TypeCPUCalibrate:
+		r.header(TypeCPUCalibrate, 0)
+		r.putF32(8, CPUTicksPerSecond)
+		r.putI32(12, int32(numCPUs()))
+	case TypeDoSysinfo:
+		r.header(TypeSysinfoResponse, 0)
+		copy(r[8:], ",Deprecated,Deprecated,Deprecated,Deprecated")
+	default:
+		log.Warn("unknown control message type, closing", "type", int32(req.Type))
+		r.header(req.Type, ErrnoUnknownRequest)
+		_ = s.reply(c, &r)
+		return false
+	}
+	return s.reply(c, &r) == nil
 }
 
 // reply writes one control message with a write deadline.
@@ -278,21 +288,28 @@ func width(req uint32, buf, size int32) int32 {
 // dataListen opens the data listener for family fam on (ip, port) and
 // applies the requested socket buffer sizes before any connection arrives.
 func (s *Server) dataListen(fam uint32, ip netip.Addr, port uint32, sndbuf, rcvbuf int32) (net.Listener, int32, int32, error) {
-	network := "tcp4"
-	if fam == FamilyIPv6 {
-		network = "tcp6"
-	}
-	host := ""
-	if ip.IsValid() {
-		host = ip.String()
-	}
-	ln, err := s.listen(network, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	network, addr := dataAddr("tcp", fam, ip, port)
+	ln, err := s.listen(network, addr)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	setBufSizes(ln, sndbuf, rcvbuf)
 	snd, rcv, _ := bufSizes(ln)
 	return ln, snd, rcv, nil
+}
+
+// dataAddr is the network (proto with the family's 4 or 6) and the
+// address (ip, any when not valid, and port) of a data socket.
+func dataAddr(proto string, fam uint32, ip netip.Addr, port uint32) (network, addr string) {
+	network = proto + "4"
+	if fam == FamilyIPv6 {
+		network = proto + "6"
+	}
+	host := ""
+	if ip.IsValid() {
+		host = ip.String()
+	}
+	return network, net.JoinHostPort(host, strconv.Itoa(int(port)))
 }
 
 // listenerPort is the port a data listener is bound to. It reads the port
@@ -481,24 +498,7 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 		return fmt.Errorf("data listen: %w", err)
 	}
 	defer ln.Close()
-	spec := dataSpec{testLength: r.TestLength, noDelay: r.NoDelay != 0}
-	lsndCall, lrcvCall := callSizes(ln, false, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
-	switch r.Test {
-	case ClassicStream:
-		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcvCall)
-		setup.MsgSize = spec.recvSize
-	case ClassicMaerts:
-		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsndCall)
-		setup.MsgSize = spec.sendSize
-	case ClassicRR:
-		spec.sends, spec.receives, spec.rr = true, true, true
-		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
-		spec.classicRR = true
-	case ClassicCC:
-		spec.sends, spec.receives, spec.rr = true, true, true
-		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
-		spec.connect, spec.connectOnly = true, true
-	}
+	spec := classicSpec(r, ln, lsnd, lrcv, &setup)
 	setup.RecvBufSize, setup.SendBufSize = lrcv, lsnd
 	setup.NoDelay, setup.TestLength = r.NoDelay, r.TestLength
 	if r.Test == ClassicCC {
@@ -523,6 +523,46 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 	if err != nil {
 		log.Info("data phase ended early", "err", err)
 	}
+	res := serverClassicResults(r, st)
+	if u, ok := meter.stop(); ok {
+		res.CPUUtil, res.CPUMethod, res.NumCPUs = u.Util, int32(CPUMethodProcStat), int32(u.NumCPUs)
+	}
+	res.Marshal(&m)
+	if err := s.reply(ctl, &m); err != nil {
+		return fmt.Errorf("send results: %w", err)
+	}
+	log.Info("classic test done", "test", r.Test, "bytes_received", st.bytesRecv,
+		"bytes_sent", st.bytesSent, "transactions", st.trans, "elapsed", st.elapsed.Round(time.Millisecond))
+	return nil
+}
+
+// classicSpec is the data phase of classic request r on listener ln (its
+// socket buffers lsnd, lrcv), and the message size it sets in setup.
+func classicSpec(r *ClassicRequest, ln net.Listener, lsnd, lrcv int32, setup *ClassicSetup) dataSpec {
+	spec := dataSpec{testLength: r.TestLength, noDelay: r.NoDelay != 0}
+	lsndCall, lrcvCall := callSizes(ln, false, lsnd, lrcv, r.SendBufSize, r.RecvBufSize)
+	switch r.Test {
+	case ClassicStream:
+		spec.receives, spec.recvSize = true, pickSize(r.ReceiveSize, lrcvCall)
+		setup.MsgSize = spec.recvSize
+	case ClassicMaerts:
+		spec.sends, spec.sendSize = true, pickSize(r.SendSize, lsndCall)
+		setup.MsgSize = spec.sendSize
+	case ClassicRR:
+		spec.sends, spec.receives, spec.rr = true, true, true
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+		spec.classicRR = true
+	case ClassicCC:
+		spec.sends, spec.receives, spec.rr = true, true, true
+		spec.recvSize, spec.sendSize = r.RequestSize, r.ResponseSize
+		spec.connect, spec.connectOnly = true, true
+	}
+	return spec
+}
+
+// serverClassicResults is the results message of classic request r from the
+// data phase's stats.
+func serverClassicResults(r *ClassicRequest, st dataStats) ClassicResults {
 	res := ClassicResults{
 		Test: r.Test, ElapsedTime: float32(st.elapsed.Seconds()),
 		RecvBufSize: st.rcvbuf, SendBufSize: st.sndbuf,
@@ -539,14 +579,5 @@ func (s *Server) runClassic(ctl net.Conn, r *ClassicRequest, log *slog.Logger) e
 		res.Bytes = float64(uint64(st.trans) * uint64(r.RequestSize+r.ResponseSize))
 		res.TransReceived = st.trans
 	}
-	if u, ok := meter.stop(); ok {
-		res.CPUUtil, res.CPUMethod, res.NumCPUs = u.Util, int32(CPUMethodProcStat), int32(u.NumCPUs)
-	}
-	res.Marshal(&m)
-	if err := s.reply(ctl, &m); err != nil {
-		return fmt.Errorf("send results: %w", err)
-	}
-	log.Info("classic test done", "test", r.Test, "bytes_received", st.bytesRecv,
-		"bytes_sent", st.bytesSent, "transactions", st.trans, "elapsed", st.elapsed.Round(time.Millisecond))
-	return nil
+	return res
 }

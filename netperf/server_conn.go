@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"time"
 )
 
@@ -21,15 +20,7 @@ import (
 // dataListenUDP opens the UDP data socket for family fam on (ip, port)
 // with the requested buffer sizes.
 func (s *Server) dataListenUDP(fam uint32, ip netip.Addr, port uint32, sndbuf, rcvbuf int32) (net.PacketConn, int32, int32, error) {
-	network := "udp4"
-	if fam == FamilyIPv6 {
-		network = "udp6"
-	}
-	host := ""
-	if ip.IsValid() {
-		host = ip.String()
-	}
-	addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	network, addr := dataAddr("udp", fam, ip, port)
 	var pc net.PacketConn
 	var err error
 	if s.ListenPacket != nil {

@@ -39,31 +39,51 @@ import (
 )
 
 func main() {
+	o := parseFlags()
+	if o.split != "" {
+		printSplit(o.split, o.splitRoutes)
+		return
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bgpscale: needs root (it builds network namespaces)")
+		os.Exit(2)
+	}
+	bins := resolveBins(o.bin)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	measureAll(ctx, bins, o)
+}
+
+// options is the command line.
+type options struct {
+	bin         string
+	sizes       []size
+	timeout     time.Duration
+	heap        bool
+	split       string
+	splitRoutes int
+}
+
+// parseFlags reads the command line (keepDir included) and exits with the
+// usage on a bad one.
+func parseFlags() options {
+	var o options
 	bin := flag.String("bin", "bin/mplsnode", "the mplsnode binary (make build); several, comma-separated, are measured one after the other at each size (before/after a change)")
 	runs := flag.String("runs", "100000,500000,1000000+200000", "table sizes, comma-separated, each `V4[+V6]` routes")
-	timeout := flag.Duration("timeout", 10*time.Minute, "the longest a run's installation or withdrawal may take")
-	heap := flag.Bool("heap", true, "fetch and split the receiver's heap profile at steady state")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the longest a run's installation or withdrawal may take")
+	flag.BoolVar(&o.heap, "heap", true, "fetch and split the receiver's heap profile at steady state")
 	flag.StringVar(&keepDir, "profiles", "", "keep the receiver's heap profiles in `DIR` (heap-BINARY-V4+V6.pb.gz)")
-	split := flag.String("split", "", "only print the split of a kept heap `PROFILE` (with -routes), measuring nothing")
-	splitRoutes := flag.Int("routes", 0, "the routes the -split profile's node held")
+	flag.StringVar(&o.split, "split", "", "only print the split of a kept heap `PROFILE` (with -routes), measuring nothing")
+	flag.IntVar(&o.splitRoutes, "routes", 0, "the routes the -split profile's node held")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR]\n       bgpscale -split PROFILE -routes N\n\n")
 		fmt.Fprintf(os.Stderr, "A node fed a BGP labeled-unicast table by a second node: install and withdrawal times, RSS, heap split.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if *split != "" {
-		if *splitRoutes <= 0 {
-			fmt.Fprintln(os.Stderr, "bgpscale: -split needs -routes N")
-			os.Exit(2)
-		}
-		out, _, err := splitHeap(context.Background(), *split, *splitRoutes)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bgpscale:", err)
-			os.Exit(1)
-		}
-		fmt.Println(out)
-		return
+	o.bin = *bin
+	if o.split != "" {
+		return o
 	}
 	sizes, err := parseRuns(*runs)
 	if err != nil || flag.NArg() != 0 {
@@ -73,12 +93,29 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "bgpscale: needs root (it builds network namespaces)")
+	o.sizes = sizes
+	return o
+}
+
+// printSplit prints the owner split of a kept heap profile (-split).
+func printSplit(prof string, routes int) {
+	if routes <= 0 {
+		fmt.Fprintln(os.Stderr, "bgpscale: -split needs -routes N")
 		os.Exit(2)
 	}
+	out, _, err := splitHeap(context.Background(), prof, routes)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bgpscale:", err)
+		os.Exit(1)
+	}
+	fmt.Println(out)
+}
+
+// resolveBins turns -bin's comma-separated list into absolute paths of
+// files that exist, or exits.
+func resolveBins(list string) []string {
 	var bins []string
-	for _, b := range strings.Split(*bin, ",") {
+	for _, b := range strings.Split(list, ",") {
 		abs, err := filepath.Abs(b)
 		if err == nil {
 			_, err = os.Stat(abs)
@@ -89,16 +126,20 @@ func main() {
 		}
 		bins = append(bins, abs)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	return bins
+}
+
+// measureAll runs every binary at every size and prints the table, then
+// the heap splits.
+func measureAll(ctx context.Context, bins []string, o options) {
 	fmt.Println("## BGP labeled unicast at scale (receiver: its own process, set forward xdp on)")
 	fmt.Println()
 	fmt.Println("| binary | routes (v4+v6) | installed: FIB / XDP mirror (s from session up) | RSS steady / peak (MiB) | heap in use (MiB) | withdrawn: FIB / XDP mirror (s from feeder stop) | RSS after withdrawal (MiB) |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
 	var splits []string
-	for _, sz := range sizes {
+	for _, sz := range o.sizes {
 		for _, bin := range bins {
-			r, err := runOne(ctx, bin, sz, *timeout, *heap)
+			r, err := runOne(ctx, bin, sz, o.timeout, o.heap)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "bgpscale: %s, %d+%d: %v\n", bin, sz.v4, sz.v6, err)
 				os.Exit(1)
@@ -158,6 +199,10 @@ type result struct {
 	rssAfter        uint64
 }
 
+// metricsPort is the receiver's metrics (and pprof) port, inside its
+// namespace.
+const metricsPort = 9477
+
 // runOne builds the two namespaces, starts the receiver and then the
 // feeder, and measures.
 func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, heap bool) (_ *result, err error) {
@@ -166,13 +211,103 @@ func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, hea
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	prefix := fmt.Sprintf("bs%d-", os.Getpid())
-	nsR, nsF := prefix+"r", prefix+"f"
+	nsR, nsF := fmt.Sprintf("bs%d-r", os.Getpid()), fmt.Sprintf("bs%d-f", os.Getpid())
+	defer deleteNamespaces(nsR, nsF)
+	if err := makeNamespaces(ctx, nsR, nsF); err != nil {
+		return nil, err
+	}
+	if err := writeConfigs(dir, sz); err != nil {
+		return nil, err
+	}
+	ctl := filepath.Join(dir, "recv.sock")
+	recv, recvLog, err := startNode(dir, nsR, bin, "recv", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--log-format", "json")
+	if err != nil {
+		return nil, err
+	}
+	defer recvLog.Close()
+	defer func() { _ = recv.Process.Signal(syscall.SIGTERM); _ = recv.Wait() }()
+	defer withLogs(&err, dir)
+	if err := waitFor(ctx, 30*time.Second, "the receiver's control socket", func() (bool, error) {
+		_, err := query(ctl, "stats")
+		return err == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+	feeder, feedLog, err := startNode(dir, nsF, bin, "feed")
+	if err != nil {
+		return nil, err
+	}
+	defer feedLog.Close()
+	feederDone := false
 	defer func() {
-		for _, ns := range []string{nsR, nsF} {
-			_ = exec.Command("ip", "netns", "del", ns).Run()
+		if !feederDone {
+			_ = feeder.Process.Kill()
+			_ = feeder.Wait()
 		}
 	}()
+	total := sz.v4 + sz.v6
+	// The feeder's IPv4 address (the session's) and, with IPv6 routes, its
+	// IPv6 one (their next hop) are mirrored as on-link hosts beside the
+	// routes.
+	hosts := 1
+	if sz.v6 > 0 {
+		hosts = 2
+	}
+	r := &result{}
+	if r.fib, r.mirror, err = waitInstalled(ctx, ctl, timeout, total, hosts); err != nil {
+		return nil, err
+	}
+	// Steady state: the node idle for a few seconds, its garbage
+	// collected (the profile fetch collects first).
+	time.Sleep(5 * time.Second)
+	if heap {
+		if r.split, r.heapInuse, err = heapSplit(ctx, dir, nsR, bin, sz); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Second)
+	}
+	if r.rss, r.peak, err = rss(recv.Process.Pid); err != nil {
+		return nil, err
+	}
+	// A peer reset: the feeder stops, its session goes, every route with
+	// it.
+	stopAt := time.Now()
+	_ = feeder.Process.Signal(syscall.SIGTERM)
+	if r.wdFIB, r.wdMirror, err = waitWithdrawn(ctx, ctl, timeout, hosts, stopAt); err != nil {
+		return nil, err
+	}
+	_ = feeder.Wait()
+	feederDone = true
+	time.Sleep(5 * time.Second)
+	if r.rssAfter, _, err = rss(recv.Process.Pid); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// withLogs adds the tails of the receiver's and the feeder's logs in dir
+// to a failed run's *err.
+func withLogs(err *error, dir string) {
+	if *err == nil {
+		return
+	}
+	logTail := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return lastLines(string(b), 20)
+	}
+	*err = fmt.Errorf("%w\nreceiver log:\n%s\nfeeder log:\n%s", *err, logTail("recv.log"), logTail("feed.log"))
+}
+
+// deleteNamespaces removes the namespaces, those that exist.
+func deleteNamespaces(names ...string) {
+	for _, ns := range names {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+	}
+}
+
+// makeNamespaces builds the receiver's and the feeder's namespaces and
+// the veth between them (bsr in nsR, bsf in nsF), up, with no kernel IPv6.
+func makeNamespaces(ctx context.Context, nsR, nsF string) error {
 	for _, argv := range [][]string{
 		{"ip", "netns", "add", nsR}, {"ip", "netns", "add", nsF},
 		{"ip", "link", "add", "bsr", "netns", nsR, "type", "veth", "peer", "name", "bsf", "netns", nsF},
@@ -184,11 +319,15 @@ func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, hea
 		{"ip", "netns", "exec", nsF, "sysctl", "-qw", "net.ipv6.conf.bsf.disable_ipv6=1"},
 	} {
 		if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, out)
+			return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, out)
 		}
 	}
-	const metricsPort = 9477
-	recvConf := `link add bsr type afpacket
+	return nil
+}
+
+// recvConf is the receiver's configuration: one BGP session, forwarding
+// with the XDP plane.
+const recvConf = `link add bsr type afpacket
 addr add 172.16.40.1/24 dev bsr
 addr add fd00:40::1/64 dev bsr
 sysctl -w net.ipv4.ip_forward=1
@@ -197,6 +336,11 @@ set forward xdp on
 bgp as 65001 router-id 172.16.40.1
 bgp neighbor 172.16.40.2 remote-as 65002
 `
+
+// writeConfigs writes recv.conf and feed.conf into dir: the feeder
+// originates sz.v4 IPv4 /24s with per-prefix labels and sz.v6 IPv6
+// prefixes with explicit null.
+func writeConfigs(dir string, sz size) error {
 	var feed strings.Builder
 	feed.WriteString(`link add bsf type afpacket
 addr add 172.16.40.2/24 dev bsf
@@ -216,58 +360,32 @@ bgp neighbor 172.16.40.1 remote-as 65001
 	files := map[string]string{"recv.conf": recvConf, "feed.conf": feed.String()}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	ctl := filepath.Join(dir, "recv.sock")
-	recv := exec.Command("ip", "netns", "exec", nsR, bin, "run", "-c", filepath.Join(dir, "recv.conf"),
-		"--control-socket", ctl, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--log-format", "json")
-	recvLog, _ := os.Create(filepath.Join(dir, "recv.log"))
-	defer recvLog.Close()
-	recv.Stdout, recv.Stderr = recvLog, recvLog
-	if err := recv.Start(); err != nil {
-		return nil, err
+	return nil
+}
+
+// startNode starts bin in namespace ns with dir/NAME.conf and the control
+// socket dir/NAME.sock, its output to dir/NAME.log (returned, for the
+// caller to close).
+func startNode(dir, ns, bin, name string, extra ...string) (*exec.Cmd, *os.File, error) {
+	args := append([]string{"netns", "exec", ns, bin, "run", "-c", filepath.Join(dir, name+".conf"),
+		"--control-socket", filepath.Join(dir, name+".sock")}, extra...)
+	cmd := exec.Command("ip", args...)
+	log, _ := os.Create(filepath.Join(dir, name+".log"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, nil, err
 	}
-	defer func() { _ = recv.Process.Signal(syscall.SIGTERM); _ = recv.Wait() }()
-	logTail := func(name string) string {
-		b, _ := os.ReadFile(filepath.Join(dir, name))
-		return lastLines(string(b), 20)
-	}
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("%w\nreceiver log:\n%s\nfeeder log:\n%s", err, logTail("recv.log"), logTail("feed.log"))
-		}
-	}()
-	if err := waitFor(ctx, 30*time.Second, "the receiver's control socket", func() (bool, error) {
-		_, err := query(ctl, "stats")
-		return err == nil, nil
-	}); err != nil {
-		return nil, err
-	}
-	feeder := exec.Command("ip", "netns", "exec", nsF, bin, "run", "-c", filepath.Join(dir, "feed.conf"),
-		"--control-socket", filepath.Join(dir, "feed.sock"))
-	feedLog, _ := os.Create(filepath.Join(dir, "feed.log"))
-	defer feedLog.Close()
-	feeder.Stdout, feeder.Stderr = feedLog, feedLog
-	if err := feeder.Start(); err != nil {
-		return nil, err
-	}
-	feederDone := false
-	defer func() {
-		if !feederDone {
-			_ = feeder.Process.Kill()
-			_ = feeder.Wait()
-		}
-	}()
-	total := sz.v4 + sz.v6
-	// The feeder's IPv4 address (the session's) and, with IPv6 routes, its
-	// IPv6 one (their next hop) are mirrored as on-link hosts beside the
-	// routes.
-	hosts := 1
-	if sz.v6 > 0 {
-		hosts = 2
-	}
-	r := &result{}
+	return cmd, log, nil
+}
+
+// waitInstalled polls the receiver until total routes are in its FIB and
+// total+hosts entries in its XDP mirror, and returns how long after the
+// session came up each was reached.
+func waitInstalled(ctx context.Context, ctl string, timeout time.Duration, total, hosts int) (fib, mirror time.Duration, err error) {
 	var up, fibAt, mirrorAt time.Time
 	if err := waitFor(ctx, timeout, fmt.Sprintf("%d routes in the FIB and the XDP mirror", total), func() (bool, error) {
 		st, err := observe(ctl)
@@ -286,37 +404,15 @@ bgp neighbor 172.16.40.1 remote-as 65001
 		}
 		return !fibAt.IsZero() && !mirrorAt.IsZero(), nil
 	}); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	r.fib, r.mirror = fibAt.Sub(up), mirrorAt.Sub(up)
-	// Steady state: the node idle for a few seconds, its garbage
-	// collected (the profile fetch collects first).
-	time.Sleep(5 * time.Second)
-	if heap {
-		prof := filepath.Join(dir, "heap.pb.gz")
-		if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", nsR, "curl", "-sf", "-o", prof,
-			fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", metricsPort)).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("heap profile: %v: %s", err, out)
-		}
-		if keepDir != "" {
-			if b, err := os.ReadFile(prof); err == nil {
-				_ = os.WriteFile(filepath.Join(keepDir, fmt.Sprintf("heap-%s-%d+%d.pb.gz", filepath.Base(bin), sz.v4, sz.v6)), b, 0o644)
-			}
-		}
-		split, inuse, err := splitHeap(ctx, prof, total)
-		if err != nil {
-			return nil, err
-		}
-		r.split, r.heapInuse = split, inuse
-		time.Sleep(time.Second)
-	}
-	if r.rss, r.peak, err = rss(recv.Process.Pid); err != nil {
-		return nil, err
-	}
-	// A peer reset: the feeder stops, its session goes, every route with
-	// it.
-	stopAt := time.Now()
-	_ = feeder.Process.Signal(syscall.SIGTERM)
+	return fibAt.Sub(up), mirrorAt.Sub(up), nil
+}
+
+// waitWithdrawn polls the receiver until its FIB is empty and its XDP
+// mirror holds only the hosts, and returns how long after stopAt each was
+// reached.
+func waitWithdrawn(ctx context.Context, ctl string, timeout time.Duration, hosts int, stopAt time.Time) (fib, mirror time.Duration, err error) {
 	var wdFIB, wdMirror time.Time
 	if err := waitFor(ctx, timeout, "every route withdrawn", func() (bool, error) {
 		st, err := observe(ctl)
@@ -332,16 +428,25 @@ bgp neighbor 172.16.40.1 remote-as 65001
 		}
 		return !wdFIB.IsZero() && !wdMirror.IsZero(), nil
 	}); err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	r.wdFIB, r.wdMirror = wdFIB.Sub(stopAt), wdMirror.Sub(stopAt)
-	_ = feeder.Wait()
-	feederDone = true
-	time.Sleep(5 * time.Second)
-	if r.rssAfter, _, err = rss(recv.Process.Pid); err != nil {
-		return nil, err
+	return wdFIB.Sub(stopAt), wdMirror.Sub(stopAt), nil
+}
+
+// heapSplit fetches the receiver's heap profile (after a collection),
+// keeps a copy in keepDir when asked, and splits it by owner.
+func heapSplit(ctx context.Context, dir, nsR, bin string, sz size) (string, uint64, error) {
+	prof := filepath.Join(dir, "heap.pb.gz")
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "exec", nsR, "curl", "-sf", "-o", prof,
+		fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", metricsPort)).CombinedOutput(); err != nil {
+		return "", 0, fmt.Errorf("heap profile: %v: %s", err, out)
 	}
-	return r, nil
+	if keepDir != "" {
+		if b, err := os.ReadFile(prof); err == nil {
+			_ = os.WriteFile(filepath.Join(keepDir, fmt.Sprintf("heap-%s-%d+%d.pb.gz", filepath.Base(bin), sz.v4, sz.v6)), b, 0o644)
+		}
+	}
+	return splitHeap(ctx, prof, sz.v4+sz.v6)
 }
 
 // errBusy is a poll the node did not answer in time.
