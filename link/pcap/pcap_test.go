@@ -15,6 +15,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/pcaptest"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -140,16 +141,7 @@ func (d *nullDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.P
 // endpoint and has tshark decode the file: both directions recorded, in
 // order, labels visible, frames passed on unchanged.
 func TestEndpointTshark(t *testing.T) {
-	tshark.Need(t)
-	file := filepath.Join(t.TempDir(), "cap.pcap")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pcap.NewWriter(f, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, w := pcaptest.File(t, "cap.pcap", pcap.Options{})
 	sink := mplstest.NewSink(1500, macA)
 	sink.Record = true
 	ep := pcap.New(sink, w)

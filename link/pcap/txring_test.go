@@ -2,11 +2,10 @@ package pcap_test
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/pcaptest"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"github.com/mplsnode/mplsnode/link/pcap"
@@ -19,16 +18,7 @@ import (
 // recording a link keeps its slot path. Over a lower link without a ring,
 // TXBegin says so and the writer falls back to WritePackets.
 func TestTXRingPassesThrough(t *testing.T) {
-	tshark.Need(t)
-	file := filepath.Join(t.TempDir(), "ring.pcap")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pcap.NewWriter(f, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, w := pcaptest.File(t, "ring.pcap", pcap.Options{})
 	ring := mplstest.NewRingSink(1500, macA, 1518)
 	ring.Record = true
 	var ep lowerlink.TXRing = pcap.New(ring, w)
