@@ -105,6 +105,7 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 		return
 	}
 	data := pkt.Data()
+	size := data.Size() - off // counted under the label, from the stack on
 	if v.FragmentMTU != 0 {
 		b, ok := data.PullUp(data.Size())
 		if !ok || off+v.PayloadEnd > len(b) {
@@ -121,6 +122,7 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 			return
 		}
 		ls.count(v.Did)
+		ls.countLabel(off, v.Label, size)
 		ls.ctr.fragmented.Add(1)
 		for _, f := range frags {
 			ls.emit(&eg, buffer.MakeWithData(f), v.Label)
@@ -136,6 +138,7 @@ func (ls *Switch) carryOut(st *attached, in *mplsendpoint.Endpoint, pkt *gstack.
 		buf.Truncate(n)
 	}
 	ls.count(v.Did)
+	ls.countLabel(off, v.Label, size)
 	ls.emit(&eg, buf, v.Label)
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/forward/labelstats"
 	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/internal/drops"
 	"github.com/mplsnode/mplsnode/internal/icmp"
@@ -244,6 +245,8 @@ type Switch struct {
 		ipForwarded, pushed                                                                   atomic.Uint64
 		// drops counts discards by reason, one warning a second per reason.
 		drops *drops.Counters[Drop]
+		// labels counts the frames carried out per incoming label (labelstats.go).
+		labels labelstats.Table
 	}
 }
 

@@ -57,6 +57,12 @@ type lsrIngressValue struct {
 	Flags uint16
 }
 
+type lsrLabelCount struct {
+	_       structs.HostLayout
+	Packets uint64
+	Bytes   uint64
+}
+
 type lsrSettings struct {
 	_        structs.HostLayout
 	TtlModel uint32
@@ -73,6 +79,7 @@ const (
 	lsrMapFib6         = "fib6"
 	lsrMapIlm          = "ilm"
 	lsrMapIngress      = "ingress"
+	lsrMapLabelStats   = "label_stats"
 	lsrProgMplsnodeLsr = "mplsnode_lsr"
 )
 
@@ -125,13 +132,14 @@ type lsrProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsrMapSpecs struct {
-	Config   *ebpf.MapSpec `ebpf:"config"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Egress   *ebpf.MapSpec `ebpf:"egress"`
-	Fib4     *ebpf.MapSpec `ebpf:"fib4"`
-	Fib6     *ebpf.MapSpec `ebpf:"fib6"`
-	Ilm      *ebpf.MapSpec `ebpf:"ilm"`
-	Ingress  *ebpf.MapSpec `ebpf:"ingress"`
+	Config     *ebpf.MapSpec `ebpf:"config"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Egress     *ebpf.MapSpec `ebpf:"egress"`
+	Fib4       *ebpf.MapSpec `ebpf:"fib4"`
+	Fib6       *ebpf.MapSpec `ebpf:"fib6"`
+	Ilm        *ebpf.MapSpec `ebpf:"ilm"`
+	Ingress    *ebpf.MapSpec `ebpf:"ingress"`
+	LabelStats *ebpf.MapSpec `ebpf:"label_stats"`
 }
 
 // lsrVariableSpecs contains global variables before they are loaded into the kernel.
@@ -160,13 +168,14 @@ func (o *lsrObjects) Close() error {
 //
 // It can be passed to loadLsrObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsrMaps struct {
-	Config   *ebpf.Map `ebpf:"config"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	Egress   *ebpf.Map `ebpf:"egress"`
-	Fib4     *ebpf.Map `ebpf:"fib4"`
-	Fib6     *ebpf.Map `ebpf:"fib6"`
-	Ilm      *ebpf.Map `ebpf:"ilm"`
-	Ingress  *ebpf.Map `ebpf:"ingress"`
+	Config     *ebpf.Map `ebpf:"config"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	Egress     *ebpf.Map `ebpf:"egress"`
+	Fib4       *ebpf.Map `ebpf:"fib4"`
+	Fib6       *ebpf.Map `ebpf:"fib6"`
+	Ilm        *ebpf.Map `ebpf:"ilm"`
+	Ingress    *ebpf.Map `ebpf:"ingress"`
+	LabelStats *ebpf.Map `ebpf:"label_stats"`
 }
 
 func (m *lsrMaps) Close() error {
@@ -178,6 +187,7 @@ func (m *lsrMaps) Close() error {
 		m.Fib6,
 		m.Ilm,
 		m.Ingress,
+		m.LabelStats,
 	)
 }
 

@@ -338,6 +338,7 @@ func (e *Endpoint) expiresInTransit(labels []mpls.Entry, bottom int, binding mpl
 // popLocal removes the link header and label stack (hdrLen bytes), infers
 // the payload, applies the TTL model and delivers the IP packet.
 func (e *Endpoint) popLocal(pkt *stack.PacketBuffer, hdrLen int, binding mpls.Payload, bottom mpls.Label, ttl uint8) {
+	size := pkt.Data().Size() - header.EthernetMinimumSize // from the label stack on
 	if _, ok := pkt.LinkHeader().Consume(hdrLen); !ok {
 		e.drop(DropTruncatedLabelStack, int64(bottom), nil)
 		return
@@ -364,6 +365,7 @@ func (e *Endpoint) popLocal(pkt *stack.PacketBuffer, hdrLen int, binding mpls.Pa
 	if p == mpls.PayloadIPv6 {
 		proto = header.IPv6ProtocolNumber
 	}
+	e.ctr.labels.Add(bottom, 1, uint64(size))
 	e.deliver(proto, pkt)
 }
 

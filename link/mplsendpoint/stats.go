@@ -3,6 +3,7 @@ package mplsendpoint
 import (
 	"sync/atomic"
 
+	"github.com/mplsnode/mplsnode/forward/labelstats"
 	"github.com/mplsnode/mplsnode/internal/drops"
 )
 
@@ -228,6 +229,8 @@ type counters struct {
 	gsoFrames                          atomic.Uint64
 	rxSplit                            atomic.Uint64
 	ftnHits, ilmHits                   atomic.Uint64
+	// labels counts the frames popped for the node per label (labelstats.go).
+	labels labelstats.Table
 	// drops counts discards by reason, with at most one warning a second
 	// per reason, so a flood of bad frames cannot flood the log.
 	drops *drops.Counters[DropReason]
@@ -265,3 +268,9 @@ func (e *Endpoint) drop(r DropReason, label int64, cause error) {
 func (e *Endpoint) dropN(r DropReason, n uint64, label int64, cause error) {
 	e.ctr.drops.Add(r, n, label, cause)
 }
+
+// LabelStats returns the endpoint's per-label counters: the labelled
+// frames whose every label it popped for the node and delivered to the
+// stack, under the bottom label (package labelstats). The label switch
+// counts the frames it forwards (forward.Switch.LabelStats).
+func (e *Endpoint) LabelStats() *labelstats.Table { return &e.ctr.labels }

@@ -8,7 +8,8 @@
 // rewrites the frame exactly as the userspace label switch would (RFC 3032
 // TTL rule, RFC 3443 TTL models, Ethernet rewrite) and redirects it to the
 // egress link. Everything else is passed up (XDP_PASS) untouched to the
-// userspace path, and the reason is counted in `counters`.
+// userspace path, and the reason is counted in `counters`. What it carries
+// is counted per incoming label in `label_stats`.
 //
 // What it never carries, so that it never sends on what userspace would
 // drop: a label stack without a bottom-of-stack entry within MAX_DEPTH
@@ -208,12 +209,47 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+// Packets and bytes per incoming label of the frames the program carries
+// (forward/xdp LabelStats; the userspace plane counts the frames passed
+// up). Apart from the ilm map, which the userspace mirror rewrites, so the
+// counts survive every sync.
+struct label_count {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct label_count);
+} label_stats SEC(".maps");
+
 static __always_inline int count(__u32 r, int action)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &r);
 	if (c)
 		*c += 1;
 	return action;
+}
+
+// count_label counts a frame the program carries under its incoming (top)
+// label: bytes is its length from the label stack on, as received. The
+// entry is made on a label's first frame; a full map (as many labels as
+// the ILM map holds) leaves a new label uncounted, never the frame
+// unforwarded.
+static __always_inline void count_label(__u32 label, __u32 bytes)
+{
+	struct label_count *c = bpf_map_lookup_elem(&label_stats, &label);
+	if (!c) {
+		struct label_count zero = {};
+		bpf_map_update_elem(&label_stats, &label, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&label_stats, &label);
+		if (!c)
+			return;
+	}
+	c->packets += 1;
+	c->bytes += bytes;
 }
 
 static __always_inline int mac_equal(const __u8 *a, const __u8 *b)
@@ -602,6 +638,7 @@ int mplsnode_lsr(struct xdp_md *ctx)
 			return count(R_DROP_INTERNAL, XDP_DROP);
 		write_eth(data, v, ETH_P_MPLS_UC);
 		count(R_SWAPPED, 0);
+		count_label(label, l2len);
 		return bpf_redirect_map(&egress, v->ifindex, 0);
 	}
 
@@ -699,6 +736,7 @@ int mplsnode_lsr(struct xdp_md *ctx)
 		return count(R_DROP_INTERNAL, XDP_DROP);
 	write_eth(data, v, proto);
 	count(proto == ETH_P_MPLS_UC ? R_POPPED_LABELLED : R_POPPED_IP, 0);
+	count_label(label, l2len);
 	return bpf_redirect_map(&egress, v->ifindex, 0);
 }
 
