@@ -66,13 +66,29 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 	if err := s.splitHorizon(ctx); err != nil {
 		return err
 	}
+	sts, err := s.splitHorizonStatements(ctx)
+	if err != nil {
+		return err
+	}
+	sts = append(sts, s.exportStatements(sets)...)
+	if err := s.installExportPolicy(ctx, sts); err != nil {
+		return err
+	}
+	s.policies = true
+	return nil
+}
+
+// splitHorizonStatements defines each neighbour's neighbour set and
+// returns the statements that reject, before any export, the routes a
+// neighbour must not get back.
+func (s *Speaker) splitHorizonStatements(ctx context.Context) ([]*api.Statement, error) {
 	var sts []*api.Statement
 	for i := range s.cfg.Neighbors {
 		if err := s.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
 			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: neighborSetName(i),
 			List: []string{loopbackAlias(i).String() + "/32"},
 		}}); err != nil {
-			return fmt.Errorf("bgp: neighbor set: %w", err)
+			return nil, fmt.Errorf("bgp: neighbor set: %w", err)
 		}
 		// Split horizon first: a route goes back neither to the
 		// neighbour it came from nor, when that one is internal, to
@@ -96,6 +112,15 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 			})
 		}
 	}
+	return sts, nil
+}
+
+// exportStatements returns the statements that accept local paths per
+// neighbour and family (the node's networks, from the prefix sets sets,
+// or every local path to a next-hop-self neighbour), setting the
+// neighbour's next hop; a family without a next hop exports nothing.
+func (s *Speaker) exportStatements(sets map[Family]*api.DefinedSet) []*api.Statement {
+	var sts []*api.Statement
 	for i, n := range s.cfg.Neighbors {
 		for _, f := range families(n) {
 			nh := n.NextHop4
@@ -125,6 +150,13 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 			})
 		}
 	}
+	return sts
+}
+
+// installExportPolicy adds the export policy of statements sts (one that
+// rejects everything when there are none) and assigns it globally, with
+// reject as the default.
+func (s *Speaker) installExportPolicy(ctx context.Context, sts []*api.Statement) error {
 	if len(sts) == 0 {
 		// A policy needs a statement; this one rejects everything.
 		sts = []*api.Statement{{Name: exportPolicy + "-none", Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT}}}
@@ -138,7 +170,6 @@ func (s *Speaker) setupPolicies(ctx context.Context) error {
 	}}); err != nil {
 		return fmt.Errorf("bgp: export policy assignment: %w", err)
 	}
-	s.policies = true
 	return nil
 }
 

@@ -78,39 +78,17 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 	}); err != nil {
 		return nil, err
 	}
-	s := &Speaker{
-		cfg: cfg, log: logger, tables: tables,
-		alias: map[netip.Addr]int{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		rib: map[netip.Prefix]*dest{}, pool: newLabelPool(cfg.LabelLow, cfg.LabelHigh),
-		netLabels: map[netip.Prefix]mpls.Label{}, peers: make([]peerState, len(cfg.Neighbors)),
+	s := newSpeaker(cfg, tables, logger)
+	ctx := context.Background()
+	if err := s.startServer(ctx, port); err != nil {
+		return nil, err
 	}
-	for i, n := range cfg.Neighbors {
-		s.alias[loopbackAlias(i)] = i
-		s.peers[i].state = "idle"
-		if n.NextHopSelf {
-			s.nhs = true
-		}
-	}
-	// GoBGP's own logs are noisy at info; keep its warnings and errors.
-	lvl := new(slog.LevelVar)
-	lvl.Set(slog.LevelWarn)
-	glog := slog.New(newAliasHandler(levelHandler{logger.Handler(), lvl}, cfg.Neighbors)).With("component", "gobgp")
-	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
-	s.stopSrv = sync.OnceFunc(s.srv.Stop) // a second Stop would wait forever
-	go s.srv.Serve()
 	ok := false
 	defer func() {
 		if !ok {
 			s.stopSrv()
 		}
 	}()
-	ctx := context.Background()
-	if err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: cfg.AS, RouterId: cfg.RouterID.String(),
-		ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
-	}}); err != nil {
-		return nil, fmt.Errorf("bgp: starting GoBGP: %w", err)
-	}
 	s.sp = newSplice(tr, cfg.Neighbors, cfg.ListenPort, port, logger)
 	if err := inProcessNamespace(s.sp.start); err != nil {
 		s.sp.close()
@@ -127,24 +105,72 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 		return nil, fmt.Errorf("bgp: watching GoBGP: %w", err)
 	}
 	go s.worker()
-	if err := s.setupPolicies(ctx); err != nil {
+	if err := s.configure(ctx, port); err != nil {
 		s.shutdown()
 		return nil, err
-	}
-	if err := s.originate(); err != nil {
-		s.shutdown()
-		return nil, err
-	}
-	for i, n := range cfg.Neighbors {
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.peerConfig(i, n, port)}); err != nil {
-			s.shutdown()
-			return nil, fmt.Errorf("bgp: neighbor %s: %w", n.Address, err)
-		}
 	}
 	ok = true
 	logger.Info("bgp started", "as", cfg.AS, "router_id", cfg.RouterID.String(), "neighbors", len(cfg.Neighbors),
 		"networks", len(cfg.Networks), "label_range", fmt.Sprintf("%d-%d", cfg.LabelLow, cfg.LabelHigh))
 	return s, nil
+}
+
+// newSpeaker returns the speaker of cfg before anything runs: its tables,
+// label pool, loopback aliases and idle neighbours.
+func newSpeaker(cfg Config, tables Tables, logger *slog.Logger) *Speaker {
+	s := &Speaker{
+		cfg: cfg, log: logger, tables: tables,
+		alias: map[netip.Addr]int{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		rib: map[netip.Prefix]*dest{}, pool: newLabelPool(cfg.LabelLow, cfg.LabelHigh),
+		netLabels: map[netip.Prefix]mpls.Label{}, peers: make([]peerState, len(cfg.Neighbors)),
+	}
+	for i, n := range cfg.Neighbors {
+		s.alias[loopbackAlias(i)] = i
+		s.peers[i].state = "idle"
+		if n.NextHopSelf {
+			s.nhs = true
+		}
+	}
+	return s
+}
+
+// startServer runs GoBGP, listening on the loopback port port, with its
+// logs at warning and above going to s's logger; on an error GoBGP is
+// stopped again.
+func (s *Speaker) startServer(ctx context.Context, port int) error {
+	// GoBGP's own logs are noisy at info; keep its warnings and errors.
+	lvl := new(slog.LevelVar)
+	lvl.Set(slog.LevelWarn)
+	glog := slog.New(newAliasHandler(levelHandler{s.log.Handler(), lvl}, s.cfg.Neighbors)).With("component", "gobgp")
+	s.srv = server.NewBgpServer(server.LoggerOption(glog, lvl))
+	s.stopSrv = sync.OnceFunc(s.srv.Stop) // a second Stop would wait forever
+	go s.srv.Serve()
+	if err := s.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: s.cfg.AS, RouterId: s.cfg.RouterID.String(),
+		ListenPort: int32(port), ListenAddresses: []string{"127.0.0.1"},
+	}}); err != nil {
+		s.stopSrv()
+		return fmt.Errorf("bgp: starting GoBGP: %w", err)
+	}
+	return nil
+}
+
+// configure gives the running GoBGP its export policies, the local
+// networks and then the neighbours, which reach it on the loopback port
+// port through the splice.
+func (s *Speaker) configure(ctx context.Context, port int) error {
+	if err := s.setupPolicies(ctx); err != nil {
+		return err
+	}
+	if err := s.originate(); err != nil {
+		return err
+	}
+	for i, n := range s.cfg.Neighbors {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: s.peerConfig(i, n, port)}); err != nil {
+			return fmt.Errorf("bgp: neighbor %s: %w", n.Address, err)
+		}
+	}
+	return nil
 }
 
 // exportPolicy is the global export policy; GoBGP applies per-neighbour

@@ -426,31 +426,11 @@ func (p *prober) trace(ctx context.Context, res *LSPTraceResult, ttl int, addrs 
 	}
 	v6 := p.fec.Type.IPv6()
 	t := LSPTrace{Path: p.path(), Destination: addrs[0].String(), Hops: done}
-	finish := func() {
-		if len(res.Paths) < MaxLSPTracePaths {
-			res.Paths = append(res.Paths, t)
-		}
-	}
 	misses := 0
-	for ; ttl <= maxTTL; ttl++ {
-		if ctx.Err() != nil {
-			finish()
-			return
-		}
+	for ; ttl <= maxTTL && ctx.Err() == nil; ttl++ {
 		req := ds
 		if p.opts.Multipath {
-			base := addrs[0]
-			in := map[netip.Addr]bool{}
-			for _, a := range addrs {
-				in[a] = true
-			}
-			mp := lspping.Bitmask(base, multipathAddrs, func(i int) bool {
-				x := base
-				for range i {
-					x = x.Next()
-				}
-				return in[x]
-			})
+			mp := multipathMask(addrs)
 			req.Multipath = &mp
 		}
 		pr := p.probe(ctx, ttl, uint8(ttl), addrs[0], &req)
@@ -462,13 +442,7 @@ func (p *prober) trace(ctx context.Context, res *LSPTraceResult, ttl int, addrs 
 			continue
 		}
 		misses = 0
-		code := lspping.ReturnCode(pr.Code)
-		if code == lspping.CodeEgress {
-			t.Reached = true
-			break
-		}
-		if code != lspping.CodeLabelSwitched && code != lspping.CodeLabelSwitchedFECChange {
-			t.BrokenAt = uint8(ttl)
+		if !t.transit(pr, ttl) {
 			break
 		}
 		rep := p.lastReply
@@ -477,20 +451,7 @@ func (p *prober) trace(ctx context.Context, res *LSPTraceResult, ttl int, addrs 
 			break
 		}
 		if p.opts.Multipath && len(rep) > 1 {
-			for _, d := range rep[1:] {
-				sub := addrs
-				if d.Multipath != nil {
-					if a, ok := d.Multipath.Addresses(v6); ok && len(a) > 0 {
-						sub = a
-					} else {
-						continue
-					}
-				}
-				d.Multipath, d.Code, d.Subcode = nil, 0, 0
-				if len(res.Paths) < MaxLSPTracePaths {
-					p.trace(ctx, res, ttl+1, sub, d, append([]LSPProbe(nil), t.Hops...))
-				}
-			}
+			p.branch(ctx, res, ttl+1, addrs, rep[1:], t.Hops)
 		}
 		d := rep[0]
 		if p.opts.Multipath && d.Multipath != nil {
@@ -501,5 +462,63 @@ func (p *prober) trace(ctx context.Context, res *LSPTraceResult, ttl int, addrs 
 		d.Multipath, d.Code, d.Subcode = nil, 0, 0
 		ds = d
 	}
-	finish()
+	if len(res.Paths) < MaxLSPTracePaths {
+		res.Paths = append(res.Paths, t)
+	}
+}
+
+// multipathMask returns the multipath data that asks a hop which of
+// addrs, a subset of the multipathAddrs destinations from addrs[0] on,
+// take each of its next hops.
+func multipathMask(addrs []netip.Addr) lspping.Multipath {
+	base := addrs[0]
+	in := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		in[a] = true
+	}
+	return lspping.Bitmask(base, multipathAddrs, func(i int) bool {
+		x := base
+		for range i {
+			x = x.Next()
+		}
+		return in[x]
+	})
+}
+
+// transit reads the reply pr to the probe of label TTL ttl: false ends
+// the path, marking it reached at the egress or broken at a hop whose
+// code says the LSP does not go on; true means the hop switched it.
+func (t *LSPTrace) transit(pr LSPProbe, ttl int) bool {
+	code := lspping.ReturnCode(pr.Code)
+	if code == lspping.CodeEgress {
+		t.Reached = true
+		return false
+	}
+	if code != lspping.CodeLabelSwitched && code != lspping.CodeLabelSwitchedFECChange {
+		t.BrokenAt = uint8(ttl)
+		return false
+	}
+	return true
+}
+
+// branch traces, from label TTL ttl, each of the further next hops a hop
+// answered (others), each with the destinations of addrs that its
+// multipath data names (all of addrs without one; none: skipped), while
+// the result has room; hops are the probes so far, copied per branch.
+func (p *prober) branch(ctx context.Context, res *LSPTraceResult, ttl int, addrs []netip.Addr, others []lspping.DDMap, hops []LSPProbe) {
+	v6 := p.fec.Type.IPv6()
+	for _, d := range others {
+		sub := addrs
+		if d.Multipath != nil {
+			if a, ok := d.Multipath.Addresses(v6); ok && len(a) > 0 {
+				sub = a
+			} else {
+				continue
+			}
+		}
+		d.Multipath, d.Code, d.Subcode = nil, 0, 0
+		if len(res.Paths) < MaxLSPTracePaths {
+			p.trace(ctx, res, ttl, sub, d, append([]LSPProbe(nil), hops...))
+		}
+	}
 }
