@@ -39,34 +39,29 @@ import (
 // decremented one (forward/ip.go): label TTL 64, in both modes (TestECMP
 // fails too: TTL 63 after the pop).
 func TestLERReturnPath(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
-	ns0, ns1, ns2 := netns.New(t, "r0"), netns.New(t, "r1"), netns.New(t, "r2")
-	wiretest.DisableIPv6(t, ns0)
-	wiretest.DisableIPv6(t, ns1)
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
-	ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
+	l := newLine(t, "r", 0, 1)
+	l.ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", l.v21)
+	l.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
 	conf0 := fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 route add 172.16.21.0/24 via 172.16.20.21
 -f mpls route add 200 dev lo
-`, v01)
+`, l.v01)
 	conf1 := fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
 addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
-`, v10, v12)
+`, l.v10, l.v12)
 	const probePort = 7777
 	results := map[string]*planetest.Result{}
 	for _, m := range planetest.Modes {
 		t.Run(m.Name, func(t *testing.T) {
-			n0 := startNode(t, ns0, "ns0.conf", conf0)
-			n1 := startNode(t, ns1, "ns1.conf", conf1+m.Conf())
-			lerTransfer(t, n0, n1, ns2)
+			n0 := startNode(t, l.ns0, "ns0.conf", conf0)
+			n1 := startNode(t, l.ns1, "ns1.conf", conf1+m.Conf())
+			lerTransfer(t, n0, n1, l.ns2)
 
 			pc, err := n0.Stack().ListenUDP(netip.MustParseAddrPort(fmt.Sprintf("172.16.20.20:%d", probePort)))
 			if err != nil {
@@ -74,7 +69,7 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 			}
 			t.Cleanup(func() { pc.Close() })
 			var frames [][]byte
-			lerMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v12)), tcpip.LinkAddress(wiretest.MAC(t, ns2, v21))
+			lerMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns1, l.v12)), tcpip.LinkAddress(wiretest.MAC(t, l.ns2, l.v21))
 			for _, size := range []int{0, 300, 1400} {
 				payload := make([]byte, size)
 				for i := range payload {
@@ -85,8 +80,8 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 			}
 			n := uint64(len(frames))
 			x := xdpCounts(n1)
-			res := probe{ns: ns2, dev: v21, frames: frames,
-				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(frames)},
+			res := probe{ns: l.ns2, dev: l.v21, frames: frames,
+				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, l.ns0, l.v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(frames)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"pushed": n, "ip_forwarded": n}},
 			}.run(t)
 			results[m.Name] = res

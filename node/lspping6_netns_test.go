@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 	"github.com/mplsnode/mplsnode/lspping"
 )
@@ -16,32 +15,26 @@ import (
 // requests to ::ffff:127.0.0.1 with the hop-by-hop router alert, replies
 // over IPv6) across three mplsnodes linked by IPv6 only.
 func TestLSPPingIPv6(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
-	ns0, ns1, ns2 := netns.New(t, "lp60"), netns.New(t, "lp61"), netns.New(t, "lp62")
-	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
-		wiretest.DisableIPv6(t, ns) // the kernels stay quiet: the nodes own the links
-	}
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	l := newLine(t, "lp6", 0, 1, 2) // the kernels stay quiet: the nodes own the links
+	n0 := startNode(t, l.ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 2001:db8:20::20/64 dev %[1]s
 route add 2001:db8::10/128 encap mpls 100 via inet6 2001:db8:20::21 dev %[1]s
 route add 2001:db8:21::/64 via inet6 2001:db8:20::21 dev %[1]s
-`, v01))
-	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, l.v01))
+	n1 := startNode(t, l.ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 2001:db8:20::21/64 dev %[1]s
 addr add 2001:db8:21::21/64 dev %[2]s
 sysctl net.ipv6.conf.all.forwarding=1
 -f mpls route add 100 as to 200 via inet6 2001:db8:21::22 dev %[2]s
-`, v10, v12))
-	n2 := startNode(t, ns2, "ns2.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, l.v10, l.v12))
+	n2 := startNode(t, l.ns2, "ns2.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 2001:db8:21::22/64 dev %[1]s
 addr add 2001:db8::10/128 dev lo
 route add 2001:db8:20::/64 via inet6 2001:db8:21::21 dev %[1]s
 -f mpls route add 200 dev lo
-`, v21))
+`, l.v21))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f, err := lspping.PrefixFEC("ldp", netip.MustParsePrefix("2001:db8::10/128"))

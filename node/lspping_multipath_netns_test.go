@@ -18,21 +18,15 @@ import (
 // Checked by planting the bug (l07): a tracer that follows one hop only
 // finds 1 path, not 2.
 func TestLSPTraceMultipath(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
-	ns0, ns1, ns2 := netns.New(t, "lpm0"), netns.New(t, "lpm1"), netns.New(t, "lpm2")
-	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
-		wiretest.DisableIPv6(t, ns)
-	}
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	w12, w21 := netns.VethPair(t, ns1, ns2)
-	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	l := newLine(t, "lpm", 0, 1, 2)
+	w12, w21 := netns.VethPair(t, l.ns1, l.ns2)
+	n0 := startNode(t, l.ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 dev %[1]s
 route add 172.16.21.0/24 via 172.16.20.21 dev %[1]s
-`, v01))
-	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, l.v01))
+	n1 := startNode(t, l.ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 link add %[3]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
@@ -40,15 +34,15 @@ addr add 172.16.21.21/24 dev %[2]s
 addr add 172.16.22.21/24 dev %[3]s
 sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 nexthop as to 200 via inet 172.16.21.22 dev %[2]s nexthop as to 200 via inet 172.16.22.22 dev %[3]s
-`, v10, v12, w12))
-	n2 := startNode(t, ns2, "ns2.conf", fmt.Sprintf(`link add %[1]s type afpacket
+`, l.v10, l.v12, w12))
+	n2 := startNode(t, l.ns2, "ns2.conf", fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.21.22/24 dev %[1]s
 addr add 172.16.22.22/24 dev %[2]s
 addr add 10.10.10.10/32 dev lo
 route add 172.16.20.0/24 via 172.16.21.21 dev %[1]s
 -f mpls route add 200 dev lo
-`, v21, w21))
+`, l.v21, w21))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	opts := lspOpts(ldpFEC(t, "10.10.10.10/32"))
@@ -99,7 +93,7 @@ route add 172.16.20.0/24 via 172.16.21.21 dev %[1]s
 	if total != 32 {
 		t.Errorf("the LSR's downstreams take %d of the 32 destinations asked about, want all", total)
 	}
-	for _, dev := range []string{v21, w21} {
+	for _, dev := range []string{l.v21, w21} {
 		if after[dev] == before[dev] {
 			t.Errorf("the egress received nothing on %s during the multipath traceroute: one branch was not followed", dev)
 		}

@@ -186,10 +186,9 @@ func send(t *testing.T, c net.Conn, size int64, mid func()) [32]byte {
 // seed is the seed topology: ns0 (node, host) -- ns1 (node, LSR) -- ns2
 // (the kernel, 10.10.10.10 on lo).
 type seed struct {
-	ns0, ns1, ns2      *netns.NS
-	v01, v10, v12, v21 string
-	conf0, conf1       string
-	n0, n1             *node.Node
+	*line
+	conf0, conf1 string
+	n0, n1       *node.Node
 }
 
 func newSeed(t *testing.T) *seed {
@@ -228,13 +227,8 @@ func newSeedOf(t *testing.T, linkType, linkWords string, opts func(*seed) (opts0
 // and writes the nodes' configs, without starting the nodes (start).
 func newSeedNets(t *testing.T, linkType, linkWords string) *seed {
 	t.Helper()
-	netns.SkipUnlessRoot(t)
-	s := &seed{ns0: netns.New(t, "s0"), ns1: netns.New(t, "s1"), ns2: netns.New(t, "s2")}
-	s.v01, s.v10 = netns.VethPair(t, s.ns0, s.ns1)
-	s.v12, s.v21 = netns.VethPair(t, s.ns1, s.ns2)
-	s.ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", s.v21)
-	s.ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
-	s.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
+	s := &seed{line: newLine(t, "s")}
+	s.seedKernel()
 	if linkType == "xdp" {
 		// An AF_XDP link cannot tell a partial checksum from a wrong one:
 		// its kernel peer must send full checksums (link/xdp's doc).

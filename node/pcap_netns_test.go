@@ -2,11 +2,10 @@ package node_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/pcaptest"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/node"
@@ -21,17 +20,7 @@ import (
 // ns2's end of virt12 runs NAPI) on virt12 alone: the recorded link runs
 // without it, so no frame it forwards escapes the capture.
 func TestSeedPcap(t *testing.T) {
-	tshark.Need(t)
-	file := filepath.Join(t.TempDir(), "ns1.pcap")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pcap.NewWriter(f, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	file, w := pcaptest.File(t, "ns1.pcap", pcap.Options{})
 	s := newSeedWith(t, func(s *seed) (node.Options, node.Options) {
 		// ns2's end runs NAPI, so virt12 takes redirected frames and the
 		// default runs the program there.

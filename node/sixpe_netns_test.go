@@ -34,26 +34,20 @@ import (
 // counters. Planted bug: the program's pop leaving the hop limit alone
 // (bpf/lsr.c, make bpf): mode=xdp's popped probes differ.
 func Test6PEEndToEnd(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
-	ns0, ns1, ns2 := netns.New(t, "6p0"), netns.New(t, "6p1"), netns.New(t, "6p2")
-	// The nodes own ns0's and ns1's links: their kernels stay quiet.
-	wiretest.DisableIPv6(t, ns0)
-	wiretest.DisableIPv6(t, ns1)
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	ns2.MustExec("ip", "-6", "addr", "add", "2001:db8:21::22/64", "dev", v21, "nodad")
-	ns2.MustExec("ip", "-6", "addr", "add", "2001:db8:2::1/128", "dev", "lo")
-	ns2.MustExec("ip", "-6", "route", "add", "2001:db8:1::/64", "via", "2001:db8:21::21")
-	wiretest.GROOn(t, ns2, v21)
+	l := newLine(t, "6p", 0, 1) // the nodes own ns0's and ns1's links
+	l.ns2.MustExec("ip", "-6", "addr", "add", "2001:db8:21::22/64", "dev", l.v21, "nodad")
+	l.ns2.MustExec("ip", "-6", "addr", "add", "2001:db8:2::1/128", "dev", "lo")
+	l.ns2.MustExec("ip", "-6", "route", "add", "2001:db8:1::/64", "via", "2001:db8:21::21")
+	wiretest.GROOn(t, l.ns2, l.v21)
 	const probePort = 7777
-	udpSink(t, ns2, probePort)
+	udpSink(t, l.ns2, probePort)
 	conf0 := fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 addr add 2001:db8:1::20/128 dev lo
 route add 2001:db8:2::/48 encap mpls 300 via inet 172.16.20.21
 -f mpls route add 400 dev lo
-`, v01)
+`, l.v01)
 	conf1 := fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
@@ -61,15 +55,15 @@ addr add 2001:db8:21::21/64 dev %[2]s
 sysctl net.ipv6.conf.all.forwarding=1
 -f mpls route add 300 via inet6 2001:db8:21::22 dev %[2]s
 route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
-`, v10, v12)
+`, l.v10, l.v12)
 
 	results := map[string]*planetest.Result{}
 	for _, m := range planetest.Modes {
 		t.Run(m.Name, func(t *testing.T) {
-			n0 := startNode(t, ns0, "ns0.conf", conf0)
-			n1 := startNode(t, ns1, "ns1.conf", conf1+m.Conf())
+			n0 := startNode(t, l.ns0, "ns0.conf", conf0)
+			n1 := startNode(t, l.ns1, "ns1.conf", conf1+m.Conf())
 			start := time.Now()
-			sixPETransfer(t, n0, ns0, ns2, v01)
+			sixPETransfer(t, n0, l.ns0, l.ns2, l.v01)
 			t.Logf("16 MiB over 6PE in %v; ns1 %+v", time.Since(start).Round(time.Millisecond), n1.Report().XDP)
 			if m.XDP {
 				waitXDPEntries(t, n1, 1)
@@ -89,8 +83,8 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			}
 			host, peer := netip.MustParseAddr("2001:db8:1::20"), netip.MustParseAddr("2001:db8:2::1")
 			var out, back [][]byte
-			lsrIn, lsrOut := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10)), tcpip.LinkAddress(wiretest.MAC(t, ns1, v12))
-			hostMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01)), tcpip.LinkAddress(wiretest.MAC(t, ns2, v21))
+			lsrIn, lsrOut := tcpip.LinkAddress(wiretest.MAC(t, l.ns1, l.v10)), tcpip.LinkAddress(wiretest.MAC(t, l.ns1, l.v12))
+			hostMAC, peerMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns0, l.v01)), tcpip.LinkAddress(wiretest.MAC(t, l.ns2, l.v21))
 			for _, p := range payloads {
 				out = append(out, mplstest.Frame{Dst: lsrIn, Src: hostMAC, Labels: mplstest.Stack(64, 300),
 					Payload: mplstest.IPv6UDP(netip.AddrPortFrom(host, 5000), netip.AddrPortFrom(peer, probePort), p)}.Bytes())
@@ -99,12 +93,12 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			}
 			res := planetest.NewResult()
 			x := xdpCounts(n1)
-			res.Add("out ", probe{ns: ns0, dev: v01, frames: out,
-				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(out)},
+			res.Add("out ", probe{ns: l.ns0, dev: l.v01, frames: out,
+				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, l.ns2, l.v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(out)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"popped_ip": uint64(len(out))}},
 			}.run(t))
-			res.Add("back ", probe{ns: ns2, dev: v21, frames: back,
-				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, ns0, v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(back)},
+			res.Add("back ", probe{ns: l.ns2, dev: l.v21, frames: back,
+				taps: map[string]*wiretest.Tap{"ns0": wiretest.NewTap(t, l.ns0, l.v01, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns0": len(back)},
 				nodes:  map[string]*node.Node{"ns1": n1},
 				counts: map[string]map[string]uint64{"ns1": {"pushed": uint64(len(back)), "ip_forwarded": uint64(len(back))}},
 			}.run(t))

@@ -20,21 +20,16 @@ import (
 // bug: tap's GSOFrames reporting false (no coalescing: Coalesced stays 0
 // and no frame in ns2 exceeds 1500 bytes, so the capture times out).
 func TestSeedTAP(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	ns0, ns1, ns2 := netns.New(t, "t0"), netns.New(t, "t1"), netns.New(t, "t2")
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
-	ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
-	ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
-	br0, br10, br12 := netns.Bridge(t, ns0, v01), netns.Bridge(t, ns1, v10), netns.Bridge(t, ns1, v12)
+	l := newLine(t, "t")
+	l.seedKernel()
+	br0, br10, br12 := netns.Bridge(t, l.ns0, l.v01), netns.Bridge(t, l.ns1, l.v10), netns.Bridge(t, l.ns1, l.v12)
 	tap0, tap10, tap12 := netns.Name("tap"), netns.Name("tap"), netns.Name("tap")
-	n0 := startNode(t, ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type tap bridge %[2]s
+	n0 := startNode(t, l.ns0, "ns0.conf", fmt.Sprintf(`link add %[1]s type tap bridge %[2]s
 addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 mtu lock 1496
 route add 172.16.21.0/24 via 172.16.20.21 mtu lock 1496
 `, tap0, br0))
-	n1 := startNode(t, ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type tap bridge %[2]s
+	n1 := startNode(t, l.ns1, "ns1.conf", fmt.Sprintf(`link add %[1]s type tap bridge %[2]s
 link add %[3]s type tap bridge %[4]s
 addr add 172.16.20.21/24 dev %[1]s
 addr add 172.16.21.21/24 dev %[3]s
@@ -42,8 +37,8 @@ sysctl -w net.ipv4.ip_forward=1
 -f mpls route add 100 via inet 172.16.21.22 dev %[3]s
 `, tap10, br10, tap12, br12))
 
-	addr, result := kernelSink(t, ns2, "10.10.10.10:0")
-	popped := startCapture(t, ns2, v21, "tcp and dst host 10.10.10.10 and greater 3000", 20)
+	addr, result := kernelSink(t, l.ns2, "10.10.10.10:0")
+	popped := startCapture(t, l.ns2, l.v21, "tcp and dst host 10.10.10.10 and greater 3000", 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -64,7 +59,7 @@ sysctl -w net.ipv4.ip_forward=1
 	}
 	for i, row := range popped.fields("ip.ttl", "mpls.label", "ip.len") {
 		if n, _ := strconv.Atoi(row[2]); row[0] != "63" || row[1] != "" || n <= 1500 {
-			t.Errorf("frame %d on %s: got ip.ttl, mpls.label, ip.len %v; want 63, none, > 1500 (a GSO frame)", i, v21, row)
+			t.Errorf("frame %d on %s: got ip.ttl, mpls.label, ip.len %v; want 63, none, > 1500 (a GSO frame)", i, l.v21, row)
 		}
 	}
 }

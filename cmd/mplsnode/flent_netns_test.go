@@ -44,11 +44,7 @@ func TestFlent(t *testing.T) {
 			t.Skipf("%s not installed (scripts/deps.sh installs it): %v", tool, err)
 		}
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "mplsnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
+	bin, dir := buildBinary(t), t.TempDir()
 	wrapDir := filepath.Join(dir, "path")
 	if err := os.Mkdir(wrapDir, 0o755); err != nil {
 		t.Fatal(err)

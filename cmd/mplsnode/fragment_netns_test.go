@@ -24,11 +24,7 @@ import (
 // (verifyFragmentSum planted to fail) the server's received rate was 0.
 func TestKernelFragmentsToConfigServer(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "mplsnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
+	bin, dir := buildBinary(t), t.TempDir()
 	nsS, nsC := netns.New(t, "fs"), netns.New(t, "fc")
 	vs, vc := netns.VethPair(t, nsS, nsC)
 	nsC.MustExec("ip", "addr", "add", "10.79.0.2/24", "dev", vc)

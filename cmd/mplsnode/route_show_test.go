@@ -4,17 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/node"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // mplsnodeCLI runs the CLI in process and returns its exit code, stdout
@@ -30,29 +25,7 @@ func mplsnodeCLI(args ...string) (int, string, string) {
 // returns the socket's path.
 func routeNode(t *testing.T, conf string) string {
 	t.Helper()
-	cfg, err := config.Parse("route.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(4, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	b := channel.New(4, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x02\x01"))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"a0": a, "b0": b}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "n.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.ServeControl(ctx, n, path) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		n.Close()
-		a.Drain()
-		b.Drain()
-	})
-	waitSocket(t, path)
+	path, _, _ := channelNode(t, "route.conf", conf)
 	return path
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -18,12 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -40,37 +37,8 @@ func statsNode(t *testing.T) string {
 // to inject frames into.
 func statsNodeLinks(t *testing.T) (string, *channel.Endpoint) {
 	t.Helper()
-	conf := "link add a0 type afpacket\nlink add b0 type afpacket\naddr add 10.1.0.1/24 dev a0\naddr add 10.2.0.1/24 dev b0\n"
-	cfg, err := config.Parse("stats.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(4, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	b := channel.New(4, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x02\x01"))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"a0": a, "b0": b}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "n.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.ServeControl(ctx, n, path) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		n.Close()
-		a.Drain()
-		b.Drain()
-	})
-	for range 200 {
-		if _, err := os.Stat(path); err == nil {
-			return path, a
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("control socket did not appear")
-	return "", nil
+	path, a, _ := channelNode(t, "stats.conf", "link add a0 type afpacket\nlink add b0 type afpacket\naddr add 10.1.0.1/24 dev a0\naddr add 10.2.0.1/24 dev b0\n")
+	return path, a
 }
 
 // TestStatsDrops: --drops says "no drops" (exit 0) until a frame is
@@ -230,10 +198,7 @@ func TestStatsTextUsesJSONNames(t *testing.T) {
 // removes the socket.
 func TestRunObservability(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	bin := filepath.Join(t.TempDir(), "mplsnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
+	bin := buildBinary(t)
 	nsA, nsB := netns.New(t, "oa"), netns.New(t, "ob")
 	va, _ := netns.VethPair(t, nsA, nsB)
 	nsA.MustExec("ip", "link", "set", "lo", "up")
