@@ -200,9 +200,8 @@ type LinkReport struct {
 	StackRXBytes uint64 `json:"stack_rx_bytes"`
 	// StackTXBytes: see StackRXBytes.
 	StackTXBytes uint64 `json:"stack_tx_bytes"`
-	// FIBPushes counts outgoing packets that got the label stack of their
-	// FIB route's hop.
-	FIBPushes uint64 `json:"fib_pushes"`
+	// FTNHits counts outgoing packets that matched an FTN entry.
+	FTNHits uint64 `json:"ftn_hits"`
 	// ILMHits counts incoming labels that matched an ILM entry.
 	ILMHits uint64 `json:"ilm_hits"`
 	// Drops counts discards by reason name (mplsendpoint.DropReason's
@@ -320,7 +319,7 @@ func (n *Node) Report() Report {
 			Name: name, RXFrames: ls.RXFrames, TXFrames: ls.TXFrames,
 			RXDelivered: ls.RXDelivered, RXForwarded: ls.RXForwarded,
 			TXPackets: ls.TXPackets, GSOPackets: ls.GSOPackets,
-			FIBPushes: ls.FIBPushes, ILMHits: ls.ILMHits,
+			FTNHits: ls.FTNHits, ILMHits: ls.ILMHits,
 			Drops: map[string]uint64{},
 		}
 		for _, d := range mplsendpoint.DropReasons() {

@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/mplsnode/mplsnode/bgp"
@@ -121,68 +117,87 @@ func runBGP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	switch what {
-	case "summary":
-		var s bgp.Summary
-		if !decode(body, &s, stderr) {
-			return exitFailure
-		}
-		fmt.Fprintf(tw, "AS %d, router-id %s, labels %d-%d: %d of %d bound\n", s.AS, s.RouterID, s.LabelLow, s.LabelHigh, s.LabelsUsed, s.LabelsSize)
-		fmt.Fprintf(tw, "routes %d, installed %d, unresolved next hop %d\n", s.Routes, s.Installed, s.Unresolved)
-		reasons := func(m map[string]int) string {
-			var out []string
-			for _, k := range slices.Sorted(maps.Keys(m)) {
-				out = append(out, fmt.Sprintf("%s %d", k, m[k]))
-			}
-			return strings.Join(out, ", ")
-		}
-		if len(s.NotInstalled) > 0 {
-			fmt.Fprintf(tw, "not installed: %s\n", reasons(s.NotInstalled))
-		}
-		if len(s.Refused) > 0 {
-			counts := map[string]int{}
-			for k, v := range s.Refused {
-				counts[k] = int(v)
-			}
-			fmt.Fprintf(tw, "refused so far: %s\n", reasons(counts))
-		}
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "NEIGHBOR\tAS\tSTATE\tSINCE\tRECEIVED\tINSTALLED")
-		for _, n := range s.Neighbors {
-			var rx, in int
-			for _, f := range n.Families {
-				rx += f.Received
-				in += f.Installed
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\n", n.Address, n.RemoteAS, n.State, n.Since, rx, in)
-		}
-	case "neighbor":
-		var ns []bgp.NeighborStatus
-		if !decode(body, &ns, stderr) {
-			return exitFailure
-		}
-		fmt.Fprintln(tw, "NEIGHBOR\tAS\tROUTER-ID\tSTATE\tFAMILY\tRECEIVED\tACCEPTED\tINSTALLED\tADVERTISED")
-		for _, n := range ns {
-			for _, f := range n.Families {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Address, n.RemoteAS, dash(n.RouterID), n.State, f.Family, f.Received, f.Accepted, f.Installed, f.Advertised)
-			}
-		}
-	case "routes":
-		var rs []bgp.RouteStatus
-		if !decode(body, &rs, stderr) {
-			return exitFailure
-		}
-		fmt.Fprintln(tw, "PREFIX\tFROM\tNEXT-HOP\tLABELS\tINSTALLED\tPUSH\tVIA\tDEV\tLOCAL-LABEL")
-		for _, r := range rs {
-			from := r.Neighbor
-			if r.Local {
-				from = "local"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Prefix, from, dash(r.NextHop), labels(r.Labels),
-				r.Installed, labels(r.Push), dash(r.Via), dash(r.Dev), dash(localLabel(r.LocalLabel)))
-		}
+	printer := map[string]func(io.Writer, []byte, io.Writer) bool{
+		"summary": printBGPSummary, "neighbor": printBGPNeighbors, "routes": printBGPRoutes,
+	}[what]
+	if !printer(tw, body, stderr) {
+		return exitFailure
 	}
 	return exitOK
+}
+
+// printBGPSummary prints `bgp summary`'s answer body to tw: the speaker,
+// its route counts and one line a neighbour; false: a bad answer.
+func printBGPSummary(tw io.Writer, body []byte, stderr io.Writer) bool {
+	var s bgp.Summary
+	if !decode(body, &s, stderr) {
+		return false
+	}
+	fmt.Fprintf(tw, "AS %d, router-id %s, labels %d-%d: %d of %d bound\n", s.AS, s.RouterID, s.LabelLow, s.LabelHigh, s.LabelsUsed, s.LabelsSize)
+	fmt.Fprintf(tw, "routes %d, installed %d, unresolved next hop %d\n", s.Routes, s.Installed, s.Unresolved)
+	reasons := func(m map[string]int) string {
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, fmt.Sprintf("%s %d", k, m[k]))
+		}
+		return strings.Join(out, ", ")
+	}
+	if len(s.NotInstalled) > 0 {
+		fmt.Fprintf(tw, "not installed: %s\n", reasons(s.NotInstalled))
+	}
+	if len(s.Refused) > 0 {
+		counts := map[string]int{}
+		for k, v := range s.Refused {
+			counts[k] = int(v)
+		}
+		fmt.Fprintf(tw, "refused so far: %s\n", reasons(counts))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "NEIGHBOR\tAS\tSTATE\tSINCE\tRECEIVED\tINSTALLED")
+	for _, n := range s.Neighbors {
+		var rx, in int
+		for _, f := range n.Families {
+			rx += f.Received
+			in += f.Installed
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\n", n.Address, n.RemoteAS, n.State, n.Since, rx, in)
+	}
+	return true
+}
+
+// printBGPNeighbors prints `bgp neighbor`'s answer body to tw: a line per
+// neighbour and family; false: a bad answer.
+func printBGPNeighbors(tw io.Writer, body []byte, stderr io.Writer) bool {
+	var ns []bgp.NeighborStatus
+	if !decode(body, &ns, stderr) {
+		return false
+	}
+	fmt.Fprintln(tw, "NEIGHBOR\tAS\tROUTER-ID\tSTATE\tFAMILY\tRECEIVED\tACCEPTED\tINSTALLED\tADVERTISED")
+	for _, n := range ns {
+		for _, f := range n.Families {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Address, n.RemoteAS, dash(n.RouterID), n.State, f.Family, f.Received, f.Accepted, f.Installed, f.Advertised)
+		}
+	}
+	return true
+}
+
+// printBGPRoutes prints `bgp routes`'s answer body to tw: a line per best
+// path and what it installed; false: a bad answer.
+func printBGPRoutes(tw io.Writer, body []byte, stderr io.Writer) bool {
+	var rs []bgp.RouteStatus
+	if !decode(body, &rs, stderr) {
+		return false
+	}
+	fmt.Fprintln(tw, "PREFIX\tFROM\tNEXT-HOP\tLABELS\tINSTALLED\tPUSH\tVIA\tDEV\tLOCAL-LABEL")
+	for _, r := range rs {
+		from := r.Neighbor
+		if r.Local {
+			from = "local"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Prefix, from, dash(r.NextHop), labels(r.Labels),
+			r.Installed, labels(r.Push), dash(r.Via), dash(r.Dev), dash(localLabel(r.LocalLabel)))
+	}
+	return true
 }
 
 func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -292,37 +307,14 @@ func runRouteChange(ctx context.Context, fs *flag.FlagSet, verb string, args []s
 	return exitOK
 }
 
-// query sends one command to the control socket and returns the answer.
+// query sends one command to the control socket and returns the answer,
+// or prints the failure (as command name) and returns its exit code.
 func query(ctx context.Context, name, socket, cmd string, stderr io.Writer) ([]byte, int) {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", socket)
+	body, err := controlCall(ctx, socket, cmd)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			fmt.Fprintf(stderr, "mplsnode %s: no node answers on %s: is `mplsnode run` running? (choose the socket with --socket PATH)\n", name, socket)
-		} else {
-			fmt.Fprintf(stderr, "mplsnode %s: %v\n", name, err)
-		}
-		return nil, exitFailure
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	body, err := func() ([]byte, error) {
-		if _, err := io.WriteString(c, cmd+"\n"); err != nil {
-			return nil, err
-		}
-		return io.ReadAll(c)
-	}()
-	if err != nil {
-		fmt.Fprintf(stderr, "mplsnode %s: %v\n", name, err)
-		return nil, exitFailure
-	}
-	if msg, ok := strings.CutPrefix(string(body), "error: "); ok {
-		fmt.Fprintf(stderr, "mplsnode %s: node answered: %s\n", name, strings.TrimSpace(msg))
-		return nil, exitFailure
+		return nil, controlError(stderr, name, socket, err)
 	}
 	return body, exitOK
 }

@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
-	"os"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/mplsnode/mplsnode/lspping"
@@ -179,7 +175,7 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Size: *size, TC: uint8(f.exp), TTL: uint8(*ttl), ReplyMode: uint8(*mode)}
 	body, err := lspCall(ctx, f.socket, "ping", &req)
 	if err != nil {
-		return lspError(stderr, "ping", f.socket, err)
+		return controlError(stderr, "ping", f.socket, err)
 	}
 	var res node.LSPPingResult
 	if err := json.Unmarshal(body, &res); err != nil {
@@ -215,7 +211,7 @@ func runTraceroute(ctx context.Context, args []string, stdout, stderr io.Writer)
 		MaxTTL: uint8(*maxTTL), Multipath: *multipath}
 	body, err := lspCall(ctx, f.socket, "trace", &req)
 	if err != nil {
-		return lspError(stderr, "traceroute", f.socket, err)
+		return controlError(stderr, "traceroute", f.socket, err)
 	}
 	var res node.LSPTraceResult
 	if err := json.Unmarshal(body, &res); err != nil {
@@ -237,16 +233,6 @@ func runTraceroute(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return exitOK
 }
 
-// lspError prints err and returns the exit code.
-func lspError(stderr io.Writer, name, socket string, err error) int {
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		fmt.Fprintf(stderr, "mplsnode %s: no node answers on %s: is `mplsnode run` running? (choose the socket with --socket PATH)\n", name, socket)
-	} else {
-		fmt.Fprintf(stderr, "mplsnode %s: %v\n", name, err)
-	}
-	return exitFailure
-}
-
 // lspCall sends `lsp VERB JSON` to the control socket and returns the
 // answer. The node bounds the command's time; ctx (the user's ^C) ends it
 // early.
@@ -255,25 +241,7 @@ func lspCall(ctx context.Context, path, verb string, req *node.LSPRequest) ([]by
 	if err != nil {
 		return nil, err
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	if _, err := fmt.Fprintf(c, "lsp %s %s\n", verb, arg); err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(c)
-	if err != nil {
-		return nil, err
-	}
-	if msg, ok := strings.CutPrefix(string(body), "error: "); ok {
-		return nil, fmt.Errorf("node answered: %s", strings.TrimSpace(msg))
-	}
-	return body, nil
+	return controlCall(ctx, path, fmt.Sprintf("lsp %s %s", verb, arg))
 }
 
 // codeLetter is the one-letter code operators know from LSP ping.

@@ -315,65 +315,25 @@ var netserverSpec = optSpec{"-p": needsArg, "-L": needsArg, "-Z": needsArg, "-D"
 	"--cpuprofile": needsArg}
 
 func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	opts, rest, err := parseOpts(args, netserverSpec)
-	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("unexpected arguments after --: %q", rest)
+	a, code, stop := parseNetserverArgs(args, stdout, stderr)
+	if stop {
+		return code
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "mplsnode netserver: %v\n%s", err, netserverUsage)
-		return exitUsage
-	}
-	port, host, network := netperf.DefaultPort, "", "tcp"
-	var srv netperf.Server
-	level := slog.LevelInfo
-	var configFile, cpuProfile string
-	kernel := false
-	for _, o := range opts {
-		switch o.name {
-		case "-h", "--help":
-			fmt.Fprint(stdout, netserverUsage)
-			return exitOK
-		case "-p":
-			if port, err = strconv.Atoi(o.value); err != nil || port < 0 || port > 0xffff {
-				fmt.Fprintf(stderr, "mplsnode netserver: -p %q: want a port number\n", o.value)
-				return exitUsage
-			}
-		case "-L":
-			host, _, _ = strings.Cut(o.value, ",")
-		case "-Z":
-			srv.Passphrase = o.value
-		case "-v":
-			// -v [LEVEL], as stock netserver's -v level: debug logs
-			// unless the level is 0.
-			if o.value != "0" {
-				level = slog.LevelDebug
-			}
-		case "-4":
-			network = "tcp4"
-		case "-6":
-			network = "tcp6"
-		case "--kernel":
-			kernel = true
-		case "--config":
-			configFile = o.value
-		case "--cpuprofile":
-			cpuProfile = o.value
-		}
-	}
-	stopProfile, err := startCPUProfile(cpuProfile)
+	stopProfile, err := startCPUProfile(a.cpuProfile)
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
 		return exitUsage
 	}
 	defer stopProfile()
-	if kernel && configFile != "" {
+	if a.kernel && a.configFile != "" {
 		fmt.Fprintln(stderr, "mplsnode netserver: --kernel and --config are exclusive")
 		return exitUsage
 	}
-	srv.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	srv := &netperf.Server{Passphrase: a.passphrase}
+	srv.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: a.level}))
 	listen := net.Listen
-	if configFile != "" {
-		n, err := startNode(configFile, stderr)
+	if a.configFile != "" {
+		n, err := startNode(a.configFile, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
 			return exitUsage
@@ -386,7 +346,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		srv.ListenPacket = n.Stack().ListenPacket
 		srv.TransportInfo = n.Stack().TransportInfo
 	}
-	ln, err := listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+	ln, err := listen(a.network, net.JoinHostPort(a.host, strconv.Itoa(a.port)))
 	if err != nil {
 		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
 		return exitFailure
@@ -396,4 +356,61 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// netserverArgs is the netserver command line.
+type netserverArgs struct {
+	port                   int
+	host, network          string
+	passphrase             string // -Z
+	level                  slog.Level
+	configFile, cpuProfile string
+	kernel                 bool
+}
+
+// parseNetserverArgs reads the netserver command line; stop: the command
+// ends here with code (--help, or a usage error printed to stderr).
+func parseNetserverArgs(args []string, stdout, stderr io.Writer) (a netserverArgs, code int, stop bool) {
+	opts, rest, err := parseOpts(args, netserverSpec)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected arguments after --: %q", rest)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mplsnode netserver: %v\n%s", err, netserverUsage)
+		return a, exitUsage, true
+	}
+	a.port, a.network, a.level = netperf.DefaultPort, "tcp", slog.LevelInfo
+	for _, o := range opts {
+		switch o.name {
+		case "-h", "--help":
+			fmt.Fprint(stdout, netserverUsage)
+			return a, exitOK, true
+		case "-p":
+			if a.port, err = strconv.Atoi(o.value); err != nil || a.port < 0 || a.port > 0xffff {
+				fmt.Fprintf(stderr, "mplsnode netserver: -p %q: want a port number\n", o.value)
+				return a, exitUsage, true
+			}
+		case "-L":
+			a.host, _, _ = strings.Cut(o.value, ",")
+		case "-Z":
+			a.passphrase = o.value
+		case "-v":
+			// -v [LEVEL], as stock netserver's -v level: debug logs
+			// unless the level is 0.
+			if o.value != "0" {
+				a.level = slog.LevelDebug
+			}
+		case "-4":
+			a.network = "tcp4"
+		case "-6":
+			a.network = "tcp6"
+		case "--kernel":
+			a.kernel = true
+		case "--config":
+			a.configFile = o.value
+		case "--cpuprofile":
+			a.cpuProfile = o.value
+		}
+	}
+	return a, exitOK, false
 }

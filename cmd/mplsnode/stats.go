@@ -9,11 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sort"
-	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -30,7 +27,7 @@ Asks a running node (mplsnode run) for its counters over its control
 socket and prints them: per link the mode its lower link runs (link_mode
 ring: memory-mapped packet rings, mmsg: recvmmsg/sendmmsg, what "mode auto"
 chose; - for a TAP) and its fanout queues, rx/tx frames, drops by reason
-(every reason, zero ones included), FIB pushes and ILM hits; the label switch counters;
+(every reason, zero ones included), ILM/FTN hits; the label switch counters;
 the userspace stack's IP and TCP counters, each labelled with its name in
 the --json document (docs/METRICS.md). The control socket is root-only
 (mode 0600). --drops prints only the drop counters that are not
@@ -67,12 +64,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	body, err := fetchStats(ctx, *socket)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			fmt.Fprintf(stderr, "mplsnode stats: no node answers on %s: is `mplsnode run` running? (choose the socket with --socket PATH)\n", *socket)
-		} else {
-			fmt.Fprintf(stderr, "mplsnode stats: %v\n", err)
-		}
-		return exitFailure
+		return controlError(stderr, "stats", *socket, err)
 	}
 	if *asJSON {
 		stdout.Write(body)
@@ -125,26 +117,7 @@ func nonZeroDrops(r *node.Report) []string {
 func fetchStats(ctx context.Context, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	if _, err := io.WriteString(c, "stats\n"); err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(c)
-	if err != nil {
-		return nil, err
-	}
-	if msg, ok := strings.CutPrefix(string(body), "error: "); ok {
-		return nil, fmt.Errorf("node answered: %s", strings.TrimSpace(msg))
-	}
-	return body, nil
+	return controlCall(ctx, path, "stats")
 }
 
 // printReport writes r as aligned tables. Every counter is labelled with
@@ -235,7 +208,7 @@ var linkColumns = []struct {
 	{"stack_rx_bytes", func(l *node.LinkReport) string { return fmt.Sprint(l.StackRXBytes) }},
 	{"stack_tx_bytes", func(l *node.LinkReport) string { return fmt.Sprint(l.StackTXBytes) }},
 	{"ilm_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.ILMHits) }},
-	{"fib_pushes", func(l *node.LinkReport) string { return fmt.Sprint(l.FIBPushes) }},
+	{"ftn_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.FTNHits) }},
 	{"rx_blocks", func(l *node.LinkReport) string { return fmt.Sprint(l.RXBlocks) }},
 	{"tx_ring_full", func(l *node.LinkReport) string { return fmt.Sprint(l.TXRingFull) }},
 	{"busy_polls", func(l *node.LinkReport) string { return fmt.Sprint(l.BusyPolls) }},
