@@ -225,36 +225,37 @@ func (f *groFlow) start(nh *nextHop, out *gstack.PacketBuffer) {
 // checksumsValid reports whether the IP packet ip (typ: IPv4 or IPv6)
 // carries a TCP segment whose checksums verify: the IPv4 header checksum
 // and the TCP checksum over the pseudo-header and the whole segment.
-// Anything else (not TCP, malformed, a failed sum) is false.
+// Anything else (not TCP, malformed, a failed sum) is false. The IP header
+// is read into a copy, not pulled up: a pull-up of a view whose chunk is
+// shared (the ingress packet still holds it) copies the whole chunk.
 func checksumsValid(typ tcpip.NetworkProtocolNumber, ip *buffer.Buffer) bool {
 	size := int(ip.Size())
 	var (
 		hl, l4   int
 		src, dst tcpip.Address
+		hdr      [header.IPv4MaximumHeaderSize]byte
 	)
 	switch typ {
 	case header.IPv4ProtocolNumber:
-		v, ok := ip.PullUp(0, header.IPv4MinimumSize)
-		if !ok {
+		if n, _ := ip.ReadAt(hdr[:header.IPv4MinimumSize], 0); n != header.IPv4MinimumSize {
 			return false
 		}
-		h := header.IPv4(v.AsSlice())
+		h := header.IPv4(hdr[:])
 		hl = int(h.HeaderLength())
 		if hl < header.IPv4MinimumSize || int(h.TotalLength()) != size || hl > size ||
 			h.Protocol() != uint8(header.TCPProtocolNumber) {
 			return false
 		}
-		hv, ok := ip.PullUp(0, hl)
-		if !ok || checksum.Checksum(hv.AsSlice(), 0) != 0xffff {
+		if n, _ := ip.ReadAt(hdr[header.IPv4MinimumSize:hl], header.IPv4MinimumSize); n != hl-header.IPv4MinimumSize ||
+			checksum.Checksum(hdr[:hl], 0) != 0xffff {
 			return false
 		}
 		src, dst, l4 = h.SourceAddress(), h.DestinationAddress(), size-hl
 	case header.IPv6ProtocolNumber:
-		v, ok := ip.PullUp(0, header.IPv6MinimumSize)
-		if !ok {
+		if n, _ := ip.ReadAt(hdr[:header.IPv6MinimumSize], 0); n != header.IPv6MinimumSize {
 			return false
 		}
-		h := header.IPv6(v.AsSlice())
+		h := header.IPv6(hdr[:header.IPv6MinimumSize])
 		hl = header.IPv6MinimumSize
 		if h.NextHeader() != uint8(header.TCPProtocolNumber) || int(h.PayloadLength())+hl != size {
 			return false

@@ -53,6 +53,10 @@ func (e *Endpoint) getBatch() *txBatch {
 	if b, ok := e.txPool.Get().(*txBatch); ok {
 		return b
 	}
+	return newTxBatch()
+}
+
+func newTxBatch() *txBatch {
 	b := &txBatch{}
 	b.fn = b.send
 	for i := range b.head {
@@ -90,23 +94,12 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	b.reset(len(s))
 	for i, pkt := range s {
 		sock, withNull, ok := e.classify(b, pkt)
-		b.next = append(b.next, -1)
-		if !ok {
-			b.pktSock, b.pktNull = append(b.pktSock, -1), append(b.pktNull, -1)
-			continue
-		}
 		null := int32(-1)
-		if withNull {
+		if ok && withNull {
 			null = int32(len(b.nulls) - 1)
 		}
-		b.pktSock, b.pktNull = append(b.pktSock, int32(sock)), append(b.pktNull, null)
-		if b.head[sock] < 0 {
-			b.head[sock] = int32(i)
-			b.order = append(b.order, int32(sock))
-		} else {
-			b.next[b.tail[sock]] = int32(i)
-		}
-		b.tail[sock] = int32(i)
+		b.pktNull = append(b.pktNull, null)
+		b.place(int32(i), sock, ok)
 	}
 	gso := e.gso.Load()
 	failed := 0
@@ -125,15 +118,38 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	return len(s) - failed, lastErr
 }
 
-// add appends pkt's datagram to b's messages for b.sock: to the open UDP
-// GSO run if it fits (gso, room for one more segment, no longer than the
-// run's segments), else as a new message. null is its explicit null's
-// index in b.nulls, -1 for none.
+// add appends pkt's datagram to b's messages for b.sock (see message).
+// null is its explicit null's index in b.nulls, -1 for none.
 func (b *txBatch) add(pkt *stack.PacketBuffer, null int32, gso bool) {
 	plen := pkt.Size() - header.EthernetMinimumSize
 	if null >= 0 {
 		plen += labelEntryLen
 	}
+	m := b.message(plen, gso)
+	nIov := len(b.iovs)
+	if null >= 0 {
+		b.iovs = append(b.iovs, iovec(b.nulls[null][:]))
+	}
+	for vb := range lowerlink.Slices(pkt, header.EthernetMinimumSize) {
+		b.iovs = append(b.iovs, iovec(vb))
+	}
+	b.msgNIov[m] += len(b.iovs) - nIov
+}
+
+// addDatagram appends the datagram d, one contiguous buffer, to b's
+// messages for b.sock (see message).
+func (b *txBatch) addDatagram(d []byte, gso bool) {
+	m := b.message(len(d), gso)
+	b.iovs = append(b.iovs, iovec(d))
+	b.msgNIov[m]++
+}
+
+// message returns the message of b a datagram of plen bytes joins, and
+// counts it there: the open UDP GSO run if it fits (gso, room for one
+// more segment, no longer than the run's segments), else a new message.
+// The caller appends the datagram's iovecs and adds their number to
+// b.msgNIov.
+func (b *txBatch) message(plen int, gso bool) int {
 	m := len(b.msgs) - 1
 	if gso && !b.closed && m >= 0 && b.msgPkts[m] < maxGSOSegments && plen <= b.msgSeg[m] && b.msgBytes[m]+plen <= maxGSOBytes {
 		if plen < b.msgSeg[m] {
@@ -149,16 +165,9 @@ func (b *txBatch) add(pkt *stack.PacketBuffer, null int32, gso bool) {
 		b.closed = false
 		m++
 	}
-	nIov := len(b.iovs)
-	if null >= 0 {
-		b.iovs = append(b.iovs, iovec(b.nulls[null][:]))
-	}
-	for vb := range lowerlink.Slices(pkt, header.EthernetMinimumSize) {
-		b.iovs = append(b.iovs, iovec(vb))
-	}
-	b.msgNIov[m] += len(b.iovs) - nIov
 	b.msgPkts[m]++
 	b.msgBytes[m] += plen
+	return m
 }
 
 func iovec(b []byte) unix.Iovec {
@@ -174,14 +183,26 @@ func iovec(b []byte) unix.Iovec {
 // null (appended to b.nulls).
 func (e *Endpoint) classify(b *txBatch, pkt *stack.PacketBuffer) (sock int, withNull, ok bool) {
 	n := peekFrame(b.peek[:], pkt)
-	p := b.peek[:n]
+	sock, withNull, ok = e.classifyFrame(b.peek[:n])
+	if withNull {
+		b.nulls = append(b.nulls, [labelEntryLen]byte(b.peek[header.EthernetMinimumSize-labelEntryLen:header.EthernetMinimumSize]))
+	}
+	return sock, withNull, ok
+}
+
+// classifyFrame is classify on a frame's first bytes p (the whole frame,
+// or as much of it as FlowHash and the neighbour answers read): with
+// withNull, it has written the explicit null over p's Ethernet header's
+// last 4 bytes, so the datagram is p[EthernetMinimumSize-labelEntryLen:].
+func (e *Endpoint) classifyFrame(p []byte) (sock int, withNull, ok bool) {
+	n := len(p)
 	if n < header.EthernetMinimumSize {
 		e.drop(DropUnsupported, 1)
 		return 0, false, false
 	}
 	// The MPLS packet as FlowHash reads it starts at mp: the label stack
 	// after the Ethernet header, or the explicit null written over the
-	// Ethernet header's last 4 bytes of the copy.
+	// Ethernet header's last 4 bytes of p.
 	mp := header.EthernetMinimumSize
 	switch typ := binary.BigEndian.Uint16(p[12:14]); typ {
 	case ethertypeMPLS:
@@ -203,7 +224,8 @@ func (e *Endpoint) classify(b *txBatch, pkt *stack.PacketBuffer) (sock int, with
 			return 0, false, false
 		}
 		withNull = true
-		b.nulls = append(b.nulls, explicitNull(false, ip[8]))
+		null := explicitNull(false, ip[8])
+		copy(p[header.EthernetMinimumSize-labelEntryLen:], null[:])
 	case uint16(header.IPv6ProtocolNumber):
 		ip := p[header.EthernetMinimumSize:]
 		if len(ip) < header.IPv6MinimumSize {
@@ -225,14 +247,14 @@ func (e *Endpoint) classify(b *txBatch, pkt *stack.PacketBuffer) (sock int, with
 			return 0, false, false
 		}
 		withNull = true
-		b.nulls = append(b.nulls, explicitNull(true, ip[7]))
+		null := explicitNull(true, ip[7])
+		copy(p[header.EthernetMinimumSize-labelEntryLen:], null[:])
 	default:
 		e.drop(DropUnsupported, 1)
 		return 0, false, false
 	}
 	if withNull {
 		mp -= labelEntryLen
-		copy(p[mp:], b.nulls[len(b.nulls)-1][:])
 	}
 	return int(FlowHash(p[mp:]) % uint32(len(e.tx))), withNull, true
 }

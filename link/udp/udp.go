@@ -190,6 +190,7 @@ type Endpoint struct {
 	nd chan *stack.PacketBuffer
 
 	txPool sync.Pool // *txBatch
+	txq    [txQueues]txQueue
 	rx     rxState
 	ctr    counters
 }
