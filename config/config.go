@@ -361,13 +361,7 @@ func (h NextHop) String() string {
 	if h.Via.IsValid() {
 		s += " " + viaWords(h.Via)
 	}
-	if h.Dev != "" {
-		s += " dev " + h.Dev
-	}
-	if h.Weight != 0 {
-		s += " weight " + strconv.Itoa(int(h.Weight))
-	}
-	return s
+	return s + devWeightWords(h.Dev, h.Weight)
 }
 
 // LabelAction is what a label route does with the incoming top label.
@@ -413,6 +407,19 @@ type LabelRoute struct {
 	NextHops []LabelNextHop
 }
 
+// devWeightWords returns the dev and weight words that end a nexthop,
+// each left out when not given (dev "", weight 0).
+func devWeightWords(dev string, weight uint16) string {
+	s := ""
+	if dev != "" {
+		s += " dev " + dev
+	}
+	if weight != 0 {
+		s += " weight " + strconv.Itoa(int(weight))
+	}
+	return s
+}
+
 // LabelNextHop is one `nexthop [as [to] STACK] via [inet|inet6] ADDR [dev
 // NAME] [weight N]` of a multipath label route: a swap to OutLabels, or
 // without them a pop (to implicit null) and forward.
@@ -441,13 +448,7 @@ func (h LabelNextHop) String() string {
 		s += " as to " + FormatStack(h.OutLabels)
 	}
 	s += " " + viaWords(h.Via)
-	if h.Dev != "" {
-		s += " dev " + h.Dev
-	}
-	if h.Weight != 0 {
-		s += " weight " + strconv.Itoa(int(h.Weight))
-	}
-	return s
+	return s + devWeightWords(h.Dev, h.Weight)
 }
 
 // GSOMode chooses where large TCP segments are cut to the link MTU: the
