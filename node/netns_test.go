@@ -109,10 +109,18 @@ type capture struct {
 
 func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *capture {
 	t.Helper()
+	return startTshark(t, ns, dev, "-c", fmt.Sprint(count), "-f", filter)
+}
+
+// startTshark starts tshark in ns capturing on dev with more arguments
+// args into a file of t's, killed when t ends if it has not exited, and
+// waits until it captures.
+func startTshark(t *testing.T, ns *netns.NS, dev string, args ...string) *capture {
+	t.Helper()
 	tshark.Need(t)
 	c := &capture{t: t, file: filepath.Join(t.TempDir(), dev+".pcap")}
-	c.cmd = exec.Command("ip", "netns", "exec", ns.Name(), "tshark", "-i", dev, "-c", fmt.Sprint(count),
-		"-f", filter, "-w", c.file)
+	argv := append([]string{"netns", "exec", ns.Name(), "tshark", "-i", dev}, args...)
+	c.cmd = exec.Command("ip", append(argv, "-w", c.file)...)
 	c.cmd.Stderr = &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,28 +273,7 @@ type openCapture struct {
 // snap bytes of each frame, until stop.
 func startCaptureSnap(t *testing.T, ns *netns.NS, dev, filter string, snap int) *openCapture {
 	t.Helper()
-	tshark.Need(t)
-	c := &capture{t: t, file: filepath.Join(t.TempDir(), dev+".pcap")}
-	c.cmd = exec.Command("ip", "netns", "exec", ns.Name(), "tshark", "-i", dev, "-s", strconv.Itoa(snap), "-B", "64",
-		"-f", filter, "-w", c.file)
-	c.cmd.Stderr = &c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			c.cmd.Process.Kill()
-			c.cmd.Wait()
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !tshark.Ready(c.out.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("tshark did not start: %s", c.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &openCapture{c}
+	return &openCapture{startTshark(t, ns, dev, "-s", strconv.Itoa(snap), "-B", "64", "-f", filter)}
 }
 
 // stop ends the capture and returns the given fields of each frame.
