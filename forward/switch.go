@@ -193,6 +193,10 @@ type Stats struct {
 	// ICMPSent counts ICMP errors sent: time exceeded, fragmentation
 	// needed and Packet Too Big.
 	ICMPSent uint64
+	// ICMPViaLSP counts the ICMP errors among ICMPSent that went down the
+	// LSP the offending packet was on, for want of an IP route back to its
+	// source (RFC 3032 §2.3.2); Swapped or the pop counters count them too.
+	ICMPViaLSP uint64
 	// Fragmented counts IPv4 packets (without DF) fragmented because they
 	// did not fit the egress link once labelled.
 	Fragmented uint64
@@ -242,7 +246,7 @@ type Switch struct {
 
 	ctr struct {
 		forwarded, swapped, poppedIP, poppedLabelled, queued, icmpSent, fragmented, coalesced atomic.Uint64
-		ipForwarded, pushed                                                                   atomic.Uint64
+		ipForwarded, pushed, icmpViaLSP                                                       atomic.Uint64
 		// drops counts discards by reason, one warning a second per reason.
 		drops *drops.Counters[Drop]
 		// labels counts the frames carried out per incoming label (labelstats.go).
@@ -447,6 +451,7 @@ func (ls *Switch) Stats() Stats {
 		PoppedLabelled: c.poppedLabelled.Load(),
 		Queued:         c.queued.Load(),
 		ICMPSent:       c.icmpSent.Load(),
+		ICMPViaLSP:     c.icmpViaLSP.Load(),
 		Fragmented:     c.fragmented.Load(),
 		Coalesced:      c.coalesced.Load(),
 		IPForwarded:    c.ipForwarded.Load(),
@@ -655,8 +660,9 @@ func quoteLen(*verdict.Verdict) int { return header.IPv6MinimumMTU }
 // stack, nil for none) as an RFC 4950 extension; mtu is what a TooBig
 // reports. The verdict decided that this source may get one (RFC 1812
 // §4.3.2.7); the IP packet is routed by the stack (and labelled if the
-// route back is) and rate-limited by the stack's node-wide bucket. label
-// names the frame in drop warnings.
+// route back is) and rate-limited by the stack's node-wide bucket. With no
+// route back, an error for a labelled packet goes down the LSP it was on
+// (icmpViaLSP). label names the frame in drop warnings.
 func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, orig, labels []byte, kind verdict.ICMPKind, mtu uint32, label mpls.Label) {
 	if !st.ns.AllowICMPMessage() { // the stack's node-wide ICMP bucket (stack.ICMPRateLimit)
 		ls.drop(DropICMPRateLimited, 1, label)
@@ -670,6 +676,26 @@ func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, or
 		origSrc = header.IPv6(orig).SourceAddress()
 	} else {
 		origSrc = header.IPv4(orig).SourceAddress()
+	}
+	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
+	msgFor := func(src netip.Addr) []byte {
+		switch kind {
+		case verdict.TooBig:
+			return icmp.FragmentationNeeded(v6, orig, labels, mtu, src, dst)
+		case verdict.Unreachable:
+			return icmp.NoRoute(v6, orig, src, dst)
+		}
+		return icmp.TimeExceeded(v6, orig, labels, src, dst)
+	}
+	if labels != nil && !ls.routesTo(dst) {
+		// No IP route back (the node's routes and connected subnets,
+		// which the stack's own traffic follows too): down the LSP.
+		if ls.icmpViaLSP(st, in, v6, labels, dst, msgFor) {
+			ls.ctr.icmpSent.Add(1)
+			return
+		}
+		ls.drop(DropICMPFailed, 1, label)
+		return
 	}
 	var local tcpip.Address
 	if nic, ok := st.nics[in]; ok {
@@ -688,16 +714,7 @@ func (ls *Switch) icmpError(st *attached, in *mplsendpoint.Endpoint, v6 bool, or
 	defer r.Release()
 	localAddr := r.LocalAddress()
 	src, _ := netip.AddrFromSlice(localAddr.AsSlice())
-	dst, _ := netip.AddrFromSlice(origSrc.AsSlice())
-	var msg []byte
-	switch kind {
-	case verdict.TooBig:
-		msg = icmp.FragmentationNeeded(v6, orig, labels, mtu, src, dst)
-	case verdict.Unreachable:
-		msg = icmp.NoRoute(v6, orig, src, dst)
-	default:
-		msg = icmp.TimeExceeded(v6, orig, labels, src, dst)
-	}
+	msg := msgFor(src)
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: int(r.MaxHeaderLength()) + len(msg)})
 	defer pkt.DecRef()
 	copy(pkt.TransportHeader().Push(len(msg)), msg)

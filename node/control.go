@@ -260,6 +260,10 @@ type SwitchReport struct {
 	// ICMPSent counts ICMP errors sent (time exceeded, fragmentation
 	// needed, Packet Too Big).
 	ICMPSent uint64 `json:"icmp_sent"`
+	// ICMPViaLSP counts the ICMP errors among ICMPSent sent down the LSP
+	// the offending packet was on, for want of an IP route back to its
+	// source (RFC 3032 §2.3.2).
+	ICMPViaLSP uint64 `json:"icmp_via_lsp"`
 	// Fragmented counts IPv4 packets fragmented to fit the egress link.
 	Fragmented uint64 `json:"fragmented"`
 	// Coalesced counts popped TCP segments merged into a GSO frame for an
@@ -348,7 +352,7 @@ func (n *Node) Report() Report {
 	sw := st.Switch
 	r.LabelSwitch = SwitchReport{
 		Forwarded: sw.Forwarded, Swapped: sw.Swapped, PoppedIP: sw.PoppedIP,
-		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent,
+		PoppedLabelled: sw.PoppedLabelled, Queued: sw.Queued, ICMPSent: sw.ICMPSent, ICMPViaLSP: sw.ICMPViaLSP,
 		Fragmented: sw.Fragmented, Coalesced: sw.Coalesced, IPForwarded: sw.IPForwarded, Pushed: sw.Pushed,
 		Drops: map[string]uint64{},
 	}

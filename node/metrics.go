@@ -69,6 +69,7 @@ var switchCounters = []switchCounter{
 	{"labelswitch_popped_labelled_frames_total", "Frames popped and forwarded still labelled.", func(s *SwitchReport) uint64 { return s.PoppedLabelled }},
 	{"labelswitch_queued_frames_total", "Frames that waited for a next hop's MAC address.", func(s *SwitchReport) uint64 { return s.Queued }},
 	{"labelswitch_icmp_sent_messages_total", "ICMP errors (time exceeded, fragmentation needed, packet too big) sent by the label switch.", func(s *SwitchReport) uint64 { return s.ICMPSent }},
+	{"labelswitch_icmp_via_lsp_messages_total", "ICMP errors among those sent that went down the offending packet's LSP, for want of an IP route back to its source.", func(s *SwitchReport) uint64 { return s.ICMPViaLSP }},
 	{"labelswitch_fragmented_packets_total", "IPv4 packets fragmented to fit the egress link once labelled.", func(s *SwitchReport) uint64 { return s.Fragmented }},
 	{"labelswitch_coalesced_frames_total", "Popped TCP segments merged into a GSO frame for an egress link that takes them.", func(s *SwitchReport) uint64 { return s.Coalesced }},
 	{"labelswitch_ip_forwarded_packets_total", "Transit IP packets the forwarding plane routed, plain or labelled.", func(s *SwitchReport) uint64 { return s.IPForwarded }},

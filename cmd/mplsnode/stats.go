@@ -167,7 +167,7 @@ func printReport(w io.Writer, r *node.Report) {
 	s := r.LabelSwitch
 	printSection(w, "label_switch (the userspace forwarding plane)", []namedCount{{"forwarded", s.Forwarded}, {"swapped", s.Swapped},
 		{"popped_ip", s.PoppedIP}, {"popped_labelled", s.PoppedLabelled}, {"queued", s.Queued},
-		{"icmp_sent", s.ICMPSent}, {"fragmented", s.Fragmented}, {"coalesced", s.Coalesced},
+		{"icmp_sent", s.ICMPSent}, {"icmp_via_lsp", s.ICMPViaLSP}, {"fragmented", s.Fragmented}, {"coalesced", s.Coalesced},
 		{"ip_forwarded", s.IPForwarded}, {"pushed", s.Pushed}},
 		s.Drops, sortedKeys(s.Drops))
 	ip := r.IP

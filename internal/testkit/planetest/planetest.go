@@ -24,7 +24,7 @@ func Counts(r node.Report) map[string]uint64 {
 	sw := r.LabelSwitch
 	m := map[string]uint64{
 		"swapped": sw.Swapped, "popped_ip": sw.PoppedIP, "popped_labelled": sw.PoppedLabelled,
-		"icmp_sent": sw.ICMPSent, "fragmented": sw.Fragmented, "ip_forwarded": sw.IPForwarded, "pushed": sw.Pushed,
+		"icmp_sent": sw.ICMPSent, "icmp_via_lsp": sw.ICMPViaLSP, "fragmented": sw.Fragmented, "ip_forwarded": sw.IPForwarded, "pushed": sw.Pushed,
 	}
 	for k, v := range sw.Drops {
 		m["drop "+k] = v
