@@ -113,10 +113,11 @@ type Resolution struct {
 
 // Changes is one batch of table edits.
 type Changes struct {
-	// AddRoutes adds or replaces the route to each entry's Prefix. An
-	// entry with no Labels is a plain IP route via NextHop (the BGP label
-	// was implicit null and no transport label is needed).
-	AddRoutes []mpls.FTNEntry
+	// AddRoutes adds or replaces the route to each entry's Prefix; each
+	// has one next hop. A hop with no Labels is a plain IP route via its
+	// Via (the BGP label was implicit null and no transport label is
+	// needed).
+	AddRoutes []mpls.Route
 	// DelRoutes removes the routes bgp installed to these prefixes.
 	DelRoutes []netip.Prefix
 	// AddILM adds or replaces the entry for each Label.

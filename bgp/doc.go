@@ -1,7 +1,7 @@
 // Package bgp is the node's BGP labeled unicast speaker (RFC 8277, AFI 1
 // and 2, SAFI 4): it runs an embedded GoBGP server, turns the labelled
-// routes its neighbours send into FTN entries (push the received label
-// towards the BGP next hop), advertises the node's own networks with labels
+// routes its neighbours send into labelled routes (mpls.Route: push the
+// received label towards the BGP next hop), advertises the node's own networks with labels
 // it binds in the ILM, and, towards neighbours marked next-hop-self,
 // re-advertises what it learned with a local label that it swaps to the
 // received one. It keeps no forwarding table of its own: everything goes

@@ -78,7 +78,7 @@ type dest struct {
 	// best is the neighbour whose path is installed, -1 for none.
 	best int
 	// installed is the route written to the tables, nil for none.
-	installed *mpls.FTNEntry
+	installed *mpls.Route
 	// local is the label bound for re-advertisement, 0 for none.
 	local mpls.Label
 	// why says why the best path is not installed (ReasonNone when it
@@ -289,7 +289,7 @@ func (s *Speaker) apply(ch Changes) {
 		s.log.Error("bgp: writing label bindings and deletions", "err", err)
 	}
 	for _, e := range ch.AddRoutes {
-		if err := s.tables.Apply(Changes{AddRoutes: []mpls.FTNEntry{e}}); err != nil {
+		if err := s.tables.Apply(Changes{AddRoutes: []mpls.Route{e}}); err != nil {
 			s.applyErrs++
 			s.log.Warn("bgp: route refused by the tables", "prefix", e.Prefix.String(), "err", err)
 			if d := s.rib[e.Prefix]; d != nil && d.installed != nil {
@@ -321,7 +321,7 @@ func bestOf(cands candSet) int {
 func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Path) {
 	d := s.rib[p]
 	best := bestOf(d.cands)
-	var want *mpls.FTNEntry
+	var want *mpls.Route
 	var c cand
 	why := ReasonNone
 	if best >= 0 {
@@ -355,9 +355,9 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 	}
 }
 
-// route is the FTN entry for c, or nil and the reason it cannot be
-// installed.
-func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.FTNEntry, Reason) {
+// route is the route for c (one next hop), or nil and the reason it
+// cannot be installed.
+func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.Route, Reason) {
 	if !c.nh.IsValid() {
 		return nil, ReasonUnresolvedNextHop
 	}
@@ -376,8 +376,7 @@ func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.FTNEntry, Reason) {
 	if p.Contains(c.nh) && (res.Via != c.nh || len(res.Labels) > 0) {
 		return nil, ReasonNextHopInOwnRoute // only a connected next hop may lie inside its own route
 	}
-	e := &mpls.FTNEntry{Prefix: p, NextHop: res.Via, Device: res.Device}
-	e.Labels = slices.Clone(res.Labels)
+	labels := slices.Clone(res.Labels)
 	for i, l := range c.labels {
 		bottom := i == len(c.labels)-1
 		switch {
@@ -390,26 +389,29 @@ func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.FTNEntry, Reason) {
 		case mpls.Label(l).IsReserved():
 			return nil, ReasonReservedLabel // a reserved label no one may push here (RFC 3032 §2.1)
 		}
-		e.Labels = append(e.Labels, mpls.Label(l))
+		labels = append(labels, mpls.Label(l))
 	}
 	switch {
-	case sixPE && len(e.Labels) == len(res.Labels):
+	case sixPE && len(labels) == len(res.Labels):
 		// Implicit null: the egress would get IPv6 over its IPv4 link.
 		return nil, ReasonSixPEWithoutLabel
-	case res.Via.Is4() != p.Addr().Is4() && len(e.Labels) == 0:
+	case res.Via.Is4() != p.Addr().Is4() && len(labels) == 0:
 		// Only a labelled route may cross families.
 		if p.Addr().Is6() {
 			return nil, ReasonSixPEWithoutLabel
 		}
 		return nil, ReasonNextHopFamily
-	case len(e.Labels) > mpls.DefaultMaxDepth:
+	case len(labels) > mpls.DefaultMaxDepth:
 		return nil, ReasonStackTooDeep
 	}
-	return e, ReasonNone
+	return &mpls.Route{Prefix: p, NextHops: []mpls.NextHop{{Via: res.Via, Device: res.Device, Labels: labels}}}, ReasonNone
 }
 
-func sameEntry(a, b mpls.FTNEntry) bool {
-	return a.Prefix == b.Prefix && a.NextHop == b.NextHop && a.Device == b.Device && slices.Equal(a.Labels, b.Labels)
+// sameEntry reports whether a and b, routes of one next hop each, are the
+// same route.
+func sameEntry(a, b mpls.Route) bool {
+	ha, hb := &a.NextHops[0], &b.NextHops[0]
+	return a.Prefix == b.Prefix && ha.Via == hb.Via && ha.Device == hb.Device && slices.Equal(ha.Labels, hb.Labels)
 }
 
 // readvertise keeps p's local label, its ILM swap and its local path in
@@ -437,10 +439,11 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 		}
 		d.local = l
 	}
-	e := mpls.ILMEntry{Label: d.local, NextHop: d.installed.NextHop, Device: d.installed.Device, Action: mpls.ILMPopForward}
-	if len(d.installed.Labels) > 0 {
+	hop := &d.installed.NextHops[0]
+	e := mpls.ILMEntry{Label: d.local, NextHop: hop.Via, Device: hop.Device, Action: mpls.ILMPopForward}
+	if len(hop.Labels) > 0 {
 		e.Action = mpls.ILMSwap
-		e.OutLabels = slices.Clone(d.installed.Labels)
+		e.OutLabels = slices.Clone(hop.Labels)
 	}
 	ch.AddILM = append(ch.AddILM, e)
 	a := advert{label: d.local, from: d.best, origin: c.origin, asPath: c.asPath}

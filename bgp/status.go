@@ -205,12 +205,13 @@ func (s *Speaker) Routes() []RouteStatus {
 			Prefix: p.String(), Neighbor: s.cfg.Neighbors[b].Address.String(), NextHop: c.nh.String(),
 			Labels: c.labels, ASPath: c.asPath, Installed: d.installed != nil, LocalLabel: uint32(d.local),
 		}
-		if e := d.installed; e != nil {
-			for _, l := range e.Labels {
+		if d.installed != nil {
+			hop := &d.installed.NextHops[0]
+			for _, l := range hop.Labels {
 				r.Push = append(r.Push, uint32(l))
 			}
-			r.Via = e.NextHop.String()
-			r.Dev = e.Device
+			r.Via = hop.Via.String()
+			r.Dev = hop.Device
 		}
 		out = append(out, r)
 	}

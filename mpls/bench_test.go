@@ -9,17 +9,17 @@ import (
 
 // benchRoutes returns n/2 IPv4 and n/2 IPv6 routes of mixed, overlapping
 // lengths (/8, /16, /24, /32 and /32, /48, /64, /128), plus default routes.
-func benchRoutes(n int) []mpls.FTNEntry {
+func benchRoutes(n int) []mpls.Route {
 	v4Bits := []int{8, 16, 24, 32}
 	v6Bits := []int{32, 48, 64, 128}
 	seen := map[netip.Prefix]bool{}
-	add := func(out []mpls.FTNEntry, p netip.Prefix) []mpls.FTNEntry {
+	add := func(out []mpls.Route, p netip.Prefix) []mpls.Route {
 		p = p.Masked()
 		if seen[p] {
 			return out
 		}
 		seen[p] = true
-		return append(out, mpls.FTNEntry{Prefix: p, Labels: []mpls.Label{mpls.Label(16 + len(out)), 100}})
+		return append(out, mpls.Route{Prefix: p, NextHops: []mpls.NextHop{{Labels: []mpls.Label{mpls.Label(16 + len(out)), 100}}}})
 	}
 	out := add(nil, netip.MustParsePrefix("0.0.0.0/0"))
 	out = add(out, netip.MustParsePrefix("::/0"))
@@ -49,8 +49,10 @@ func BenchmarkParseStack(b *testing.B) {
 	}
 }
 
-func BenchmarkFTNLookup(b *testing.B) {
-	ftn, err := mpls.NewFTN(benchRoutes(1000))
+// BenchmarkFIBLookupMixed looks up in a FIB of overlapping prefixes of
+// mixed lengths, labelled, with default routes.
+func BenchmarkFIBLookupMixed(b *testing.B) {
+	fib, err := mpls.NewFIB(benchRoutes(1000))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func BenchmarkFTNLookup(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, ok := ftn.Lookup(bc.dsts[i&3]); !ok {
+				if _, ok := fib.Lookup(bc.dsts[i&3]); !ok {
 					b.Fatalf("Lookup(%v) found nothing (default routes exist)", bc.dsts[i&3])
 				}
 				i++

@@ -13,7 +13,7 @@
 //     null label, table binding, or IP version nibble, never a guess;
 //   - the FIB (NewFIB: IP routes with one or more next hops, each plain or
 //     labelled, longest-prefix match over IPv4 and IPv6, any size, built in
-//     O(n log n), changed by Update), the legacy FTN and the ILM (exact
+//     O(n log n), changed by Update) and the ILM (exact
 //     match), immutable and published through Tables for lock-free
 //     readers; Tables is also the one API that writes routes
 //     (ReplaceRoutes, UpdateRoutes: the config, its reload, later the
@@ -29,7 +29,7 @@
 // the start of the label stack, not of the frame.
 //
 // The per-packet functions (ParseStack, EncodeLabels, InferPayload,
-// ForwardTTL, PopTTL, FTN.Lookup, ILM.Lookup, FIB.Lookup, FIB.LookupBatch,
+// ForwardTTL, PopTTL, ILM.Lookup, FIB.Lookup, FIB.LookupBatch,
 // Group.Select, FlowHash, LabelStackHash) allocate nothing on success.
 //
 // Receiving a labelled frame, after the Ethernet header:

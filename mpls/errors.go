@@ -162,11 +162,11 @@ func (e *TTLExpiredError) Error() string {
 // Unwrap returns ErrTTLExpired.
 func (e *TTLExpiredError) Unwrap() error { return ErrTTLExpired }
 
-// TableError reports an invalid entry given to NewFTN or NewILM. Its Err is
+// TableError reports an invalid entry given to NewFIB or NewILM. Its Err is
 // one of the typed errors above or a plain description; errors.Is and
 // errors.As see through it.
 type TableError struct {
-	// Table is "FTN" or "ILM".
+	// Table is "FIB" or "ILM".
 	Table string
 	// Index is the position of the entry in the slice given to the
 	// constructor.

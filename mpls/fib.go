@@ -140,7 +140,7 @@ func (e *FIBEntry) Route() Route {
 // publish it through Tables; readers then load it with one atomic load and
 // never lock. The nil *FIB is an empty table.
 //
-// Lookup flattens the prefixes into disjoint address ranges (as the FTN)
+// Lookup flattens the prefixes into disjoint address ranges (intervals.go)
 // and finds the range of an address through an adaptive radix index over
 // the ranges' start addresses (rangeIndex): a few cache lines per lookup
 // whatever the table size, no allocation; its first steps are written

@@ -319,3 +319,13 @@ func FuzzFIBLookup(f *testing.F) {
 		checkFIB(t, "fuzz", routes, probes(rand.New(rand.NewPCG(1, 1)), routes, 0))
 	})
 }
+
+// lastAddr returns the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

@@ -8,7 +8,7 @@ import (
 )
 
 // Tables holds the node's forwarding tables: the FIB (IP routes, plain and
-// labelled, with ECMP), the ILM (incoming labels) and the legacy FTN.
+// labelled, with ECMP) and the ILM (incoming labels).
 //
 // Readers (the packet path: the MPLS endpoint's egress, the forwarding
 // plane) Load the current table and look up in it without locks; writers
@@ -26,7 +26,6 @@ import (
 // The zero value holds empty tables and is ready to use; do not copy a
 // Tables.
 type Tables struct {
-	ftn atomic.Pointer[FTN]
 	ilm atomic.Pointer[ILM]
 	fib atomic.Pointer[FIB]
 
@@ -38,18 +37,11 @@ type Tables struct {
 	subs []chan struct{}
 }
 
-// FTN returns the current FTN (nil, an empty table, if none was set).
-func (t *Tables) FTN() *FTN { return t.ftn.Load() }
-
 // ILM returns the current ILM (nil, an empty table, if none was set).
 func (t *Tables) ILM() *ILM { return t.ilm.Load() }
 
 // FIB returns the current FIB (nil, an empty table, if none was set).
 func (t *Tables) FIB() *FIB { return t.fib.Load() }
-
-// SetFTN publishes f as the current FTN; f must not be modified afterwards
-// (tables built by NewFTN never are).
-func (t *Tables) SetFTN(f *FTN) { t.ftn.Store(f) }
 
 // SetILM publishes m as the current ILM.
 func (t *Tables) SetILM(m *ILM) { t.ilm.Store(m) }

@@ -12,8 +12,8 @@ import (
 
 func TestTablesZeroValue(t *testing.T) {
 	var tb mpls.Tables
-	if _, ok := tb.FTN().Lookup(netip.MustParseAddr("10.0.0.1")); ok {
-		t.Error("zero Tables: FTN lookup matched, want empty")
+	if _, ok := tb.FIB().Lookup(netip.MustParseAddr("10.0.0.1")); ok {
+		t.Error("zero Tables: FIB lookup matched, want empty")
 	}
 	if _, ok := tb.ILM().Lookup(100); ok {
 		t.Error("zero Tables: ILM lookup matched, want empty")
@@ -26,11 +26,11 @@ func TestTablesZeroValue(t *testing.T) {
 // entry, and generations it sees must never go backwards. Run with -race.
 func TestTablesConcurrentSwap(t *testing.T) {
 	const generations = 200
-	build := func(g int) (*mpls.FTN, *mpls.ILM) {
+	build := func(g int) (*mpls.FIB, *mpls.ILM) {
 		l := mpls.Label(16 + g)
-		ftn, err := mpls.NewFTN([]mpls.FTNEntry{
-			{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Labels: []mpls.Label{l, l}},
-			{Prefix: netip.MustParsePrefix("2001:db8::/32"), Labels: []mpls.Label{l, l}},
+		fib, err := mpls.NewFIB([]mpls.Route{
+			{Prefix: netip.MustParsePrefix("10.0.0.0/8"), NextHops: []mpls.NextHop{{Labels: []mpls.Label{l, l}}}},
+			{Prefix: netip.MustParsePrefix("2001:db8::/32"), NextHops: []mpls.NextHop{{Labels: []mpls.Label{l, l}}}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -39,11 +39,11 @@ func TestTablesConcurrentSwap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ftn, ilm
+		return fib, ilm
 	}
 	var tb mpls.Tables
 	f, m := build(0)
-	tb.SetFTN(f)
+	tb.SetFIB(f)
 	tb.SetILM(m)
 
 	var done atomic.Bool
@@ -55,12 +55,16 @@ func TestTablesConcurrentSwap(t *testing.T) {
 			lastF, lastI := mpls.Label(0), mpls.Label(0)
 			for !done.Load() {
 				for _, dst := range []netip.Addr{dst4, dst6} {
-					e, ok := tb.FTN().Lookup(dst)
-					if !ok || e.Labels[0] != e.Labels[1] || e.Labels[0] < lastF {
-						errs <- "FTN entry torn or went backwards"
+					e, ok := tb.FIB().Lookup(dst)
+					if !ok {
+						errs <- "FIB entry missing"
 						return
 					}
-					lastF = e.Labels[0]
+					if l := e.Group.Hops[0].Labels; l[0] != l[1] || l[0] < lastF {
+						errs <- "FIB entry torn or went backwards"
+						return
+					}
+					lastF = e.Group.Hops[0].Labels[0]
 				}
 				e, ok := tb.ILM().Lookup(100)
 				if !ok || e.OutLabels[0] != e.OutLabels[1] || e.OutLabels[0] < lastI {
@@ -73,7 +77,7 @@ func TestTablesConcurrentSwap(t *testing.T) {
 	}
 	for g := 1; g <= generations; g++ {
 		f, m := build(g)
-		tb.SetFTN(f)
+		tb.SetFIB(f)
 		tb.SetILM(m)
 	}
 	done.Store(true)
@@ -82,8 +86,8 @@ func TestTablesConcurrentSwap(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	if e, _ := tb.FTN().Lookup(dst4); e.Labels[0] != 16+generations {
-		t.Errorf("final FTN label = %d, want %d", e.Labels[0], 16+generations)
+	if e, _ := tb.FIB().Lookup(dst4); e.Group.Hops[0].Labels[0] != 16+generations {
+		t.Errorf("final FIB label = %d, want %d", e.Group.Hops[0].Labels[0], 16+generations)
 	}
 }
 

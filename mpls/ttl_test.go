@@ -49,14 +49,6 @@ func TestPushTTL(t *testing.T) {
 			t.Errorf("%s: PushTTL(%v, %d, %d) = %d, want %d", tt.name, tt.model, tt.ip, tt.cfg, got, tt.want)
 		}
 	}
-	e := mpls.FTNEntry{TTL: 9}
-	if got := e.LabelTTL(mpls.TTLUniform, 64, 0); got != 9 {
-		t.Errorf("FTNEntry{TTL: 9}.LabelTTL(uniform, 64) = %d, want 9 (override)", got)
-	}
-	e.TTL = 0
-	if got := e.LabelTTL(mpls.TTLPipe, 64, 0); got != 255 {
-		t.Errorf("FTNEntry{}.LabelTTL(pipe, 64, 0) = %d, want 255", got)
-	}
 }
 
 func TestForwardTTL(t *testing.T) {

@@ -126,8 +126,8 @@ type bgpTables struct {
 	staticILM []mpls.ILMEntry
 	// staticAt indexes static by prefix.
 	staticAt map[netip.Prefix]int
-	routes   map[netip.Prefix]mpls.FTNEntry // BGP's
-	ilm      map[mpls.Label]mpls.ILMEntry   // BGP's
+	routes   map[netip.Prefix]mpls.Route  // BGP's
+	ilm      map[mpls.Label]mpls.ILMEntry // BGP's
 	// shadowed counts BGP routes hidden by a static route to their prefix.
 	shadowed int
 }
@@ -135,7 +135,7 @@ type bgpTables struct {
 var _ bgp.Tables = (*bgpTables)(nil)
 
 func newBGPTables(st *stack.Stack, cfg *config.Config, c *converted) *bgpTables {
-	t := &bgpTables{st: st, tables: st.Tables(), routes: map[netip.Prefix]mpls.FTNEntry{}, ilm: map[mpls.Label]mpls.ILMEntry{}}
+	t := &bgpTables{st: st, tables: st.Tables(), routes: map[netip.Prefix]mpls.Route{}, ilm: map[mpls.Label]mpls.ILMEntry{}}
 	for _, a := range cfg.Addrs {
 		if a.Dev != config.LoopbackDev {
 			t.conn = append(t.conn, connected{prefix: a.Prefix.Masked(), self: a.Prefix.Addr(), dev: a.Dev})
@@ -153,7 +153,7 @@ func (t *bgpTables) effectiveLocked(p netip.Prefix) (mpls.Route, bool) {
 		return t.static[i], true
 	}
 	if e, ok := t.routes[p]; ok {
-		return bgpRoute(e), true
+		return e, true
 	}
 	return mpls.Route{}, false
 }
@@ -168,11 +168,6 @@ func (t *bgpTables) setStaticLocked(routes []mpls.Route, ilm []mpls.ILMEntry) {
 			t.staticAt[r.Prefix] = i
 		}
 	}
-}
-
-// bgpRoute returns BGP's route e as a FIB route.
-func bgpRoute(e mpls.FTNEntry) mpls.Route {
-	return mpls.Route{Prefix: e.Prefix, NextHops: []mpls.NextHop{{Via: e.NextHop, Device: e.Device, Labels: e.Labels}}}
 }
 
 // setStatic replaces the static routes and label routes (a reload) and
@@ -191,32 +186,60 @@ func (t *bgpTables) setStatic(routes []mpls.Route, ilm []mpls.ILMEntry) error {
 	return nil
 }
 
-// Apply implements bgp.Tables.
+// Apply implements bgp.Tables. It records the batch in BGP's routes and
+// labels, then writes what changed; if the tables refuse the result, the
+// batch is undone: one bad entry must not poison every later batch.
 func (t *bgpTables) Apply(ch bgp.Changes) error {
 	if len(ch.AddRoutes)+len(ch.DelRoutes)+len(ch.AddILM)+len(ch.DelILM) == 0 {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Remember what the batch touches, to put it back if the tables refuse
-	// the result: one bad entry must not poison every later batch.
-	oldRoutes := map[netip.Prefix]*mpls.FTNEntry{}
-	oldILM := map[mpls.Label]*mpls.ILMEntry{}
+	old := t.recordLocked(ch)
+	add, del := t.fibChangeLocked(old.routes)
+	if len(add)+len(del) > 0 {
+		if err := t.tables.UpdateRoutes(add, del); err != nil {
+			t.restoreLocked(old) // the FIB did not change
+			return err
+		}
+	}
+	if len(old.ilm) > 0 {
+		if err := t.writeILMLocked(); err != nil {
+			t.restoreLocked(old)
+			_ = t.writeAllLocked() // the previous set, which the tables took
+			return err
+		}
+	}
+	t.countShadowedLocked(old.routes)
+	return nil
+}
+
+// bgpSaved is what a batch touched, as it was before the batch: nil for
+// a prefix or label BGP had no entry for.
+type bgpSaved struct {
+	routes map[netip.Prefix]*mpls.Route
+	ilm    map[mpls.Label]*mpls.ILMEntry
+}
+
+// recordLocked applies ch to BGP's routes and labels and returns what
+// they held before.
+func (t *bgpTables) recordLocked(ch bgp.Changes) bgpSaved {
+	old := bgpSaved{routes: map[netip.Prefix]*mpls.Route{}, ilm: map[mpls.Label]*mpls.ILMEntry{}}
 	saveRoute := func(p netip.Prefix) {
-		if _, ok := oldRoutes[p]; !ok {
+		if _, ok := old.routes[p]; !ok {
 			if e, ok := t.routes[p]; ok {
-				oldRoutes[p] = &e
+				old.routes[p] = &e
 			} else {
-				oldRoutes[p] = nil
+				old.routes[p] = nil
 			}
 		}
 	}
 	saveLabel := func(l mpls.Label) {
-		if _, ok := oldILM[l]; !ok {
+		if _, ok := old.ilm[l]; !ok {
 			if e, ok := t.ilm[l]; ok {
-				oldILM[l] = &e
+				old.ilm[l] = &e
 			} else {
-				oldILM[l] = nil
+				old.ilm[l] = nil
 			}
 		}
 	}
@@ -236,49 +259,48 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 		saveLabel(e.Label)
 		t.ilm[e.Label] = e
 	}
-	restore := func() {
-		for p, e := range oldRoutes {
-			if e == nil {
-				delete(t.routes, p)
-			} else {
-				t.routes[p] = *e
-			}
-		}
-		for l, e := range oldILM {
-			if e == nil {
-				delete(t.ilm, l)
-			} else {
-				t.ilm[l] = *e
-			}
+	return old
+}
+
+// restoreLocked puts back BGP's routes and labels as old saved them.
+func (t *bgpTables) restoreLocked(old bgpSaved) {
+	for p, e := range old.routes {
+		if e == nil {
+			delete(t.routes, p)
+		} else {
+			t.routes[p] = *e
 		}
 	}
-	// The FIB change: each touched prefix without a static route gets
-	// BGP's route, or loses its route when BGP has none left.
-	var add []mpls.Route
-	var del []netip.Prefix
+	for l, e := range old.ilm {
+		if e == nil {
+			delete(t.ilm, l)
+		} else {
+			t.ilm[l] = *e
+		}
+	}
+}
+
+// fibChangeLocked returns the FIB change for the prefixes a batch touched
+// (oldRoutes, as recordLocked saved them): each one without a static route
+// gets BGP's route, or loses its route when BGP has none left.
+func (t *bgpTables) fibChangeLocked(oldRoutes map[netip.Prefix]*mpls.Route) (add []mpls.Route, del []netip.Prefix) {
 	for p := range oldRoutes {
 		if _, ok := t.staticAt[p]; ok {
 			continue // shadowed before and after
 		}
 		if e, ok := t.routes[p]; ok {
-			add = append(add, bgpRoute(e))
+			add = append(add, e)
 		} else if oldRoutes[p] != nil {
 			del = append(del, p)
 		}
 	}
-	if len(add)+len(del) > 0 {
-		if err := t.tables.UpdateRoutes(add, del); err != nil {
-			restore() // the FIB did not change
-			return err
-		}
-	}
-	if len(oldILM) > 0 {
-		if err := t.writeILMLocked(); err != nil {
-			restore()
-			_ = t.writeAllLocked() // the previous set, which the tables took
-			return err
-		}
-	}
+	return add, del
+}
+
+// countShadowedLocked keeps the count of BGP routes hidden by a static
+// route in step with a written batch (oldRoutes, as recordLocked saved
+// them).
+func (t *bgpTables) countShadowedLocked(oldRoutes map[netip.Prefix]*mpls.Route) {
 	for p, was := range oldRoutes {
 		if _, ok := t.staticAt[p]; ok {
 			_, now := t.routes[p]
@@ -290,7 +312,6 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 			}
 		}
 	}
-	return nil
 }
 
 // writeAllLocked writes static ∪ BGP to the FIB at once, and the ILM.
@@ -302,7 +323,7 @@ func (t *bgpTables) writeAllLocked() error {
 			shadowed++
 			continue
 		}
-		all = append(all, bgpRoute(e))
+		all = append(all, e)
 	}
 	if err := t.tables.ReplaceRoutes(all); err != nil {
 		return err
@@ -464,7 +485,7 @@ func (n *Node) Routes() []RouteEntry {
 			Protocol: protoConnected, Distance: distanceConnected, Scope: "link"})
 	}
 	n.mu.Unlock()
-	var bgpRoutes map[netip.Prefix]mpls.FTNEntry
+	var bgpRoutes map[netip.Prefix]mpls.Route
 	if n.bgpTab != nil {
 		n.bgpTab.mu.Lock()
 		bgpRoutes = maps.Clone(n.bgpTab.routes)
@@ -472,7 +493,7 @@ func (n *Node) Routes() []RouteEntry {
 	}
 	for _, r := range n.stack.Routes() {
 		e := RouteEntry{Prefix: r.Prefix.String(), Dev: r.Link, Protocol: "static", Distance: DistanceStatic}
-		if b, ok := bgpRoutes[r.Prefix]; ok && b.Device == r.Link && b.NextHop == r.Via && slices.Equal(b.Labels, r.Labels) {
+		if b, ok := bgpRoutes[r.Prefix]; ok && b.NextHops[0].Device == r.Link && b.NextHops[0].Via == r.Via && slices.Equal(b.NextHops[0].Labels, r.Labels) {
 			e.Protocol, e.Distance = "bgp", DistanceBGP
 		}
 		if r.Via.IsValid() {

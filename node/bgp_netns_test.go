@@ -149,7 +149,7 @@ const gobgpdConf = `[global.config]
 `
 
 // ftnLabels returns the labels the node pushes towards dst and the next
-// hop, or ok false without an FTN entry.
+// hop, or ok false without a FIB route.
 func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok bool) {
 	e, ok := n.Stack().Tables().FIB().Lookup(netip.MustParseAddr(dst))
 	if !ok {

@@ -47,9 +47,9 @@ route add 198.51.100.0/24 via 10.1.0.4
 	p99 := netip.MustParsePrefix("10.99.0.0/16")
 	p98 := netip.MustParsePrefix("10.98.0.0/16")
 	if err := tab.Apply(bgp.Changes{
-		AddRoutes: []mpls.FTNEntry{
-			{Prefix: p99, Labels: []mpls.Label{16001}, NextHop: netip.MustParseAddr("10.1.0.9"), Device: "a0"},
-			{Prefix: p98, Labels: []mpls.Label{16002}, NextHop: netip.MustParseAddr("10.1.0.9"), Device: "a0"},
+		AddRoutes: []mpls.Route{
+			{Prefix: p99, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16001}}}},
+			{Prefix: p98, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16002}}}},
 		},
 		AddILM: []mpls.ILMEntry{{Label: 16000, Action: mpls.ILMPopLocal}},
 	}); err != nil {
@@ -129,11 +129,11 @@ func TestBGPTablesRefusedBatch(t *testing.T) {
 	c, _ := convert(cfg)
 	tab := newBGPTables(n.Stack(), cfg, c)
 	nh := netip.MustParseAddr("10.1.0.9")
-	bad := bgp.Changes{AddRoutes: []mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.97.0.0/16"), Labels: []mpls.Label{16003}, NextHop: nh, Device: "nope0"}}}
+	bad := bgp.Changes{AddRoutes: []mpls.Route{{Prefix: netip.MustParsePrefix("10.97.0.0/16"), NextHops: []mpls.NextHop{{Via: nh, Device: "nope0", Labels: []mpls.Label{16003}}}}}}
 	if err := tab.Apply(bad); err == nil {
 		t.Fatal("a route on a missing link was accepted")
 	}
-	good := bgp.Changes{AddRoutes: []mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Labels: []mpls.Label{16004}, NextHop: nh, Device: "a0"}}}
+	good := bgp.Changes{AddRoutes: []mpls.Route{{Prefix: netip.MustParsePrefix("10.96.0.0/16"), NextHops: []mpls.NextHop{{Via: nh, Device: "a0", Labels: []mpls.Label{16004}}}}}}
 	if err := tab.Apply(good); err != nil {
 		t.Fatalf("the next batch: %v", err)
 	}

@@ -200,8 +200,9 @@ type LinkReport struct {
 	StackRXBytes uint64 `json:"stack_rx_bytes"`
 	// StackTXBytes: see StackRXBytes.
 	StackTXBytes uint64 `json:"stack_tx_bytes"`
-	// FTNHits counts outgoing packets that matched an FTN entry.
-	FTNHits uint64 `json:"ftn_hits"`
+	// FIBPushes counts outgoing packets that got the label stack of their
+	// FIB route's hop.
+	FIBPushes uint64 `json:"fib_pushes"`
 	// ILMHits counts incoming labels that matched an ILM entry.
 	ILMHits uint64 `json:"ilm_hits"`
 	// Drops counts discards by reason name (mplsendpoint.DropReason's
@@ -323,7 +324,7 @@ func (n *Node) Report() Report {
 			Name: name, RXFrames: ls.RXFrames, TXFrames: ls.TXFrames,
 			RXDelivered: ls.RXDelivered, RXForwarded: ls.RXForwarded,
 			TXPackets: ls.TXPackets, GSOPackets: ls.GSOPackets,
-			FTNHits: ls.FTNHits, ILMHits: ls.ILMHits,
+			FIBPushes: ls.FIBPushes, ILMHits: ls.ILMHits,
 			Drops: map[string]uint64{},
 		}
 		for _, d := range mplsendpoint.DropReasons() {

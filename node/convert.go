@@ -47,7 +47,7 @@ type converted struct {
 }
 
 // convert turns cfg into stack and mpls values and validates what can be
-// validated without the network: the ILM and FTN tables and the features
+// validated without the network: the ILM and FIB tables and the features
 // the node does not support.
 func convert(cfg *config.Config) (*converted, error) {
 	var errs config.ErrorList

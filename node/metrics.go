@@ -34,7 +34,7 @@ var linkCounters = []linkCounter{
 	{"gso_packets_total", "GSO packets segmented by the link.", func(l *LinkReport) uint64 { return l.GSOPackets }},
 	{"stack_rx_bytes_total", "Bytes received by the userspace stack on the link (network layer, label-switched frames excluded).", func(l *LinkReport) uint64 { return l.StackRXBytes }},
 	{"stack_tx_bytes_total", "Bytes sent by the userspace stack on the link (network layer, label-switched frames excluded).", func(l *LinkReport) uint64 { return l.StackTXBytes }},
-	{"ftn_hits_total", "Outgoing packets that matched an FTN entry.", func(l *LinkReport) uint64 { return l.FTNHits }},
+	{"fib_pushes_total", "Outgoing packets that got the label stack of their FIB route's hop.", func(l *LinkReport) uint64 { return l.FIBPushes }},
 	{"ilm_hits_total", "Incoming labels that matched an ILM entry.", func(l *LinkReport) uint64 { return l.ILMHits }},
 	{"rx_ring_blocks_total", "Receive ring blocks read (afpacket ring mode): one wakeup and one receive batch each.", func(l *LinkReport) uint64 { return l.RXBlocks }},
 	{"rx_coalesced_segments_total", "Received TCP segments merged by the host's receive coalescing (GRO) into the packet before them.", func(l *LinkReport) uint64 { return l.RXCoalesced }},

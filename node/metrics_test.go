@@ -94,7 +94,7 @@ func TestMetrics(t *testing.T) {
 		{`mplsnode_rx_frames_total{device="in0"}`, 4},
 		{`mplsnode_tx_frames_total{device="out0"}`, 3},
 		{`mplsnode_ilm_hits_total{device="in0"}`, 3},
-		{`mplsnode_ftn_hits_total{device="in0"}`, 0},
+		{`mplsnode_fib_pushes_total{device="in0"}`, 0},
 		{`mplsnode_drops_total{device="in0",reason="no_ilm_entry"}`, 1},
 		{`mplsnode_drops_total{device="out0",reason="no_ilm_entry"}`, 0},
 		{`mplsnode_labelswitch_forwarded_frames_total`, 3},

@@ -1,12 +1,12 @@
 // Package node assembles a running mplsnode from a parsed config: the links
 // (AF_PACKET or TAP), the userspace stack with its addresses and routes, the
-// MPLS tables (FTN and ILM) and the forwarding plane (package forward)
+// MPLS tables (FIB and ILM) and the forwarding plane (package forward)
 // that forwards labelled frames from link to link. It also owns reload: routes and label routes
 // are swapped while connections run.
 //
 // A node plays every role its config asks for: host (TCP endpoints in the
 // userspace stack), LER (IP packets forwarded through the stack get labels
-// per the FTN), LSR (swap, swap and push, pop and forward, local pop), and
+// per the FIB), LSR (swap, swap and push, pop and forward, local pop), and
 // plain IP router between its links. Every node answers MPLS echo requests
 // (LSP ping and traceroute, RFC 8029) in both forwarding planes, and sends
 // them for the control socket (lspping.go).

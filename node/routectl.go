@@ -417,7 +417,7 @@ func (t *bgpTables) updateStatic(add *mpls.Route, del netip.Prefix) error {
 		p = del
 		static = slices.DeleteFunc(static, func(r mpls.Route) bool { return r.Prefix == del })
 		if e, ok := t.routes[p]; ok {
-			write = append(write, bgpRoute(e))
+			write = append(write, e)
 		} else {
 			remove = append(remove, p)
 		}

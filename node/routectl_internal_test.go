@@ -45,7 +45,7 @@ addr add 10.1.0.1/24 dev a0
 	n.bgpTab = newBGPTables(n.Stack(), cfg, c)
 	p98 := netip.MustParsePrefix("10.98.0.0/16")
 	if err := n.bgpTab.Apply(bgp.Changes{
-		AddRoutes: []mpls.FTNEntry{{Prefix: p98, Labels: []mpls.Label{16002}, NextHop: netip.MustParseAddr("10.1.0.9"), Device: "a0"}},
+		AddRoutes: []mpls.Route{{Prefix: p98, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16002}}}}},
 		AddILM:    []mpls.ILMEntry{{Label: 16000, Action: mpls.ILMPopLocal}},
 	}); err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func Example() {
 	resp.Body.Close()
 	hc.CloseIdleConnections()
 	fmt.Println(string(body))
-	fmt.Println("labelled packets sent:", client.Stats().Links[0].MPLS.FTNHits > 0)
+	fmt.Println("labelled packets sent:", client.Stats().Links[0].MPLS.FIBPushes > 0)
 	// Output:
 	// hello over label 100
 	// labelled packets sent: true

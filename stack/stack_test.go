@@ -132,12 +132,12 @@ func TestTransferOverLSP(t *testing.T) {
 			if len(st.Links) != 1 {
 				t.Fatalf("len(Stats().Links) = %d, want 1", len(st.Links))
 			}
-			hits := st.Links[0].MPLS.FTNHits
+			hits := st.Links[0].MPLS.FIBPushes
 			if len(tc.labels) > 0 && hits == 0 {
-				t.Errorf("FTN hits = 0 on a labelled route")
+				t.Errorf("FIB pushes = 0 on a labelled route")
 			}
 			if len(tc.labels) == 0 && hits != 0 {
-				t.Errorf("FTN hits = %d on a plain route, want 0", hits)
+				t.Errorf("FIB pushes = %d on a plain route, want 0", hits)
 			}
 			if bst := b.Stats(); len(tc.labels) > 0 && bst.Links[0].MPLS.ILMHits == 0 {
 				t.Errorf("B's ILM hits = 0, want > 0")

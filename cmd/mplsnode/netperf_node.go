@@ -65,8 +65,8 @@ func nodeDialer(n *node.Node, local string, port int) (netperf.DialFunc, error) 
 func printNodeDrops(w io.Writer, n *node.Node) {
 	r := n.Report()
 	for _, l := range r.Links {
-		fmt.Fprintf(w, "mplsnode %s: rx %d frames, tx %d frames, FTN hits %d, ILM hits %d, GSO packets %d",
-			l.Name, l.RXFrames, l.TXFrames, l.FTNHits, l.ILMHits, l.GSOPackets)
+		fmt.Fprintf(w, "mplsnode %s: rx %d frames, tx %d frames, FIB pushes %d, ILM hits %d, GSO packets %d",
+			l.Name, l.RXFrames, l.TXFrames, l.FIBPushes, l.ILMHits, l.GSOPackets)
 		dropped := false
 		for _, k := range sortedKeys(l.Drops) {
 			if c := l.Drops[k]; c != 0 {

@@ -27,7 +27,7 @@ Asks a running node (mplsnode run) for its counters over its control
 socket and prints them: per link the mode its lower link runs (link_mode
 ring: memory-mapped packet rings, mmsg: recvmmsg/sendmmsg, what "mode auto"
 chose; - for a TAP) and its fanout queues, rx/tx frames, drops by reason
-(every reason, zero ones included), ILM/FTN hits; the label switch counters;
+(every reason, zero ones included), FIB pushes and ILM hits; the label switch counters;
 the userspace stack's IP and TCP counters, each labelled with its name in
 the --json document (docs/METRICS.md). The control socket is root-only
 (mode 0600). --drops prints only the drop counters that are not
@@ -208,7 +208,7 @@ var linkColumns = []struct {
 	{"stack_rx_bytes", func(l *node.LinkReport) string { return fmt.Sprint(l.StackRXBytes) }},
 	{"stack_tx_bytes", func(l *node.LinkReport) string { return fmt.Sprint(l.StackTXBytes) }},
 	{"ilm_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.ILMHits) }},
-	{"ftn_hits", func(l *node.LinkReport) string { return fmt.Sprint(l.FTNHits) }},
+	{"fib_pushes", func(l *node.LinkReport) string { return fmt.Sprint(l.FIBPushes) }},
 	{"rx_blocks", func(l *node.LinkReport) string { return fmt.Sprint(l.RXBlocks) }},
 	{"tx_ring_full", func(l *node.LinkReport) string { return fmt.Sprint(l.TXRingFull) }},
 	{"busy_polls", func(l *node.LinkReport) string { return fmt.Sprint(l.BusyPolls) }},

@@ -85,9 +85,9 @@ func TestUDPExampleNonRoot(t *testing.T) {
 		t.Fatalf("netperf: %v\n%s\nserver: %s", err, out.String(), srvOut.String())
 	}
 	// The result line: send/recv sizes, time, then Mbit/s; and the
-	// host's counters: every data packet pushed label 100 (FTN hits).
+	// host's counters: every data packet pushed label 100 (FIB pushes).
 	res := regexp.MustCompile(`(?m)^\s*\d+\s+\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s*$`).FindStringSubmatch(out.String())
-	ftn := regexp.MustCompile(`mu0: .* FTN hits (\d+)`).FindStringSubmatch(out.String())
+	ftn := regexp.MustCompile(`mu0: .* FIB pushes (\d+)`).FindStringSubmatch(out.String())
 	if res == nil || ftn == nil {
 		t.Fatalf("netperf output lacks the result or the counters:\n%s", out.String())
 	}

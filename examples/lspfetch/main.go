@@ -103,6 +103,6 @@ func fetch(link, addr, via, labelText, rawURL string, timeout time.Duration) err
 		return err
 	}
 	st := s.Stats().Links[0].MPLS
-	fmt.Fprintf(os.Stderr, "lspfetch: %s, %d frames out (%d labelled), %d in\n", resp.Status, st.TXFrames, st.FTNHits, st.RXFrames)
+	fmt.Fprintf(os.Stderr, "lspfetch: %s, %d frames out (%d labelled), %d in\n", resp.Status, st.TXFrames, st.FIBPushes, st.RXFrames)
 	return nil
 }

@@ -116,6 +116,6 @@ func fetch(local, remote, addr, via, labelText, rawURL string, timeout time.Dura
 		return err
 	}
 	st := s.Stats().Links[0].MPLS
-	fmt.Fprintf(os.Stderr, "udpfetch: %s, %d packets out (%d labelled), %d in\n", resp.Status, st.TXFrames, st.FTNHits, st.RXFrames)
+	fmt.Fprintf(os.Stderr, "udpfetch: %s, %d packets out (%d labelled), %d in\n", resp.Status, st.TXFrames, st.FIBPushes, st.RXFrames)
 	return nil
 }

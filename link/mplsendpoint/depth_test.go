@@ -19,7 +19,7 @@ import (
 // (docs/CONTRACTS.md: "0 = 16"). A stack of exactly that depth must leave
 // as one frame with every label, S on the last only (RFC 3032 §2.1),
 // decoded by tshark; one entry more is dropped as label_stack_too_deep
-// with nothing written. (The FTN itself refuses more than 16 labels, so
+// with nothing written. (The FIB itself refuses more than 16 labels, so
 // the "one more" cases use a smaller MaxLabels.)
 //
 // Guards mutant w05: with pushHeader's `if n > e.maxLabels {` changed to
@@ -45,12 +45,8 @@ func TestPushMaxLabelDepth(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("max=%d/push=%d", c.maxLabels, c.push), func(t *testing.T) {
 			labels := labelStack(c.push)
-			ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.PrefixFrom(pushDst4, 32), Labels: labels, NextHop: pushDst4}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := mplsendpoint.Options{MaxLabels: c.maxLabels, Tables: &mpls.Tables{}, Logger: slog.New(slog.DiscardHandler)}
-			opts.Tables.SetFTN(ftn)
+			tables := routeTables(t, hostRoutes(labels, netip.Addr{}, pushDst4))
+			opts := mplsendpoint.Options{MaxLabels: c.maxLabels, Tables: tables, Logger: slog.New(slog.DiscardHandler)}
 			sink := mplstest.NewSink(1500, macA)
 			sink.Record = true
 			ep, err := mplsendpoint.New(sink, opts)

@@ -113,10 +113,8 @@ func ipv4Fragment(id uint16, off int, more bool) []byte {
 
 func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Forwarder, mods ...func(*mplsendpoint.Options)) (*mplsendpoint.Endpoint, *recorder) {
 	t.Helper()
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Labels: []mpls.Label{100, 200}, NextHop: addrB4}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tables := routeTables(t, []mpls.Route{{Prefix: netip.MustParsePrefix("10.0.0.0/24"),
+		NextHops: []mpls.NextHop{{Via: addrB4, Device: testDevice, Labels: []mpls.Label{100, 200}}}}})
 	ilm, err := mpls.NewILM([]mpls.ILMEntry{
 		{Label: 100, Action: mpls.ILMPopLocal},
 		{Label: 300, Action: mpls.ILMSwap, OutLabels: []mpls.Label{301}, NextHop: addrB4},
@@ -124,8 +122,6 @@ func newTestEndpoint(t *testing.T, lower stack.LinkEndpoint, fwd mplsendpoint.Fo
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables := &mpls.Tables{}
-	tables.SetFTN(ftn)
 	tables.SetILM(ilm)
 	opts := mplsendpoint.Options{Tables: tables, Forwarder: fwd, LinkAddress: macA}
 	for _, m := range mods {
@@ -147,8 +143,8 @@ func inject(ep *mplsendpoint.Endpoint, frame []byte, validated bool) {
 	pkt.DecRef()
 }
 
-// writeIP pushes an IP packet through AddHeader and WritePackets as the NIC
-// would.
+// writeIP pushes an IP packet's link header (addHeader) and writes it
+// with WritePackets as the NIC would.
 func writeIP(ep *mplsendpoint.Endpoint, ip []byte, gso stack.GSO) {
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
 		ReserveHeaderBytes: int(ep.MaxHeaderLength()),
@@ -162,7 +158,7 @@ func writeIP(ep *mplsendpoint.Endpoint, ip []byte, gso stack.GSO) {
 	pkt.EgressRoute.LocalLinkAddress = macA
 	pkt.EgressRoute.RemoteLinkAddress = macB
 	pkt.GSOOptions = gso
-	ep.AddHeader(pkt)
+	addHeader(ep, pkt, netip.AddrFrom4(header.IPv4(ip).DestinationAddress().As4()))
 	var l stack.PacketBufferList
 	l.PushBack(pkt)
 	ep.WritePackets(l)

@@ -33,23 +33,12 @@ func (e *Endpoint) putTX(s *txScratch) {
 	e.scratch.Put(s)
 }
 
-// AddHeader implements stack.LinkEndpoint. It looks the destination up in
-// the FTN and pushes, in one LinkHeader().Push, the Ethernet header and, for
-// a labelled route, the label stack (outermost first, S on the last) with
-// ethertype 0x8847. The inner protocol stays in pkt.NetworkProtocolNumber
-// and the network and transport headers keep their offsets, which
-// WritePackets uses to segment and checksum.
+// AddHeader implements stack.LinkEndpoint: it pushes the Ethernet header
+// of a packet the stack routed to this link itself (a connected subnet),
+// which is never labelled: labelled routes leave through the FIBEndpoint,
+// which pushes their labels (pushHeader).
 func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
-	var labels []mpls.Label
-	var fixedTTL uint8
-	if dst, ok := netDst(pkt); ok && !isNDP(pkt) {
-		if ftn := e.tables.FTN(); ftn != nil {
-			if en, found := ftn.Lookup(dst); found && len(en.Labels) > 0 {
-				labels, fixedTTL = en.Labels, en.TTL
-			}
-		}
-	}
-	e.pushHeader(pkt, labels, fixedTTL)
+	e.pushHeader(pkt, nil, 0)
 }
 
 // pushHeader pushes, in one LinkHeader().Push, the Ethernet header (from
@@ -79,7 +68,7 @@ func (e *Endpoint) pushHeader(pkt *stack.PacketBuffer, labels []mpls.Label, fixe
 	if n == 0 {
 		return
 	}
-	e.ctr.ftnHits.Add(1)
+	e.ctr.fibPushes.Add(1)
 	ttl, tos := ipTTLTOS(pkt)
 	lttl := fixedTTL
 	if lttl == 0 {
@@ -89,7 +78,7 @@ func (e *Endpoint) pushHeader(pkt *stack.PacketBuffer, labels []mpls.Label, fixe
 	if e.copyTC {
 		tc = mpls.TCFromDSCP(tos)
 	}
-	// Every label was checked when its table was built (NewFTN, NewFIB:
+	// Every label was checked when its table was built (NewFIB:
 	// no implicit null, 20 bits), so EncodeLabels cannot fail here.
 	_, _ = mpls.EncodeLabels(b[header.EthernetMinimumSize:], labels, tc, lttl)
 }
@@ -110,21 +99,6 @@ func netDst(pkt *stack.PacketBuffer) (netip.Addr, bool) {
 		return netip.AddrFrom16(header.IPv6(nh).DestinationAddress().As16()), true
 	}
 	return netip.Addr{}, false
-}
-
-// isNDP reports whether pkt is an IPv6 neighbour discovery message (ICMPv6
-// types 133 to 137, RFC 4861), which is link-local by nature and never
-// labelled, even towards a labelled prefix.
-func isNDP(pkt *stack.PacketBuffer) bool {
-	if pkt.NetworkProtocolNumber != header.IPv6ProtocolNumber || pkt.TransportProtocolNumber != header.ICMPv6ProtocolNumber {
-		return false
-	}
-	th := pkt.TransportHeader().Slice()
-	if len(th) == 0 {
-		return false
-	}
-	t := header.ICMPv6Type(th[0])
-	return t >= header.ICMPv6RouterSolicit && t <= header.ICMPv6RedirectMsg
 }
 
 // ipTTLTOS returns the TTL (hop limit) and TOS (traffic class) of pkt's IP
@@ -241,7 +215,7 @@ func upperError(err tcpip.Error) tcpip.Error {
 
 // gsoShape checks that pkt is a TCP GSO packet over IPv4 or IPv6 and
 // returns its protocol and the MSS that fits linkMTU: TCP chose its MSS
-// against the MTU we reported, but the FTN may have changed since; we
+// against the MTU we reported, but the FIB may have changed since; we
 // segment, so we can always fit. An MSS of 0 or less means not even the
 // headers fit (the caller answers with mtuExceeded). A packet that is not
 // TCP GSO is counted (gso_unsupported) and errGSO returned.

@@ -3,22 +3,17 @@
 // a lower link carrying whole Ethernet frames (link/afpacket, link/tap, or
 // gVisor's channel and pipe endpoints in tests).
 //
-// Egress: each packet's destination is looked up in the FTN. Without an
-// entry the packet leaves as plain Ethernet, like any NIC. With an entry,
-// the Ethernet header and the label stack are written in one
-// LinkHeader().Push (ethertype 0x8847, S bit on the last entry, TTL and TC
-// per Options), and TCP GSO packets are segmented in software after the
-// push, with the inner protocol and offsets recorded by the stack (never
-// guessed). The destination MAC is the route's resolved next hop: the
-// embedder installs a gVisor route to each FTN prefix whose Gateway is the
-// FTN entry's NextHop, so ARP/NDP resolves pkt.EgressRoute.RemoteLinkAddress
-// to the next hop's MAC.
-//
-// Routed egress: a stack whose routes live in a FIB (mpls.FIB; package
-// stack) sends everything beyond its connected subnets to a FIBEndpoint,
-// which picks the route's hop per flow, resolves the hop's MAC address on
-// the hop's link and hands the packet to that link's Endpoint with the
-// hop's labels (see FIBEndpoint).
+// Egress: a packet the stack routes to the Endpoint itself (a connected
+// subnet) leaves as plain Ethernet, like any NIC. The stack's routes live
+// in a FIB (mpls.FIB; package stack): everything beyond the connected
+// subnets goes to a FIBEndpoint, which picks the route's hop per flow,
+// resolves the hop's MAC address on the hop's link and hands the packet to
+// that link's Endpoint with the hop's labels; the FIB is the one table
+// that says which labels a packet gets. The Ethernet header and the label
+// stack are written in one LinkHeader().Push (ethertype 0x8847, S bit on
+// the last entry, TTL and TC per Options), and TCP GSO packets are
+// segmented in software after the push, with the inner protocol and
+// offsets recorded by the stack (never guessed).
 //
 // Ingress: ARP, IPv4 and IPv6 frames go up unchanged, except that unicast
 // IP is first offered to Options.IPForwarder (the forwarding plane), which
@@ -28,7 +23,7 @@
 // forwarding entries go to Options.Forwarder, the node's label switch.
 //
 // MTU: MTU() reports the link MTU minus the label overhead of the deepest
-// label stack in the current FTN, so gVisor fragments non-TCP traffic and
+// label stack in the current FIB, so gVisor fragments non-TCP traffic and
 // TCP picks an MSS that fits every labelled route (plain routes pay the same
 // reduction; see Endpoint.MTU).
 //
@@ -172,9 +167,9 @@ type BatchForwarder interface {
 // Options configures an Endpoint. The zero value is valid: no tables (plain
 // Ethernet), uniform TTL, endpoint GSO, 16 labels at most.
 type Options struct {
-	// Tables holds the FTN (egress: prefix to label stack) and ILM
-	// (ingress: label to action). The caller may swap the tables at any
-	// time with Tables.SetFTN / SetILM; the endpoint reads them per packet.
+	// Tables holds the FIB (egress: its label stacks size MTU) and the ILM
+	// (ingress: label to action). The caller may replace the tables at any
+	// time (Tables' writers, SetILM); the endpoint reads them per packet.
 	// nil means empty tables: the endpoint is a plain Ethernet NIC.
 	Tables *mpls.Tables
 	// TTLModel is the TTL model (RFC 3443) for pushing and popping: uniform
@@ -191,7 +186,7 @@ type Options struct {
 	GSOMode GSOMode
 	// MaxLabels is the deepest label stack the endpoint pushes or parses;
 	// it sizes MaxHeaderLength (14 + 4 x MaxLabels). 0 means
-	// mpls.DefaultMaxDepth (16). FTN entries deeper than this are dropped
+	// mpls.DefaultMaxDepth (16). FIB hops deeper than this are dropped
 	// (label_stack_too_deep) rather than overflowing the header room.
 	MaxLabels int
 	// Logger receives rate-limited drop warnings; nil means slog.Default().
@@ -269,8 +264,8 @@ type Endpoint struct {
 	linkAddrMu sync.RWMutex
 	linkAddr   tcpip.LinkAddress // override; empty means the lower's
 
-	// mtuCache caches the label overhead of the FTN last seen by MTU(),
-	// keyed by the FTN pointer (tables are copy-on-write, so a new pointer
+	// mtuCache caches the label overhead of the FIB last seen by MTU(),
+	// keyed by the FIB pointer (tables are copy-on-write, so a new pointer
 	// means new contents).
 	mtuCache atomic.Pointer[mtuCacheEntry]
 
@@ -286,7 +281,6 @@ type Endpoint struct {
 }
 
 type mtuCacheEntry struct {
-	ftn      *mpls.FTN
 	fib      *mpls.FIB
 	overhead uint32
 }
@@ -354,10 +348,10 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 func (e *Endpoint) Tables() *mpls.Tables { return e.tables }
 
 // MTU implements stack.LinkEndpoint. It is the link MTU minus the label
-// overhead of the deepest label stack in the current FTN or FIB: every route then
+// overhead of the deepest label stack in the current FIB: every route then
 // fits, labelled or not, at the cost of a few bytes on plain routes. The
-// overhead is cached per FTN pointer, so MTU costs two atomic loads unless
-// the FTN was just replaced; gVisor reads it per packet (IPv4/IPv6
+// overhead is cached per FIB pointer, so MTU costs two atomic loads unless
+// the FIB was just replaced; gVisor reads it per packet (IPv4/IPv6
 // fragmentation) and when TCP picks its MSS.
 //
 // Bulk TCP then fills the link exactly (frames of link MTU + 14 bytes) when
@@ -377,21 +371,15 @@ func (e *Endpoint) MTU() uint32 {
 // LinkMTU returns the lower link's MTU (the L2 payload, labels included).
 func (e *Endpoint) LinkMTU() uint32 { return e.lower.MTU() }
 
-// labelOverhead returns 4 x the deepest stack in the current FTN or FIB
-// (capped at MaxLabels).
+// labelOverhead returns 4 x the deepest stack in the current FIB (capped
+// at MaxLabels).
 func (e *Endpoint) labelOverhead() uint32 {
-	ftn, fib := e.tables.FTN(), e.tables.FIB()
-	if c := e.mtuCache.Load(); c != nil && c.ftn == ftn && c.fib == fib {
+	fib := e.tables.FIB()
+	if c := e.mtuCache.Load(); c != nil && c.fib == fib {
 		return c.overhead
 	}
-	depth := fib.MaxLabels()
-	if ftn != nil {
-		depth = max(depth, ftnMaxDepth(ftn))
-	}
-	if depth > e.maxLabels {
-		depth = e.maxLabels
-	}
-	c := &mtuCacheEntry{ftn: ftn, fib: fib, overhead: uint32(depth * mpls.EntryLen)}
+	depth := min(fib.MaxLabels(), e.maxLabels)
+	c := &mtuCacheEntry{fib: fib, overhead: uint32(depth * mpls.EntryLen)}
 	e.mtuCache.Store(c)
 	return c.overhead
 }
@@ -498,14 +486,4 @@ func pullUpTo(pkt *stack.PacketBuffer, n int) ([]byte, bool) {
 		n = s
 	}
 	return pkt.Data().PullUp(n)
-}
-
-// ftnMaxDepth returns the number of labels of the deepest stack in f. It
-// copies the entries, so it runs only when the FTN pointer changes.
-func ftnMaxDepth(f *mpls.FTN) int {
-	d := 0
-	for _, en := range f.Entries() {
-		d = max(d, len(en.Labels))
-	}
-	return d
 }

@@ -24,24 +24,17 @@ import (
 
 // Deterministic inputs of the golden frames.
 var (
-	goldenDst1 = netip.MustParseAddr("10.0.0.2") // FTN: label 100
-	goldenDst2 = netip.MustParseAddr("10.0.0.3") // FTN: labels 100/200
+	goldenDst1 = netip.MustParseAddr("10.0.0.2") // FIB: label 100
+	goldenDst2 = netip.MustParseAddr("10.0.0.3") // FIB: labels 100/200
 )
 
 // goldenEndpoint returns an endpoint over a recording Sink (link MTU 1500)
-// whose FTN pushes 100 towards goldenDst1 and 100/200 towards goldenDst2,
+// whose FIB pushes 100 towards goldenDst1 and 100/200 towards goldenDst2,
 // uniform TTL model, TC 0.
 func goldenEndpoint(t *testing.T) (*mplsendpoint.Endpoint, *mplstest.Sink, *recorder) {
 	t.Helper()
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{
-		{Prefix: netip.PrefixFrom(goldenDst1, 32), Labels: []mpls.Label{100}, NextHop: goldenDst1},
-		{Prefix: netip.PrefixFrom(goldenDst2, 32), Labels: []mpls.Label{100, 200}, NextHop: goldenDst1},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tables := &mpls.Tables{}
-	tables.SetFTN(ftn)
+	tables := routeTables(t, append(hostRoutes([]mpls.Label{100}, goldenDst1, goldenDst1),
+		hostRoutes([]mpls.Label{100, 200}, goldenDst1, goldenDst2)...))
 	sink := mplstest.NewSink(1500, macA)
 	sink.Record = true
 	ep, err := mplsendpoint.New(sink, mplsendpoint.Options{Tables: tables})
@@ -87,7 +80,11 @@ func writeTCP(ep *mplsendpoint.Endpoint, ip []byte, g stack.GSO) {
 	pkt.EgressRoute.LocalLinkAddress = macA
 	pkt.EgressRoute.RemoteLinkAddress = macB
 	pkt.GSOOptions = g
-	ep.AddHeader(pkt)
+	dst := netip.AddrFrom4(header.IPv4(ip).DestinationAddress().As4())
+	if proto == header.IPv6ProtocolNumber {
+		dst = netip.AddrFrom16(header.IPv6(ip).DestinationAddress().As16())
+	}
+	addHeader(ep, pkt, dst)
 	var l stack.PacketBufferList
 	l.PushBack(pkt)
 	ep.WritePackets(l)

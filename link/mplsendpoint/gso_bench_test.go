@@ -9,7 +9,6 @@ import (
 
 	"github.com/mplsnode/mplsnode/gso"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
-	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -63,18 +62,10 @@ func gsoPacketFromIP(ep *mplsendpoint.Endpoint, ip []byte, mss int) *stack.Packe
 }
 
 // benchEndpoint returns an endpoint over a discarding Sink (link MTU 1500)
-// whose FTN pushes nl labels towards addrB4 and addrB6.
+// whose FIB pushes nl labels towards addrB4 and addrB6.
 func benchEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *mplstest.Sink) {
 	tb.Helper()
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{
-		{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(nl), NextHop: addrB4},
-		{Prefix: netip.PrefixFrom(addrB6, 128), Labels: labelStack(nl), NextHop: addrB6},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tables := &mpls.Tables{}
-	tables.SetFTN(ftn)
+	tables := routeTables(tb, hostRoutes(labelStack(nl), netip.Addr{}, addrB4, addrB6))
 	sink := mplstest.NewSink(1500, macA)
 	ep, err := mplsendpoint.New(sink, mplsendpoint.Options{Tables: tables})
 	if err != nil {
@@ -100,7 +91,7 @@ func BenchmarkWriteGSO(b *testing.B) {
 				}
 				mss := 1500 - 4*nl - l3 - header.TCPMinimumSize
 				pkt := gsoPacket(b, ep, dst, benchGSOPayload, mss)
-				ep.AddHeader(pkt)
+				addHeader(ep, pkt, dst)
 				var l stack.PacketBufferList
 				l.PushBack(pkt)
 				defer l.DecRef()
@@ -163,7 +154,7 @@ func TestGSOGroupsMatchWholePacket(t *testing.T) {
 				}
 				mss := 1500 - 4*nl - l3 - header.TCPMinimumSize
 				pkt := gsoPacketFromIP(ep, ip, mss)
-				ep.AddHeader(pkt)
+				addHeader(ep, pkt, dst)
 				var l stack.PacketBufferList
 				l.PushBack(pkt)
 				ep.WritePackets(l)

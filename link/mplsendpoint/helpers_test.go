@@ -58,9 +58,9 @@ type side struct {
 
 type pair struct{ a, b side }
 
-// newPair builds the pair; the FTN on each side pushes cfg.labels towards the
-// other side's addresses with the other side as next hop, and the gVisor
-// route to that prefix has Gateway = the FTN next hop.
+// newPair builds the pair; the FIB on each side pushes cfg.labels towards
+// the other side's addresses with the other side as next hop, and the
+// gVisor routes to them lead to the side's FIB NIC (as package stack's).
 func newPair(tb testing.TB, cfg pairConfig) *pair {
 	tb.Helper()
 	la, lb := pipe.New(macA, macB, cfg.mtu)
@@ -75,14 +75,9 @@ func newSide(tb testing.TB, lower stack.LinkEndpoint, cfg pairConfig, self4, sel
 	tap := newWireTap(lower)
 	tables := &mpls.Tables{}
 	if len(cfg.labels) > 0 {
-		ftn, err := mpls.NewFTN([]mpls.FTNEntry{
-			{Prefix: netip.PrefixFrom(peer4, 32), Labels: cfg.labels, NextHop: peer4},
-			{Prefix: netip.PrefixFrom(peer6, 128), Labels: cfg.labels, NextHop: peer6},
-		})
-		if err != nil {
+		if err := tables.ReplaceRoutes(hostRoutes(cfg.labels, netip.Addr{}, peer4, peer6)); err != nil {
 			tb.Fatal(err)
 		}
-		tables.SetFTN(ftn)
 		var ilm []mpls.ILMEntry
 		for i, l := range cfg.labels {
 			en := mpls.ILMEntry{Label: l, Action: mpls.ILMPopLocal}
@@ -130,17 +125,19 @@ func newSide(tb testing.TB, lower stack.LinkEndpoint, cfg pairConfig, self4, sel
 			tb.Fatal(err)
 		}
 	}
-	// The labelled routes: Gateway = the FTN next hop, so that ARP/NDP
-	// resolves the next hop's MAC for the endpoint (see package doc).
-	var routes []tcpip.Route
-	for _, peer := range []netip.Addr{peer4, peer6} {
-		routes = append(routes, tcpip.Route{Destination: hostSubnet(peer), Gateway: tcpip.AddrFromSlice(peer.AsSlice()), NIC: nicID})
+	// The labelled routes lead to the FIB NIC, which resolves the next
+	// hop's MAC on the link and hands it the packet with its labels; plain
+	// pairs reach the peer on the connected subnet. A labelled pair has no
+	// connected route: gVisor prefers, for a bound socket, a route out of
+	// the NIC holding its address over the FIB NIC's.
+	if len(cfg.labels) > 0 {
+		st.SetRouteTable(addFIBNIC(tb, st, ep, tables, cfg.gso, peer4, peer6))
+	} else {
+		st.SetRouteTable([]tcpip.Route{
+			{Destination: prefixSubnet(netip.PrefixFrom(self4, 24).Masked()), NIC: nicID},
+			{Destination: prefixSubnet(netip.PrefixFrom(self6, 64).Masked()), NIC: nicID},
+		})
 	}
-	routes = append(routes,
-		tcpip.Route{Destination: prefixSubnet(netip.PrefixFrom(self4, 24).Masked()), NIC: nicID},
-		tcpip.Route{Destination: prefixSubnet(netip.PrefixFrom(self6, 64).Masked()), NIC: nicID},
-	)
-	st.SetRouteTable(routes)
 	return side{st: st, ep: ep, tap: tap}
 }
 

@@ -25,19 +25,11 @@ var (
 var pushLabels = []mpls.Label{100, 200}
 
 // pushEndpoint returns an endpoint over a recording Sink of link MTU
-// linkMTU whose FTN pushes pushLabels towards pushDst4 and pushDst6, with
+// linkMTU whose FIB pushes pushLabels towards pushDst4 and pushDst6, with
 // opts (Tables is set here).
 func pushEndpoint(t *testing.T, linkMTU uint32, opts mplsendpoint.Options) (*mplsendpoint.Endpoint, *mplstest.Sink) {
 	t.Helper()
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{
-		{Prefix: netip.PrefixFrom(pushDst4, 32), Labels: pushLabels, NextHop: pushDst4},
-		{Prefix: netip.PrefixFrom(pushDst6, 128), Labels: pushLabels, NextHop: pushDst6},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Tables = &mpls.Tables{}
-	opts.Tables.SetFTN(ftn)
+	opts.Tables = routeTables(t, hostRoutes(pushLabels, netip.Addr{}, pushDst4, pushDst6))
 	sink := mplstest.NewSink(linkMTU, macA)
 	sink.Record = true
 	ep, err := mplsendpoint.New(sink, opts)

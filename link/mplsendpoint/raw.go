@@ -16,7 +16,7 @@ func (e *Endpoint) LowerGSOFrames() bool {
 
 // WriteRawFrames writes whole Ethernet frames (each packet's bytes,
 // pkt.AsSlices(), are one frame with its link header) straight to the lower
-// link, bypassing AddHeader, the FTN and segmentation. It is the output of
+// link, bypassing AddHeader, the labels and segmentation. It is the output of
 // the node's label switch, which builds its frames itself. The frames are
 // counted in Stats.TXFrames and those the lower link refuses as
 // lower_write_error, as WritePackets counts its own. The caller keeps

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
-	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -24,15 +23,7 @@ var _ lowerlink.TXRing = (*ringSink)(nil)
 // ringEndpoint is benchEndpoint over a ringSink.
 func ringEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *ringSink) {
 	tb.Helper()
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{
-		{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(nl), NextHop: addrB4},
-		{Prefix: netip.PrefixFrom(addrB6, 128), Labels: labelStack(nl), NextHop: addrB6},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tables := &mpls.Tables{}
-	tables.SetFTN(ftn)
+	tables := routeTables(tb, hostRoutes(labelStack(nl), netip.Addr{}, addrB4, addrB6))
 	r := mplstest.NewRingSink(1500, macA, 1518)
 	ep, err := mplsendpoint.New(r, mplsendpoint.Options{Tables: tables})
 	if err != nil {
@@ -93,7 +84,7 @@ func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool)
 		pkt.DecRef()
 		pkt = gsoPacketScattered(ep, ip, mss, 1, 999, 7)
 	}
-	ep.AddHeader(pkt)
+	addHeader(ep, pkt, dst)
 	var l stack.PacketBufferList
 	l.PushBack(pkt)
 	if n, err := ep.WritePackets(l); n != 1 || err != nil {
@@ -155,7 +146,7 @@ func BenchmarkWriteGSOSlots(b *testing.B) {
 			}
 			mss := 1500 - 4 - l3 - header.TCPMinimumSize
 			pkt := gsoPacket(b, ep, dst, benchGSOPayload, mss)
-			ep.AddHeader(pkt)
+			addHeader(ep, pkt, dst)
 			var l stack.PacketBufferList
 			l.PushBack(pkt)
 			defer l.DecRef()
@@ -225,17 +216,12 @@ func (g *gsoRing) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
 	_, r := ringEndpoint(t, 1)
 	g := &gsoRing{ringSink: r}
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(1), NextHop: addrB4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tables := &mpls.Tables{}
-	tables.SetFTN(ftn)
+	tables := routeTables(t, hostRoutes(labelStack(1), netip.Addr{}, addrB4))
 	ep, err := mplsendpoint.New(g, mplsendpoint.Options{Tables: tables})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plainDst := netip.MustParseAddr("10.0.0.99") // no FTN entry: unlabelled
+	plainDst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
 	payload := make([]byte, benchGSOPayload)
 	for i := range payload {
 		payload[i] = byte(i * 13)
@@ -247,7 +233,7 @@ func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
 		if !gso {
 			pkt.GSOOptions = stack.GSO{}
 		}
-		ep.AddHeader(pkt)
+		addHeader(ep, pkt, dst)
 		return ip, pkt
 	}
 	var l stack.PacketBufferList

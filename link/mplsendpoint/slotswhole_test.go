@@ -7,7 +7,6 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/virtionet"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
-	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -27,22 +26,17 @@ func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
 	_, r := ringEndpoint(t, 1)
 	r.Record = true
 	g := &gsoRing{ringSink: r}
-	ftn, err := mpls.NewFTN([]mpls.FTNEntry{{Prefix: netip.PrefixFrom(addrB4, 32), Labels: labelStack(1), NextHop: addrB4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tables := &mpls.Tables{}
-	tables.SetFTN(ftn)
+	tables := routeTables(t, hostRoutes(labelStack(1), netip.Addr{}, addrB4))
 	ep, err := mplsendpoint.New(g, mplsendpoint.Options{Tables: tables})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := netip.MustParseAddr("10.0.0.99") // no FTN entry: unlabelled
+	dst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
 	packet := func(n int) *stack.PacketBuffer {
 		ip := mplstest.IPv4TCP(mplstest.TCP{Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(dst, 80),
 			Seq: 1000, Ack: 1, Window: 502, Flags: header.TCPFlagAck, Payload: make([]byte, n)})
 		pkt := gsoPacketFromIP(ep, ip, 1460)
-		ep.AddHeader(pkt)
+		addHeader(ep, pkt, dst)
 		return pkt
 	}
 	var l stack.PacketBufferList

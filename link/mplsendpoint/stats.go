@@ -206,8 +206,9 @@ type Stats struct {
 	// (delivered, or dropped as bad_checksum, fragment_overlap,
 	// fragment_timeout, unverifiable_checksum or endpoint_closed).
 	RXFragmentsHeld uint64
-	// FTNHits counts outgoing packets that matched an FTN entry.
-	FTNHits uint64
+	// FIBPushes counts outgoing packets that got the label stack of their
+	// FIB route's hop.
+	FIBPushes uint64
 	// ILMHits counts incoming labels that matched an ILM entry.
 	ILMHits uint64
 	// Drops counts discards by reason, indexed by DropReason.
@@ -228,7 +229,7 @@ type counters struct {
 	txPackets, txFrames, gsoPackets    atomic.Uint64
 	gsoFrames                          atomic.Uint64
 	rxSplit                            atomic.Uint64
-	ftnHits, ilmHits                   atomic.Uint64
+	fibPushes, ilmHits                 atomic.Uint64
 	// labels counts the frames popped for the node per label (labelstats.go).
 	labels labelstats.Table
 	// drops counts discards by reason, with at most one warning a second
@@ -251,7 +252,7 @@ func (e *Endpoint) Stats() Stats {
 		RXSplit:         c.rxSplit.Load(),
 		RXCoalesced:     e.gro.in.Load() - groOut,
 		RXFragmentsHeld: e.frag.heldFragments(),
-		FTNHits:         c.ftnHits.Load(),
+		FIBPushes:       c.fibPushes.Load(),
 		ILMHits:         c.ilmHits.Load(),
 	}
 	c.drops.Snapshot(s.Drops[:])

@@ -190,8 +190,8 @@ func statsLine(s mplsendpoint.Stats) string {
 			drops = append(drops, fmt.Sprintf("%s=%d", r, d))
 		}
 	}
-	return fmt.Sprintf("rx_frames %d rx_delivered %d tx_packets %d tx_frames %d gso %d ftn_hits %d ilm_hits %d drops %v",
-		s.RXFrames, s.RXDelivered, s.TXPackets, s.TXFrames, s.GSOPackets, s.FTNHits, s.ILMHits, drops)
+	return fmt.Sprintf("rx_frames %d rx_delivered %d tx_packets %d tx_frames %d gso %d fib_pushes %d ilm_hits %d drops %v",
+		s.RXFrames, s.RXDelivered, s.TXPackets, s.TXFrames, s.GSOPackets, s.FIBPushes, s.ILMHits, drops)
 }
 
 // countingWriter counts the bytes written through it.
@@ -337,5 +337,5 @@ func runTransfer(t *testing.T, cfg pairConfig, v6 bool, n int64) {
 	if cfg.gso == mplsendpoint.GSOEndpoint && sa.GSOPackets == 0 {
 		t.Errorf("got GSOPackets = 0 in GSO endpoint mode, want > 0")
 	}
-	t.Logf("frames %d (labelled %d, tcp %d, max %d bytes), A: ftn_hits %d gso %d; B: ilm_hits %d", chk.frames, chk.labelled, chk.tcp, chk.maxLen, sa.FTNHits, sa.GSOPackets, sb.ILMHits)
+	t.Logf("frames %d (labelled %d, tcp %d, max %d bytes), A: fib_pushes %d gso %d; B: ilm_hits %d", chk.frames, chk.labelled, chk.tcp, chk.maxLen, sa.FIBPushes, sa.GSOPackets, sb.ILMHits)
 }
