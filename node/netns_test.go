@@ -79,6 +79,12 @@ func kernelSink(t *testing.T, ns *netns.NS, addr string) (string, <-chan sinkRes
 	t.Cleanup(func() { ln.Close() })
 	deadline := time.Now().Add(transferTimeout)
 	ln.(*net.TCPListener).SetDeadline(deadline)
+	return ln.Addr().String(), sumAccepted(ln, deadline)
+}
+
+// sumAccepted accepts ln's first connection and yields the SHA-256 and
+// length of the bytes it carries until EOF, reading until deadline.
+func sumAccepted(ln net.Listener, deadline time.Time) <-chan sinkResult {
 	ch := make(chan sinkResult, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -95,7 +101,7 @@ func kernelSink(t *testing.T, ns *netns.NS, addr string) (string, <-chan sinkRes
 		r.n, r.err = n, err
 		ch <- r
 	}()
-	return ln.Addr().String(), ch
+	return ch
 }
 
 // capture runs tshark in ns on dev with a capture filter, writing count

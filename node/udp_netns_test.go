@@ -3,9 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -177,27 +175,7 @@ func udpFromKernel(t *testing.T, s *udpSeed) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	type res struct {
-		sum [32]byte
-		n   int64
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			ch <- res{err: err}
-			return
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(transferTimeout))
-		h := sha256.New()
-		n, err := io.Copy(h, c)
-		var r res
-		copy(r.sum[:], h.Sum(nil))
-		r.n, r.err = n, err
-		ch <- r
-	}()
+	ch := sumAccepted(ln, time.Now().Add(transferTimeout))
 	var c net.Conn
 	if err := s.ns2.Run(func() (err error) {
 		c, err = net.DialTimeout("tcp", "172.16.20.20:5001", 30*time.Second)
@@ -207,7 +185,7 @@ func udpFromKernel(t *testing.T, s *udpSeed) {
 	}
 	start := time.Now()
 	sum := send(t, c, transferSize, nil)
-	var r res
+	var r sinkResult
 	select {
 	case r = <-ch:
 	case <-time.After(transferTimeout):
@@ -411,27 +389,7 @@ route add 172.16.20.20/32 encap mpls 300 via inet 172.16.21.21
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			type res struct {
-				sum [32]byte
-				n   int64
-				err error
-			}
-			ch := make(chan res, 1)
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					ch <- res{err: err}
-					return
-				}
-				defer c.Close()
-				c.SetReadDeadline(time.Now().Add(time.Minute))
-				h := sha256.New()
-				n, err := io.Copy(h, c)
-				var r res
-				copy(r.sum[:], h.Sum(nil))
-				r.n, r.err = n, err
-				ch <- r
-			}()
+			ch := sumAccepted(ln, time.Now().Add(time.Minute))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c, err := dir.from.Stack().DialContext(ctx, "tcp", dir.dst)
