@@ -48,7 +48,10 @@
 // dropped. Every drop has a named counter (Stats).
 //
 // Batching: a TCP GSO packet is segmented after the label push by
-// link/mplsendpoint, and the segments it hands over together leave as one
+// link/mplsendpoint, straight into one of the link's transmit queues
+// (lowerlink.TXRing, ring.go: a plain buffer, no packet buffer per
+// segment, taken in place by the send's iovecs), and the segments it
+// hands over together leave as one
 // UDP GSO send (UDP_SEGMENT: the kernel cuts one buffer into datagrams of
 // one size) per run of up to 64 equal-sized segments of one flow, several
 // runs in one sendmmsg; without UDP GSO (an older kernel, or
