@@ -20,6 +20,13 @@ type ILMEntry struct {
 	// NextHops are the hops of a multipath entry (action "multipath").
 	NextHops []ILMHop `json:"nexthops,omitempty"`
 	Protocol string   `json:"protocol"`
+	// Packets and Bytes count the frames carried under the label in both
+	// planes, their bytes from the label stack on (Node.LabelStats);
+	// XDPPackets and XDPBytes are the XDP program's share.
+	Packets    uint64 `json:"packets"`
+	Bytes      uint64 `json:"bytes"`
+	XDPPackets uint64 `json:"xdp_packets,omitempty"`
+	XDPBytes   uint64 `json:"xdp_bytes,omitempty"`
 }
 
 // ILMHop is one next hop of a multipath label route.
@@ -112,6 +119,7 @@ func (n *Node) LabelRoutes() []ILMEntry {
 		out = append(out, r)
 	}
 	sortByLabel(out)
+	n.withLabelStats(out)
 	return out
 }
 

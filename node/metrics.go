@@ -222,7 +222,7 @@ const metricsReadTimeout = 10 * time.Second
 // the standard go_* and process_* metrics of the process.
 func MetricsHandler(n *Node) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(n), newXDPCollector(n), newLSPPingCollector(n), newBuildInfo(),
+	reg.MustRegister(NewCollector(n), newXDPCollector(n), newLabelCollector(n), newLSPPingCollector(n), newBuildInfo(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if n.BGP() != nil {
 		reg.MustRegister(newBGPCollector(n))
