@@ -27,8 +27,7 @@ import (
 // receiver. `mplsnode -f mpls route show -s --json` must count exactly
 // the frames sent under 100, their bytes from the label stack on, and the
 // receiver's kernel must have received at least as many frames on its
-// veth (ip -s link, the oracle). Planted bugs (the XDP program's swap not
-// counted; the switch counting Ethernet headers) caught: the counts differ.
+// veth (its rx_packets, the oracle).
 func TestRouteShowLabelStats(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	bin := buildBinary(t)
