@@ -32,5 +32,5 @@ func (n *Node) XDPMirroredFIB() *mpls.FIB {
 	}
 	n.xdp.mu.Lock()
 	defer n.xdp.mu.Unlock()
-	return n.xdp.fibMirrored
+	return n.xdp.mirror.Mirrored()
 }

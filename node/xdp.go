@@ -3,12 +3,10 @@ package node
 import (
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,23 +61,21 @@ type xdpPlane struct {
 	// skipped says why a link runs without the program (auto mode).
 	skipped map[string]string
 
-	// What the FIB mirror needs: whether the node forwards IP at all,
-	// the TTL of pushed labels (pipe model; 0: the IP TTL), the
-	// connected subnets (on-link routes, not in the FIB).
-	fwd       bool
-	model     mpls.TTLModel
-	pipeTTL   uint8
-	connected []forward.Route
+	// fwd says the node forwards IP (the program forwards to the
+	// connected hosts it is given: their entries are kept fresh).
+	fwd bool
+	// mirror decides what the program's maps hold and keeps its FIB in
+	// step (forward/xdp); nil without the program.
+	mirror *fxdp.Mirror
 
-	mu          sync.Mutex // serialises sync
-	egressOK    map[int]bool
-	resolved    int           // entries carried with a resolved next hop, last sync
-	fibMirrored *mpls.FIB     // the FIB last mirrored
-	fibDeps     fibDeps       // what else the mirror was built from
-	fibState    fxdp.FIBState // what the program's FIB held after the last sync
-	fibSync     time.Duration // how long the last FIB sync took
-	fibWalks    uint64        // FIB syncs that walked the routes
-	fibErr      string        // the last FIB sync's error, "" if none
+	mu         sync.Mutex // serialises sync
+	egressOK   map[int]bool
+	resolved   int           // entries carried with a resolved next hop, last sync
+	fibState   fxdp.FIBState // what the program's FIB held after the last sync
+	fibSync    time.Duration // how long the last FIB sync that changed anything took
+	fibWalks   uint64        // FIB syncs that walked the routes
+	fibUpdates uint64        // FIB syncs that wrote only what changed
+	fibErr     string        // the last FIB sync's error, "" if none
 
 	// fibChanged wakes the plane after each new FIB; unsubscribe ends
 	// that.
@@ -90,16 +86,6 @@ type xdpPlane struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
-}
-
-// fibDeps is what the FIB mirror depends on besides the FIB: the MAC of
-// each next hop of its carried routes, the connected subnets' resolved
-// hosts, the node's own addresses. A sync that finds them and the FIB
-// unchanged writes nothing and walks no route.
-type fibDeps struct {
-	hops   map[neighbor.Key]string // the MAC, "" if unresolved
-	hosts  string
-	locals string
 }
 
 // startXDP loads and attaches the XDP label switch as mode asks: off
@@ -119,7 +105,6 @@ func startXDP(mode config.XDPMode, dflt bool, c *converted, s *stack.Stack, logg
 	if mode == config.XDPOff {
 		return userspace(), nil
 	}
-	model, links := c.ttl, c.links
 	fail := func(format string, args ...any) (*xdpPlane, error) {
 		err := fmt.Errorf("set forward xdp "+mode.String()+": "+format, args...)
 		if mode == config.XDPOn {
@@ -128,62 +113,17 @@ func startXDP(mode config.XDPMode, dflt bool, c *converted, s *stack.Stack, logg
 		logger.Warn("XDP label switch off", "reason", err.Error())
 		return userspace(), nil
 	}
-	prog, err := fxdp.LoadFIB(model, xdpFIBCapacity)
+	x, err := loadXDP(c, s, logger)
 	if err != nil {
 		return fail("%w", err)
 	}
-	feats, err := fxdp.OpenFeatures()
-	if err != nil {
-		prog.Close()
-		return fail("%w", err)
-	}
-	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
-		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		fwd: c.fwd, model: model, connected: connectedRoutes(c)}
-	if model == mpls.TTLPipe {
-		x.pipeTTL = mpls.PushTTL(model, 0, c.pipe)
-	}
-	for id, info := range s.Netstack().NICInfo() {
-		x.nics[info.Name] = id
-	}
-	for _, l := range links {
-		why := ""
-		var fl fxdp.Link
-		if l.Kind != stack.LinkAFPacket {
-			why = "a " + l.Kind.String() + " link has no interface to attach to"
-		} else if l.Capture != nil {
-			// Frames the program carries never reach userspace: a link
-			// --pcap records takes the userspace path both ways (a link
-			// without the program is no redirect target either), so that
-			// the capture sees every frame.
-			why = "--pcap records it"
-		} else if ifc, err := net.InterfaceByName(l.Name); err != nil {
-			why = err.Error()
-		} else if ep := s.Endpoint(l.Name); ep == nil {
-			why = "no such link in the stack"
-		} else {
-			fl = fxdp.Link{Name: l.Name, Index: ifc.Index, MAC: net.HardwareAddr(ep.LinkAddress()),
-				MTU: ep.LinkMTU(), Ingress: !l.RejectMPLS}
-			if err := prog.Attach(fl); err != nil {
-				why = err.Error()
-			}
-		}
-		if why != "" {
-			if mode == config.XDPOn && l.Capture == nil {
-				prog.Close()
-				feats.Close()
-				return nil, fmt.Errorf("set forward xdp on: link %s: %s", l.Name, why)
-			}
-			x.skipped[l.Name] = why
-			logger.Warn("XDP label switch not on link", "link", l.Name, "reason", why)
-			continue
-		}
-		x.links[l.Name] = fl
+	if err := x.attach(mode, c.links); err != nil {
+		x.free()
+		return nil, err
 	}
 	if len(x.links) == 0 {
-		prog.Close()
-		feats.Close()
-		if captured := slices.ContainsFunc(links, func(l stack.Link) bool { return l.Capture != nil }); captured {
+		x.free()
+		if captured := slices.ContainsFunc(c.links, func(l stack.Link) bool { return l.Capture != nil }); captured {
 			logger.Info("XDP label switch off: --pcap records the links it would run on")
 			return userspace(), nil
 		}
@@ -193,20 +133,104 @@ func startXDP(mode config.XDPMode, dflt bool, c *converted, s *stack.Stack, logg
 		// The program could carry nothing: every frame would take the
 		// userspace path after it, which costs bulk TCP on a veth more
 		// than it saves. `set forward xdp auto` runs it anyway.
-		prog.Close()
-		feats.Close()
+		x.free()
 		logger.Info("XDP label switch off: no link takes redirected frames (a veth peer runs no NAPI: `ethtool -K PEER gro on`); set forward xdp auto runs it anyway")
 		return userspace(), nil
 	}
-	x.watch = startNeighborWatch(s, links, logger, x.kickNow)
+	x.begin(c)
+	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", x.prog.VerifiedInstructions())
+	return x, nil
+}
+
+// loadXDP loads the program and opens the links' XDP features: the plane
+// with no link attached yet.
+func loadXDP(c *converted, s *stack.Stack, logger *slog.Logger) (*xdpPlane, error) {
+	prog, err := fxdp.LoadFIB(c.ttl, xdpFIBCapacity)
+	if err != nil {
+		return nil, err
+	}
+	feats, err := fxdp.OpenFeatures()
+	if err != nil {
+		prog.Close()
+		return nil, err
+	}
+	x := &xdpPlane{log: logger, s: s, prog: prog, feats: feats, links: map[string]fxdp.Link{}, skipped: map[string]string{},
+		egressOK: map[int]bool{}, nics: map[string]tcpip.NICID{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		fwd: c.fwd}
+	for id, info := range s.Netstack().NICInfo() {
+		x.nics[info.Name] = id
+	}
+	return x, nil
+}
+
+// free closes the program and the features of a plane that does not run.
+func (x *xdpPlane) free() {
+	x.prog.Close()
+	x.feats.Close()
+}
+
+// attach attaches the program to each AF_PACKET link that takes it; with
+// mode on, a link that does not (unless --pcap records it) is an error.
+func (x *xdpPlane) attach(mode config.XDPMode, links []stack.Link) error {
+	for _, l := range links {
+		fl, why := x.attachLink(l)
+		if why != "" {
+			if mode == config.XDPOn && l.Capture == nil {
+				return fmt.Errorf("set forward xdp on: link %s: %s", l.Name, why)
+			}
+			x.skipped[l.Name] = why
+			x.log.Warn("XDP label switch not on link", "link", l.Name, "reason", why)
+			continue
+		}
+		x.links[l.Name] = fl
+	}
+	return nil
+}
+
+// attachLink attaches the program to link l, or says why it does not.
+func (x *xdpPlane) attachLink(l stack.Link) (fxdp.Link, string) {
+	if l.Kind != stack.LinkAFPacket {
+		return fxdp.Link{}, "a " + l.Kind.String() + " link has no interface to attach to"
+	}
+	if l.Capture != nil {
+		// Frames the program carries never reach userspace: a link
+		// --pcap records takes the userspace path both ways (a link
+		// without the program is no redirect target either), so that
+		// the capture sees every frame.
+		return fxdp.Link{}, "--pcap records it"
+	}
+	ifc, err := net.InterfaceByName(l.Name)
+	if err != nil {
+		return fxdp.Link{}, err.Error()
+	}
+	ep := x.s.Endpoint(l.Name)
+	if ep == nil {
+		return fxdp.Link{}, "no such link in the stack"
+	}
+	fl := fxdp.Link{Name: l.Name, Index: ifc.Index, MAC: net.HardwareAddr(ep.LinkAddress()),
+		MTU: ep.LinkMTU(), Ingress: !l.RejectMPLS}
+	if err := x.prog.Attach(fl); err != nil {
+		return fxdp.Link{}, err.Error()
+	}
+	return fl, ""
+}
+
+// begin starts the plane on its attached links: the mirror, the
+// neighbour watch, the FIB subscription, the first sync and the sync
+// loop.
+func (x *xdpPlane) begin(c *converted) {
+	cfg := fxdp.MirrorConfig{Forward: c.fwd, Connected: connectedRoutes(c), Links: x.links}
+	if c.ttl == mpls.TTLPipe {
+		cfg.PipeTTL = mpls.PushTTL(c.ttl, 0, c.pipe)
+	}
+	x.mirror = fxdp.NewMirror(x.prog, cfg)
+	x.watch = startNeighborWatch(x.s, c.links, x.log, x.kickNow)
 	// Subscribed before the first sync: no FIB published from now on is
 	// missed.
-	x.fibChanged, x.unsubscribe = s.Tables().Subscribe()
+	x.fibChanged, x.unsubscribe = x.s.Tables().Subscribe()
 	x.resolveFIBNextHops(xdpResolveWait)
 	x.sync()
 	go x.run()
-	logger.Info("XDP label switch on", "links", len(x.links), "verified_instructions", prog.VerifiedInstructions())
-	return x, nil
 }
 
 // carries reports whether any link the program runs on takes redirected
@@ -282,36 +306,11 @@ func (x *xdpPlane) sync() {
 	macs := map[neighbor.Key]net.HardwareAddr{}
 	mac := x.cachedNeighbor(ns, macs)
 	var entries []fxdp.Entry
-	entries, x.resolved = x.ilmEntries(x.s.Tables().ILM().Entries(), mac)
+	entries, x.resolved = x.mirror.ILMEntries(x.s.Tables().ILM().Entries(), mac)
 	if err := x.prog.Sync(entries); err != nil {
 		x.log.Warn("XDP label switch: map update", "err", err)
 	}
 	x.syncFIB(ns, macs)
-}
-
-// ilmEntries returns the ILM entries the program carries, with the
-// number whose next hop mac resolved: swaps and pops-and-forwards on an
-// attached link, and multipath entries as ecmp (the program passes their
-// frames up: the flow hash that keeps a flow on one hop is userspace's,
-// so no hop of theirs is mirrored as if it were the only one).
-func (x *xdpPlane) ilmEntries(ilm []mpls.ILMEntry, mac func(dev string, addr netip.Addr) net.HardwareAddr) (entries []fxdp.Entry, resolved int) {
-	for _, e := range ilm {
-		if e.Action == mpls.ILMMultipath {
-			entries = append(entries, fxdp.Entry{Label: e.Label, Action: e.Action})
-			continue
-		}
-		l, ok := x.links[e.Device]
-		if !ok || (e.Action != mpls.ILMSwap && e.Action != mpls.ILMPopForward) {
-			continue
-		}
-		fe := fxdp.Entry{Label: e.Label, Action: e.Action, OutLabels: e.OutLabels, Payload: e.Payload, Egress: l.Index}
-		if m := mac(e.Device, e.NextHop); m != nil {
-			fe.NextHopMAC = m
-			resolved++
-		}
-		entries = append(entries, fe)
-	}
-	return entries, resolved
 }
 
 // cachedNeighbor returns x.neighbor for ns with its answers kept in macs,
@@ -328,45 +327,45 @@ func (x *xdpPlane) cachedNeighbor(ns *gstack.Stack, macs map[neighbor.Key]net.Ha
 	}
 }
 
-// syncFIB mirrors the FIB into the program if it or what the mirror
-// depends on (fibDeps) changed since the last sync; macs caches next
-// hops' MACs for this sync.
+// syncFIB brings the program's FIB up to date with the tables, the
+// connected hosts and the node's addresses (fxdp.Mirror: only what
+// changed is written); macs caches next hops' MACs for this sync.
 func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[neighbor.Key]net.HardwareAddr) {
 	fib := x.s.Tables().FIB()
-	mac := x.cachedNeighbor(ns, macs)
-	hostsOf := func(dev string, v6 bool) []resolvedHost { return x.resolvedHosts(ns, dev, v6) }
-	locals := forward.LocalAddrs(ns)
-	deps := fibDeps{hosts: x.hostsKey(hostsOf), locals: fmt.Sprint(locals)}
-	if fib == x.fibMirrored && deps.hosts == x.fibDeps.hosts && deps.locals == x.fibDeps.locals {
-		same := true
-		for k, m := range x.fibDeps.hops {
-			if string(mac(k.Link, k.Addr)) != m {
-				same = false
-				break
-			}
-		}
-		// A family the program left out after its map refused an
-		// entry is tried again when its time comes.
-		if same && (x.fibState.Retry.IsZero() || time.Now().Before(x.fibState.Retry)) {
-			return
-		}
-	}
-	deps.hops = map[neighbor.Key]string{}
-	recordMAC := func(dev string, addr netip.Addr) net.HardwareAddr {
-		m := mac(dev, addr)
-		deps.hops[neighbor.Key{Link: dev, Addr: addr}] = string(m)
-		return m
-	}
+	in := fxdp.MirrorInput{FIB: fib, MAC: x.cachedNeighbor(ns, macs), Locals: forward.LocalAddrs(ns),
+		Hosts: func(dev string, v6 bool) []fxdp.Host { return x.resolvedHosts(ns, dev, v6) }}
 	start := time.Now()
-	x.fibWalks++
-	st, err := x.prog.SyncFIBSeq(x.fibRoutes(fib, recordMAC, hostsOf, locals))
+	res, err := x.mirror.Sync(in)
 	took := time.Since(start)
+	if !res.Changed {
+		return
+	}
 	if err != nil {
 		x.log.Warn("XDP label switch: FIB map update", "err", err)
 		x.fibErr = err.Error()
 	} else {
 		x.fibErr = ""
 	}
+	st := res.State
+	if res.Walked {
+		x.fibWalks++
+	} else {
+		x.fibUpdates++
+	}
+	x.logFIBFamilies(st)
+	if st.Written+st.Deleted >= xdpFIBLogWrites {
+		x.log.Info("XDP label switch: FIB mirrored", "routes", fib.Len(), "written", st.Written, "deleted", st.Deleted,
+			"map_entries", st.Entries4+st.Entries6, "walked", res.Walked, "took", took.Round(time.Millisecond).String())
+	}
+	if res.Walked || st.Written+st.Deleted > 0 {
+		x.fibSync = took
+	}
+	x.fibState = st
+}
+
+// logFIBFamilies logs a family that the program's FIB stops carrying, or
+// carries again, with st.
+func (x *xdpPlane) logFIBFamilies(st fxdp.FIBState) {
 	for _, fam := range []struct {
 		name          string
 		before, after int
@@ -379,34 +378,6 @@ func (x *xdpPlane) syncFIB(ns *gstack.Stack, macs map[neighbor.Key]net.HardwareA
 			x.log.Info("XDP label switch: FIB family carried again", "family", fam.name)
 		}
 	}
-	if st.Written+st.Deleted >= xdpFIBLogWrites {
-		x.log.Info("XDP label switch: FIB mirrored", "routes", fib.Len(), "written", st.Written, "deleted", st.Deleted,
-			"map_entries", st.Entries4+st.Entries6, "took", took.Round(time.Millisecond).String())
-	}
-	x.fibState, x.fibSync = st, took
-	x.fibMirrored, x.fibDeps = fib, deps
-	if err != nil {
-		x.fibMirrored = nil // retried by the next sync
-	}
-}
-
-// hostsKey returns the connected subnets' resolved hosts as one string
-// (sorted: the neighbour table's order is a map's), to compare with the
-// last sync's.
-func (x *xdpPlane) hostsKey(hosts func(dev string, v6 bool) []resolvedHost) string {
-	var all []string
-	for _, c := range x.connected {
-		if _, attached := x.links[c.Device]; !attached {
-			continue
-		}
-		for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
-			if c.Prefix.Contains(h.addr) {
-				all = append(all, c.Device+" "+h.addr.String()+" "+h.mac.String())
-			}
-		}
-	}
-	slices.Sort(all)
-	return strings.Join(all, ",")
 }
 
 // resolveFIBNextHops starts resolving the next hops of the FIB's carried
@@ -418,18 +389,8 @@ func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
 		return
 	}
 	hops := map[neighbor.Key]bool{}
-	var last *mpls.Group
-	for i := range fib.Len() {
-		e := fib.Entry(i)
-		if e.Group == last || len(e.Group.Hops) > 1 {
-			continue
-		}
-		last = e.Group
-		if h := &e.Group.Hops[0]; h.Via.IsValid() {
-			if _, ok := x.links[h.Device]; ok {
-				hops[neighbor.Key{Link: h.Device, Addr: h.Via}] = true
-			}
-		}
+	for _, k := range x.mirror.NextHops(fib) {
+		hops[k] = true
 	}
 	ns := x.s.Netstack()
 	deadline := time.NewTimer(wait)
@@ -451,126 +412,9 @@ func (x *xdpPlane) resolveFIBNextHops(wait time.Duration) {
 	}
 }
 
-// fibRoutes returns the program's FIB (see fxdp.Route): the ranges never
-// forwarded, the node's FIB entries (single next hop: carried; several:
-// ecmp, passed up), the connected subnets as on-link markers with a host
-// entry for each resolved neighbour that the connected route is the
-// longest match for (hosts), and the node's own addresses (locals). With
-// IP forwarding off, transit is not carried at all (default markers). The
-// Route yielded is reused.
-func (x *xdpPlane) fibRoutes(fib *mpls.FIB, mac func(dev string, addr netip.Addr) net.HardwareAddr,
-	hosts func(dev string, v6 bool) []resolvedHost, locals []netip.Addr) iter.Seq[*fxdp.Route] {
-	special := fxdp.SpecialRoutes()
-	inSpecial := func(p netip.Prefix) bool {
-		for _, s := range special {
-			if s.Prefix.Bits() <= p.Bits() && s.Prefix.Contains(p.Addr()) {
-				return true
-			}
-		}
-		return false
-	}
-	return func(yield func(*fxdp.Route) bool) {
-		var r fxdp.Route
-		// Routes share next-hop groups (a million routes over a few
-		// neighbours), consecutive ones often the same: their MAC is
-		// looked up once a run.
-		var lastGroup *mpls.Group
-		var lastMAC net.HardwareAddr
-		for i := range special {
-			if !yield(&special[i]) {
-				return
-			}
-		}
-		if !x.fwd {
-			for _, a := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
-				r = fxdp.Route{Prefix: netip.PrefixFrom(a, 0), Kind: fxdp.RouteNotCarried}
-				if !yield(&r) {
-					return
-				}
-			}
-		} else {
-			for i := range fib.Len() {
-				e := fib.Entry(i)
-				if inSpecial(e.Prefix) {
-					continue
-				}
-				r = fxdp.Route{Prefix: e.Prefix, Kind: fxdp.RouteForward, MTU: e.MTU}
-				h := &e.Group.Hops[0]
-				l, attached := x.links[h.Device]
-				switch {
-				case len(e.Group.Hops) > 1:
-					r.Kind = fxdp.RouteECMP
-				case !attached || len(h.Labels) > fxdp.MaxOutLabels:
-					r.Kind = fxdp.RouteNotCarried
-				case !h.Via.IsValid() && len(h.Labels) == 0:
-					r.Kind = fxdp.RouteOnLink
-				case !h.Via.IsValid():
-					r.Kind = fxdp.RouteNotCarried
-				default:
-					r.Egress = l.Index
-					r.Labels = h.Labels
-					if e.Group != lastGroup {
-						lastGroup, lastMAC = e.Group, mac(h.Device, h.Via)
-					}
-					r.NextHopMAC = lastMAC
-					if len(h.Labels) > 0 {
-						r.LabelTTL = e.TTL
-						if r.LabelTTL == 0 {
-							r.LabelTTL = x.pipeTTL
-						}
-					}
-				}
-				if !yield(&r) {
-					return
-				}
-			}
-			for _, c := range x.connected {
-				if e, ok := fib.Lookup(c.Prefix.Addr()); ok && e.Prefix == c.Prefix && forward.FIBWins(e.Prefix, c.Prefix) {
-					continue // the same prefix in the FIB: a tie, which the FIB wins
-				}
-				r = fxdp.Route{Prefix: c.Prefix, Kind: fxdp.RouteOnLink}
-				if !yield(&r) {
-					return
-				}
-				l, attached := x.links[c.Device]
-				if !attached {
-					continue
-				}
-				for _, h := range hosts(c.Device, c.Prefix.Addr().Is6()) {
-					if !c.Prefix.Contains(h.addr) {
-						continue
-					}
-					if e, ok := fib.Lookup(h.addr); ok && forward.FIBWins(e.Prefix, c.Prefix) {
-						continue
-					}
-					r = fxdp.Route{Prefix: netip.PrefixFrom(h.addr, h.addr.BitLen()), Kind: fxdp.RouteForward,
-						Egress: l.Index, NextHopMAC: h.mac}
-					if !yield(&r) {
-						return
-					}
-				}
-			}
-		}
-		// Last, so that they replace any entry of the same prefix: the
-		// node's own addresses are never transit.
-		for _, a := range locals {
-			r = fxdp.Route{Prefix: netip.PrefixFrom(a, a.BitLen()), Kind: fxdp.RouteLocal}
-			if !yield(&r) {
-				return
-			}
-		}
-	}
-}
-
-// resolvedHost is a neighbour whose MAC is known.
-type resolvedHost struct {
-	addr netip.Addr
-	mac  net.HardwareAddr
-}
-
 // resolvedHosts returns the neighbours of link dev (IPv6 or IPv4) whose
 // MAC the stack's neighbour table knows.
-func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolvedHost {
+func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []fxdp.Host {
 	nic, ok := x.nics[dev]
 	if !ok {
 		return nil
@@ -583,7 +427,7 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 	if err != nil {
 		return nil
 	}
-	var out []resolvedHost
+	var out []fxdp.Host
 	for _, n := range nbrs {
 		a, ok := netip.AddrFromSlice(n.Addr.AsSlice())
 		if !ok || !neighbor.Usable(n) {
@@ -592,7 +436,7 @@ func (x *xdpPlane) resolvedHosts(ns *gstack.Stack, dev string, v6 bool) []resolv
 		if x.fwd {
 			neighbor.ConfirmStale(ns, nic, proto, n) // the program forwards to it
 		}
-		out = append(out, resolvedHost{addr: a, mac: net.HardwareAddr(n.LinkAddr)})
+		out = append(out, fxdp.Host{Addr: a, MAC: net.HardwareAddr(n.LinkAddr)})
 	}
 	return out
 }
@@ -653,12 +497,16 @@ type XDPReport struct {
 	// (passed fib_not_carried), never forwarded by a shorter prefix.
 	FIBNotCarried int    `json:"fib_routes_not_carried"`
 	FIBError      string `json:"fib_error,omitempty"`
-	// FIBSyncSeconds is how long the last sync that walked the FIB took;
-	// FIBWalks counts those syncs (a new FIB, a next hop's MAC, a
-	// connected host or an address changed: a sync that finds nothing
-	// changed walks no route).
+	// FIBSyncSeconds is how long the last FIB sync that changed anything
+	// took. FIBWalks counts the syncs that walked the whole FIB (the
+	// first, one after an error, a next hop's MAC changed, a family not
+	// carried, a change of a large part of the table); FIBUpdates those
+	// that wrote only the entries of what changed (a few routes, a
+	// connected host, an address). A sync that finds nothing changed is
+	// neither.
 	FIBSyncSeconds float64 `json:"fib_sync_seconds"`
 	FIBWalks       uint64  `json:"fib_walks"`
+	FIBUpdates     uint64  `json:"fib_updates"`
 	// Passed counts the frames passed up to the userspace path, by reason
 	// (the userspace drop reasons' names where they share one).
 	Passed map[string]uint64 `json:"passed"`
@@ -684,6 +532,7 @@ func (x *xdpPlane) report() *XDPReport {
 	r.FIBError = x.fibErr
 	r.FIBSyncSeconds = x.fibSync.Seconds()
 	r.FIBWalks = x.fibWalks
+	r.FIBUpdates = x.fibUpdates
 	r.FIBCapacity = x.prog.FIBCapacity()
 	x.mu.Unlock()
 	c, err := x.prog.Counters()

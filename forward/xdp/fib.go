@@ -254,12 +254,24 @@ func (p *Program) forget(i uint32) {
 // returns the family whose map refused an entry while carried (the
 // caller retries with it off), or -1.
 func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState, int, error) {
-	var st FIBState
 	p.fibGen++
 	if p.fibGen == 0 { // 0 marks free slots
 		p.fibGen++
 	}
-	gen := p.fibGen
+	st := p.wantFIB(p.fibGen, routes, off)
+	writes, deletes := p.planFIB(p.fibGen)
+	var err error
+	var failed int
+	st.Written, st.Deleted, failed, err = p.applyFIB(writes, deletes, off)
+	p.tallyFIB(&st)
+	return st, failed, err
+}
+
+// wantFIB records what the sync gen wants of each route, the default
+// marker of each family in off, and counts the routes left out of an
+// off family.
+func (p *Program) wantFIB(gen uint32, routes iter.Seq[*Route], off [2]bool) FIBState {
+	var st FIBState
 	for r := range routes {
 		if !r.Prefix.IsValid() {
 			continue
@@ -281,8 +293,17 @@ func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState,
 			p.want(gen, defaultKey(f), lsrFibValue{Kind: uint8(RouteNotCarried)})
 		}
 	}
-	// What to write and delete, by family and prefix length.
-	var writes, deletes [2][129][]uint32
+	return st
+}
+
+// fibPlan is the slots a sync writes (or deletes), by family and prefix
+// length.
+type fibPlan [2][129][]uint32
+
+// planFIB returns what the sync gen writes (its dirty slots) and deletes
+// (the slots it did not ask for).
+func (p *Program) planFIB(gen uint32) (writes, deletes *fibPlan) {
+	writes, deletes = new(fibPlan), new(fibPlan)
 	for i := range p.fibSlots {
 		s := &p.fibSlots[i]
 		f, bits := s.key.family(), s.key.bits
@@ -294,71 +315,94 @@ func (p *Program) syncFIBLocked(routes iter.Seq[*Route], off [2]bool) (FIBState,
 			writes[f][bits] = append(writes[f][bits], uint32(i))
 		}
 	}
+	return writes, deletes
+}
+
+// applyFIB writes and deletes what a sync planned, family by family, in
+// the order SyncFIB describes. It returns the family whose map refused an
+// entry while carried, or -1.
+func (p *Program) applyFIB(writes, deletes *fibPlan, off [2]bool) (written, deleted, failed int, err error) {
 	var errs []error
-	failed := -1
+	failed = -1
 	for f := range 2 {
-		var w []uint32
-		// A default marker goes first: a packet whose entry is not (or
-		// no longer) there is passed up, never forwarded by a stale
-		// shorter entry.
-		if d := writes[f][0]; len(d) == 1 && p.fibSlots[d[0]].v.Kind != uint8(RouteForward) {
-			w = d
-			writes[f][0] = nil
-		}
-		var longestFirst, shortestFirst []uint32
-		for bits := 128; bits >= 0; bits-- {
-			longestFirst = append(longestFirst, writes[f][bits]...)
-		}
-		for bits := range 129 {
-			shortestFirst = append(shortestFirst, deletes[f][bits]...)
-		}
-		nw, ok, werr := p.writeFIB(f, w)
-		st.Written += nw
-		if off[f] {
-			// Only markers are written: free the room first (and write
-			// the default marker again if the map was full).
-			nd, err := p.deleteFIB(f, shortestFirst)
-			st.Deleted += nd
-			errs = append(errs, err)
-			if !ok {
-				longestFirst = append(longestFirst, w...)
-			}
-			nw, _, err := p.writeFIB(f, longestFirst)
-			st.Written += nw
-			errs = append(errs, err)
-			continue
-		}
-		errs = append(errs, werr)
-		if ok {
-			nw, ok, werr = p.writeFIB(f, longestFirst)
-			st.Written += nw
-			errs = append(errs, werr)
-		}
-		if !ok {
-			// The rest stays as it was: every packet still sees the
-			// old decision or the new one (see SyncFIB).
-			failed = f
-			continue
-		}
-		nd, err := p.deleteFIB(f, shortestFirst)
-		st.Deleted += nd
+		w, d, ok, err := p.applyFamily(f, &writes[f], &deletes[f], off[f])
+		written += w
+		deleted += d
 		errs = append(errs, err)
+		if !ok {
+			failed = f
+		}
 	}
+	return written, deleted, failed, errors.Join(errs...)
+}
+
+// applyFamily is applyFIB for family f; ok is false when its map refused
+// an entry while carried (the rest stays as it was: every packet still
+// sees the old decision or the new one).
+func (p *Program) applyFamily(f int, writes, deletes *[129][]uint32, off bool) (written, deleted int, ok bool, err error) {
+	var w []uint32
+	// A default marker goes first: a packet whose entry is not (or no
+	// longer) there is passed up, never forwarded by a stale shorter
+	// entry.
+	if d := writes[0]; len(d) == 1 && p.fibSlots[d[0]].v.Kind != uint8(RouteForward) {
+		w = d
+		writes[0] = nil
+	}
+	var longestFirst, shortestFirst []uint32
+	for bits := 128; bits >= 0; bits-- {
+		longestFirst = append(longestFirst, writes[bits]...)
+	}
+	for bits := range 129 {
+		shortestFirst = append(shortestFirst, deletes[bits]...)
+	}
+	nw, ok, werr := p.writeFIB(f, w)
+	written += nw
+	if off {
+		// Only markers are written: free the room first (and write the
+		// default marker again if the map was full).
+		nd, derr := p.deleteFIB(f, shortestFirst)
+		if !ok {
+			longestFirst = append(longestFirst, w...)
+		}
+		nw, _, err := p.writeFIB(f, longestFirst)
+		return written + nw, nd, true, errors.Join(derr, err)
+	}
+	if ok {
+		var err error
+		nw, ok, err = p.writeFIB(f, longestFirst)
+		written += nw
+		werr = errors.Join(werr, err)
+	}
+	if !ok {
+		return written, 0, false, werr
+	}
+	nd, derr := p.deleteFIB(f, shortestFirst)
+	return written, nd, true, errors.Join(werr, derr)
+}
+
+// tallyFIB counts what the program's FIB holds into st (Carried,
+// Entries4, Entries6).
+func (p *Program) tallyFIB(st *FIBState) {
+	st.Carried, st.Entries4, st.Entries6 = 0, 0, 0
 	for i := range p.fibSlots {
-		s := &p.fibSlots[i]
-		if s.gen == 0 {
-			continue
-		}
-		if s.v.Kind == uint8(RouteForward) && s.v.Flags&flagResolved != 0 && !s.unknown {
-			st.Carried++
-		}
-		if s.key.v6 {
-			st.Entries6++
-		} else {
-			st.Entries4++
-		}
+		tallySlot(st, &p.fibSlots[i], 1)
 	}
-	return st, failed, errors.Join(errs...)
+}
+
+// tallySlot adds what slot s counts for (n = 1) to st, or takes it off
+// (n = -1).
+func tallySlot(st *FIBState, s *fibSlot, n int) {
+	if s.gen == 0 {
+		return
+	}
+	if s.v.Kind == uint8(RouteForward) && s.v.Flags&flagResolved != 0 && !s.unknown {
+		st.Carried += n
+	}
+	if s.key.v6 {
+		st.Entries6 += n
+	} else {
+		st.Entries4 += n
+	}
 }
 
 // defaultKey is the /0 of family f.

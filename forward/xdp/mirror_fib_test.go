@@ -1,4 +1,4 @@
-package node
+package xdp
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/forward"
-	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -40,8 +39,8 @@ func TestXDPFIBRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &xdpPlane{fwd: true, pipeTTL: 0, links: map[string]fxdp.Link{"e1": {Name: "e1", Index: 11}, "e2": {Name: "e2", Index: 12}},
-		connected: []forward.Route{{Prefix: p("10.1.0.0/24"), Device: "e1"}, {Prefix: p("10.2.0.0/24"), Device: "e2"}}}
+	x := NewMirror(nil, MirrorConfig{Forward: true, Links: map[string]Link{"e1": {Name: "e1", Index: 11}, "e2": {Name: "e2", Index: 12}},
+		Connected: []forward.Route{{Prefix: p("10.1.0.0/24"), Device: "e1"}, {Prefix: p("10.2.0.0/24"), Device: "e2"}}})
 	mac1 := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
 		if addr == a("10.1.0.1") {
@@ -49,33 +48,33 @@ func TestXDPFIBRoutes(t *testing.T) {
 		}
 		return nil
 	}
-	hosts := func(dev string, v6 bool) []resolvedHost {
+	hosts := func(dev string, v6 bool) []Host {
 		if dev != "e1" || v6 {
 			return nil
 		}
-		return []resolvedHost{{a("10.1.0.1"), mac1}, {a("10.1.0.200"), net.HardwareAddr{2, 0, 0, 0, 0, 2}}, {a("10.3.0.1"), mac1}}
+		return []Host{{a("10.1.0.1"), mac1}, {a("10.1.0.200"), net.HardwareAddr{2, 0, 0, 0, 0, 2}}, {a("10.3.0.1"), mac1}}
 	}
 	got := map[netip.Prefix]string{}
-	for r := range x.fibRoutes(fib, mac, hosts, []netip.Addr{a("10.1.0.5")}) {
+	for r := range x.Routes(MirrorInput{FIB: fib, MAC: mac, Hosts: hosts, Locals: []netip.Addr{a("10.1.0.5")}}) {
 		got[r.Prefix] = fmt.Sprintf("%d %v %d %d %s", r.Kind, r.Labels, r.LabelTTL, r.Egress, r.NextHopMAC)
 	}
 	fwd := func(labels string, ttl, egress int, m string) string {
-		return fmt.Sprintf("%d %s %d %d %s", fxdp.RouteForward, labels, ttl, egress, m)
+		return fmt.Sprintf("%d %s %d %d %s", RouteForward, labels, ttl, egress, m)
 	}
-	marker := func(k fxdp.RouteKind) string { return fmt.Sprintf("%d [] 0 0 ", k) }
+	marker := func(k RouteKind) string { return fmt.Sprintf("%d [] 0 0 ", k) }
 	want := map[netip.Prefix]string{
 		p("10.9.0.0/16"):   fwd("[100 200]", 0, 11, mac1.String()),
-		p("10.8.0.0/16"):   marker(fxdp.RouteECMP),
-		p("10.7.0.0/16"):   marker(fxdp.RouteNotCarried),
+		p("10.8.0.0/16"):   marker(RouteECMP),
+		p("10.7.0.0/16"):   marker(RouteNotCarried),
 		p("10.6.0.0/16"):   fwd("[300]", 9, 11, mac1.String()),
 		p("10.2.0.0/24"):   fwd("[]", 0, 11, mac1.String()),
 		p("10.1.0.128/25"): fwd("[]", 0, 11, mac1.String()),
-		p("10.1.0.5/32"):   marker(fxdp.RouteLocal),
-		p("10.1.0.0/24"):   marker(fxdp.RouteOnLink),
+		p("10.1.0.5/32"):   marker(RouteLocal),
+		p("10.1.0.0/24"):   marker(RouteOnLink),
 		p("10.1.0.1/32"):   fwd("[]", 0, 11, mac1.String()),
 	}
-	for _, s := range fxdp.SpecialRoutes() {
-		want[s.Prefix] = marker(fxdp.RouteNotTransit)
+	for _, s := range SpecialRoutes() {
+		want[s.Prefix] = marker(RouteNotTransit)
 	}
 	for pfx, w := range want {
 		if got[pfx] != w {
@@ -89,12 +88,12 @@ func TestXDPFIBRoutes(t *testing.T) {
 	}
 
 	// Forwarding off: transit is not carried at all.
-	x.fwd = false
+	x.cfg.Forward = false
 	got = map[netip.Prefix]string{}
-	for r := range x.fibRoutes(fib, mac, hosts, nil) {
+	for r := range x.Routes(MirrorInput{FIB: fib, MAC: mac, Hosts: hosts}) {
 		got[r.Prefix] = fmt.Sprintf("%d", r.Kind)
 	}
-	if got[p("0.0.0.0/0")] != fmt.Sprint(fxdp.RouteNotCarried) || got[p("10.9.0.0/16")] != "" {
+	if got[p("0.0.0.0/0")] != fmt.Sprint(RouteNotCarried) || got[p("10.9.0.0/16")] != "" {
 		t.Errorf("forwarding off: %v", got)
 	}
 }

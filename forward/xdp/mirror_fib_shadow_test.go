@@ -1,4 +1,4 @@
-package node
+package xdp
 
 import (
 	"fmt"
@@ -7,12 +7,11 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/forward"
-	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
 // TestXDPFIBShadowedOnlyByShorterCover checks the two length comparisons
-// of the XDP FIB mirror (fibRoutes) with prefixes on both sides of them:
+// of the XDP FIB mirror (Mirror.Routes) with prefixes on both sides of them:
 //
 //   - a FIB route is left out only when a range never forwarded covers
 //     it, that is the range is no longer than the route (224.1.0.0/16 in
@@ -55,8 +54,8 @@ func TestXDPFIBShadowedOnlyByShorterCover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &xdpPlane{fwd: true, links: map[string]fxdp.Link{"e1": {Name: "e1", Index: 11}},
-		connected: []forward.Route{{Prefix: p("10.1.0.0/24"), Device: "e1"}}}
+	x := NewMirror(nil, MirrorConfig{Forward: true, Links: map[string]Link{"e1": {Name: "e1", Index: 11}},
+		Connected: []forward.Route{{Prefix: p("10.1.0.0/24"), Device: "e1"}}})
 	mac1 := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	mac2 := net.HardwareAddr{2, 0, 0, 0, 0, 2}
 	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
@@ -65,20 +64,20 @@ func TestXDPFIBShadowedOnlyByShorterCover(t *testing.T) {
 		}
 		return nil
 	}
-	hosts := func(dev string, v6 bool) []resolvedHost {
+	hosts := func(dev string, v6 bool) []Host {
 		if dev != "e1" || v6 {
 			return nil
 		}
-		return []resolvedHost{{gw4, mac1}, {a("10.1.0.77"), mac2}}
+		return []Host{{gw4, mac1}, {a("10.1.0.77"), mac2}}
 	}
 	type entry struct {
-		kind   fxdp.RouteKind
+		kind   RouteKind
 		egress int
 		mac    string
 		labels string
 	}
 	table := map[netip.Prefix]entry{}
-	for r := range x.fibRoutes(fib, mac, hosts, nil) {
+	for r := range x.Routes(MirrorInput{FIB: fib, MAC: mac, Hosts: hosts}) {
 		table[r.Prefix] = entry{r.Kind, r.Egress, r.NextHopMAC.String(), fmt.Sprint(r.Labels)}
 	}
 	// lookup is the program's longest-prefix match over table.
@@ -94,30 +93,30 @@ func TestXDPFIBShadowedOnlyByShorterCover(t *testing.T) {
 		return best, e, found
 	}
 	show := func(pfx netip.Prefix, e entry) string {
-		if e.kind == fxdp.RouteForward {
+		if e.kind == RouteForward {
 			return fmt.Sprintf("forward to %d via %s labels %s of %s", e.egress, e.mac, e.labels, pfx)
 		}
 		return fmt.Sprintf("marker %d of %s", e.kind, pfx)
 	}
 	fwd := func(m net.HardwareAddr, labels string, pfx string) string {
-		return show(p(pfx), entry{fxdp.RouteForward, 11, m.String(), labels})
+		return show(p(pfx), entry{RouteForward, 11, m.String(), labels})
 	}
-	marker := func(k fxdp.RouteKind, pfx string) string { return show(p(pfx), entry{kind: k}) }
+	marker := func(k RouteKind, pfx string) string { return show(p(pfx), entry{kind: k}) }
 	for _, c := range []struct {
 		addr string
 		want string
 	}{
-		{"8.8.8.8", fwd(mac1, "[]", "0.0.0.0/0")},                  // the default route, carried
-		{"0.0.0.0", marker(fxdp.RouteNotTransit, "0.0.0.0/32")},    // unspecified: never forwarded
-		{"2001:db8::1", fwd(mac1, "[]", "::/0")},                   // the IPv6 default route
-		{"::", marker(fxdp.RouteNotTransit, "::/128")},             // unspecified
-		{"240.0.0.1", fwd(mac1, "[100]", "224.0.0.0/3")},           // in the /3, outside multicast
-		{"224.0.0.1", marker(fxdp.RouteNotTransit, "224.0.0.0/4")}, // multicast inside the /3
-		{"224.1.2.3", marker(fxdp.RouteNotTransit, "224.0.0.0/4")}, // the /16 inside multicast left out
-		{"255.255.255.255", marker(fxdp.RouteNotTransit, "255.255.255.255/32")},
-		{"10.1.0.1", fwd(mac1, "[]", "10.1.0.1/32")},          // a connected host, not shadowed by 0/0
-		{"10.1.0.77", fwd(mac2, "[]", "10.1.0.77/32")},        // another
-		{"10.1.0.9", marker(fxdp.RouteOnLink, "10.1.0.0/24")}, // unresolved: on-link
+		{"8.8.8.8", fwd(mac1, "[]", "0.0.0.0/0")},             // the default route, carried
+		{"0.0.0.0", marker(RouteNotTransit, "0.0.0.0/32")},    // unspecified: never forwarded
+		{"2001:db8::1", fwd(mac1, "[]", "::/0")},              // the IPv6 default route
+		{"::", marker(RouteNotTransit, "::/128")},             // unspecified
+		{"240.0.0.1", fwd(mac1, "[100]", "224.0.0.0/3")},      // in the /3, outside multicast
+		{"224.0.0.1", marker(RouteNotTransit, "224.0.0.0/4")}, // multicast inside the /3
+		{"224.1.2.3", marker(RouteNotTransit, "224.0.0.0/4")}, // the /16 inside multicast left out
+		{"255.255.255.255", marker(RouteNotTransit, "255.255.255.255/32")},
+		{"10.1.0.1", fwd(mac1, "[]", "10.1.0.1/32")},     // a connected host, not shadowed by 0/0
+		{"10.1.0.77", fwd(mac2, "[]", "10.1.0.77/32")},   // another
+		{"10.1.0.9", marker(RouteOnLink, "10.1.0.0/24")}, // unresolved: on-link
 	} {
 		pfx, e, ok := lookup(a(c.addr))
 		got := "no entry"

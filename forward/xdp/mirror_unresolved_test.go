@@ -1,11 +1,10 @@
-package node
+package xdp
 
 import (
 	"net"
 	"net/netip"
 	"testing"
 
-	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -37,20 +36,20 @@ func TestXDPFIBUnresolvedNextHop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &xdpPlane{fwd: true, links: map[string]fxdp.Link{"e1": {Name: "e1", Index: 11}}}
+	x := NewMirror(nil, MirrorConfig{Forward: true, Links: map[string]Link{"e1": {Name: "e1", Index: 11}}})
 	asked := map[netip.Addr]int{}
 	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
 		asked[addr]++
 		return resolved[addr]
 	}
 	seen := 0
-	for r := range x.fibRoutes(fib, mac, func(string, bool) []resolvedHost { return nil }, nil) {
+	for r := range x.Routes(MirrorInput{FIB: fib, MAC: mac, Hosts: func(string, bool) []Host { return nil }}) {
 		v, ok := want[r.Prefix]
 		if !ok {
 			continue // a marker
 		}
 		seen++
-		if r.Kind != fxdp.RouteForward {
+		if r.Kind != RouteForward {
 			t.Errorf("%s via %s: kind %d, want forward (a carried route, resolved or not)", r.Prefix, v, r.Kind)
 		}
 		if got, w := r.NextHopMAC.String(), resolved[v].String(); got != w {

@@ -1,4 +1,4 @@
-package node
+package xdp
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"testing"
 
-	fxdp "github.com/mplsnode/mplsnode/forward/xdp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -32,7 +31,7 @@ func TestXDPILMEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &xdpPlane{links: map[string]fxdp.Link{"e1": {Name: "e1", Index: 11}, "e2": {Name: "e2", Index: 12}}}
+	x := NewMirror(nil, MirrorConfig{Links: map[string]Link{"e1": {Name: "e1", Index: 11}, "e2": {Name: "e2", Index: 12}}})
 	mac1 := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	mac := func(dev string, addr netip.Addr) net.HardwareAddr {
 		if addr == a("10.1.0.1") {
@@ -40,7 +39,7 @@ func TestXDPILMEntries(t *testing.T) {
 		}
 		return nil
 	}
-	entries, resolved := x.ilmEntries(ilm.Entries(), mac)
+	entries, resolved := x.ILMEntries(ilm.Entries(), mac)
 	got := map[mpls.Label]string{}
 	for _, e := range entries {
 		got[e.Label] = fmt.Sprintf("%v %v %d %s", e.Action, e.OutLabels, e.Egress, e.NextHopMAC)
