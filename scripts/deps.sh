@@ -31,6 +31,7 @@ have_cmd gobgpd || need+=(gobgpd)
 # netperf binary against `mplsnode netserver` (TestFlent).
 have_cmd flent || need+=(flent)
 have_cmd ping || need+=(iputils-ping)
+have_cmd traceroute || need+=(traceroute)
 if [[ ${1:-} == bpf ]]; then
 	have_cmd clang || need+=(clang)
 	have_cmd llvm-strip || need+=(llvm)
