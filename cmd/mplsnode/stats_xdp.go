@@ -21,7 +21,7 @@ func printXDP(w io.Writer, x *node.XDPReport) {
 		{"ip_forwarded", x.IPForwarded}, {"pushed", x.Pushed},
 		{"entries_resolved", uint64(x.Entries)}, {"fib_entries_resolved", uint64(x.FIBEntries)},
 		{"fib_map_entries", uint64(x.FIBMapEntries)}, {"fib_capacity", uint64(x.FIBCapacity)},
-		{"fib_routes_not_carried", uint64(x.FIBNotCarried)}, {"fib_walks", x.FIBWalks}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
+		{"fib_routes_not_carried", uint64(x.FIBNotCarried)}, {"fib_walks", x.FIBWalks}, {"fib_updates", x.FIBUpdates}, {"verified_instructions", uint64(x.VerifiedInstructions)}}, nil, nil)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  fib_sync_seconds\t%.3f\n", x.FIBSyncSeconds)
 	if x.FIBError != "" {
