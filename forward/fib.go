@@ -3,6 +3,7 @@ package forward
 import (
 	"net/netip"
 
+	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -45,11 +46,6 @@ func NewFIBRouter(opts FIBRouterOptions) *FIBRouter {
 	return &FIBRouter{tables: opts.Tables, connected: NewTable(opts.Connected), seed: opts.Seed, pipeTTL: opts.PipeTTL}
 }
 
-// FIBWins reports whether a FIB route to fib beats the connected subnet
-// conn for an address both hold: the longer prefix wins, and the FIB's on
-// a tie. Both planes decide by it (FIBRouter.Lookup, the XDP mirror).
-func FIBWins(fib, conn netip.Prefix) bool { return fib.Bits() >= conn.Bits() }
-
 // Lookup implements Router: the longest match of the FIB and the
 // connected subnets (the FIB's on a tie), the FIB route's next hop chosen
 // by the flow hash of ip.
@@ -57,7 +53,7 @@ func (r *FIBRouter) Lookup(dst netip.Addr, ip []byte) (Route, bool) {
 	dst = dst.Unmap()
 	conn, connOK := r.connected.Lookup(dst, nil)
 	e, ok := r.tables.FIB().Lookup(dst)
-	if !ok || connOK && !FIBWins(e.Prefix, conn.Prefix) {
+	if !ok || connOK && !verdict.FIBWins(e.Prefix, conn.Prefix) {
 		return conn, connOK
 	}
 	h := &e.Group.Hops[0]

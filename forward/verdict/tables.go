@@ -81,3 +81,8 @@ func (t *Tables) Decide(etype uint16, pkt []byte, size int, v *Verdict) {
 		*v = Verdict{Action: Local, TTLOff: -1}
 	}
 }
+
+// FIBWins reports whether a FIB route to fib beats the connected subnet
+// conn for an address both hold: the longer prefix wins, and the FIB's on
+// a tie. Both planes decide by it (forward.FIBRouter.Lookup, the XDP mirror).
+func FIBWins(fib, conn netip.Prefix) bool { return fib.Bits() >= conn.Bits() }

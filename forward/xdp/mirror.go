@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/link/neighbor"
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -24,7 +24,7 @@ type MirrorConfig struct {
 	PipeTTL uint8
 	// Connected are the connected subnets (Prefix and Device): on-link
 	// routes, not in the FIB.
-	Connected []forward.Route
+	Connected []verdict.Route
 	// Links are the links the program runs on, by name.
 	Links map[string]Link
 }
@@ -286,9 +286,9 @@ func (m *Mirror) aboveRoutes(in MirrorInput) []Route {
 // appendConnected appends connected subnet c's on-link marker (unless
 // the FIB holds the same prefix: a tie, which the FIB wins) and a host
 // route for each of its resolved neighbours that no FIB route beats.
-func (m *Mirror) appendConnected(out []Route, in MirrorInput, c forward.Route) []Route {
+func (m *Mirror) appendConnected(out []Route, in MirrorInput, c verdict.Route) []Route {
 	fib := in.FIB
-	if e, ok := fib.Lookup(c.Prefix.Addr()); !ok || e.Prefix != c.Prefix || !forward.FIBWins(e.Prefix, c.Prefix) {
+	if e, ok := fib.Lookup(c.Prefix.Addr()); !ok || e.Prefix != c.Prefix || !verdict.FIBWins(e.Prefix, c.Prefix) {
 		out = append(out, Route{Prefix: c.Prefix, Kind: RouteOnLink})
 	}
 	l, attached := m.cfg.Links[c.Device]
@@ -299,7 +299,7 @@ func (m *Mirror) appendConnected(out []Route, in MirrorInput, c forward.Route) [
 		if !c.Prefix.Contains(h.Addr) {
 			continue
 		}
-		if e, ok := fib.Lookup(h.Addr); ok && forward.FIBWins(e.Prefix, c.Prefix) {
+		if e, ok := fib.Lookup(h.Addr); ok && verdict.FIBWins(e.Prefix, c.Prefix) {
 			continue
 		}
 		out = append(out, Route{Prefix: netip.PrefixFrom(h.Addr, h.Addr.BitLen()), Kind: RouteForward,
