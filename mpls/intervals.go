@@ -26,28 +26,11 @@ func (a u128) next() u128 {
 
 // intervals is the prefix set flattened into disjoint address ranges:
 // range i is [starts[i], starts[i+1]) and its longest matching prefix is
-// entries[idx[i]], or none when idx[i] < 0. Lookup is a binary search, so it
-// costs O(log n) comparisons and allocates nothing.
+// entries[idx[i]], or none when idx[i] < 0. The FIB's range index is built
+// from it (fib_index.go).
 type intervals struct {
 	starts []u128
 	idx    []int32
-}
-
-// lookup returns the index of the entry whose range holds a, or -1.
-func (t *intervals) lookup(a u128) int32 {
-	i, j := 0, len(t.starts)
-	for i < j { // find the first start > a
-		h := int(uint(i+j) >> 1)
-		if a.less(t.starts[h]) {
-			j = h
-		} else {
-			i = h + 1
-		}
-	}
-	if i == 0 {
-		return -1
-	}
-	return t.idx[i-1]
 }
 
 // span is one prefix as the range [first, last()] of addresses it
