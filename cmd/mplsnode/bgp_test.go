@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,17 +37,7 @@ bgp network 10.20.0.0/16 label explicit-null
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "n.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.ServeControl(ctx, n, path) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		n.Close()
-		a.Drain()
-	})
-	waitSocket(t, path)
+	path := serveNode(t, n, a)
 	for _, tc := range []struct {
 		args []string
 		want []string

@@ -31,7 +31,16 @@ func channelNode(t *testing.T, name, conf string) (path string, a, b *channel.En
 	if err != nil {
 		t.Fatal(err)
 	}
-	path = filepath.Join(t.TempDir(), "n.sock")
+	path = serveNode(t, n, a, b)
+	return path, a, b
+}
+
+// serveNode serves n's control socket until t ends, then closes n and
+// drains the channel links eps; it returns the socket's path once the
+// socket answers.
+func serveNode(t *testing.T, n *node.Node, eps ...*channel.Endpoint) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "n.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- node.ServeControl(ctx, n, path) }()
@@ -39,9 +48,10 @@ func channelNode(t *testing.T, name, conf string) (path string, a, b *channel.En
 		cancel()
 		<-done
 		n.Close()
-		a.Drain()
-		b.Drain()
+		for _, ep := range eps {
+			ep.Drain()
+		}
 	})
 	waitSocket(t, path)
-	return path, a, b
+	return path
 }
