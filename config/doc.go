@@ -117,7 +117,8 @@
 //	set forward xdp on|off|auto
 //	    Run the label switch's swap and pop also as an XDP program on the
 //	    links (package forward/xdp): frames it carries never leave the
-//	    kernel; everything else takes the userspace path. off (default);
+//	    kernel; everything else takes the userspace path. Default: auto
+//	    on a forwarding node (Config.IsForwardingNode), off on any other.
 //	    on: the node refuses to start where the program cannot attach;
 //	    auto: on where it attaches, else off with one log line saying why.
 //

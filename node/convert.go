@@ -54,7 +54,7 @@ func convert(cfg *config.Config) (*converted, error) {
 	c := &converted{
 		ttl:  mpls.TTLUniform,
 		pipe: cfg.Sysctl.DefaultTTL,
-		fwd:  len(cfg.Links) > 1 || cfg.Sysctl.IPv4Forward || cfg.Sysctl.IPv6Forward,
+		fwd:  cfg.ForwardsIP(),
 		tcp: stack.TCPOptions{
 			CongestionControl: cfg.Settings.TCPCongestion,
 			DisableSACK:       !cfg.Settings.TCPSACK,

@@ -234,16 +234,14 @@ func CheckCaptureLinks(cfg *config.Config, names []string) error {
 }
 
 // xdpMode is the XDP plane's mode for cfg: its `set forward xdp` line,
-// or without one (dflt) auto on a forwarding node (a label route that
-// swaps or pops and forwards, or IP forwarding on) and off on any other.
+// or without one (dflt) auto on a forwarding node
+// (config.Config.IsForwardingNode) and off on any other.
 func xdpMode(cfg *config.Config) (mode config.XDPMode, dflt bool) {
 	m := cfg.Settings.ForwardXDP
 	if m != config.XDPDefault {
 		return m, false
 	}
-	forwards := cfg.Sysctl.IPv4Forward || cfg.Sysctl.IPv6Forward ||
-		slices.ContainsFunc(cfg.LabelRoutes, func(r config.LabelRoute) bool { return r.Action != config.LabelPopLocal })
-	if forwards {
+	if cfg.IsForwardingNode() {
 		return config.XDPAuto, true
 	}
 	return config.XDPOff, true

@@ -41,7 +41,7 @@ func (s *Stack) addFIBNIC(id tcpip.NICID, cfg Config) error {
 		},
 		Seed:       MultipathSeed(cfg.MultipathHashSeed),
 		GSOMode:    cfg.GSO,
-		Forwarding: cfg.Forwarding && cfg.IPForwarder == nil,
+		Forwarding: cfg.gvisorForwards(),
 	})
 	links := make(map[string]*mplsendpoint.FIBLink, len(s.links))
 	var first *mplsendpoint.Endpoint

@@ -198,6 +198,10 @@ type Config struct {
 	DNS []netip.Addr
 }
 
+// gvisorForwards reports whether gVisor itself forwards transit IP: the
+// stack forwards (Forwarding) and no IPForwarder takes transit from it.
+func (c *Config) gvisorForwards() bool { return c.Forwarding && c.IPForwarder == nil }
+
 // Stack is a running userspace stack. Its methods are safe for concurrent
 // use.
 type Stack struct {
@@ -298,7 +302,7 @@ func New(cfg Config) (s *Stack, err error) {
 			return s, err
 		}
 	}
-	if cfg.Forwarding && cfg.IPForwarder == nil {
+	if cfg.gvisorForwards() {
 		for _, p := range []tcpip.NetworkProtocolNumber{ipv4.ProtocolNumber, ipv6.ProtocolNumber} {
 			if terr := s.ns.SetForwardingDefaultAndAllNICs(p, true); terr != nil {
 				return s, fmt.Errorf("enable IP forwarding: %s", terr)
