@@ -15,11 +15,6 @@ import (
 	"github.com/mplsnode/mplsnode/node"
 )
 
-func init() {
-	register(command{name: "bgp", summary: "show a running node's BGP sessions and routes (summary, neighbor, routes)", run: runBGP})
-	register(command{name: "route", summary: "show or change a running node's routes (route show|add|replace|del; -f mpls route ... for the ILM)", run: runRoute})
-}
-
 const bgpUsage = `usage: mplsnode bgp summary|neighbor|routes [--socket PATH] [--json]
 
 Asks a running node (mplsnode run) over its control socket about its BGP

@@ -10,10 +10,6 @@ import (
 	"strings"
 )
 
-func init() {
-	register(command{name: "completion", summary: "print a bash or zsh completion script: source <(mplsnode completion bash)", run: runCompletion})
-}
-
 const completionUsage = `usage: mplsnode completion bash|zsh
 
 Prints a shell completion script for mplsnode: the commands, each

@@ -14,11 +14,6 @@ import (
 	"github.com/mplsnode/mplsnode/node"
 )
 
-func init() {
-	register(command{name: "ping", summary: "LSP ping (RFC 8029) from a running node: mplsnode ping mpls ipv4 PREFIX", run: runPing})
-	register(command{name: "traceroute", summary: "LSP traceroute (RFC 8029) from a running node: mplsnode traceroute mpls ipv4 PREFIX", run: runTraceroute})
-}
-
 const pingUsage = `usage: mplsnode ping mpls ipv4|ipv6 PREFIX [--fec ldp|bgp|generic|nil] [-c N]
        [-s SIZE] [--exp TC] [--ttl N] [--reply-mode 2] [-i MS] [-W MS]
        [--socket PATH] [--json]

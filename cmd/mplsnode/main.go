@@ -1,6 +1,6 @@
 // Command mplsnode is the CLI of the mplsnode userspace TCP/IP endpoint and
 // MPLS node. It holds flag parsing and wiring only; the logic lives in the
-// packages below it. Subcommands register themselves in commands.
+// packages below it. The subcommands are listed in commands.
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage error or a feature that
 // is not available yet.
@@ -32,15 +32,30 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-// commands holds every subcommand by name; each subcommand's file adds
-// itself in an init function (netperf.go: netperf, netserver).
+// commands holds every subcommand by name. init fills it from one table:
+// completion and help read commands, so naming their run functions in its
+// declaration would make an initialization cycle.
 var commands = map[string]command{}
 
-func register(c command) {
-	if _, dup := commands[c.name]; dup {
-		panic("mplsnode: duplicate command " + c.name)
+func init() {
+	for _, c := range []command{
+		{name: "run", summary: "run a node (host, LER, LSR) from a config file", run: runNode},
+		{name: "check", summary: "validate a node config file without touching the network", run: runCheck},
+		{name: "stats", summary: "print a running node's counters (links, drops, label switch, TCP)", run: runStats},
+		{name: "route", summary: "show or change a running node's routes (route show|add|replace|del; -f mpls route ... for the ILM)", run: runRoute},
+		{name: "bgp", summary: "show a running node's BGP sessions and routes (summary, neighbor, routes)", run: runBGP},
+		{name: "ping", summary: "LSP ping (RFC 8029) from a running node: mplsnode ping mpls ipv4 PREFIX", run: runPing},
+		{name: "traceroute", summary: "LSP traceroute (RFC 8029) from a running node: mplsnode traceroute mpls ipv4 PREFIX", run: runTraceroute},
+		{name: "netperf", summary: "netperf-compatible client (TCP_STREAM/MAERTS/RR/CRR/CC, UDP_STREAM/RR)", run: runNetperf},
+		{name: "netserver", summary: "netserver-compatible server", run: runNetserver},
+		{name: "completion", summary: "print a bash or zsh completion script: source <(mplsnode completion bash)", run: runCompletion},
+		{name: "version", summary: "print the module version and VCS revision of this binary", run: runVersion},
+	} {
+		if _, dup := commands[c.name]; dup {
+			panic("mplsnode: duplicate command " + c.name)
+		}
+		commands[c.name] = c
 	}
-	commands[c.name] = c
 }
 
 func main() {

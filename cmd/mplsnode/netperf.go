@@ -17,11 +17,6 @@ import (
 	"github.com/mplsnode/mplsnode/node"
 )
 
-func init() {
-	register(command{name: "netperf", summary: "netperf-compatible client (TCP_STREAM/MAERTS/RR/CRR/CC, UDP_STREAM/RR)", run: runNetperf})
-	register(command{name: "netserver", summary: "netserver-compatible server", run: runNetserver})
-}
-
 const netperfUsage = `usage: mplsnode netperf [--config node.conf | --kernel] -H HOST[,FAMILY] [-p PORT[,LPORT]] [-4|-6]
          [-l SECONDS|-COUNT] [-t TEST] [-f k|m|g|K|M|G|x] [-c [RATE]] [-C [RATE]] [-L LOCAL] [-P 0|1]
          [-v LEVEL] [-D [[-]SECONDS]] [-i MAX[,MIN]] [-I LEVEL[,WIDTH]] [-Z PASSPHRASE] [-O SND,RCV]
@@ -191,9 +186,8 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		_ = netperf.WriteOmniChoices(stdout, a.omniMode)
 		return exitFailure
 	}
-	stopProfile, err := startCPUProfile(a.cpuProfile)
-	if err != nil {
-		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
+	stopProfile, ok := startCPUProfile("netperf", a.cpuProfile, stderr)
+	if !ok {
 		return exitUsage
 	}
 	defer stopProfile()
@@ -319,9 +313,8 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if stop {
 		return code
 	}
-	stopProfile, err := startCPUProfile(a.cpuProfile)
-	if err != nil {
-		fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
+	stopProfile, ok := startCPUProfile("netserver", a.cpuProfile, stderr)
+	if !ok {
 		return exitUsage
 	}
 	defer stopProfile()

@@ -19,11 +19,6 @@ import (
 	"github.com/mplsnode/mplsnode/node"
 )
 
-func init() {
-	register(command{name: "run", summary: "run a node (host, LER, LSR) from a config file", run: runNode})
-	register(command{name: "check", summary: "validate a node config file without touching the network", run: runCheck})
-}
-
 const runUsage = `usage: mplsnode run -c FILE [--log-format text|json] [--log-level debug|info|warn|error]
                     [--control-socket PATH] [--metrics-addr ADDR]
                     [--pcap FILE[,DEV...] [-s SNAPLEN] [-C SIZE [-W COUNT]]]
@@ -352,9 +347,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if stop {
 		return code
 	}
-	stopProfile, err := startCPUProfile(ro.cpuProfile)
-	if err != nil {
-		fmt.Fprintln(stderr, "mplsnode run:", err)
+	stopProfile, ok := startCPUProfile("run", ro.cpuProfile, stderr)
+	if !ok {
 		return exitUsage
 	}
 	defer stopProfile()

@@ -17,10 +17,6 @@ import (
 	"github.com/mplsnode/mplsnode/node"
 )
 
-func init() {
-	register(command{name: "stats", summary: "print a running node's counters (links, drops, label switch, TCP)", run: runStats})
-}
-
 const statsUsage = `usage: mplsnode stats [--socket PATH] [--json | --drops]
 
 Asks a running node (mplsnode run) for its counters over its control

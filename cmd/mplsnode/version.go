@@ -8,10 +8,6 @@ import (
 	"github.com/mplsnode/mplsnode/internal/buildinfo"
 )
 
-func init() {
-	register(command{name: "version", summary: "print the module version and VCS revision of this binary", run: runVersion})
-}
-
 const versionUsage = `usage: mplsnode version   (or mplsnode --version)
 
 Prints the module version, the VCS revision the binary was built from (with
