@@ -175,34 +175,39 @@ func printBGPSummary(tw io.Writer, body []byte, stderr io.Writer) bool {
 // printBGPNeighbors prints `bgp neighbor`'s answer body to tw: a line per
 // neighbour and family; false: a bad answer.
 func printBGPNeighbors(tw io.Writer, body []byte, stderr io.Writer) bool {
-	var ns []bgp.NeighborStatus
-	if !decode(body, &ns, stderr) {
-		return false
-	}
-	fmt.Fprintln(tw, "NEIGHBOR\tAS\tROUTER-ID\tSTATE\tFAMILY\tRECEIVED\tACCEPTED\tINSTALLED\tADVERTISED")
-	for _, n := range ns {
+	return printList(tw, body, stderr, "NEIGHBOR\tAS\tROUTER-ID\tSTATE\tFAMILY\tRECEIVED\tACCEPTED\tINSTALLED\tADVERTISED", func(w io.Writer, n bgp.NeighborStatus) {
 		for _, f := range n.Families {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Address, n.RemoteAS, dash(n.RouterID), n.State, f.Family, f.Received, f.Accepted, f.Installed, f.Advertised)
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Address, n.RemoteAS, dash(n.RouterID), n.State, f.Family, f.Received, f.Accepted, f.Installed, f.Advertised)
 		}
-	}
-	return true
+	})
 }
 
 // printBGPRoutes prints `bgp routes`'s answer body to tw: a line per best
 // path and what it installed; false: a bad answer.
 func printBGPRoutes(tw io.Writer, body []byte, stderr io.Writer) bool {
-	var rs []bgp.RouteStatus
-	if !decode(body, &rs, stderr) {
-		return false
-	}
-	fmt.Fprintln(tw, "PREFIX\tFROM\tNEXT-HOP\tLABELS\tINSTALLED\tPUSH\tVIA\tDEV\tLOCAL-LABEL")
-	for _, r := range rs {
+	return printList(tw, body, stderr, "PREFIX\tFROM\tNEXT-HOP\tLABELS\tINSTALLED\tPUSH\tVIA\tDEV\tLOCAL-LABEL", func(w io.Writer, r bgp.RouteStatus) {
 		from := r.Neighbor
 		if r.Local {
 			from = "local"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Prefix, from, dash(r.NextHop), labels(r.Labels),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Prefix, from, dash(r.NextHop), labels(r.Labels),
 			r.Installed, labels(r.Push), dash(r.Via), dash(r.Dev), dash(localLabel(r.LocalLabel)))
+	})
+}
+
+// printList decodes an answer body that is a list of T and prints to w
+// the header (none if empty), then each item's lines (row); false: a bad
+// answer.
+func printList[T any](w io.Writer, body []byte, stderr io.Writer, header string, row func(io.Writer, T)) bool {
+	var items []T
+	if !decode(body, &items, stderr) {
+		return false
+	}
+	if header != "" {
+		fmt.Fprintln(w, header)
+	}
+	for _, item := range items {
+		row(w, item)
 	}
 	return true
 }
@@ -247,25 +252,19 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		stdout.Write(body)
 		return exitOK
 	}
+	ok := false
 	if *mplsFamily {
-		var es []node.ILMEntry
-		if !decode(body, &es, stderr) {
-			return exitFailure
-		}
-		for _, e := range es {
-			fmt.Fprintln(stdout, e.String())
+		ok = printList(stdout, body, stderr, "", func(w io.Writer, e node.ILMEntry) {
+			fmt.Fprintln(w, e.String())
 			if *stats {
-				fmt.Fprintln(stdout, labelStatsLine(e))
+				fmt.Fprintln(w, labelStatsLine(e))
 			}
-		}
-		return exitOK
+		})
+	} else {
+		ok = printList(stdout, body, stderr, "", func(w io.Writer, r node.RouteEntry) { fmt.Fprintln(w, r.String()) })
 	}
-	var rs []node.RouteEntry
-	if !decode(body, &rs, stderr) {
+	if !ok {
 		return exitFailure
-	}
-	for _, r := range rs {
-		fmt.Fprintln(stdout, r.String())
 	}
 	return exitOK
 }

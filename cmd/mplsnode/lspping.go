@@ -168,19 +168,11 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	req := node.LSPRequest{Prefix: p.String(), FEC: f.fec, Count: *count, IntervalMS: max(*interval, 1), TimeoutMS: f.waitMS,
 		Size: *size, TC: uint8(f.exp), TTL: uint8(*ttl), ReplyMode: uint8(*mode)}
-	body, err := lspCall(ctx, f.socket, "ping", &req)
-	if err != nil {
-		return controlError(stderr, "ping", f.socket, err)
-	}
-	var res node.LSPPingResult
-	if err := json.Unmarshal(body, &res); err != nil {
-		fmt.Fprintf(stderr, "mplsnode ping: bad answer from %s: %v\n", f.socket, err)
-		return exitFailure
-	}
-	if f.asJSON {
-		stdout.Write(body)
-	} else {
-		printPing(stdout, &res, f.waitMS)
+	res, code := lspCall(ctx, "ping", "ping", &f, &req, stdout, stderr, func(w io.Writer, res *node.LSPPingResult) {
+		printPing(w, res, f.waitMS)
+	})
+	if res == nil {
+		return code
 	}
 	if res.Egress != res.Sent || res.Sent == 0 {
 		return exitFailure
@@ -204,19 +196,11 @@ func runTraceroute(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	req := node.LSPRequest{Prefix: p.String(), FEC: f.fec, TimeoutMS: f.waitMS, TC: uint8(f.exp),
 		MaxTTL: uint8(*maxTTL), Multipath: *multipath}
-	body, err := lspCall(ctx, f.socket, "trace", &req)
-	if err != nil {
-		return controlError(stderr, "traceroute", f.socket, err)
-	}
-	var res node.LSPTraceResult
-	if err := json.Unmarshal(body, &res); err != nil {
-		fmt.Fprintf(stderr, "mplsnode traceroute: bad answer from %s: %v\n", f.socket, err)
-		return exitFailure
-	}
-	if f.asJSON {
-		stdout.Write(body)
-	} else {
-		printTrace(stdout, &res, int(*maxTTL))
+	res, code := lspCall(ctx, "traceroute", "trace", &f, &req, stdout, stderr, func(w io.Writer, res *node.LSPTraceResult) {
+		printTrace(w, res, int(*maxTTL))
+	})
+	if res == nil {
+		return code
 	}
 	ok := len(res.Paths) > 0
 	for _, pt := range res.Paths {
@@ -228,15 +212,31 @@ func runTraceroute(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return exitOK
 }
 
-// lspCall sends `lsp VERB JSON` to the control socket and returns the
-// answer. The node bounds the command's time; ctx (the user's ^C) ends it
-// early.
-func lspCall(ctx context.Context, path, verb string, req *node.LSPRequest) ([]byte, error) {
+// lspCall sends `lsp VERB JSON` to the control socket and decodes the
+// answer: with --json it writes the answer as it came, else print shows
+// it. A failure is printed as command name's and gives a nil result and
+// the exit code. The node bounds the command's time; ctx (the user's ^C)
+// ends it early.
+func lspCall[T any](ctx context.Context, name, verb string, f *lspFlags, req *node.LSPRequest, stdout, stderr io.Writer, print func(io.Writer, *T)) (*T, int) {
 	arg, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
+	var body []byte
+	if err == nil {
+		body, err = controlCall(ctx, f.socket, fmt.Sprintf("lsp %s %s", verb, arg))
 	}
-	return controlCall(ctx, path, fmt.Sprintf("lsp %s %s", verb, arg))
+	if err != nil {
+		return nil, controlError(stderr, name, f.socket, err)
+	}
+	res := new(T)
+	if err := json.Unmarshal(body, res); err != nil {
+		fmt.Fprintf(stderr, "mplsnode %s: bad answer from %s: %v\n", name, f.socket, err)
+		return nil, exitFailure
+	}
+	if f.asJSON {
+		stdout.Write(body)
+	} else {
+		print(stdout, res)
+	}
+	return res, exitOK
 }
 
 // codeLetter is the one-letter code operators know from LSP ping.
