@@ -73,13 +73,13 @@ func TestFrameDecodes(t *testing.T) {
 			seg := append(append([]byte(nil), tcp.Contents...), tcp.Payload...)
 			switch ip := pk.NetworkLayer().(type) {
 			case *layers.IPv4:
-				pseudo = sum16(ip.SrcIP.To4()) + sum16(ip.DstIP.To4())
+				pseudo = gopacket.ComputeChecksum(ip.SrcIP.To4(), 0) + gopacket.ComputeChecksum(ip.DstIP.To4(), 0)
 			case *layers.IPv6:
-				pseudo = sum16(ip.SrcIP) + sum16(ip.DstIP)
+				pseudo = gopacket.ComputeChecksum(ip.SrcIP, 0) + gopacket.ComputeChecksum(ip.DstIP, 0)
 			}
 			pseudo += 6 + uint32(len(seg)) // protocol TCP
-			if got := fold(pseudo + sum16(seg)); got != 0xffff {
-				t.Errorf("got TCP checksum sum %#04x, want 0xffff", got)
+			if got := gopacket.FoldChecksum(pseudo + gopacket.ComputeChecksum(seg, 0)); got != 0 {
+				t.Errorf("got TCP checksum sum complemented %#04x, want 0", got)
 			}
 		})
 	}
@@ -92,29 +92,11 @@ func TestIPv4UDPChecksums(t *testing.T) {
 		t.Error("got invalid IPv4 checksum, want valid")
 	}
 	u := ip.Payload()
-	pseudo := sum16(b[12:20]) + 17 + uint32(len(u)) // addresses, protocol UDP, length
-	if got := fold(pseudo + sum16(u)); got != 0xffff {
-		t.Errorf("got UDP checksum sum %#04x, want 0xffff", got)
+	pseudo := gopacket.ComputeChecksum(b[12:20], 0) + 17 + uint32(len(u)) // addresses, protocol UDP, length
+	if got := gopacket.FoldChecksum(pseudo + gopacket.ComputeChecksum(u, 0)); got != 0 {
+		t.Errorf("got UDP checksum sum complemented %#04x, want 0", got)
 	}
 	if ip.Flags()&header.IPv4FlagDontFragment == 0 {
 		t.Error("got DF clear, want set")
 	}
-}
-
-func sum16(b []byte) uint32 {
-	var s uint32
-	for ; len(b) >= 2; b = b[2:] {
-		s += uint32(b[0])<<8 | uint32(b[1])
-	}
-	if len(b) == 1 {
-		s += uint32(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint32) uint16 {
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }

@@ -107,16 +107,9 @@ func decide(t *testing.T, tb *verdict.Tables, pkt []byte) verdict.Verdict {
 	return v
 }
 
-func checksumOK(h []byte) bool {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return s == 0xffff
-}
+// checksumOK reports whether the IPv4 header h, checksum field included,
+// sums to all ones (RFC 1071).
+func checksumOK(h []byte) bool { return gopacket.FoldChecksum(gopacket.ComputeChecksum(h, 0)) == 0 }
 
 // TestLabelledDrops: each hostile frame crafted against a live node, and
 // each reason, is dropped with its name.

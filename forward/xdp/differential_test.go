@@ -12,6 +12,7 @@ import (
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // The differential target holds the XDP program to the reference
@@ -241,7 +242,7 @@ func diffSeeds(t testing.TB) [][]byte {
 		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
 		copy(ip[12:], src[:])
 		copy(ip[16:], dst[:])
-		binary.BigEndian.PutUint16(ip[10:], ^sum16(ip[:20]))
+		binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip[:20], 0))
 		binary.BigEndian.PutUint16(ip[20:], 1000)
 		binary.BigEndian.PutUint16(ip[22:], 9)
 		binary.BigEndian.PutUint16(ip[24:], uint16(8+n))
@@ -277,7 +278,7 @@ func diffSeeds(t testing.TB) [][]byte {
 		b := mod(u, func(b []byte) {
 			binary.BigEndian.PutUint16(b[2:], tot)
 			b[10], b[11] = 0, 0
-			binary.BigEndian.PutUint16(b[10:], ^sum16(b[:20]))
+			binary.BigEndian.PutUint16(b[10:], ^checksum.Checksum(b[:20], 0))
 		})
 		seeds = append(seeds, lab(b, l(103, true, 64)))
 	}
@@ -307,7 +308,11 @@ func diffSeeds(t testing.TB) [][]byte {
 		lab(udp6(9, 8, 48), l(105, true, 64)),                         // bound IPv6
 		lab(u, l(106, true, 64)),                                      // bound IPv4
 		lab(udp4(64, src, dst, 80), l(100, true, 64)),                 // mtu_exceeded on swap
-		lab(mod(udp4(64, src, dst, 80), func(b []byte) { b[6] = 0x40; b[10], b[11] = 0, 0; binary.BigEndian.PutUint16(b[10:], ^sum16(b[:20])) }), l(103, true, 64)),
+		lab(mod(udp4(64, src, dst, 80), func(b []byte) {
+			b[6] = 0x40
+			b[10], b[11] = 0, 0
+			binary.BigEndian.PutUint16(b[10:], ^checksum.Checksum(b[:20], 0))
+		}), l(103, true, 64)),
 		frame(peerMAC, []mpls.Entry{l(100, true, 64)}, u), // not for us
 	)
 	for _, d := range [][4]byte{{10, 0, 0, 2}, {10, 0, 1, 5}, {10, 0, 2, 7}, {10, 0, 0, 9}, {224, 0, 0, 1}, {192, 0, 2, 1}, {127, 0, 0, 1}} {

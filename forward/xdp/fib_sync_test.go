@@ -15,6 +15,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // largeFIB returns n routes like a BGP-fed node's (the mix of
@@ -120,7 +121,7 @@ func TestSyncFIBLarge(t *testing.T) {
 			dst := routes[i].Prefix.Addr().As4()
 			copy(ip[16:], dst[:])
 			ip[10], ip[11] = 0, 0
-			binary.BigEndian.PutUint16(ip[10:], ^onesSum(ip[:20]))
+			binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip[:20], 0))
 		} else {
 			ip = ipv6(t, 9)
 			dst := routes[i].Prefix.Addr().As16()
@@ -159,7 +160,7 @@ func TestSyncFIBLarge(t *testing.T) {
 	dst := gone.Addr().As4()
 	copy(ip[16:], dst[:])
 	ip[10], ip[11] = 0, 0
-	binary.BigEndian.PutUint16(ip[10:], ^onesSum(ip[:20]))
+	binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip[:20], 0))
 	before := counter(t, p, PassNoRoute)
 	if ret, _ := run(t, p, ipFrame(ourMAC, ip)); ret != xdpPass || counter(t, p, PassNoRoute) != before+1 {
 		t.Fatalf("frame to the removed %s: action %d; counters %v", gone, ret, mustCounters(t, p))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // ipFrame builds Ethernet to dst carrying the IP packet ip.
@@ -105,7 +106,7 @@ func TestLERPush(t *testing.T) {
 	ip2 := bytes.Clone(ip)
 	ip2[18], ip2[19] = 20, 11 // 10.10.20.11: the two-label route
 	ip2[10], ip2[11] = 0, 0
-	binary.BigEndian.PutUint16(ip2[10:], ^onesSum(ip2[:20]))
+	binary.BigEndian.PutUint16(ip2[10:], ^checksum.Checksum(ip2[:20], 0))
 	for _, c := range []struct {
 		ip     []byte
 		labels []mpls.Entry
@@ -135,17 +136,6 @@ func TestLERPush(t *testing.T) {
 	}
 }
 
-func onesSum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
-}
-
 // TestIPPassedUp: every IP packet the program does not carry leaves it
 // unchanged (XDP_PASS) under its reason.
 func TestIPPassedUp(t *testing.T) {
@@ -161,7 +151,7 @@ func TestIPPassedUp(t *testing.T) {
 		copy(ip[16:], dst[:])
 		copy(ip[12:], src[:])
 		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ^onesSum(ip[:20]))
+		binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip[:20], 0))
 		return ipFrame(ourMAC, ip)
 	}
 	src := [4]byte{10, 0, 0, 1}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // FuzzProgram runs arbitrary frames through the XDP label switch (with
@@ -29,7 +30,7 @@ import (
 // address.
 func FuzzProgram(f *testing.F) {
 	ip := []byte{0x45, 0, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
-	binary.BigEndian.PutUint16(ip[10:], ^sum16(ip))
+	binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
 	f.Add(frame(ourMAC, []mpls.Entry{{Label: 100, S: true, TTL: 64}}, ip), false)
 	f.Add(frame(ourMAC, []mpls.Entry{{Label: 101, S: true, TTL: 2}}, ip), true)
 	f.Add(frame(ourMAC, []mpls.Entry{{Label: 103, S: true, TTL: 2}}, ip), false)
@@ -41,7 +42,7 @@ func FuzzProgram(f *testing.F) {
 		b[19] = dst
 		b[18] = dst
 		b[10], b[11] = 0, 0
-		binary.BigEndian.PutUint16(b[10:], ^sum16(b))
+		binary.BigEndian.PutUint16(b[10:], ^checksum.Checksum(b, 0))
 		return append(append([]byte{}, ourMAC...), append([]byte{2, 0, 0, 0, 0, 3, 8, 0}, b...)...)
 	}
 	f.Add(ip4(2), false)
@@ -247,17 +248,6 @@ func newFuzzProgram(t *testing.T, model mpls.TTLModel, mtu uint32) *Program {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func sum16(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }
 
 // hostileSeeds are the fuzz seeds from the hostile tests (hostile_test.go)

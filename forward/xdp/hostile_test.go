@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/mpls"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // Hostile frames: crafted frames the program must pass up untouched (or
@@ -49,7 +50,7 @@ func mustHex(t testing.TB, s string) []byte {
 func fixIPv4Checksum(ip []byte) []byte {
 	hl := int(ip[0]&0xf) * 4
 	ip[10], ip[11] = 0, 0
-	binary.BigEndian.PutUint16(ip[10:], ^onesSum(ip[:hl]))
+	binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip[:hl], 0))
 	return ip
 }
 

@@ -1,7 +1,6 @@
 package mplsendpoint_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -257,15 +256,15 @@ func (c *frameChecker) check(b []byte) {
 		ipTTL = ip.TTL
 		hdr := append([]byte(nil), ip.Contents...)
 		hdr[10], hdr[11] = 0, 0
-		if want := ^fold(sum16(hdr)); want != ip.Checksum {
+		if want := gopacket.FoldChecksum(gopacket.ComputeChecksum(hdr, 0)); want != ip.Checksum {
 			c.fail("IPv4 checksum %#04x, want %#04x", ip.Checksum, want)
 		}
 		l4 = ip.Payload[:int(ip.Length)-len(ip.Contents)]
-		pseudo = sum16(ip.SrcIP.To4()) + sum16(ip.DstIP.To4()) + uint32(ip.Protocol) + uint32(len(l4))
+		pseudo = gopacket.ComputeChecksum(ip.SrcIP.To4(), 0) + gopacket.ComputeChecksum(ip.DstIP.To4(), 0) + uint32(ip.Protocol) + uint32(len(l4))
 	case *layers.IPv6:
 		ipTTL = ip.HopLimit
 		l4 = ip.Payload
-		pseudo = sum16(ip.SrcIP) + sum16(ip.DstIP) + uint32(ip.NextHeader) + uint32(len(l4))
+		pseudo = gopacket.ComputeChecksum(ip.SrcIP, 0) + gopacket.ComputeChecksum(ip.DstIP, 0) + uint32(ip.NextHeader) + uint32(len(l4))
 	default:
 		c.fail("no IP layer")
 		return
@@ -278,28 +277,8 @@ func (c *frameChecker) check(b []byte) {
 	if pk.Layer(layers.LayerTypeTCP) != nil {
 		c.tcp++
 		c.maxTCP = max(c.maxTCP, len(b))
-		if fold(pseudo+sum16(l4)) != 0xffff {
+		if gopacket.FoldChecksum(pseudo+gopacket.ComputeChecksum(l4, 0)) != 0 {
 			c.fail("TCP checksum does not verify (frame %d bytes)", len(b))
 		}
 	}
-}
-
-// sum16 is the RFC 1071 one's complement sum, unfolded.
-func sum16(b []byte) uint32 {
-	var s uint32
-	for len(b) >= 2 {
-		s += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint32(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint32) uint16 {
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
@@ -99,14 +100,14 @@ func TestFinishPartialUDPChecksumZero(t *testing.T) {
 			typ := uint16(0x0800)
 			if v6 {
 				typ = 0x86dd
-				ph = sum16(want[8:40]) + uint32(ulen) + 17
+				ph = gopacket.ComputeChecksum(want[8:40], 0) + uint32(ulen) + 17
 			} else {
-				ph = sum16(want[12:20]) + uint32(ulen) + 17
+				ph = gopacket.ComputeChecksum(want[12:20], 0) + uint32(ulen) + 17
 			}
 			partial := append([]byte(nil), want...)
-			binary.BigEndian.PutUint16(partial[uoff+6:], fold(ph))
+			binary.BigEndian.PutUint16(partial[uoff+6:], ^gopacket.FoldChecksum(ph))
 			// The datagram must not look complete already.
-			if fold(sum16(partial[uoff:])+ph) == 0xffff {
+			if gopacket.FoldChecksum(gopacket.ComputeChecksum(partial[uoff:], 0)+ph) == 0 {
 				t.Fatalf("the partial datagram verifies as it is: pick another payload")
 			}
 
@@ -127,7 +128,7 @@ func TestFinishPartialUDPChecksumZero(t *testing.T) {
 			if c := binary.BigEndian.Uint16(got[uoff+6:]); c != 0xffff {
 				t.Errorf("UDP checksum %04x, want ffff (RFC 768: a computed zero is transmitted as all ones)", c)
 			}
-			if fold(sum16(got[uoff:])+ph) != 0xffff {
+			if gopacket.FoldChecksum(gopacket.ComputeChecksum(got[uoff:], 0)+ph) != 0 {
 				t.Errorf("the finished datagram does not verify")
 			}
 			if !bytes.Equal(got, want) {
