@@ -4,12 +4,12 @@ package afpacket
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -231,42 +231,19 @@ type Stats struct {
 	BusyPollTime            time.Duration
 }
 
-// Addr is the net.Addr of a packet socket bound to an interface; it appears
-// in *net.OpError values New returns.
-type Addr struct {
-	// Interface is the interface's name.
-	Interface string
-}
-
-// Network implements net.Addr.
-func (a Addr) Network() string { return "packet" }
-
-// String implements net.Addr.
-func (a Addr) String() string { return a.Interface }
-
-// hintError adds a remedy to an error without hiding it from errors.Is.
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" }
-
-func (e *hintError) Unwrap() error { return e.err }
-
-// opError builds the *net.OpError New returns: it wraps the errno in an
+// opError builds the error New returns: it wraps the errno in an
 // *os.SyscallError naming the call, with a hint for the usual causes.
 func opError(ifname, call string, errno syscall.Errno) error {
-	var err error = os.NewSyscallError(call, errno)
+	hint := ""
 	switch errno {
 	case unix.EPERM, unix.EACCES:
-		err = &hintError{err, "raw packet sockets need CAP_NET_RAW: run as root or grant the capability"}
+		hint = "raw packet sockets need CAP_NET_RAW: run as root or grant the capability"
 	case unix.ENODEV, unix.ENXIO:
-		err = &hintError{err, fmt.Sprintf("no interface named %q in this network namespace", ifname)}
+		hint = fmt.Sprintf("no interface named %q in this network namespace", ifname)
 	case unix.ENETDOWN:
-		err = &hintError{err, fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)}
+		hint = fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)
 	}
-	return &net.OpError{Op: "open", Net: "packet", Addr: Addr{ifname}, Err: err}
+	return lowerlink.OpenError("packet", ifname, os.NewSyscallError(call, errno), hint)
 }
 
 // Stats returns the counters summed over all queues. It reads (and so

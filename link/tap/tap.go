@@ -67,7 +67,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -181,39 +180,21 @@ type Stats struct {
 	TXErrors uint64
 }
 
-// Addr is the net.Addr of a TAP device; it appears in *net.OpError values.
-type Addr struct {
-	// Interface is the device's name.
-	Interface string
-}
-
-// Network implements net.Addr.
-func (Addr) Network() string { return "tap" }
-
-// String implements net.Addr.
-func (a Addr) String() string { return a.Interface }
-
-// hintError adds a remedy to an error without hiding it from errors.Is.
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" }
-func (e *hintError) Unwrap() error { return e.err }
-
+// opError is the error New returns for device name, with a remedy for the
+// usual causes.
 func opError(name string, err error) error {
+	hint := ""
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		err = &hintError{err, "creating a TAP needs CAP_NET_ADMIN: run as root or grant the capability"}
+		hint = "creating a TAP needs CAP_NET_ADMIN: run as root or grant the capability"
 	case errors.Is(err, unix.ENOENT):
-		err = &hintError{err, "no /dev/net/tun: load the tun module"}
+		hint = "no /dev/net/tun: load the tun module"
 	case errors.Is(err, unix.EBUSY):
-		err = &hintError{err, fmt.Sprintf("%q exists and is not a free TAP", name)}
+		hint = fmt.Sprintf("%q exists and is not a free TAP", name)
 	case errors.Is(err, unix.EINVAL) && name != "":
-		err = &hintError{err, fmt.Sprintf("%q may exist with other flags (single- or multi-queue, or not a TAP)", name)}
+		hint = fmt.Sprintf("%q may exist with other flags (single- or multi-queue, or not a TAP)", name)
 	}
-	return &net.OpError{Op: "open", Net: "tap", Addr: Addr{name}, Err: err}
+	return lowerlink.OpenError("tap", name, err, hint)
 }
 
 // Endpoint is a stack.LinkEndpoint over a TAP device. Create it with New; it

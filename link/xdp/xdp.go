@@ -144,40 +144,21 @@ type Stats struct {
 	TXErrors uint64
 }
 
-// Addr is the net.Addr of an AF_XDP link; it appears in *net.OpError
-// values New returns.
-type Addr struct {
-	// Interface is the interface's name.
-	Interface string
-}
-
-// Network implements net.Addr.
-func (Addr) Network() string { return "xdp" }
-
-// String implements net.Addr.
-func (a Addr) String() string { return a.Interface }
-
-// hintError adds a remedy to an error without hiding it from errors.Is.
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" }
-func (e *hintError) Unwrap() error { return e.err }
-
+// opError is the error New returns for interface ifname, with a remedy
+// for the usual causes.
 func opError(ifname string, err error) error {
+	hint := ""
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		err = &hintError{err, "AF_XDP and BPF need CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF: run as root"}
+		hint = "AF_XDP and BPF need CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF: run as root"
 	case errors.Is(err, unix.EAFNOSUPPORT):
-		err = &hintError{err, "the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)"}
+		hint = "the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)"
 	case errors.Is(err, unix.ENETDOWN):
-		err = &hintError{err, fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)}
+		hint = fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)
 	case errors.Is(err, unix.EBUSY):
-		err = &hintError{err, "another AF_XDP socket or XDP program holds the interface's queue"}
+		hint = "another AF_XDP socket or XDP program holds the interface's queue"
 	}
-	return &net.OpError{Op: "open", Net: "xdp", Addr: Addr{ifname}, Err: err}
+	return lowerlink.OpenError("xdp", ifname, err, hint)
 }
 
 // Endpoint is a stack.LinkEndpoint over AF_XDP sockets on one interface.
