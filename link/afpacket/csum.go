@@ -3,7 +3,7 @@ package afpacket
 import (
 	"encoding/binary"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
@@ -16,64 +16,24 @@ import (
 // ethertypes such as ARP or MPLS, IP fragments, IPv6 extension headers) pass.
 // One 802.1Q tag is looked through.
 func checksumOK(frame []byte) bool {
-	if len(frame) < header.EthernetMinimumSize {
+	ip, ok := lowerlink.ParseIPFrame(frame, true)
+	v4, l4 := ip.IPv4 != nil, ip.Segment
+	switch {
+	case !ok:
 		return false
-	}
-	et := binary.BigEndian.Uint16(frame[12:])
-	p := frame[header.EthernetMinimumSize:]
-	if et == 0x8100 && len(p) >= 4 { // 802.1Q: TCI, then the inner ethertype
-		et = binary.BigEndian.Uint16(p[2:])
-		p = p[4:]
-	}
-	switch tcpip.NetworkProtocolNumber(et) {
-	case header.IPv4ProtocolNumber:
-		h := header.IPv4(p)
-		if !h.IsValid(len(p)) || !h.IsChecksumValid() {
-			return false
-		}
-		if h.More() || h.FragmentOffset() != 0 {
-			return true
-		}
-		l4 := p[h.HeaderLength():h.TotalLength()]
-		proto := h.TransportProtocol()
-		switch proto {
-		case header.ICMPv4ProtocolNumber:
-			return checksum.Checksum(l4, 0) == 0xffff
-		case header.UDPProtocolNumber:
-			if len(l4) >= header.UDPMinimumSize && binary.BigEndian.Uint16(l4[6:]) == 0 {
-				return true // IPv4 UDP without a checksum
-			}
-		case header.TCPProtocolNumber:
-		default:
-			return true
-		}
-		src := tcpip.AddrFrom4Slice(h.SourceAddressSlice())
-		dst := tcpip.AddrFrom4Slice(h.DestinationAddressSlice())
-		return l4Valid(proto, src, dst, l4)
-	case header.IPv6ProtocolNumber:
-		h := header.IPv6(p)
-		if !h.IsValid(len(p)) {
-			return false
-		}
-		proto := tcpip.TransportProtocolNumber(h.NextHeader())
-		switch proto {
-		case header.TCPProtocolNumber, header.UDPProtocolNumber, header.ICMPv6ProtocolNumber:
-		default:
-			return true
-		}
-		l4 := p[header.IPv6MinimumSize : header.IPv6MinimumSize+int(h.PayloadLength())]
-		src := tcpip.AddrFrom16Slice(h.SourceAddressSlice())
-		dst := tcpip.AddrFrom16Slice(h.DestinationAddressSlice())
-		return l4Valid(proto, src, dst, l4)
-	}
-	return true
-}
-
-// l4Valid checks a checksum that covers the pseudo-header and l4.
-func l4Valid(proto tcpip.TransportProtocolNumber, src, dst tcpip.Address, l4 []byte) bool {
-	if len(l4) > 0xffff {
+	case v4 && !ip.IPv4.IsChecksumValid():
 		return false
+	case ip.Fragment:
+		return true
+	case v4 && ip.Proto == header.ICMPv4ProtocolNumber:
+		return checksum.Checksum(l4, 0) == 0xffff
+	case v4 && ip.Proto == header.UDPProtocolNumber &&
+		len(l4) >= header.UDPMinimumSize && binary.BigEndian.Uint16(l4[6:]) == 0:
+		return true // IPv4 UDP without a checksum
+	case ip.Proto == header.TCPProtocolNumber, ip.Proto == header.UDPProtocolNumber,
+		!v4 && ip.Proto == header.ICMPv6ProtocolNumber:
+		sum, ok := ip.PseudoHeaderSum()
+		return ok && checksum.Checksum(l4, sum) == 0xffff
 	}
-	sum := header.PseudoHeaderChecksum(proto, src, dst, uint16(len(l4)))
-	return checksum.Checksum(l4, sum) == 0xffff
+	return true // not IP (Proto unset), or a protocol it does not check
 }

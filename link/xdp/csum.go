@@ -3,7 +3,7 @@ package xdp
 import (
 	"encoding/binary"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
+	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
@@ -25,38 +25,13 @@ import (
 // IPv4 fragments, IPv6 extension headers and other protocols are not
 // judged (false).
 func partialChecksum(frame []byte) bool {
-	if len(frame) < header.EthernetMinimumSize {
+	ip, ok := lowerlink.ParseIPFrame(frame, false)
+	if !ok || ip.Fragment {
 		return false
 	}
-	et := binary.BigEndian.Uint16(frame[12:])
-	p := frame[header.EthernetMinimumSize:]
-	var proto tcpip.TransportProtocolNumber
-	var src, dst tcpip.Address
-	var l4 []byte
-	switch tcpip.NetworkProtocolNumber(et) {
-	case header.IPv4ProtocolNumber:
-		h := header.IPv4(p)
-		if !h.IsValid(len(p)) || h.More() || h.FragmentOffset() != 0 {
-			return false
-		}
-		proto = h.TransportProtocol()
-		src = tcpip.AddrFrom4Slice(h.SourceAddressSlice())
-		dst = tcpip.AddrFrom4Slice(h.DestinationAddressSlice())
-		l4 = p[h.HeaderLength():h.TotalLength()]
-	case header.IPv6ProtocolNumber:
-		h := header.IPv6(p)
-		if !h.IsValid(len(p)) {
-			return false
-		}
-		proto = tcpip.TransportProtocolNumber(h.NextHeader())
-		src = tcpip.AddrFrom16Slice(h.SourceAddressSlice())
-		dst = tcpip.AddrFrom16Slice(h.DestinationAddressSlice())
-		l4 = p[header.IPv6MinimumSize : header.IPv6MinimumSize+int(h.PayloadLength())]
-	default:
-		return false
-	}
+	l4 := ip.Segment
 	var field uint16
-	switch proto {
+	switch ip.Proto { // unset (0) for a frame that is not IP
 	case header.TCPProtocolNumber:
 		if len(l4) < header.TCPMinimumSize {
 			return false
@@ -70,10 +45,7 @@ func partialChecksum(frame []byte) bool {
 	default:
 		return false
 	}
-	if len(l4) > 0xffff {
-		return false
-	}
-	sum := header.PseudoHeaderChecksum(proto, src, dst, uint16(len(l4)))
+	sum, ok := ip.PseudoHeaderSum()
 	// Ones' complement: 0x0000 and 0xffff are the same sum.
-	return field == sum || (field == 0 && sum == 0xffff) || (field == 0xffff && sum == 0)
+	return ok && (field == sum || (field == 0 && sum == 0xffff) || (field == 0xffff && sum == 0))
 }
