@@ -25,6 +25,8 @@ const (
 	CodeLabelSwitchedFECChange ReturnCode = 15
 )
 
+// codeWords holds each return code in the RFC's words (Describe; %d
+// stands for the subcode).
 var codeWords = [...]string{
 	CodeNone:                   "No return code",
 	CodeMalformed:              "Malformed echo request received",
@@ -44,39 +46,29 @@ var codeWords = [...]string{
 	CodeLabelSwitchedFECChange: "Label switched with FEC change",
 }
 
+// codeNames holds each return code's short name (String).
+var codeNames = [...]string{
+	CodeNone:                   "none",
+	CodeMalformed:              "malformed-request",
+	CodeTLVNotUnderstood:       "tlv-not-understood",
+	CodeEgress:                 "egress",
+	CodeNoMapping:              "no-fec-mapping",
+	CodeDownstreamMismatch:     "downstream-mismatch",
+	CodeUpstreamIfUnknown:      "upstream-if-unknown",
+	CodeLabelSwitched:          "label-switched",
+	CodeSwitchedNoMPLS:         "label-switched-no-mpls",
+	CodeWrongLabel:             "wrong-label",
+	CodeNoLabelEntry:           "no-label-entry",
+	CodeProtocolNotOnIf:        "protocol-not-on-interface",
+	CodePrematureTermination:   "premature-termination",
+	CodeSeeDDMAP:               "see-ddmap",
+	CodeLabelSwitchedFECChange: "label-switched-fec-change",
+}
+
 // String returns the code's short name, e.g. "egress" or "label-switched".
 func (c ReturnCode) String() string {
-	switch c {
-	case CodeNone:
-		return "none"
-	case CodeMalformed:
-		return "malformed-request"
-	case CodeTLVNotUnderstood:
-		return "tlv-not-understood"
-	case CodeEgress:
-		return "egress"
-	case CodeNoMapping:
-		return "no-fec-mapping"
-	case CodeDownstreamMismatch:
-		return "downstream-mismatch"
-	case CodeUpstreamIfUnknown:
-		return "upstream-if-unknown"
-	case CodeLabelSwitched:
-		return "label-switched"
-	case CodeSwitchedNoMPLS:
-		return "label-switched-no-mpls"
-	case CodeWrongLabel:
-		return "wrong-label"
-	case CodeNoLabelEntry:
-		return "no-label-entry"
-	case CodeProtocolNotOnIf:
-		return "protocol-not-on-interface"
-	case CodePrematureTermination:
-		return "premature-termination"
-	case CodeSeeDDMAP:
-		return "see-ddmap"
-	case CodeLabelSwitchedFECChange:
-		return "label-switched-fec-change"
+	if int(c) < len(codeNames) && codeNames[c] != "" {
+		return codeNames[c]
 	}
 	return fmt.Sprintf("code-%d", uint8(c))
 }

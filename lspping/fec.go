@@ -22,12 +22,22 @@ const (
 	FECNil         FECType = 16
 )
 
+// fecTypeNames names each FEC sub-TLV this package understands as the
+// RFC does.
+var fecTypeNames = map[FECType]string{
+	FECLDPIPv4:     "LDP IPv4 prefix",
+	FECLDPIPv6:     "LDP IPv6 prefix",
+	FECBGPIPv4:     "BGP labeled IPv4 prefix",
+	FECBGPIPv6:     "BGP labeled IPv6 prefix",
+	FECGenericIPv4: "Generic IPv4 prefix",
+	FECGenericIPv6: "Generic IPv6 prefix",
+	FECNil:         "Nil FEC",
+}
+
+// known reports whether this package understands sub-TLV t.
 func (t FECType) known() bool {
-	switch t {
-	case FECLDPIPv4, FECLDPIPv6, FECBGPIPv4, FECBGPIPv6, FECGenericIPv4, FECGenericIPv6, FECNil:
-		return true
-	}
-	return false
+	_, ok := fecTypeNames[t]
+	return ok
 }
 
 // IPv6 reports whether t is one of the IPv6 prefix FECs.
@@ -37,25 +47,7 @@ func (t FECType) IPv6() bool { return t == FECLDPIPv6 || t == FECBGPIPv6 || t ==
 func (t FECType) IsPrefix() bool { return t.known() && t != FECNil }
 
 // String names the sub-TLV as the RFC does.
-func (t FECType) String() string {
-	switch t {
-	case FECLDPIPv4:
-		return "LDP IPv4 prefix"
-	case FECLDPIPv6:
-		return "LDP IPv6 prefix"
-	case FECBGPIPv4:
-		return "BGP labeled IPv4 prefix"
-	case FECBGPIPv6:
-		return "BGP labeled IPv6 prefix"
-	case FECGenericIPv4:
-		return "Generic IPv4 prefix"
-	case FECGenericIPv6:
-		return "Generic IPv6 prefix"
-	case FECNil:
-		return "Nil FEC"
-	}
-	return fmt.Sprintf("FEC sub-TLV %d", uint16(t))
-}
+func (t FECType) String() string { return nameOf(fecTypeNames, t, "FEC sub-TLV %d") }
 
 // FEC is one Target FEC Stack sub-TLV.
 type FEC struct {

@@ -42,16 +42,11 @@ const (
 	Reply MessageType = 2
 )
 
+// messageTypeNames names the message types.
+var messageTypeNames = map[MessageType]string{Request: "request", Reply: "reply"}
+
 // String returns "request", "reply" or the number.
-func (t MessageType) String() string {
-	switch t {
-	case Request:
-		return "request"
-	case Reply:
-		return "reply"
-	}
-	return fmt.Sprintf("type %d", uint8(t))
-}
+func (t MessageType) String() string { return nameOf(messageTypeNames, t, "type %d") }
 
 // ReplyMode says how the sender wants the reply (RFC 8029 §3).
 type ReplyMode uint8
@@ -70,19 +65,24 @@ const (
 	ReplyControlChannel ReplyMode = 4
 )
 
+// replyModeNames names the reply modes in the RFC's words.
+var replyModeNames = map[ReplyMode]string{
+	NoReply:             "do not reply",
+	ReplyUDP:            "reply via an IPv4/IPv6 UDP packet",
+	ReplyUDPRouterAlert: "reply via an IPv4/IPv6 UDP packet with router alert",
+	ReplyControlChannel: "reply via application level control channel",
+}
+
 // String returns the mode in the RFC's words.
-func (m ReplyMode) String() string {
-	switch m {
-	case NoReply:
-		return "do not reply"
-	case ReplyUDP:
-		return "reply via an IPv4/IPv6 UDP packet"
-	case ReplyUDPRouterAlert:
-		return "reply via an IPv4/IPv6 UDP packet with router alert"
-	case ReplyControlChannel:
-		return "reply via application level control channel"
+func (m ReplyMode) String() string { return nameOf(replyModeNames, m, "reply mode %d") }
+
+// nameOf returns v's name in names, or unknown formatted with v's number
+// for a value without one.
+func nameOf[T ~uint8 | ~uint16](names map[T]string, v T, unknown string) string {
+	if s, ok := names[v]; ok {
+		return s
 	}
-	return fmt.Sprintf("reply mode %d", uint8(m))
+	return fmt.Sprintf(unknown, uint64(v))
 }
 
 // TLV types (RFC 8029 §3, IANA "TLVs").
