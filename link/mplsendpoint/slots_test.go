@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/link/lowerlink"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mplstest"
-	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -20,16 +18,10 @@ type ringSink = mplstest.RingSink
 
 var _ lowerlink.TXRing = (*ringSink)(nil)
 
-// ringEndpoint is benchEndpoint over a ringSink.
+// ringEndpoint is labelledEndpoint over a ringSink.
 func ringEndpoint(tb testing.TB, nl int) (*mplsendpoint.Endpoint, *ringSink) {
-	tb.Helper()
-	tables := routeTables(tb, hostRoutes(labelStack(nl), netip.Addr{}, addrB4, addrB6))
 	r := mplstest.NewRingSink(1500, macA, 1518)
-	ep, err := mplsendpoint.New(r, mplsendpoint.Options{Tables: tables})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ep, r
+	return labelledEndpoint(tb, nl, r), r
 }
 
 // TestGSOSlotsMatchWholePacket checks that segmenting straight into
@@ -58,31 +50,12 @@ func TestGSOSlotsMatchWholePacket(t *testing.T) {
 func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool) {
 	ep, r := ringEndpoint(t, nl)
 	r.Record = true
-	payload := make([]byte, benchGSOPayload)
-	for i := range payload {
-		payload[i] = byte(i * 7)
-	}
-	src, dst, l3 := addrA4, addrB4, header.IPv4MinimumSize
-	if v6 {
-		src, dst, l3 = addrA6, addrB6, header.IPv6MinimumSize
-	}
-	tc := mplstest.TCP{
-		Src: netip.AddrPortFrom(src, 40000), Dst: netip.AddrPortFrom(dst, 80),
-		Seq: 0xfffff000, Ack: 1, Window: 502, DF: true, ID: 0xfff0,
-		Flags:   header.TCPFlagAck | header.TCPFlagPsh | header.TCPFlagFin | header.TCPFlagCwr,
-		Payload: payload,
-	}
-	var ip []byte
-	if v6 {
-		ip = mplstest.IPv6TCP(tc)
-	} else {
-		ip = mplstest.IPv4TCP(tc)
-	}
-	mss := 1500 - 4*nl - l3 - header.TCPMinimumSize
-	pkt := gsoPacketFromIP(ep, ip, mss)
+	ip, dst, mss := wrappingGSOPacket(v6, nl)
+	var pkt *stack.PacketBuffer
 	if scattered {
-		pkt.DecRef()
-		pkt = gsoPacketScattered(ep, ip, mss, 1, 999, 7)
+		pkt = gsoPacketFromIP(ep, ip, mss, 1, 999, 7)
+	} else {
+		pkt = gsoPacketFromIP(ep, ip, mss)
 	}
 	addHeader(ep, pkt, dst)
 	var l stack.PacketBufferList
@@ -91,47 +64,14 @@ func testGSOSlotsMatchWholePacket(t *testing.T, v6 bool, nl int, scattered bool)
 		t.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
 	}
 	l.DecRef()
-	prefix := header.EthernetMinimumSize + 4*nl
 	want := referenceSegments(t, ip, nl, mss)
 	if len(r.Frames) != len(want) || r.Batches != 1 || r.Written() != 0 {
 		t.Fatalf("got %d frames in %d batches (%d through WritePackets), want %d in 1 (0)", len(r.Frames), r.Batches, r.Written(), len(want))
 	}
-	for i := range want {
-		if !bytes.Equal(r.Frames[i], want[i]) {
-			t.Fatalf("frame %d of %d differs from gso.Segment's:\ngot  %x\nwant %x", i, len(want), r.Frames[i][:prefix+l3+20], want[i][:prefix+l3+20])
-		}
-	}
+	checkSegments(t, r.Frames, want, nl)
 	if st := ep.Stats(); st.TXFrames != uint64(len(want)) || st.GSOPackets != 1 {
 		t.Errorf("got TXFrames %d, GSOPackets %d; want %d, 1", st.TXFrames, st.GSOPackets, len(want))
 	}
-}
-
-// gsoPacketScattered is gsoPacketFromIP with the payload in several views:
-// the given sizes, then the rest.
-func gsoPacketScattered(ep *mplsendpoint.Endpoint, ip []byte, mss int, sizes ...int) *stack.PacketBuffer {
-	l3, typ, proto := header.IPv4MinimumSize, stack.GSOTCPv4, header.IPv4ProtocolNumber
-	if ip[0]>>4 == 6 {
-		l3, typ, proto = header.IPv6MinimumSize, stack.GSOTCPv6, header.IPv6ProtocolNumber
-	}
-	rest := ip[l3+header.TCPMinimumSize:]
-	var payload buffer.Buffer
-	for _, n := range sizes {
-		payload.Append(buffer.NewViewWithData(rest[:n]))
-		rest = rest[n:]
-	}
-	payload.Append(buffer.NewViewWithData(rest))
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
-		ReserveHeaderBytes: int(ep.MaxHeaderLength()) + l3 + header.TCPMinimumSize,
-		Payload:            payload,
-	})
-	copy(pkt.TransportHeader().Push(header.TCPMinimumSize), ip[l3:])
-	copy(pkt.NetworkHeader().Push(l3), ip)
-	pkt.NetworkProtocolNumber = proto
-	pkt.TransportProtocolNumber = header.TCPProtocolNumber
-	pkt.EgressRoute.LocalLinkAddress = macA
-	pkt.EgressRoute.RemoteLinkAddress = macB
-	pkt.GSOOptions = stack.GSO{Type: typ, NeedsCsum: true, CsumOffset: 16, MSS: uint16(mss), L3HdrLen: uint16(l3)}
-	return pkt
 }
 
 // BenchmarkWriteGSOSlots is BenchmarkWriteGSO over a lower link with a
@@ -140,35 +80,7 @@ func BenchmarkWriteGSOSlots(b *testing.B) {
 	for _, v6 := range []bool{false, true} {
 		b.Run(fmt.Sprintf("v6=%v/labels=1", v6), func(b *testing.B) {
 			ep, r := ringEndpoint(b, 1)
-			dst, l3 := addrB4, header.IPv4MinimumSize
-			if v6 {
-				dst, l3 = addrB6, header.IPv6MinimumSize
-			}
-			mss := 1500 - 4 - l3 - header.TCPMinimumSize
-			pkt := gsoPacket(b, ep, dst, benchGSOPayload, mss)
-			addHeader(ep, pkt, dst)
-			var l stack.PacketBufferList
-			l.PushBack(pkt)
-			defer l.DecRef()
-			segs := (benchGSOPayload + mss - 1) / mss
-			ep.WritePackets(l) // warm the pools
-			before := r.Commits
-			b.SetBytes(benchGSOPayload)
-			b.ReportAllocs()
-			var ms0, ms1 runtime.MemStats
-			runtime.ReadMemStats(&ms0)
-			b.ResetTimer()
-			for range b.N {
-				if n, err := ep.WritePackets(l); n != 1 || err != nil {
-					b.Fatalf("got WritePackets = %d, %v, want 1, nil", n, err)
-				}
-			}
-			b.StopTimer()
-			runtime.ReadMemStats(&ms1)
-			if got, want := r.Commits-before, uint64(b.N*segs); got != want {
-				b.Fatalf("got %d frames, want %d", got, want)
-			}
-			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N*segs), "allocs/seg")
+			benchWriteGSO(b, ep, v6, 1, func() uint64 { return r.Commits })
 		})
 	}
 }
@@ -214,13 +126,8 @@ func (g *gsoRing) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 // "whole"); sendWhole not ending the open batch first (the plain frame's
 // slot sent after the whole packet: no "end" before the first "whole").
 func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
-	_, r := ringEndpoint(t, 1)
-	g := &gsoRing{ringSink: r}
-	tables := routeTables(t, hostRoutes(labelStack(1), netip.Addr{}, addrB4))
-	ep, err := mplsendpoint.New(g, mplsendpoint.Options{Tables: tables})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := &gsoRing{ringSink: mplstest.NewRingSink(1500, macA, 1518)}
+	ep := labelledEndpoint(t, 1, g)
 	plainDst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
 	payload := make([]byte, benchGSOPayload)
 	for i := range payload {

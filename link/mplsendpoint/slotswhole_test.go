@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/internal/virtionet"
-	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -23,14 +22,9 @@ import (
 // finished (the slot path's own copy sent it down whole, where it took the
 // one-segment path of writeGSO instead).
 func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
-	_, r := ringEndpoint(t, 1)
-	r.Record = true
-	g := &gsoRing{ringSink: r}
-	tables := routeTables(t, hostRoutes(labelStack(1), netip.Addr{}, addrB4))
-	ep, err := mplsendpoint.New(g, mplsendpoint.Options{Tables: tables})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := &gsoRing{ringSink: mplstest.NewRingSink(1500, macA, 1518)}
+	g.Record = true
+	ep := labelledEndpoint(t, 1, g)
 	dst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
 	packet := func(n int) *stack.PacketBuffer {
 		ip := mplstest.IPv4TCP(mplstest.TCP{Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(dst, 80),
@@ -57,10 +51,10 @@ func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
 	if p := g.whole[0]; !virtionet.IsGSOFrame(p) {
 		t.Errorf("handed down whole, but the link would write it behind a zero header: GSO %+v, %d bytes", p.GSOOptions, p.Size())
 	}
-	if len(r.Frames) != 1 {
-		t.Fatalf("%d frames in slots, want 1", len(r.Frames))
+	if len(g.Frames) != 1 {
+		t.Fatalf("%d frames in slots, want 1", len(g.Frames))
 	}
-	f := r.Frames[0]
+	f := g.Frames[0]
 	if len(f) != 14+20+20+1000 {
 		t.Fatalf("slot frame of %d bytes, want %d", len(f), 14+20+20+1000)
 	}
