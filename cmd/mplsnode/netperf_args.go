@@ -199,16 +199,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range global {
-		apply := globalOpts[o.name]
-		if apply == nil {
-			continue
-		}
-		if err := apply(a, o); errors.Is(err, errHelp) {
-			return nil, errHelp
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", o.name, err)
-		}
+	if err := applyOpts(global, a.applyGlobal, ""); err != nil {
+		return nil, err
 	}
 	if c.Classic && !slices.Contains(netperf.ClassicTests, c.Test) {
 		return nil, fmt.Errorf("--classic: %s has no classic form here (classic tests: %v)", c.Test, netperf.ClassicTests)
@@ -223,16 +215,8 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("test-specific options: %w", err)
 	}
-	for _, o := range ts {
-		apply := testOpts[o.name]
-		if apply == nil {
-			continue
-		}
-		if err := apply(a, o); errors.Is(err, errHelp) {
-			return nil, errHelp
-		} else if err != nil {
-			return nil, fmt.Errorf("-- %s: %w", o.name, err)
-		}
+	if err := applyOpts(ts, a.applyTest, "-- "); err != nil {
+		return nil, err
 	}
 	if c.LocalDataAddr == "" && c.DataHost == "" {
 		// As stock's complete_addrinfos: the global -L is the data
@@ -248,277 +232,189 @@ func parseNetperfArgs(args []string) (*netperfArgs, error) {
 	return a, nil
 }
 
-// globalOpts applies each global option (before "--") to the parsed
-// command line; parseOpts has checked the names against globalSpec.
-var globalOpts = map[string]func(a *netperfArgs, o opt) error{
-	"-h":     helpOpt,
-	"--help": helpOpt,
-	"-H": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		// -H host[,family]
-		var fam string
-		c.Host, fam, _ = strings.Cut(o.value, ",")
-		if fam != "" {
-			c.Family, err = parseFamily(fam)
+// applyOpts applies each option in turn with apply; an error names the
+// option (after prefix: "-- " for a test-specific one), errHelp stays
+// itself.
+func applyOpts(opts []opt, apply func(opt) error, prefix string) error {
+	for _, o := range opts {
+		if err := apply(o); errors.Is(err, errHelp) {
+			return errHelp
+		} else if err != nil {
+			return fmt.Errorf("%s%s: %w", prefix, o.name, err)
 		}
-		return
-	},
-	"-p": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	}
+	return nil
+}
+
+// applyGlobal applies one global option (before "--") to the parsed
+// command line; parseOpts has checked its name against globalSpec.
+func (a *netperfArgs) applyGlobal(o opt) error {
+	c := &a.cfg
+	var err error
+	switch o.name {
+	case "-h", "--help":
+		return errHelp
+	case "-H":
+		// -H host[,family]
+		err = hostFamily(o.value, &c.Host, &c.Family)
+	case "-p":
 		// -p port[,localport]: the control connection's ports.
 		c.Port, a.localPort, err = pair(o.value, false, netperf.DefaultPort, 0)
-		return
-	},
-	"-4": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-4":
 		c.Family = netperf.FamilyIPv4
-		return
-	},
-	"-6": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-6":
 		c.Family = netperf.FamilyIPv6
-		return
-	},
-	"-f": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-f":
 		if len(o.value) != 1 || !strings.Contains("kmgKMGx", o.value) {
-			err = fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s), x (transactions)", o.value)
-		} else {
-			c.Units = o.value[0]
+			return fmt.Errorf("-f %s: want one of k, m, g (10^3, 10^6, 10^9 bits/s), K, M, G (2^10, 2^20, 2^30 bytes/s), x (transactions)", o.value)
 		}
-		return
-	},
-	"-v": func(a *netperfArgs, o opt) (err error) {
+		c.Units = o.value[0]
+	case "-v":
 		a.verbosity, err = strconv.Atoi(o.value)
-		return
-	},
-	"-B": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-B":
 		c.ResultBrand = o.value
-		return
-	},
-	"-D": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-D":
 		c.Interim, err = parseInterim(o.value)
-		return
-	},
-	"-F": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-F":
 		c.FillFile, c.RemoteFillFile, _ = strings.Cut(o.value, ",")
 		if len(c.RemoteFillFile) > 31 {
 			err = errors.New("remote fill file name must be less than 32 characters")
 		}
-		return
-	},
-	"-T": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-T":
 		// -T lcpu[,rcpu]: one number is both, as stock's break_args.
 		a.localCPU, a.remoteCPU, err = pair(o.value, true, -1, -1)
 		if err == nil && a.remoteCPU >= 0 {
 			c.RemoteAffinity, c.BindRemote = int32(a.remoteCPU), true
 		}
-		return
-	},
-	"-Y": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-Y":
 		c.LocalTOS, c.RemoteTOS, err = parseTOSPair(o.value)
-		return
-	},
-	"--json": func(a *netperfArgs, o opt) (err error) {
+	case "--json":
 		a.json = true
-		return
-	},
-	"--histogram": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "--histogram":
 		c.Histogram = true
-		return
-	},
-	"-l": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-l":
 		c.Length, err = strconv.Atoi(o.value)
 		if err == nil && c.Length == 0 {
 			err = errors.New("-l 0: want seconds (>0) or -count (<0)")
 		}
-		return
-	},
-	"-t": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-t":
 		c.Test = netperf.TestType(strings.ToUpper(o.value))
 		if !slices.Contains(netperf.Tests, c.Test) {
 			err = fmt.Errorf("-t %s: supported tests are %v", o.value, netperf.Tests)
 		}
-		return
-	},
-	"-c": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-c":
 		// -c [rate]: stock skips its calibration with a rate; we never
 		// calibrate (/proc/stat needs none), so the rate is accepted.
 		c.LocalCPU = true
 		if o.value != "" {
 			_, err = strconv.ParseFloat(o.value, 32)
 		}
-		return
-	},
-	"-C": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-C":
 		c.RemoteCPU = true
 		if o.value != "" {
 			var r float64
 			r, err = strconv.ParseFloat(o.value, 32)
 			c.RemoteCPURate = float32(r)
 		}
-		return
-	},
-	"-L": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-L":
 		// -L name[,family]: the control connection's local end; its
 		// family (stock's local_address_family) picks the control
 		// connection's family when -H, -4 or -6 did not.
-		var fam string
-		a.localAddr, fam, _ = strings.Cut(o.value, ",")
+		err = hostFamily(o.value, &a.localAddr, &a.localFamily)
 		c.LocalHost = a.localAddr
-		if fam != "" {
-			a.localFamily, err = parseFamily(fam)
-		}
-		return
-	},
-	"-P": func(a *netperfArgs, o opt) (err error) {
+	case "-P":
 		a.headers = o.value != "0"
-		return
-	},
-	"-i": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-i":
 		c.MaxIterations, c.MinIterations, err = pair(o.value, false, 1, 1)
 		if err == nil && (c.MaxIterations < 1 || c.MaxIterations > 30) {
 			err = errors.New("-i: max iterations must be 1..30")
 		}
-		return
-	},
-	"-I": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-I":
 		var w int
 		c.ConfidenceLevel, w, err = pair(o.value, false, 99, 5)
 		c.ConfidenceWidth = float64(w)
 		if c.MaxIterations < 2 {
 			c.MaxIterations, c.MinIterations = 10, 3 // netperf: -I alone implies -i 10,3
 		}
-		return
-	},
-	"-Z": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-Z":
 		c.Passphrase = o.value
-		return
-	},
-	"-o": globalOffsetsOpt,
-	"-O": globalOffsetsOpt,
-	"--kernel": func(a *netperfArgs, o opt) (err error) {
+	case "-o", "-O":
+		// Stock's global -o/-O: local/remote buffer offsets. Go's
+		// buffers have no alignment to offset, so only the remote
+		// ones are passed on.
+		var snd, rcv int
+		snd, rcv, err = pair(o.value, true, 0, 0)
+		if err == nil && o.name == "-O" {
+			c.RemoteSendOffset, c.RemoteRecvOffset = uint32(snd), uint32(rcv)
+		} else if err == nil {
+			c.LocalSendOffset, c.LocalRecvOffset = int32(snd), int32(rcv) // reported only
+		}
+	case "--kernel":
 		a.kernel = true
-		return
-	},
-	"--config": func(a *netperfArgs, o opt) (err error) {
+	case "--config":
 		a.configFile = o.value
-		return
-	},
-	"--classic": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "--classic":
 		c.Classic = true
-		return
-	},
-	"--cpuprofile": func(a *netperfArgs, o opt) (err error) {
+	case "--cpuprofile":
 		a.cpuProfile = o.value
-		return
-	},
+	}
+	return err
 }
 
-// testOpts applies each test-specific option (after "--"); parseOpts has
-// checked the names against testSpec.
-var testOpts = map[string]func(a *netperfArgs, o opt) error{
-	"-h": func(a *netperfArgs, o opt) (err error) {
+// applyTest applies one test-specific option (after "--"); parseOpts has
+// checked its name against testSpec.
+func (a *netperfArgs) applyTest(o opt) error {
+	c := &a.cfg
+	var err error
+	switch o.name {
+	case "-h":
 		return errHelp
-	},
-	"-m": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		var x, y int
-		x, y, err = pair(o.value, false, -1, -1)
-		c.LocalSendSize, c.RemoteSendSize = int32(x), int32(y)
-		return
-	},
-	"-M": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		var x, y int
-		x, y, err = pair(o.value, false, -1, -1)
-		c.LocalRecvSize, c.RemoteRecvSize = int32(x), int32(y)
-		return
-	},
-	"-s": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		var x, y int
-		x, y, err = pair(o.value, true, -1, -1)
-		c.LocalSendBuf, c.LocalRecvBuf = int32(x), int32(y)
-		return
-	},
-	"-S": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		var x, y int
-		x, y, err = pair(o.value, true, -1, -1)
-		c.RemoteSendBuf, c.RemoteRecvBuf = int32(x), int32(y)
-		return
-	},
-	"-r": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		var x, y int
-		x, y, err = pair(o.value, true, 1, 1)
-		if err == nil && (x <= 0 || y <= 0) {
+	case "-m":
+		err = int32Pair(o.value, false, -1, &c.LocalSendSize, &c.RemoteSendSize)
+	case "-M":
+		err = int32Pair(o.value, false, -1, &c.LocalRecvSize, &c.RemoteRecvSize)
+	case "-s":
+		err = int32Pair(o.value, true, -1, &c.LocalSendBuf, &c.LocalRecvBuf)
+	case "-S":
+		err = int32Pair(o.value, true, -1, &c.RemoteSendBuf, &c.RemoteRecvBuf)
+	case "-r":
+		err = int32Pair(o.value, true, 1, &c.RequestSize, &c.ResponseSize)
+		if err == nil && (c.RequestSize <= 0 || c.ResponseSize <= 0) {
 			err = errors.New("sizes must be > 0")
 		}
-		c.RequestSize, c.ResponseSize = int32(x), int32(y)
-		return
-	},
-	"-D": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-D":
 		c.NoDelay = true
-		return
-	},
-	"-H": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-H":
 		// -H name[,family]: where the data connection goes.
-		var fam string
-		c.DataHost, fam, _ = strings.Cut(o.value, ",")
-		if fam != "" {
-			c.RemoteDataFamily, err = parseFamily(fam)
+		err = hostFamily(o.value, &c.DataHost, &c.RemoteDataFamily)
+	case "-L":
+		err = hostFamily(o.value, &c.LocalDataAddr, &c.LocalDataFamily)
+	case "-4", "-6":
+		// The data connection's family, both ends.
+		f := map[string]uint32{"-4": netperf.FamilyIPv4, "-6": netperf.FamilyIPv6}[o.name]
+		c.LocalDataFamily, c.RemoteDataFamily = f, f
+		if c.Family == netperf.FamilyUnspec {
+			c.Family = f
 		}
-		return
-	},
-	"-L": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
-		var fam string
-		c.LocalDataAddr, fam, _ = strings.Cut(o.value, ",")
-		if fam != "" {
-			c.LocalDataFamily, err = parseFamily(fam)
-		}
-		return
-	},
-	"-4": testFamilyOpt,
-	"-6": testFamilyOpt,
-	"-P": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-P":
 		c.LocalDataPort, c.RemoteDataPort, err = pair(o.value, false, 0, 0)
-		return
-	},
-	"-p": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-p":
 		// TCP_CRR and TCP_CC: the range of the client's ports.
 		c.ClientPortMin, c.ClientPortMax, err = pair(o.value, false, netperf.DefaultClientPortMin, netperf.DefaultClientPortMax)
 		if err == nil && (c.ClientPortMin < 1 || c.ClientPortMax > 0xffff || c.ClientPortMin > c.ClientPortMax) {
 			err = errors.New("want min,max with 1 <= min <= max <= 65535")
 		}
-		return
-	},
-	"-o": testOutputOpt,
-	"-O": testOutputOpt,
-	"-k": testOutputOpt,
-	"-e": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-o", "-O", "-k":
+		// The omni output mode and its selection. In a list, names stock
+		// does not know are skipped, as stock skips them
+		// (parse_output_selection_line); a single word that is no output
+		// name is the file listing them.
+		a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
+		a.omniSelection = o.value
+		if netperf.IsSelectionFile(o.value) {
+			a.omniSelection, err = netperf.ReadSelectionFile(o.value)
+		}
+	case "-e":
 		// -e SECONDS: UDP_RR's receive timeout (accepted, unused, on
 		// other tests, as stock).
 		var secs int
@@ -527,10 +423,7 @@ var testOpts = map[string]func(a *netperfArgs, o opt) error{
 			err = errors.New("want seconds >= 0")
 		}
 		c.ReceiveTimeout = time.Duration(secs) * time.Second
-		return
-	},
-	"-K": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-K":
 		// -K local[,remote]: congestion control; one name is both.
 		var remote string
 		var both bool
@@ -542,63 +435,33 @@ var testOpts = map[string]func(a *netperfArgs, o opt) error{
 		if len(c.CongControl) > 15 || len(c.RemoteCongControl) > 15 {
 			err = errors.New("algorithm names are at most 15 characters")
 		}
-		return
-	},
-	"-R": func(a *netperfArgs, o opt) (err error) {
-		c := &a.cfg
+	case "-R":
 		// -R 0|1: routing allowed (SO_DONTROUTE off) on both data
 		// sockets.
 		var r int
 		r, err = strconv.Atoi(o.value)
 		c.Routing = map[bool]int{true: 1, false: -1}[r != 0]
-		return
-	},
-}
-
-// helpOpt is -h and --help: the usage, not a test.
-func helpOpt(a *netperfArgs, o opt) (err error) {
-	return errHelp
-}
-
-// globalOffsetsOpt is the global -o and -O: stock's local and remote
-// buffer offsets.
-func globalOffsetsOpt(a *netperfArgs, o opt) (err error) {
-	c := &a.cfg
-	// Stock's global -o/-O: local/remote buffer offsets. Go's
-	// buffers have no alignment to offset, so only the remote
-	// ones are passed on.
-	var snd, rcv int
-	snd, rcv, err = pair(o.value, true, 0, 0)
-	if err == nil && o.name == "-O" {
-		c.RemoteSendOffset, c.RemoteRecvOffset = uint32(snd), uint32(rcv)
-	} else if err == nil {
-		c.LocalSendOffset, c.LocalRecvOffset = int32(snd), int32(rcv) // reported only
 	}
-	return
+	return err
 }
 
-// testFamilyOpt is the test-specific -4 and -6.
-func testFamilyOpt(a *netperfArgs, o opt) (err error) {
-	c := &a.cfg
-	// The data connection's family, both ends.
-	f := map[string]uint32{"-4": netperf.FamilyIPv4, "-6": netperf.FamilyIPv6}[o.name]
-	c.LocalDataFamily, c.RemoteDataFamily = f, f
-	if c.Family == netperf.FamilyUnspec {
-		c.Family = f
+// hostFamily reads NAME[,FAMILY] (-H and -L) into host and, when a family
+// is written, family.
+func hostFamily(v string, host *string, family *uint32) error {
+	var fam string
+	*host, fam, _ = strings.Cut(v, ",")
+	if fam == "" {
+		return nil
 	}
-	return
+	var err error
+	*family, err = parseFamily(fam)
+	return err
 }
 
-// testOutputOpt is the test-specific -o, -O and -k: the omni output
-// mode and its selection.
-func testOutputOpt(a *netperfArgs, o opt) (err error) {
-	a.omniMode = map[string]netperf.OmniMode{"-o": netperf.OmniCSV, "-O": netperf.OmniHuman, "-k": netperf.OmniKeyval}[o.name]
-	// In a list, names stock does not know are skipped, as stock
-	// skips them (parse_output_selection_line); a single word that
-	// is no output name is the file listing them.
-	a.omniSelection = o.value
-	if netperf.IsSelectionFile(o.value) {
-		a.omniSelection, err = netperf.ReadSelectionFile(o.value)
-	}
-	return
+// int32Pair reads A[,B] (the sizes and buffers of -m, -M, -s, -S, -r) into
+// a and b, def for a part not written; both: a lone A is B too.
+func int32Pair(v string, both bool, def int, a, b *int32) error {
+	x, y, err := pair(v, both, def, def)
+	*a, *b = int32(x), int32(y)
+	return err
 }
