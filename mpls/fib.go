@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"math/bits"
 	"net/netip"
@@ -140,6 +141,12 @@ func (e *FIBEntry) Route() Route {
 // publish it through Tables; readers then load it with one atomic load and
 // never lock. The nil *FIB is an empty table.
 //
+// A FIB is a base table (below) and, once Update has changed it, a small
+// delta over it (fib_delta.go): an Update of k routes shares the base and
+// costs about k tries' paths plus a copy of the delta's short lists, not a
+// rebuild; when the delta grows past a part of the base, the next Update
+// folds it into a new base (a rebuild, amortised over the changes).
+//
 // Lookup flattens the prefixes into disjoint address ranges (intervals.go)
 // and finds the range of an address through an adaptive radix index over
 // the ranges' start addresses (rangeIndex): a few cache lines per lookup
@@ -151,18 +158,41 @@ func (e *FIBEntry) Route() Route {
 // pages where the kernel grants them, and unmapped when the FIB is
 // garbage collected.
 type FIB struct {
+	// entries, v4, v6 and parent are the base's (base), held here so
+	// that a lookup reads them from f.
 	entries []FIBEntry
 	v4      rangeIndex
 	v6      rangeIndex
-	// maxLabels is the deepest label stack of any route.
+	// parent[i] is the base entry of the next shorter prefix covering
+	// entries[i], -1 for none.
+	parent []int32
+	base   *fibBase
+	// d is what Update changed of the base; nil when f is its base.
+	d *fibDelta
+	// n is the number of routes.
+	n int
+	// labels counts the routes by their deepest label stack
+	// (Group.MaxLabels), maxLabels is the deepest counted.
+	labels    [DefaultMaxDepth + 1]int32
 	maxLabels int
-	// minMTU is the smallest explicit route MTU, 0 if none.
+	// mtus counts the routes by explicit MTU (shared between FIBs until
+	// an update changes it); minMTU is the smallest, 0 if none.
+	mtus   map[uint32]int32
 	minMTU uint32
-	// groups indexes the groups by their hops (fibBuilder.group's key),
-	// for Update to share them with the routes it adds; nil when the
-	// table holds more than maxCarriedGroups groups (per-prefix labels:
-	// nearly every route a group of its own, nothing to share).
-	groups map[string]*Group
+	// groups indexes the groups by their hops (groupKey), for Update to
+	// share them with the routes it adds; nil when the table holds more
+	// than maxCarriedGroups groups (per-prefix labels: nearly every route
+	// a group of its own, nothing to share). dgroups holds those that
+	// delta updates made, up to maxDeltaGroups.
+	groups  map[string]*Group
+	dgroups map[string]*Group
+}
+
+// fibBase owns what the FIBs sharing one base share: its entries and the
+// memory of its index when that is mapped outside the Go heap, unmapped
+// once no FIB holds the base.
+type fibBase struct {
+	entries []FIBEntry
 }
 
 // maxCarriedGroups bounds the group index a FIB carries to its updates.
@@ -219,15 +249,12 @@ func newFIBFunc(n int, route func(i int, r *Route), check func(*Route) error) (*
 
 // Update returns a new FIB: f without the routes to the prefixes in del,
 // then with the routes in add (a route to a prefix f already holds
-// replaces it). f is unchanged. It costs O(n log n) for n routes in the
-// result, so batch changes (a BGP update, a reloaded file) into one call.
-// Deleting a prefix f does not hold is not an error. Errors are as
-// NewFIB's, Index into add.
+// replaces it). f is unchanged. A change of k routes costs about
+// O(k log n) while f's delta over its base is small (see FIB), and a
+// rebuild, O(n log n) for n routes in the result, when it folds the
+// delta or the change is a large part of the table. Deleting a prefix f
+// does not hold is not an error. Errors are as NewFIB's, Index into add.
 func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
-	gone := make(map[netip.Prefix]bool, len(del)+len(add))
-	for _, p := range del {
-		gone[p] = true
-	}
 	seen := make(map[netip.Prefix]int, len(add))
 	for i := range add {
 		p := add[i].Prefix
@@ -235,20 +262,33 @@ func (f *FIB) Update(add []Route, del []netip.Prefix) (*FIB, error) {
 			return nil, &TableError{Table: "FIB", Index: i, Key: p.String(), Err: fmt.Errorf("duplicate of entry %d", j)}
 		}
 		seen[p] = i
+	}
+	if f.deltaFits(len(add) + len(del)) {
+		return f.updateDelta(add, del)
+	}
+	return f.rebuild(add, del, seen)
+}
+
+// rebuild is Update as a new base: f's routes in their order, less those
+// to del and add's prefixes (seen), then add's.
+func (f *FIB) rebuild(add []Route, del []netip.Prefix, seen map[netip.Prefix]int) (*FIB, error) {
+	gone := make(map[netip.Prefix]bool, len(del)+len(add))
+	for _, p := range del {
+		gone[p] = true
+	}
+	for p := range seen {
 		gone[p] = true
 	}
 	b := newFIBBuilder(f.Len() + len(add))
 	if f != nil && f.groups != nil {
 		b.groups = maps.Clone(f.groups)
+		maps.Copy(b.groups, f.dgroups)
 	}
-	if f != nil {
-		for i := range f.entries {
-			e := &f.entries[i]
-			if gone[e.Prefix] {
-				continue
-			}
-			b.keep(e)
+	for e := range f.All() {
+		if gone[e.Prefix] {
+			continue
 		}
+		b.keep(e)
 	}
 	for i := range add {
 		if err := b.add(&add[i]); err != nil {
@@ -296,7 +336,26 @@ func (b *fibBuilder) group(hops []NextHop, clone bool) *Group {
 	if g := b.last; g != nil && sameHops(g.Hops, hops) {
 		return g
 	}
-	k := b.key[:0]
+	k := groupKey(b.key[:0], hops)
+	b.key = k
+	if g, ok := b.groups[string(k)]; ok {
+		b.last = g
+		return g
+	}
+	g := &Group{Hops: hops}
+	if clone {
+		g = newGroup(hops)
+	} else {
+		g.sum()
+	}
+	b.groups[string(k)] = g
+	b.last = g
+	return g
+}
+
+// groupKey appends to k the key that indexes a group of hops: equal
+// hops, equal keys.
+func groupKey(k []byte, hops []NextHop) []byte {
 	for i := range hops {
 		h := &hops[i]
 		a := h.Via.Unmap().As16()
@@ -316,24 +375,7 @@ func (b *fibBuilder) group(hops []NextHop, clone bool) *Group {
 			k = append(k, 6)
 		}
 	}
-	b.key = k
-	if g, ok := b.groups[string(k)]; ok {
-		b.last = g
-		return g
-	}
-	g := &Group{Hops: hops}
-	if clone {
-		g.Hops = make([]NextHop, len(hops))
-		for i, h := range hops {
-			h.Labels = slices.Clone(h.Labels)
-			h.Via = h.Via.Unmap()
-			g.Hops[i] = h
-		}
-	}
-	g.sum()
-	b.groups[string(k)] = g
-	b.last = g
-	return g
+	return k
 }
 
 func sameHops(a, b []NextHop) bool {
@@ -355,7 +397,7 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 	if len(b.entries) > maxEntries {
 		return nil, -1, -1, errIndexTooLarge
 	}
-	f = &FIB{entries: b.entries}
+	f = &FIB{entries: b.entries, n: len(b.entries), parent: make([]int32, len(b.entries)), base: &fibBase{entries: b.entries}}
 	if len(b.groups) <= maxCarriedGroups {
 		f.groups = b.groups
 	}
@@ -365,11 +407,15 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 		if e.Prefix.Addr().Is4() {
 			n4++
 		}
-		f.maxLabels = max(f.maxLabels, e.Group.MaxLabels)
-		if e.MTU != 0 && (f.minMTU == 0 || e.MTU < f.minMTU) {
-			f.minMTU = e.MTU
+		f.labels[e.Group.MaxLabels]++
+		if e.MTU != 0 {
+			if f.mtus == nil {
+				f.mtus = map[uint32]int32{}
+			}
+			f.mtus[e.MTU]++
 		}
 	}
+	f.sumCounts()
 	v4 := make([]span, 0, n4)
 	v6 := make([]span, 0, len(f.entries)-n4)
 	for i := range f.entries {
@@ -380,7 +426,7 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 			v6 = append(v6, prefixSpan(p, i))
 		}
 	}
-	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1})
+	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1}, f.parent)
 	if a >= 0 {
 		return nil, int(a), int(d), nil
 	}
@@ -388,7 +434,7 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 		return nil, -1, -1, err
 	}
 	v4 = nil
-	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)})
+	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)}, f.parent)
 	if a < 0 {
 		f.v6, err = newRangeIndex(iv6, true)
 	}
@@ -397,9 +443,10 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 		return nil, int(a), int(d), err
 	}
 	if f.v4.mapped != nil || f.v6.mapped != nil {
-		// Lookups reach the index through f (its fields), so once f is
+		// Lookups reach the index through a FIB of this base (its
+		// fields), and each holds the base: once the base is
 		// unreachable no lookup is in it.
-		runtime.AddCleanup(f, unmapIndex, [2][]byte{f.v4.mapped, f.v6.mapped})
+		runtime.AddCleanup(f.base, unmapIndex, [2][]byte{f.v4.mapped, f.v6.mapped})
 	}
 	return f, -1, -1, nil
 }
@@ -456,18 +503,37 @@ func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	var i int32
 	switch {
 	case dst.Is4():
 		b := dst.As4()
-		i = f.v4.lookup4(binary.BigEndian.Uint32(b[:]))
+		return f.lookup4(binary.BigEndian.Uint32(b[:]))
 	case dst.Is4In6():
 		b := dst.Unmap().As4()
-		i = f.v4.lookup4(binary.BigEndian.Uint32(b[:]))
+		return f.lookup4(binary.BigEndian.Uint32(b[:]))
 	case dst.Is6():
-		i = f.v6.lookup6(addr128(dst))
-	default:
+		return f.lookup6(addr128(dst))
+	}
+	return nil, false
+}
+
+// lookup4 is Lookup of IPv4 address a: the base's answer, unless a delta
+// touches a's /16 (fibDelta.touched), then the delta's lookup.
+func (f *FIB) lookup4(a uint32) (*FIBEntry, bool) {
+	i := f.v4.lookup4(a)
+	if d := f.d; d != nil && d.filters[0].has(a>>16) {
+		return f.lookupDelta(0, u128{uint64(a) << 32, 0}, i)
+	}
+	if i < 0 {
 		return nil, false
+	}
+	return &f.entries[i], true
+}
+
+// lookup6 is lookup4 for IPv6 address a.
+func (f *FIB) lookup6(a u128) (*FIBEntry, bool) {
+	i := f.v6.lookup6(a)
+	if d := f.d; d != nil && d.filters[1].has(uint32(a.hi>>48)) {
+		return f.lookupDelta(1, a, i)
 	}
 	if i < 0 {
 		return nil, false
@@ -481,11 +547,7 @@ func (f *FIB) Lookup4(dst [4]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	i := f.v4.lookup4(binary.BigEndian.Uint32(dst[:]))
-	if i < 0 {
-		return nil, false
-	}
-	return &f.entries[i], true
+	return f.lookup4(binary.BigEndian.Uint32(dst[:]))
 }
 
 // Lookup6 is Lookup for an IPv6 destination given as 16 bytes.
@@ -493,11 +555,7 @@ func (f *FIB) Lookup6(dst [16]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	i := f.v6.lookup6(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
-	if i < 0 {
-		return nil, false
-	}
-	return &f.entries[i], true
+	return f.lookup6(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
 }
 
 // LookupBatch sets out[i] to the route with the longest prefix containing
@@ -523,22 +581,59 @@ func (f *FIB) Len() int {
 	if f == nil {
 		return 0
 	}
-	return len(f.entries)
+	return f.n
 }
 
 // Entry returns the i-th route (0 <= i < Len()), in the order given to
 // NewFIB (Update keeps the surviving routes' order and appends the added
-// ones). It belongs to the FIB and must not be modified.
-func (f *FIB) Entry(i int) *FIBEntry { return &f.entries[i] }
+// ones). It belongs to the FIB and must not be modified. With a delta
+// over the base it costs a binary search in the delta's deletions: walk
+// every route with All.
+func (f *FIB) Entry(i int) *FIBEntry {
+	if f.d == nil {
+		return &f.entries[i]
+	}
+	return f.d.entry(f, i)
+}
+
+// All yields every route in Entry's order; the entries belong to the FIB
+// and must not be modified.
+func (f *FIB) All() iter.Seq[*FIBEntry] {
+	return func(yield func(*FIBEntry) bool) {
+		if f == nil {
+			return
+		}
+		var gone []int32
+		if f.d != nil {
+			gone = f.d.gone
+		}
+		for i := range f.entries {
+			if len(gone) > 0 && gone[0] == int32(i) {
+				gone = gone[1:]
+				continue
+			}
+			if !yield(&f.entries[i]) {
+				return
+			}
+		}
+		if f.d != nil {
+			for _, e := range f.d.added {
+				if !yield(&e.FIBEntry) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // Routes returns the routes as Route values (hops shared with the FIB).
 func (f *FIB) Routes() []Route {
 	if f == nil {
 		return nil
 	}
-	out := make([]Route, len(f.entries))
-	for i := range f.entries {
-		out[i] = f.entries[i].Route()
+	out := make([]Route, 0, f.n)
+	for e := range f.All() {
+		out = append(out, e.Route())
 	}
 	return out
 }

@@ -92,10 +92,13 @@ func addr32(a netip.Addr) u128 {
 }
 
 // buildIntervals flattens prefixes (a laminar family: any two are nested or
-// disjoint) into intervals; max is the family's highest address. When two
-// spans are the same prefix, it reports their indexes in dupA < dupB
-// (else -1, -1) and the result is not usable.
-func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
+// disjoint) into intervals; max is the family's highest address. It sets
+// parent[s.idx] of each span s to the entry of the next shorter prefix
+// that covers it, -1 for none (what a lookup falls back to when a FIB's
+// delta deletes s: fib_delta.go). When two spans are the same prefix, it
+// reports their indexes in dupA < dupB (else -1, -1) and the result is
+// not usable.
+func buildIntervals(spans []span, max u128, parent []int32) (t intervals, dupA, dupB int32) {
 	slices.SortFunc(spans, func(a, b span) int {
 		switch {
 		case a.first.less(b.first):
@@ -142,6 +145,7 @@ func buildIntervals(spans []span, max u128) (t intervals, dupA, dupB int32) {
 			emit(top.last().next(), cur(open)) // top.last() < s.first <= max
 		}
 		emit(s.first, s.idx)
+		parent[s.idx] = cur(open)
 		open = append(open, s)
 	}
 	for len(open) > 0 {
