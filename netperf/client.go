@@ -206,6 +206,23 @@ func readMsg(ctl net.Conn, m *Message, timeout time.Duration) error {
 	return nil
 }
 
+// exchange sends req on the control connection and reads the answer
+// into m, which decode reads and returns the serv_errno of: a non-zero
+// one is a *RemoteError.
+func exchange(ctl net.Conn, m *Message, timeout time.Duration, req interface{ Marshal(*Message) }, decode func(*Message) int32) error {
+	req.Marshal(m)
+	if _, err := ctl.Write(m[:]); err != nil {
+		return fmt.Errorf("netperf: send request: %w", err)
+	}
+	if err := readMsg(ctl, m, timeout); err != nil {
+		return err
+	}
+	if errno := decode(m); errno != 0 {
+		return &RemoteError{errno}
+	}
+	return nil
+}
+
 // RemoteError is a non-zero serv_errno from the server.
 type RemoteError struct{ Errno int32 }
 
@@ -390,17 +407,12 @@ func (c *Config) dataTimeout() time.Duration {
 // server's setup: the data port and whether it measures its CPU.
 func classicSetup(ctl net.Conn, m *Message, cfg *Config, family uint32, plan *dataPlan, res *Result) (uint32, bool, error) {
 	req := classicRequest(cfg, family)
-	req.Marshal(m)
-	if _, err := ctl.Write(m[:]); err != nil {
-		return 0, false, fmt.Errorf("netperf: send request: %w", err)
-	}
-	if err := readMsg(ctl, m, cfg.ControlTimeout); err != nil {
-		return 0, false, err
-	}
 	var s ClassicSetup
-	s.Unmarshal(m, req.Test)
-	if s.Errno != 0 {
-		return 0, false, &RemoteError{s.Errno}
+	if err := exchange(ctl, m, cfg.ControlTimeout, &req, func(m *Message) int32 {
+		s.Unmarshal(m, req.Test)
+		return s.Errno
+	}); err != nil {
+		return 0, false, err
 	}
 	res.RemoteSendBuf, res.RemoteRecvBuf = s.SendBufSize, s.RecvBufSize
 	if req.Test == ClassicMaerts {
@@ -415,17 +427,12 @@ func classicSetup(ctl net.Conn, m *Message, cfg *Config, family uint32, plan *da
 func omniSetup(ctl net.Conn, m *Message, cfg *Config, family uint32, lsnd, lrcv int32, plan dataPlan, res *Result) (uint32, bool, error) {
 	req := omniRequest(cfg, family, lsnd, lrcv, plan)
 	res.LocalSendWidth, res.LocalRecvWidth = req.SendWidth, req.RecvWidth
-	req.Marshal(m)
-	if _, err := ctl.Write(m[:]); err != nil {
-		return 0, false, fmt.Errorf("netperf: send request: %w", err)
-	}
-	if err := readMsg(ctl, m, cfg.ControlTimeout); err != nil {
-		return 0, false, err
-	}
 	var s OmniSetup
-	s.Unmarshal(m)
-	if s.Errno != 0 {
-		return 0, false, &RemoteError{s.Errno}
+	if err := exchange(ctl, m, cfg.ControlTimeout, &req, func(m *Message) int32 {
+		s.Unmarshal(m)
+		return s.Errno
+	}); err != nil {
+		return 0, false, err
 	}
 	res.RemoteSendWidth, res.RemoteRecvWidth = s.SendWidth, s.RecvWidth
 	if cfg.MaxIterations > 1 {
