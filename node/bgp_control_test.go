@@ -2,18 +2,16 @@ package node_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestControlRouteShow asks the control socket for the routes and the ILM
@@ -50,21 +48,12 @@ func TestControlRouteShow(t *testing.T) {
 // endpoint; its neighbour never answers) and checks the mplsnode_bgp_
 // families against docs/METRICS.md, both ways, and a few values.
 func TestBGPMetrics(t *testing.T) {
-	cfg, err := config.Parse("bgp.conf", strings.NewReader(`link add a0 type afpacket
+	n := nodekit.ChannelNode(t, "bgp.conf", `link add a0 type afpacket
 addr add 10.1.0.1/24 dev a0
 bgp as 65001 router-id 10.1.0.1
 bgp neighbor 10.1.0.2 remote-as 65002 family ipv4-labeled-unicast
 bgp network 10.10.10.10/32
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(64, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(); a.Drain() })
+`, nil, map[string]*channel.Endpoint{"a0": channel.New(64, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))})
 	rec := httptest.NewRecorder()
 	node.MetricsHandler(n).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()

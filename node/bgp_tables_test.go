@@ -1,18 +1,13 @@
 package node
 
 import (
-	"log/slog"
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/bgp"
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/mpls"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestBGPTablesDistance: a static route beats a BGP route to the same
@@ -23,49 +18,25 @@ import (
 // in Apply (BGP's route written over the static one) makes 10.99.0.0/16
 // push BGP's 16001.
 func TestBGPTablesDistance(t *testing.T) {
-	cfg, err := config.Parse("t.conf", strings.NewReader(`link add a0 type afpacket
+	n, cfg, tab := bgpTablesNode(t, `link add a0 type afpacket
 addr add 10.1.0.1/24 dev a0
 route add 10.99.0.0/16 encap mpls 777 via 10.1.0.2
 route add 192.0.2.0/24 encap mpls 500 via 10.1.0.3
 route add 198.51.100.0/24 via 10.1.0.4
 -f mpls route add 100 dev lo
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { n.Close(); a.Drain() }()
-	c, err := convert(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab := newBGPTables(n.Stack(), cfg, c)
+`, nil)
 	p99 := netip.MustParsePrefix("10.99.0.0/16")
 	p98 := netip.MustParsePrefix("10.98.0.0/16")
 	if err := tab.Apply(bgp.Changes{
-		AddRoutes: []mpls.Route{
-			{Prefix: p99, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16001}}}},
-			{Prefix: p98, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16002}}}},
-		},
-		AddILM: []mpls.ILMEntry{{Label: 16000, Action: mpls.ILMPopLocal}},
+		AddRoutes: []mpls.Route{bgpRoute(p99, 16001), bgpRoute(p98, 16002)},
+		AddILM:    []mpls.ILMEntry{{Label: 16000, Action: mpls.ILMPopLocal}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	labelsTo := func(dst string) []mpls.Label {
-		e, ok := n.Stack().Tables().FIB().Lookup(netip.MustParseAddr(dst))
-		if !ok {
-			return nil
-		}
-		return e.Group.Hops[0].Labels
-	}
-	if got := labelsTo("10.99.1.1"); !slices.Equal(got, []mpls.Label{777}) {
+	if got := pushedLabels(n, "10.99.1.1"); !slices.Equal(got, []mpls.Label{777}) {
 		t.Errorf("10.99.0.0/16 pushes %v; want the static route's [777]", got)
 	}
-	if got := labelsTo("10.98.1.1"); !slices.Equal(got, []mpls.Label{16002}) {
+	if got := pushedLabels(n, "10.98.1.1"); !slices.Equal(got, []mpls.Label{16002}) {
 		t.Errorf("10.98.0.0/16 pushes %v; want BGP's [16002]", got)
 	}
 	for _, l := range []mpls.Label{100, 16000} {
@@ -89,7 +60,7 @@ route add 198.51.100.0/24 via 10.1.0.4
 	if err := tab.setStatic(c2.routes(&cfg2), c2.ilm); err != nil {
 		t.Fatal(err)
 	}
-	if got := labelsTo("10.99.1.1"); !slices.Equal(got, []mpls.Label{16001}) {
+	if got := pushedLabels(n, "10.99.1.1"); !slices.Equal(got, []mpls.Label{16001}) {
 		t.Errorf("after the static route went, 10.99.0.0/16 pushes %v; want BGP's [16001]", got)
 	}
 	// Resolution.
@@ -116,18 +87,7 @@ route add 198.51.100.0/24 via 10.1.0.4
 // batch is written. Planting "no rollback" in Apply keeps the bad route
 // and fails the second batch too.
 func TestBGPTablesRefusedBatch(t *testing.T) {
-	cfg, err := config.Parse("t.conf", strings.NewReader("link add a0 type afpacket\naddr add 10.1.0.1/24 dev a0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { n.Close(); a.Drain() }()
-	c, _ := convert(cfg)
-	tab := newBGPTables(n.Stack(), cfg, c)
+	n, _, tab := bgpTablesNode(t, "link add a0 type afpacket\naddr add 10.1.0.1/24 dev a0\n", nil)
 	nh := netip.MustParseAddr("10.1.0.9")
 	bad := bgp.Changes{AddRoutes: []mpls.Route{{Prefix: netip.MustParsePrefix("10.97.0.0/16"), NextHops: []mpls.NextHop{{Via: nh, Device: "nope0", Labels: []mpls.Label{16003}}}}}}
 	if err := tab.Apply(bad); err == nil {

@@ -1,13 +1,11 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/forward"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -47,26 +45,10 @@ func obsNode(t testing.TB) *node.Node {
 // frames fed to it, one frame each.
 func obsNodeWith(t testing.TB, more string, labels []uint32) *node.Node {
 	t.Helper()
-	cfg, err := config.Parse("obs.conf", strings.NewReader(obsConf+more))
-	if err != nil {
-		t.Fatal(err)
-	}
-	macIn := tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01")
 	in := channel.New(16, 1500, macIn)
-	out := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x02\x01"))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler),
-		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		n.Close()
-		in.Drain()
-		out.Drain()
-	})
-	nic := nicID(t, n, "out0")
-	n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber,
-		tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), tcpip.LinkAddress("\x02\x00\x00\x00\x02\x02"))
+	n := nodekit.ChannelNode(t, "obs.conf", obsConf+more, nil,
+		map[string]*channel.Endpoint{"in0": in, "out0": channel.New(16, 1500, macOut)})
+	nodekit.StaticNeighbor(t, n, "out0", [4]byte{10, 2, 0, 2}, macNext)
 	for _, label := range labels {
 		f := make([]byte, 14, 64)
 		copy(f, macIn)
@@ -89,7 +71,14 @@ func obsNodeWith(t testing.TB, more string, labels []uint32) *node.Node {
 // startControl serves the control socket in a temporary directory.
 func startControl(t *testing.T, n *node.Node) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "c.sock")
+	return startControlAt(t, n, filepath.Join(t.TempDir(), "c.sock"))
+}
+
+// startControlAt serves n's control socket at path until t ends and
+// returns path once the socket exists; at the end the server must return
+// nil and have removed the socket.
+func startControlAt(t *testing.T, n *node.Node, path string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- node.ServeControl(ctx, n, path) }()
@@ -114,7 +103,24 @@ func startControl(t *testing.T, n *node.Node) string {
 	}
 }
 
+// ask sends req on a new connection to the control socket at path and
+// returns the whole answer (the server closes after it).
 func ask(t *testing.T, path, req string) string {
+	t.Helper()
+	return exchange(t, path, req, false)
+}
+
+// askHalfClose sends req, closes its side for writing (so the server sees
+// EOF after req) and returns the whole answer.
+func askHalfClose(t *testing.T, path, req string) string {
+	t.Helper()
+	return exchange(t, path, req, true)
+}
+
+// exchange writes req on a new connection to the control socket at path,
+// closes the writing side first when closeWrite is set, and reads the
+// answer to its end, all within 10 s.
+func exchange(t *testing.T, path, req string, closeWrite bool) string {
 	t.Helper()
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -125,7 +131,10 @@ func ask(t *testing.T, path, req string) string {
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
-	b, err := io.ReadAll(bufio.NewReader(c))
+	if closeWrite {
+		c.(*net.UnixConn).CloseWrite()
+	}
+	b, err := io.ReadAll(c)
 	if err != nil {
 		t.Fatal(err)
 	}

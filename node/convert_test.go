@@ -3,18 +3,15 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
-	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestConfigTTLModel starts a host node from a config with each setting of
@@ -76,28 +73,11 @@ route add 10.9.9.9/32 encap mpls 100 via inet 10.0.0.2
 // without one.
 func firstLabelledFrame(t *testing.T, conf string) []byte {
 	t.Helper()
-	cfg, err := config.Parse("host.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
 	link := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x00\x01"))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"v0": link}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := nodekit.ChannelNode(t, "host.conf", conf, nil, map[string]*channel.Endpoint{"v0": link})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(func() {
-		cancel()
-		n.Close()
-		link.Drain()
-	})
-	var nic tcpip.NICID
-	for id, info := range n.Stack().Netstack().NICInfo() {
-		if info.Name == "v0" {
-			nic = id
-		}
-	}
-	n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 0, 0, 2}), tcpip.LinkAddress("\x02\x00\x00\x00\x00\x02"))
+	t.Cleanup(cancel)
+	nodekit.StaticNeighbor(t, n, "v0", [4]byte{10, 0, 0, 2}, tcpip.LinkAddress("\x02\x00\x00\x00\x00\x02"))
 	go n.Stack().DialContext(ctx, "tcp", "10.9.9.9:80") // never answered: only its SYN matters
 	var seen int
 	for {

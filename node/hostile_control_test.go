@@ -108,27 +108,6 @@ func TestControlSocketHostile(t *testing.T) {
 	}
 }
 
-// askHalfClose sends req, closes its side for writing (so the server sees
-// EOF after req) and returns the whole answer.
-func askHalfClose(t *testing.T, path, req string) string {
-	t.Helper()
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	c.(*net.UnixConn).CloseWrite()
-	b, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestControlSocketRootOnly checks, as root, that the control socket is
 // owned by root with mode 0600, and that an unprivileged user (nobody,
 // uid 65534) who can reach the directory cannot connect to it.
@@ -143,15 +122,7 @@ func TestControlSocketRootOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(dir, "c.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.ServeControl(ctx, n, path) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	waitFor(t, 10*time.Second, "the control socket", func() bool { _, err := os.Stat(path); return err == nil })
+	path := startControlAt(t, n, filepath.Join(dir, "c.sock"))
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -193,19 +164,8 @@ print(len(s.recv(65536)))`, path)
 // changes the node.
 func TestMetricsReadOnly(t *testing.T) {
 	n := obsNode(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.ServeMetricsListener(ctx, n, ln) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	base := serveMetrics(t, n)
 	want := tables(n)
-	base := "http://" + ln.Addr().String()
 	for _, tc := range []struct {
 		method, path, body string
 		status             int

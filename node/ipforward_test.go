@@ -1,12 +1,10 @@
 package node_test
 
 import (
-	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -27,27 +25,13 @@ func TestOneLinkHostDoesNotForward(t *testing.T) {
 		forward bool
 	}{{"", false}, {"sysctl -w net.ipv4.ip_forward=1\n", true}} {
 		t.Run("forward="+map[bool]string{false: "off", true: "on"}[c.forward], func(t *testing.T) {
-			cfg, err := config.Parse("host.conf", strings.NewReader("link add v0 type afpacket\naddr add 10.0.0.1/24 dev v0\n"+c.sysctl))
-			if err != nil {
-				t.Fatal(err)
-			}
 			ours := tcpip.LinkAddress("\x02\x00\x00\x00\x00\x01")
 			peer := tcpip.LinkAddress("\x02\x00\x00\x00\x00\x02")
 			link := channel.New(16, 1500, ours)
-			n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"v0": link}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { n.Close(); link.Drain() })
-			var nic tcpip.NICID
-			for id, info := range n.Stack().Netstack().NICInfo() {
-				if info.Name == "v0" {
-					nic = id
-				}
-			}
+			n := nodekit.ChannelNode(t, "host.conf", "link add v0 type afpacket\naddr add 10.0.0.1/24 dev v0\n"+c.sysctl, nil, map[string]*channel.Endpoint{"v0": link})
 			// The destination 10.0.0.3 is on the link: a forwarding node
 			// sends it there (its MAC known statically, so no ARP).
-			n.Stack().Netstack().AddStaticNeighbor(nic, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 0, 0, 3}), tcpip.LinkAddress("\x02\x00\x00\x00\x00\x03"))
+			nodekit.StaticNeighbor(t, n, "v0", [4]byte{10, 0, 0, 3}, tcpip.LinkAddress("\x02\x00\x00\x00\x00\x03"))
 			frame := make([]byte, header.EthernetMinimumSize+header.IPv4MinimumSize+8)
 			header.Ethernet(frame).Encode(&header.EthernetFields{SrcAddr: peer, DstAddr: ours, Type: header.IPv4ProtocolNumber})
 			ip := header.IPv4(frame[header.EthernetMinimumSize:])

@@ -3,7 +3,6 @@ package node_test
 import (
 	"encoding/binary"
 	"errors"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,12 +10,12 @@ import (
 
 	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/internal/testkit/leakcheck"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -55,41 +54,13 @@ type lsr struct {
 // next hops (and the previous hop, for ICMP) resolved when resolve is set.
 func newLSR(t testing.TB, conf string, resolve bool) *lsr {
 	t.Helper()
-	cfg, err := config.Parse("lsr.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := &lsr{in: channel.New(256, 1500, macIn), out: channel.New(256, 1500, macOut)}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"in0": l.in, "out0": l.out}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.n = n
-	t.Cleanup(func() {
-		n.Close()
-		l.in.Drain()
-		l.out.Drain()
-	})
+	l.n = nodekit.ChannelNode(t, "lsr.conf", conf, nil, map[string]*channel.Endpoint{"in0": l.in, "out0": l.out})
 	if resolve {
-		ns := n.Stack().Netstack()
-		nicIn, nicOut := nicID(t, n, "in0"), nicID(t, n, "out0")
-		ns.AddStaticNeighbor(nicIn, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 1, 0, 2}), macPrev)
-		ns.AddStaticNeighbor(nicOut, header.IPv4ProtocolNumber, tcpip.AddrFrom4([4]byte{10, 2, 0, 2}), macNext)
+		nodekit.StaticNeighbor(t, l.n, "in0", [4]byte{10, 1, 0, 2}, macPrev)
+		nodekit.StaticNeighbor(t, l.n, "out0", [4]byte{10, 2, 0, 2}, macNext)
 	}
 	return l
-}
-
-// nicID returns the gVisor NIC of the node's link name (a NIC is named
-// after its link).
-func nicID(t testing.TB, n *node.Node, name string) tcpip.NICID {
-	t.Helper()
-	for id, info := range n.Stack().Netstack().NICInfo() {
-		if info.Name == name {
-			return id
-		}
-	}
-	t.Fatalf("no NIC named %s", name)
-	return 0
 }
 
 // ipv4UDP returns an IPv4 UDP packet 10.1.0.2:1234 -> 10.9.9.9:5678 with

@@ -65,13 +65,10 @@ func scrape(t *testing.T, url string) (samples map[string]float64, types map[str
 	return samples, types
 }
 
-// TestMetrics scrapes /metrics of an LSR fed four frames: label 100
-// (swapped), 999 (no ILM entry) and 101 twice (popped to IP), so that the
-// forwarded (3), swapped (1) and popped (2) counters differ: a metric that
-// returned another's value fails (issue 18: the swapped metric returning
-// the forwarded count survived when both were 1).
-func TestMetrics(t *testing.T) {
-	n := obsNodeWith(t, "-f mpls route add 101 via inet 10.2.0.2\n", []uint32{100, 999, 101, 101})
+// serveMetrics serves n's /metrics on a loopback port until t ends (the
+// server must then return nil) and returns its base URL.
+func serveMetrics(t *testing.T, n *node.Node) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +82,17 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("got ServeMetricsListener error %v, want nil", err)
 		}
 	})
-	samples, types := scrape(t, "http://"+ln.Addr().String()+"/metrics")
+	return "http://" + ln.Addr().String()
+}
+
+// TestMetrics scrapes /metrics of an LSR fed four frames: label 100
+// (swapped), 999 (no ILM entry) and 101 twice (popped to IP), so that the
+// forwarded (3), swapped (1) and popped (2) counters differ: a metric that
+// returned another's value fails (issue 18: the swapped metric returning
+// the forwarded count survived when both were 1).
+func TestMetrics(t *testing.T) {
+	n := obsNodeWith(t, "-f mpls route add 101 via inet 10.2.0.2\n", []uint32{100, 999, 101, 101})
+	samples, types := scrape(t, serveMetrics(t, n)+"/metrics")
 
 	tests := []struct {
 		sample string

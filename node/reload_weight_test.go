@@ -9,9 +9,8 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/node"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestReloadWeightOnly: a reload that changes nothing but one ECMP next
@@ -47,17 +46,8 @@ addr add 10.2.0.1/24 dev out0
 		return cfg
 	}
 	var logs bytes.Buffer
-	in, out := channel.New(16, 1500, macIn), channel.New(16, 1500, macOut)
-	n, err := node.New(parse(conf(1, 1, 1)), node.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Endpoints: map[string]gstack.LinkEndpoint{"in0": in, "out0": out}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		n.Close()
-		in.Drain()
-		out.Drain()
-	})
+	n := nodekit.ChannelNode(t, "w.conf", conf(1, 1, 1), slog.New(slog.NewTextHandler(&logs, nil)),
+		map[string]*channel.Endpoint{"in0": channel.New(16, 1500, macIn), "out0": channel.New(16, 1500, macOut)})
 	check := func(w1, w2, w3 int) {
 		t.Helper()
 		fib := n.Stack().Tables().FIB()

@@ -9,11 +9,7 @@ import (
 	"testing"
 
 	"github.com/mplsnode/mplsnode/bgp"
-	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/mpls"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestRouteChangesWithBGP: with BGP's tables in place, a route added at
@@ -24,38 +20,18 @@ import (
 // not written back) fails the "after del" check; planting "setStaticILM
 // writes only the static entries" loses label 16000.
 func TestRouteChangesWithBGP(t *testing.T) {
-	cfg, err := config.Parse("t.conf", strings.NewReader(`link add a0 type afpacket
+	var logs lockedLog
+	n, _, tab := bgpTablesNode(t, `link add a0 type afpacket
 addr add 10.1.0.1/24 dev a0
 -f mpls route add 100 dev lo
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	var logs lockedLog
-	n, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { n.Close(); a.Drain() }()
-	c, err := convert(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.bgpTab = newBGPTables(n.Stack(), cfg, c)
+`, slog.New(slog.NewTextHandler(&logs, nil)))
+	n.bgpTab = tab
 	p98 := netip.MustParsePrefix("10.98.0.0/16")
 	if err := n.bgpTab.Apply(bgp.Changes{
-		AddRoutes: []mpls.Route{{Prefix: p98, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16002}}}}},
+		AddRoutes: []mpls.Route{bgpRoute(p98, 16002)},
 		AddILM:    []mpls.ILMEntry{{Label: 16000, Action: mpls.ILMPopLocal}},
 	}); err != nil {
 		t.Fatal(err)
-	}
-	labelsTo := func(dst string) []mpls.Label {
-		e, ok := n.Stack().Tables().FIB().Lookup(netip.MustParseAddr(dst))
-		if !ok {
-			return nil
-		}
-		return e.Group.Hops[0].Labels
 	}
 	protocolOf := func(p string) string {
 		for _, r := range n.Routes() {
@@ -69,7 +45,7 @@ addr add 10.1.0.1/24 dev a0
 	if _, err := n.AddRoute("route add 10.98.0.0/16 encap mpls 555 via 10.1.0.2"); err != nil {
 		t.Fatal(err)
 	}
-	if got := labelsTo("10.98.1.1"); !slices.Equal(got, []mpls.Label{555}) {
+	if got := pushedLabels(n, "10.98.1.1"); !slices.Equal(got, []mpls.Label{555}) {
 		t.Errorf("after add, 10.98.0.0/16 pushes %v; want the static route's [555]", got)
 	}
 	if got := protocolOf("10.98.0.0/16"); got != "static" {
@@ -81,7 +57,7 @@ addr add 10.1.0.1/24 dev a0
 	if _, err := n.DelRoute("10.98.0.0/16"); err != nil {
 		t.Fatal(err)
 	}
-	if got := labelsTo("10.98.1.1"); !slices.Equal(got, []mpls.Label{16002}) {
+	if got := pushedLabels(n, "10.98.1.1"); !slices.Equal(got, []mpls.Label{16002}) {
 		t.Errorf("after del, 10.98.0.0/16 pushes %v; want BGP's [16002]", got)
 	}
 	if got := protocolOf("10.98.0.0/16"); got != "bgp" {

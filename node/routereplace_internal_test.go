@@ -1,18 +1,13 @@
 package node
 
 import (
-	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/bgp"
-	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/mpls"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestReplaceRouteWithBGP: with BGP's tables in place, route replace of a
@@ -23,34 +18,13 @@ import (
 // replaced route (two static routes for the prefix), and counting the
 // shadow again on replace (shadowed 2).
 func TestReplaceRouteWithBGP(t *testing.T) {
-	cfg, err := config.Parse("t.conf", strings.NewReader("link add a0 type afpacket\naddr add 10.1.0.1/24 dev a0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(16, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	n, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { n.Close(); a.Drain() }()
-	c, err := convert(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.bgpTab = newBGPTables(n.Stack(), cfg, c)
+	n, _, tab := bgpTablesNode(t, "link add a0 type afpacket\naddr add 10.1.0.1/24 dev a0\n", nil)
+	n.bgpTab = tab
 	p98 := netip.MustParsePrefix("10.98.0.0/16")
-	if err := n.bgpTab.Apply(bgp.Changes{
-		AddRoutes: []mpls.Route{{Prefix: p98, NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("10.1.0.9"), Device: "a0", Labels: []mpls.Label{16002}}}}},
-	}); err != nil {
+	if err := n.bgpTab.Apply(bgp.Changes{AddRoutes: []mpls.Route{bgpRoute(p98, 16002)}}); err != nil {
 		t.Fatal(err)
 	}
-	labelsTo := func() []mpls.Label {
-		e, ok := n.Stack().Tables().FIB().Lookup(netip.MustParseAddr("10.98.1.1"))
-		if !ok {
-			return nil
-		}
-		return e.Group.Hops[0].Labels
-	}
+	labelsTo := func() []mpls.Label { return pushedLabels(n, "10.98.1.1") }
 	statics := func() int {
 		n.bgpTab.mu.Lock()
 		defer n.bgpTab.mu.Unlock()
