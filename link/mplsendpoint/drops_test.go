@@ -2,6 +2,7 @@ package mplsendpoint_test
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,20 @@ func (r *recorder) DeliverNetworkPacket(p tcpip.NetworkProtocolNumber, pkt *stac
 }
 
 func (*recorder) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
+
+// wait waits, 10 s at most, for a delivery (what names it in the failure)
+// and returns the packets delivered so far.
+func (r *recorder) wait(t *testing.T, what string) [][]byte {
+	t.Helper()
+	select {
+	case <-r.got:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s delivered", what)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.pkts)
+}
 
 // fakeForwarder records Forward calls.
 type fakeForwarder struct {
@@ -356,17 +371,11 @@ func TestMTUExceededSendsICMP(t *testing.T) {
 	if n := ch.Drain(); n != 0 {
 		t.Errorf("got %d frames on the wire, want 0", n)
 	}
-	select {
-	case <-rec.got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no ICMP delivered")
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	pk := gopacket.NewPacket(rec.pkts[0], layers.LayerTypeIPv4, gopacket.Default)
+	delivered := rec.wait(t, "ICMP")
+	pk := gopacket.NewPacket(delivered[0], layers.LayerTypeIPv4, gopacket.Default)
 	icmp, _ := pk.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	if icmp == nil {
-		t.Fatalf("no ICMPv4 in %x", rec.pkts[0])
+		t.Fatalf("no ICMPv4 in %x", delivered[0])
 	}
 	if icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 4) {
 		t.Errorf("got ICMP %v, want 3/4", icmp.TypeCode)

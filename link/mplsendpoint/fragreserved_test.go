@@ -1,13 +1,10 @@
 package mplsendpoint_test
 
 import (
-	"context"
 	"encoding/hex"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
@@ -67,19 +64,10 @@ for name, kw in cases:
 // reassembly table as a datagram of one piece, verified and delivered as
 // before, an equivalent mutant.
 func TestIPv6FragmentHeaderBits(t *testing.T) {
-	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
-		t.Skipf("needs python3-scapy (Debian package; scripts/deps.sh installs it) to craft packets: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, scapyPython, "-c", fragBitsScapy).CombinedOutput()
-	if err != nil {
-		t.Fatalf("scapy: %v: %s", err, out)
-	}
+	rows, out := scapyRows(t, fragBitsScapy, 3)
 	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 || (f[0] != "direct" && f[0] != "deep") {
+	for _, f := range rows {
+		if f[0] != "direct" && f[0] != "deep" {
 			continue // a scapy warning
 		}
 		n++

@@ -49,9 +49,7 @@ func TestFragmentTimeout(t *testing.T) {
 	e.Attach(up)
 	defer e.Close()
 	inject := func(f []byte) {
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-		e.DeliverNetworkPacket(0, pkt)
-		pkt.DecRef()
+		deliverFrame(e, f)
 	}
 	inject(testFragment(mac, 9, 0, true))
 	if st := e.Stats(); st.RXFragmentsHeld != 1 {
@@ -128,7 +126,12 @@ func fragTestEndpoint(t *testing.T, v4, v6 time.Duration) (*Endpoint, *countUp) 
 // link does.
 func injectFragment(e *Endpoint, v6 bool, id uint32, off int, more bool, n int) {
 	const mac = tcpip.LinkAddress("\x02\x00\x00\x00\x00\x0a")
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(testFragmentN(mac, v6, id, off, more, n))})
+	deliverFrame(e, testFragmentN(mac, v6, id, off, more, n))
+}
+
+// deliverFrame hands frame to e as the lower link does.
+func deliverFrame(e *Endpoint, frame []byte) {
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
 	e.DeliverNetworkPacket(0, pkt)
 	pkt.DecRef()
 }
@@ -366,9 +369,7 @@ func TestFragmentPathAllocs(t *testing.T) {
 	}
 	run := func() {
 		for _, f := range frames {
-			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-			e.DeliverNetworkPacket(0, pkt)
-			pkt.DecRef()
+			deliverFrame(e, f)
 		}
 	}
 	run() // the table and the timer are made on the first fragment
@@ -402,9 +403,7 @@ func BenchmarkFragmentTableFull(b *testing.B) {
 		frames[id] = testFragment(mac, uint16(id), 0, true)
 	}
 	inject := func(id int) {
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frames[id%len(frames)])})
-		e.DeliverNetworkPacket(0, pkt)
-		pkt.DecRef()
+		deliverFrame(e, frames[id%len(frames)])
 	}
 	for id := range fragTableSize {
 		inject(id)

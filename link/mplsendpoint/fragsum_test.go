@@ -20,7 +20,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -70,39 +69,17 @@ func newFragHost(tb testing.TB) *fragHost {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h.st = stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
-	})
-	tb.Cleanup(func() {
+	var connected []tcpip.Route
+	h.st, connected = newHostStack(tb, h.ep, addrA4, addrA6, tcp.NewProtocol, udp.NewProtocol)
+	tb.Cleanup(func() { // before the stack closes
 		if h.udp4 != nil {
 			h.udp4.Close()
 		}
 		if h.udp6 != nil {
 			h.udp6.Close()
 		}
-		h.st.Close()
-		h.st.Wait()
 	})
-	if err := h.st.CreateNIC(nicID, h.ep); err != nil {
-		tb.Fatal(err)
-	}
-	for _, a := range []netip.Addr{addrA4, addrA6} {
-		proto := ipv4.ProtocolNumber
-		if a.Is6() {
-			proto = ipv6.ProtocolNumber
-		}
-		if err := h.st.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
-			Protocol:          proto,
-			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(a.AsSlice()), PrefixLen: a.BitLen() - 8},
-		}, stack.AddressProperties{}); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	h.st.SetRouteTable([]tcpip.Route{
-		{Destination: prefixSubnet(netip.PrefixFrom(addrA4, 24).Masked()), NIC: nicID},
-		{Destination: prefixSubnet(netip.PrefixFrom(addrA6, 64).Masked()), NIC: nicID},
-	})
+	h.st.SetRouteTable(connected)
 	if err := h.st.AddStaticNeighbor(nicID, ipv4.ProtocolNumber, tcpip.AddrFromSlice(addrB4.AsSlice()), macB); err != nil {
 		tb.Fatal(err)
 	}
@@ -564,18 +541,14 @@ func BenchmarkReceiveFragments(b *testing.B) {
 				frames = append(frames, fragFrame(b, v6, 7, layers.IPProtocolUDP, p))
 			}
 			for _, f := range frames { // the table is allocated on the first fragment
-				pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-				ep.DeliverNetworkPacket(0, pkt)
-				pkt.DecRef()
+				inject(ep, f, false)
 			}
 			d.n = 0
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				for _, f := range frames {
-					pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-					ep.DeliverNetworkPacket(0, pkt)
-					pkt.DecRef()
+					inject(ep, f, false)
 				}
 			}
 			b.StopTimer()
@@ -617,9 +590,7 @@ func TestFragmentsConcurrentQueues(t *testing.T) {
 			defer wg.Done()
 			for id := q; id < len(frames); id += 2 {
 				for _, f := range frames[id] {
-					pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-					ep.DeliverNetworkPacket(0, pkt)
-					pkt.DecRef()
+					inject(ep, f, false)
 				}
 			}
 		}()

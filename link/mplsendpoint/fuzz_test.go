@@ -18,9 +18,6 @@ import (
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -121,33 +118,8 @@ func newFuzzEndpoint(tb testing.TB) *fuzzEndpoint {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
-	})
-	tb.Cleanup(func() {
-		st.Close()
-		st.Wait()
-	})
-	if err := st.CreateNIC(nicID, f.ep); err != nil {
-		tb.Fatal(err)
-	}
-	for _, a := range []netip.Prefix{netip.PrefixFrom(addrA4, 24), netip.PrefixFrom(addrA6, 64)} {
-		proto := ipv4.ProtocolNumber
-		if a.Addr().Is6() {
-			proto = ipv6.ProtocolNumber
-		}
-		if err := st.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
-			Protocol:          proto,
-			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(a.Addr().AsSlice()), PrefixLen: a.Bits()},
-		}, stack.AddressProperties{}); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	st.SetRouteTable([]tcpip.Route{
-		{Destination: prefixSubnet(netip.PrefixFrom(addrA4, 24).Masked()), NIC: nicID},
-		{Destination: prefixSubnet(netip.PrefixFrom(addrA6, 64).Masked()), NIC: nicID},
-	})
+	st, connected := newHostStack(tb, f.ep, addrA4, addrA6, tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6)
+	st.SetRouteTable(connected)
 	return f
 }
 

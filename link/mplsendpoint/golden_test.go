@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
@@ -153,14 +152,7 @@ var goldenCases = []struct {
 			if n := len(sink.Frames()); n != 0 {
 				t.Errorf("got %d frames on the wire, want 0", n)
 			}
-			select {
-			case <-rec.got:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no ICMP delivered")
-			}
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			return rec.pkts
+			return rec.wait(t, "ICMP")
 		},
 		fields: []string{"ip.src", "ip.dst", "icmp.type", "icmp.code", "icmp.mtu", "ip.checksum.status", "icmp.checksum.status"},
 		want:   []string{"10.0.0.2,10.0.0.1\t10.0.0.1,10.0.0.2\t3\t4\t1496\t1,1\t1"},

@@ -275,9 +275,7 @@ func BenchmarkReceivePop(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				for _, f := range frames {
-					pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-					ep.DeliverNetworkPacket(0, pkt)
-					pkt.DecRef()
+					inject(ep, f, false)
 				}
 				ep.EndBatch()
 			}

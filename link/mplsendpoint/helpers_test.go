@@ -95,20 +95,39 @@ func newSide(tb testing.TB, lower stack.LinkEndpoint, cfg pairConfig, self4, sel
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
-	})
-	tb.Cleanup(func() {
-		st.Close()
-		st.Wait()
-	})
+	st, connected := newHostStack(tb, ep, self4, self6, tcp.NewProtocol, udp.NewProtocol)
 	if cfg.noSACK {
 		opt := tcpip.TCPSACKEnabled(false)
 		if err := st.SetTransportProtocolOption(tcp.ProtocolNumber, &opt); err != nil {
 			tb.Fatal(err)
 		}
 	}
+	// The labelled routes lead to the FIB NIC, which resolves the next
+	// hop's MAC on the link and hands it the packet with its labels; plain
+	// pairs reach the peer on the connected subnet. A labelled pair has no
+	// connected route: gVisor prefers, for a bound socket, a route out of
+	// the NIC holding its address over the FIB NIC's.
+	if len(cfg.labels) > 0 {
+		st.SetRouteTable(addFIBNIC(tb, st, ep, tables, cfg.gso, peer4, peer6))
+	} else {
+		st.SetRouteTable(connected)
+	}
+	return side{st: st, ep: ep, tap: tap}
+}
+
+// newHostStack returns a gVisor stack (IPv4, IPv6, ARP and transports),
+// closed when tb ends, with ep as NIC nicID holding self4/24 and self6/64,
+// and the routes to those two subnets through it.
+func newHostStack(tb testing.TB, ep stack.LinkEndpoint, self4, self6 netip.Addr, transports ...stack.TransportProtocolFactory) (st *stack.Stack, connected []tcpip.Route) {
+	tb.Helper()
+	st = stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
+		TransportProtocols: transports,
+	})
+	tb.Cleanup(func() {
+		st.Close()
+		st.Wait()
+	})
 	if err := st.CreateNIC(nicID, ep); err != nil {
 		tb.Fatal(err)
 	}
@@ -123,21 +142,9 @@ func newSide(tb testing.TB, lower stack.LinkEndpoint, cfg pairConfig, self4, sel
 		}, stack.AddressProperties{}); err != nil {
 			tb.Fatal(err)
 		}
+		connected = append(connected, tcpip.Route{Destination: prefixSubnet(a.Masked()), NIC: nicID})
 	}
-	// The labelled routes lead to the FIB NIC, which resolves the next
-	// hop's MAC on the link and hands it the packet with its labels; plain
-	// pairs reach the peer on the connected subnet. A labelled pair has no
-	// connected route: gVisor prefers, for a bound socket, a route out of
-	// the NIC holding its address over the FIB NIC's.
-	if len(cfg.labels) > 0 {
-		st.SetRouteTable(addFIBNIC(tb, st, ep, tables, cfg.gso, peer4, peer6))
-	} else {
-		st.SetRouteTable([]tcpip.Route{
-			{Destination: prefixSubnet(netip.PrefixFrom(self4, 24).Masked()), NIC: nicID},
-			{Destination: prefixSubnet(netip.PrefixFrom(self6, 64).Masked()), NIC: nicID},
-		})
-	}
-	return side{st: st, ep: ep, tap: tap}
+	return st, connected
 }
 
 func hostSubnet(a netip.Addr) tcpip.Subnet { return prefixSubnet(netip.PrefixFrom(a, a.BitLen())) }

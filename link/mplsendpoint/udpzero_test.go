@@ -20,6 +20,29 @@ import (
 // scapyPython is the Debian python3 that has python3-scapy.
 const scapyPython = "/usr/bin/python3"
 
+// scapyRows runs script with scapyPython (t skips when scapy is missing;
+// a minute at most) and returns the fields of each line of its output
+// that has the given number of fields (the other lines are scapy's
+// warnings), and the whole output for failure messages.
+func scapyRows(t *testing.T, script string, fields int) (rows [][]string, out []byte) {
+	t.Helper()
+	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
+		t.Skipf("needs python3-scapy (Debian package; scripts/deps.sh installs it) to craft packets: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, scapyPython, "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scapy: %v: %s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) == fields {
+			rows = append(rows, f)
+		}
+	}
+	return rows, out
+}
+
 // udpZeroScapy builds, for IPv4, IPv6 and IPv6 behind a destination
 // options header, a UDP datagram whose checksum computes to zero: the
 // payload's last word is the checksum the datagram has with that word
@@ -63,22 +86,8 @@ for name, mk in [
 // "UDP checksum 0000, want ffff (RFC 768)"; IPv4 would then read as "no
 // checksum", IPv6 as a datagram every receiver must drop.
 func TestFinishPartialUDPChecksumZero(t *testing.T) {
-	if err := exec.Command(scapyPython, "-c", "import scapy.all").Run(); err != nil {
-		t.Skipf("needs python3-scapy (Debian package; scripts/deps.sh installs it) to craft packets: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, scapyPython, "-c", udpZeroScapy).CombinedOutput()
-	if err != nil {
-		t.Fatalf("scapy: %v: %s", err, out)
-	}
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			continue // a scapy warning
-		}
-		n++
+	rows, out := scapyRows(t, udpZeroScapy, 3)
+	for _, f := range rows {
 		name := f[0]
 		want, err := hex.DecodeString(f[1])
 		if err != nil {
@@ -136,7 +145,7 @@ func TestFinishPartialUDPChecksumZero(t *testing.T) {
 			}
 		})
 	}
-	if n != 3 {
+	if n := len(rows); n != 3 {
 		t.Fatalf("scapy gave %d datagrams, want 3: %s", n, out)
 	}
 }
