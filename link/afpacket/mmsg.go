@@ -211,22 +211,13 @@ func (q *queue) write(pkts []*stack.PacketBuffer) (int, tcpip.Error) {
 	q.txLens = q.txLens[:0]
 	for i, pkt := range pkts {
 		first := len(q.txIovs)
-		size := 0
 		if q.vnetHdrs != nil {
 			h := &q.vnetHdrs[i]
 			putVirtioNetHdr(h, pkt)
-			var iov unix.Iovec
-			iov.Base = &h[0]
-			iov.SetLen(virtioNetHdrLen)
-			q.txIovs = append(q.txIovs, iov)
+			q.txIovs = append(q.txIovs, lowerlink.Iovec(h[:]))
 		}
-		for b := range lowerlink.Slices(pkt, 0) {
-			var iov unix.Iovec
-			iov.Base = &b[0]
-			iov.SetLen(len(b))
-			q.txIovs = append(q.txIovs, iov)
-			size += len(b)
-		}
+		var size int
+		q.txIovs, size = lowerlink.AppendIovecs(q.txIovs, pkt, 0)
 		q.txFirst = append(q.txFirst, first)
 		q.txLens = append(q.txLens, size)
 		q.txMsgs = append(q.txMsgs, mmsghdr{})

@@ -1,8 +1,10 @@
 // Package lowerlink declares the contract between a lower link (the
 // endpoints that move whole frames: link/afpacket, link/tap, link/xdp,
 // link/pcap's recorder) and the MPLS endpoint above it
-// (link/mplsendpoint), and the attach and close lifecycle every lower link
-// shares (docs/CONTRACTS.md, "Lower links").
+// (link/mplsendpoint), and what every lower link shares: the attach and
+// close lifecycle (docs/CONTRACTS.md, "Lower links"), the error New returns,
+// the walk over a packet's bytes (as slices or iovecs) and the parse of a
+// frame's IP packet for checksum checks.
 //
 // The interfaces take and return plain values and gVisor types only, so a
 // lower link implements them without importing the endpoint above it.

@@ -574,18 +574,11 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 				gso++
 			}
 			h.Encode(q.txVnet[i][:])
-			var iov unix.Iovec
-			iov.Base = &q.txVnet[i][0]
-			iov.SetLen(virtionet.HdrLen)
-			q.txIovs = append(q.txIovs, iov)
+			q.txIovs = append(q.txIovs, lowerlink.Iovec(q.txVnet[i][:]))
 		}
-		for b := range lowerlink.Slices(pkt, 0) {
-			var iov unix.Iovec
-			iov.Base = &b[0]
-			iov.SetLen(len(b))
-			q.txIovs = append(q.txIovs, iov)
-			bytes += uint64(len(b))
-		}
+		var n int
+		q.txIovs, n = lowerlink.AppendIovecs(q.txIovs, pkt, 0)
+		bytes += uint64(n)
 	}
 	q.txCount, q.txDone, q.txErr = len(s), 0, 0
 	err := q.rc.Write(q.writeFn)
