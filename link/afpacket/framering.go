@@ -39,25 +39,16 @@ type rxFrameRing struct {
 // of at least frames slots, each big enough for a frame of maxFrame bytes
 // behind the kernel's header, and maps it.
 func setupRXFrameRing(fd, maxFrame, frames, bigFrame int) (*rxFrameRing, string, unix.Errno) {
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
-		return nil, "setsockopt PACKET_VERSION TPACKET_V2", err.(unix.Errno)
-	}
-	// Frames too long for a slot go whole to the socket's receive queue.
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_COPY_THRESH, 1); err != nil {
-		return nil, "setsockopt PACKET_COPY_THRESH", err.(unix.Errno)
-	}
 	// The kernel puts a frame's network header at TPACKET_ALIGN(
 	// TPACKET2_HDRLEN + 16) = 80 bytes into the slot (its Ethernet header
 	// 66 bytes in), and a frame that would end past the slot goes whole
 	// to the socket's queue (TP_STATUS_COPY).
 	l := layoutRing(rxFrameMacOff+maxFrame, frames)
-	req := l.req()
-	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
-		return nil, "setsockopt PACKET_RX_RING", err.(unix.Errno)
-	}
-	mem, err := unix.Mmap(fd, 0, l.mapped(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, "mmap PACKET_RX_RING", err.(unix.Errno)
+	// Frames too long for a slot go whole to the socket's receive queue.
+	copyThresh := packetOpt{"PACKET_COPY_THRESH", unix.PACKET_COPY_THRESH, 1}
+	mem, call, errno := l.mapV2(fd, copyThresh, unix.PACKET_RX_RING)
+	if errno != 0 {
+		return nil, call, errno
 	}
 	r := &rxFrameRing{frameSize: l.frameSize, frameNr: l.frameNr, layout: l, copyBuf: make([]byte, vlanRoom+bigFrame)}
 	r.rxSlots = rxSlots{mem: mem, size: l.frameSize, offs: l.offs, statusOff: f2StatusOff}

@@ -189,14 +189,40 @@ func layoutRing(need, frames int) ringLayout {
 // mapped is the size of the ring's mapping.
 func (l *ringLayout) mapped() int { return l.blockSize * l.blockNr }
 
-// req is the ring's PACKET_RX_RING or PACKET_TX_RING request.
-func (l *ringLayout) req() unix.TpacketReq {
-	return unix.TpacketReq{
+// packetOpt is an integer SOL_PACKET socket option and the value it is
+// set to, with its name for errors.
+type packetOpt struct {
+	name       string
+	opt, value int
+}
+
+// mapV2 turns fd into a TPACKET_V2 socket, sets opt, asks for the ring
+// (unix.PACKET_RX_RING or unix.PACKET_TX_RING) laid out as l, and maps it.
+// On failure it returns the call that failed and its errno.
+func (l *ringLayout) mapV2(fd int, opt packetOpt, ring int) ([]byte, string, unix.Errno) {
+	ringName := "PACKET_RX_RING"
+	if ring == unix.PACKET_TX_RING {
+		ringName = "PACKET_TX_RING"
+	}
+	for _, o := range []packetOpt{{"PACKET_VERSION TPACKET_V2", unix.PACKET_VERSION, unix.TPACKET_V2}, opt} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, o.opt, o.value); err != nil {
+			return nil, "setsockopt " + o.name, err.(unix.Errno)
+		}
+	}
+	req := unix.TpacketReq{
 		Block_size: uint32(l.blockSize),
 		Block_nr:   uint32(l.blockNr),
 		Frame_size: uint32(l.frameSize),
 		Frame_nr:   uint32(l.frameNr),
 	}
+	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, ring, &req); err != nil {
+		return nil, "setsockopt " + ringName, err.(unix.Errno)
+	}
+	mem, err := unix.Mmap(fd, 0, l.mapped(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, "mmap " + ringName, err.(unix.Errno)
+	}
+	return mem, "", 0
 }
 
 // RXRing chooses the receive ring of ModeRing.

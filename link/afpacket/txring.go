@@ -32,26 +32,17 @@ type txRing struct {
 // setupTXRing turns fd into a TPACKET_V2 socket with a transmit ring of
 // frameNr slots, each big enough for a frame of maxFrame bytes, and maps it.
 func setupTXRing(fd, maxFrame, frameNr int) (*txRing, string, unix.Errno) {
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
-		return nil, "setsockopt PACKET_VERSION TPACKET_V2", err.(unix.Errno)
-	}
-	// PACKET_LOSS: a slot the kernel cannot send (we withdraw one by
-	// zeroing its length) is skipped and made available, not left to stop
-	// the ring.
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_LOSS, 1); err != nil {
-		return nil, "setsockopt PACKET_LOSS", err.(unix.Errno)
-	}
 	// A slot holds the TPACKET_V2 header, the virtio-net header and the
 	// frame (txDataOff + maxFrame): the kernel takes tp_len (virtio-net
 	// header and frame) up to the slot less the TPACKET_V2 header.
 	l := layoutRing(txDataOff+maxFrame, frameNr)
-	req := l.req()
-	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
-		return nil, "setsockopt PACKET_TX_RING", err.(unix.Errno)
-	}
-	mem, err := unix.Mmap(fd, 0, l.mapped(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, "mmap PACKET_TX_RING", err.(unix.Errno)
+	// PACKET_LOSS: a slot the kernel cannot send (we withdraw one by
+	// zeroing its length) is skipped and made available, not left to stop
+	// the ring.
+	loss := packetOpt{"PACKET_LOSS", unix.PACKET_LOSS, 1}
+	mem, call, errno := l.mapV2(fd, loss, unix.PACKET_TX_RING)
+	if errno != 0 {
+		return nil, call, errno
 	}
 	return &txRing{mem: mem, frameSize: l.frameSize, frameNr: l.frameNr, layout: l, lens: make([]uint32, l.frameNr)}, "", 0
 }
