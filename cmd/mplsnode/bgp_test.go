@@ -3,17 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/config"
-	"github.com/mplsnode/mplsnode/node"
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
-	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // TestBGPCommands asks a node with bgp lines (its neighbour never answers;
@@ -28,16 +25,8 @@ bgp neighbor 10.1.0.2 remote-as 65002
 bgp network 10.10.10.10/32
 bgp network 10.20.0.0/16 label explicit-null
 `
-	cfg, err := config.Parse("bgp.conf", strings.NewReader(conf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := channel.New(64, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Endpoints: map[string]gstack.LinkEndpoint{"a0": a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := serveNode(t, n, a)
+	n := nodekit.ChannelNode(t, "bgp.conf", conf, nil, map[string]*channel.Endpoint{"a0": channel.New(64, 1500, tcpip.LinkAddress("\x02\x00\x00\x00\x01\x01"))})
+	path := serveNode(t, n)
 	for _, tc := range []struct {
 		args []string
 		want []string
