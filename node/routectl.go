@@ -107,7 +107,7 @@ func controlError(col int, token, format string, args ...any) error {
 // prefix is shadowed, as by a route in the file. Errors are positioned
 // *config.Error values (file "control").
 func (n *Node) AddRoute(line string) (*RouteChange, error) {
-	return n.addRoute(line, 0, false)
+	return n.addRoute(ipRoutes, line, false)
 }
 
 // ReplaceRoute adds the IP route that line (`route replace ...`: the
@@ -115,21 +115,63 @@ func (n *Node) AddRoute(line string) (*RouteChange, error) {
 // place of the static route to its prefix, as `ip route replace` does,
 // until the next reload.
 func (n *Node) ReplaceRoute(line string) (*RouteChange, error) {
-	rest, ok := strings.CutPrefix(line, cmdRouteReplace)
-	if !ok {
-		return nil, controlError(1, "", "want route replace PREFIX ...")
-	}
-	return n.addRoute(cmdRouteAdd+rest, replaceShift, true)
+	return n.addRoute(ipRoutes, line, true)
 }
 
-// addRoute adds line's route (`route add ...`; shift is added to error
-// columns); with replace a static route to its prefix gives way to it.
-func (n *Node) addRoute(line string, shift int, replace bool) (*RouteChange, error) {
+// AddLabelRoute adds the label route that line (`mpls route add ...`:
+// `-f mpls route add ...` in the config file's words) describes, until
+// the next reload. A label that already has a route is refused.
+func (n *Node) AddLabelRoute(line string) (*RouteChange, error) {
+	return n.addRoute(labelRoutes, line, false)
+}
+
+// ReplaceLabelRoute adds the label route that line (`mpls route replace
+// ...`: the words of a config file's `-f mpls route add ...`) describes,
+// or puts it in the place of the static route of its label, until the
+// next reload.
+func (n *Node) ReplaceLabelRoute(line string) (*RouteChange, error) {
+	return n.addRoute(labelRoutes, line, true)
+}
+
+// routeKind is what differs between the control socket's add and replace
+// commands of IP routes and those of label routes.
+type routeKind struct {
+	// add and replace are the commands' prefixes; badReplace is the
+	// error for a replace line without its prefix.
+	add, replace, badReplace string
+	// addLocked adds line's route (an add command; shift is added to
+	// error columns) with n locked; with replace a static route of the
+	// same prefix or label gives way to it.
+	addLocked func(n *Node, line string, shift int, replace bool) (*RouteChange, error)
+}
+
+var (
+	ipRoutes    = routeKind{cmdRouteAdd, cmdRouteReplace, "want route replace PREFIX ...", (*Node).addIPRouteLocked}
+	labelRoutes = routeKind{cmdMPLSRouteAdd, cmdMPLSRouteReplace, "want mpls route replace LABEL ...", (*Node).addLabelRouteLocked}
+)
+
+// addRoute adds the route of kind k that line describes (an add command,
+// or with replace a replace command, parsed as the add line it stands
+// for), unless the node is closed.
+func (n *Node) addRoute(k routeKind, line string, replace bool) (*RouteChange, error) {
+	shift := 0
+	if replace {
+		rest, ok := strings.CutPrefix(line, k.replace)
+		if !ok {
+			return nil, controlError(1, "", "%s", k.badReplace)
+		}
+		line, shift = k.add+rest, replaceShift
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil, errors.New("node closed")
 	}
+	return k.addLocked(n, line, shift, replace)
+}
+
+// addIPRouteLocked is ipRoutes' addLocked.
+func (n *Node) addIPRouteLocked(line string, shift int, replace bool) (*RouteChange, error) {
 	cfg, c, err := parseInContext(n.cfg, line, shift)
 	if err != nil {
 		return nil, err
@@ -210,34 +252,8 @@ func (n *Node) DelRoute(prefix string) (*RouteChange, error) {
 	return &RouteChange{Change: "removed", Route: text}, nil
 }
 
-// AddLabelRoute adds the label route that line (`mpls route add ...`:
-// `-f mpls route add ...` in the config file's words) describes, until
-// the next reload. A label that already has a route is refused.
-func (n *Node) AddLabelRoute(line string) (*RouteChange, error) {
-	return n.addLabelRoute(line, 0, false)
-}
-
-// ReplaceLabelRoute adds the label route that line (`mpls route replace
-// ...`: the words of a config file's `-f mpls route add ...`) describes,
-// or puts it in the place of the static route of its label, until the
-// next reload.
-func (n *Node) ReplaceLabelRoute(line string) (*RouteChange, error) {
-	rest, ok := strings.CutPrefix(line, cmdMPLSRouteReplace)
-	if !ok {
-		return nil, controlError(1, "", "want mpls route replace LABEL ...")
-	}
-	return n.addLabelRoute(cmdMPLSRouteAdd+rest, replaceShift, true)
-}
-
-// addLabelRoute adds line's label route (`mpls route add ...`; shift is
-// added to error columns); with replace a static route of its label gives
-// way to it.
-func (n *Node) addLabelRoute(line string, shift int, replace bool) (*RouteChange, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return nil, errors.New("node closed")
-	}
+// addLabelRouteLocked is labelRoutes' addLocked.
+func (n *Node) addLabelRouteLocked(line string, shift int, replace bool) (*RouteChange, error) {
 	// The config's words start with "-f ": parse them, and put errors
 	// at the command's columns.
 	// The context holds no label routes: the label is checked against
