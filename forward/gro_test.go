@@ -98,10 +98,7 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 		t.Fatalf("%d packets written, want 2 (the coalesced one and the one after PSH); switch %+v", len(out.pkts), n.sw.Stats())
 	}
 	g := out.pkts[0]
-	var frame []byte
-	for _, v := range g.AsSlices() {
-		frame = append(frame, v...)
-	}
+	frame := frameBytes(g)
 	ip := header.IPv4(frame[header.EthernetMinimumSize:])
 	tcp := header.TCP(ip.Payload())
 	if g.GSOOptions.Type != gstack.GSOTCPv4 || g.GSOOptions.MSS != mss || !g.GSOOptions.NeedsCsum || g.GSOOptions.CsumOffset != 16 {
@@ -156,10 +153,7 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 		t.Fatalf("%d packets written, want 1; switch %+v", len(out.pkts), n.sw.Stats())
 	}
 	g := out.pkts[0]
-	var frame []byte
-	for _, v := range g.AsSlices() {
-		frame = append(frame, v...)
-	}
+	frame := frameBytes(g)
 	ip := header.IPv6(frame[header.EthernetMinimumSize:])
 	tcp := header.TCP(ip.Payload())
 	if g.GSOOptions.Type != gstack.GSOTCPv6 || g.GSOOptions.MSS != mss || g.GSOOptions.L3HdrLen != header.IPv6MinimumSize {
@@ -241,10 +235,7 @@ func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
 				return
 			}
 			for i, p := range out.pkts {
-				var frame []byte
-				for _, v := range p.AsSlices() {
-					frame = append(frame, v...)
-				}
+				frame := frameBytes(p)
 				ip := header.IPv4(frame[header.EthernetMinimumSize:])
 				if p.GSOOptions.Type != gstack.GSONone {
 					t.Errorf("segment %d left as GSO %+v", i, p.GSOOptions)

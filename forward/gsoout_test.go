@@ -137,10 +137,7 @@ func TestForwardIPGSOWhole(t *testing.T) {
 				t.Fatalf("%d packets written, want the 1 GSO packet; switch %+v", len(out.pkts), n.sw.Stats())
 			}
 			g := out.pkts[0]
-			var frame []byte
-			for _, v := range g.AsSlices() {
-				frame = append(frame, v...)
-			}
+			frame := frameBytes(g)
 			ip := frame[header.EthernetMinimumSize:]
 			segs := segmentsOf(t, n, l3)
 			mss := (len(gsoPayload) + segs - 1) / segs

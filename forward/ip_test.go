@@ -118,11 +118,7 @@ func TestForwardIPErrors(t *testing.T) {
 	l := newLSR(t, lsrIP, true)
 	orig := udpTo("10.9.9.9", 1, 20, false)
 	inject(l.in, ipFrame(orig))
-	f := readFrame(t, l.in)
-	if f == nil {
-		t.Fatalf("no ICMP; stats %+v", l.sw.Stats())
-	}
-	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p := l.icmpBack(t)
 	ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	if ip == nil || icmp == nil || ip.SrcIP.String() != "10.1.0.1" || ip.DstIP.String() != "10.1.0.2" ||
@@ -136,17 +132,12 @@ func TestForwardIPErrors(t *testing.T) {
 	}
 
 	inject(l.in, ipFrame(udpTo("192.0.2.1", 64, 20, false)))
-	f = readFrame(t, l.in)
-	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p = l.icmpBack(t)
 	if icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 0) {
 		t.Errorf("want ICMP network unreachable for no route: %v", p)
 	}
 	inject(l.in, ipFrame(udpTo("10.8.1.1", 64, 1496-28, true)))
-	f = readFrame(t, l.in)
-	if f == nil {
-		t.Fatalf("no ICMP for the DF packet; stats %+v", l.sw.Stats())
-	}
-	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p = l.icmpBack(t)
 	icmp, _ = p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	if icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 4) || icmp.Seq != 1492 {
 		t.Errorf("want fragmentation needed, MTU 1492: %v", p)
@@ -168,17 +159,7 @@ func BenchmarkForwardIP(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			l := newLSR(b, lsrIP, true)
 			frame := ipFrame(udpTo(tc.dst, 64, 1400, false))
-			b.ReportAllocs()
-			b.SetBytes(int64(len(frame)))
-			b.ResetTimer()
-			for range b.N {
-				inject(l.in, frame)
-				if pkt := l.out.Read(); pkt != nil {
-					pkt.DecRef()
-				} else {
-					b.Fatalf("not forwarded: %+v", l.sw.Stats())
-				}
-			}
+			l.benchForward(b, frame)
 		})
 	}
 }
@@ -217,11 +198,7 @@ func TestForwardIPv6(t *testing.T) {
 		t.Errorf("want IPv6 with hop limit 63 to %x: %v", macNext, p)
 	}
 	inject(l.in, pkt("2001:db8:9::9", 1))
-	f = readFrame(t, l.in)
-	if f == nil {
-		t.Fatalf("no ICMPv6; stats %+v", l.sw.Stats())
-	}
-	p = gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p = l.icmpBack(t)
 	ip, _ := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 	icmp, ok := p.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6)
 	if ip == nil || !ok || icmp.TypeCode != layers.CreateICMPv6TypeCode(3, 0) || ip.SrcIP.String() != "2001:db8:1::1" || ip.DstIP.String() != src.String() {
@@ -299,11 +276,7 @@ func TestExplicitNullTTLExpires(t *testing.T) {
 			l := newLSR(t, spec, true)
 			orig := udpTo("10.9.9.9", 64, 20, false)
 			inject(l.in, labelled([]uint32{0}, 1, orig))
-			f := readFrame(t, l.in)
-			if f == nil {
-				t.Fatalf("no ICMP; stats %+v; out queued %d", l.sw.Stats(), l.out.NumQueued())
-			}
-			p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+			p := l.icmpBack(t)
 			icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 			if icmp == nil || icmp.TypeCode != layers.CreateICMPv4TypeCode(11, 0) {
 				t.Fatalf("want ICMP time exceeded: %v", p)

@@ -173,6 +173,36 @@ func inject(ep *channel.Endpoint, frame []byte) {
 }
 
 // readFrame returns the next frame written to ep, or nil after 2 s.
+// benchForward injects frame on in0 b.N times, failing b unless each time
+// one frame leaves on out0.
+func (l *lsr) benchForward(b *testing.B, frame []byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	b.ResetTimer()
+	for range b.N {
+		inject(l.in, frame)
+		if pkt := l.out.Read(); pkt != nil {
+			pkt.DecRef()
+		} else {
+			b.Fatalf("frame not forwarded: %+v", l.sw.Stats())
+		}
+	}
+}
+
+// icmpBack reads the ICMP error l sent back on in0, failing t when none
+// came or a frame left on out0, and decodes it.
+func (l *lsr) icmpBack(t *testing.T) gopacket.Packet {
+	t.Helper()
+	f := readFrame(t, l.in)
+	if f == nil {
+		t.Fatalf("no ICMP on in0; stats %+v", l.sw.Stats())
+	}
+	if n := l.out.NumQueued(); n != 0 {
+		t.Errorf("got %d frames on out0, want 0", n)
+	}
+	return gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+}
+
 func readFrame(t testing.TB, ep *channel.Endpoint) []byte {
 	t.Helper()
 	return mplstest.ReadFrame(ep, 2*time.Second)
@@ -277,14 +307,7 @@ func TestLabelSwitchTTLExpiry(t *testing.T) {
 	l := newLSR(t, lsrV4, true)
 	orig := ipv4UDP(t, 1, 20)
 	inject(l.in, labelled([]uint32{100, 500}, 1, orig))
-	f := readFrame(t, l.in)
-	if f == nil {
-		t.Fatalf("no ICMP on in0; stats %+v", l.sw.Stats())
-	}
-	if n := l.out.NumQueued(); n != 0 {
-		t.Errorf("got %d frames on out0, want 0", n)
-	}
-	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p := l.icmpBack(t)
 	ipl, ok := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	if !ok {
 		t.Fatalf("not IPv4: %v", p)
@@ -427,17 +450,7 @@ func BenchmarkLabelSwitch(b *testing.B) {
 			frame := labelled(tc.labels, 64, ipv4UDP(b, 64, 1400))
 			// One view the benchmark re-injects: the frame bytes are
 			// copied into a pooled chunk per frame, as a lower link does.
-			b.ReportAllocs()
-			b.SetBytes(int64(len(frame)))
-			b.ResetTimer()
-			for range b.N {
-				inject(l.in, frame)
-				if pkt := l.out.Read(); pkt != nil {
-					pkt.DecRef()
-				} else {
-					b.Fatalf("frame not forwarded: %+v", l.sw.Stats())
-				}
-			}
+			l.benchForward(b, frame)
 		})
 	}
 }

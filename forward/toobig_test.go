@@ -132,14 +132,7 @@ func TestLabelSwitchFragmentationNeeded(t *testing.T) {
 	l := newLSR(t, lsrV4, true)
 	orig := ipv4Big(t, 1496, true, nil)
 	inject(l.in, labelled([]uint32{101}, 64, orig))
-	f := readFrame(t, l.in)
-	if f == nil {
-		t.Fatalf("no ICMP on in0; stats %+v", l.sw.Stats())
-	}
-	if n := l.out.NumQueued(); n != 0 {
-		t.Errorf("%d frames on out0, want 0", n)
-	}
-	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p := l.icmpBack(t)
 	ip, ok := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 	if !ok || ip.DstIP.String() != "10.1.0.2" || ip.SrcIP.String() != "10.1.0.1" {
 		t.Fatalf("want IPv4 10.1.0.1 -> 10.1.0.2: %v", p)
@@ -204,11 +197,7 @@ func TestLabelSwitchPacketTooBig(t *testing.T) {
 	}
 	orig := buf.Bytes()
 	inject(l.in, labelled([]uint32{103}, 64, orig))
-	f := readFrame(t, l.in)
-	if f == nil {
-		t.Fatalf("no ICMPv6 on in0; stats %+v", l.sw.Stats())
-	}
-	p := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+	p := l.icmpBack(t)
 	ip6, ok := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 	if !ok || ip6.DstIP.String() != "2001:db8:1::2" || ip6.SrcIP.String() != "2001:db8:1::1" {
 		t.Fatalf("want IPv6 2001:db8:1::1 -> 2001:db8:1::2: %v", p)

@@ -359,10 +359,7 @@ func FuzzDifferential(f *testing.F) {
 		if len(in) < 14 {
 			return // the kernel's test run wants an Ethernet header
 		}
-		model, i := mpls.TTLUniform, 0
-		if pipe {
-			model, i = mpls.TTLPipe, 1
-		}
+		model, i := fuzzTTLModel(pipe)
 		if planes[i] == nil {
 			planes[i] = newDiffPlanes(t, model)
 		}

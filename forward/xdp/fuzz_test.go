@@ -28,6 +28,15 @@ import (
 // and leaves with TTL - 1 and a valid checksum (under the pushed labels,
 // if any, the bottom one alone with S), never to or from the local
 // address.
+// fuzzTTLModel is the TTL model a fuzz input's pipe flag picks, and its
+// index in a target's per-model state.
+func fuzzTTLModel(pipe bool) (model mpls.TTLModel, i int) {
+	if pipe {
+		return mpls.TTLPipe, 1
+	}
+	return mpls.TTLUniform, 0
+}
+
 func FuzzProgram(f *testing.F) {
 	ip := []byte{0x45, 0, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
 	binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
@@ -61,10 +70,7 @@ func FuzzProgram(f *testing.F) {
 		if len(in) < 14 {
 			return // the kernel's test run wants an Ethernet header
 		}
-		model, i := mpls.TTLUniform, 0
-		if pipe {
-			model, i = mpls.TTLPipe, 1
-		}
+		model, i := fuzzTTLModel(pipe)
 		p := progs[i]
 		if p == nil {
 			p = newFuzzProgram(t, model, mtu)
