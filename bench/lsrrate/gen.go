@@ -2,7 +2,6 @@ package lsrrate
 
 import (
 	"fmt"
-	"net"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -62,36 +61,20 @@ type genStats struct {
 // openAFPacketGenerator opens a send-only AF_PACKET socket bound to dev in the
 // namespace at nsPath. Sent frames bypass the qdisc.
 func openAFPacketGenerator(nsPath, dev string) (*generator, error) {
-	g := &generator{fd: -1}
-	err := inNamespace(nsPath, func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return fmt.Errorf("generator: %w", err)
-		}
-		// Protocol 0: the socket receives nothing, it only sends.
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("generator: socket(AF_PACKET): %w", err)
-		}
-		g.fd = fd
+	// Protocol 0: the socket receives nothing, it only sends.
+	fd, err := openPacketSocket(nsPath, dev, "generator", 0, func(fd int) error {
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
-			return fmt.Errorf("generator: PACKET_QDISC_BYPASS: %w", err)
+			return fmt.Errorf("PACKET_QDISC_BYPASS: %w", err)
 		}
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, genSendBuffer); err != nil {
-			return fmt.Errorf("generator: SO_SNDBUFFORCE: %w", err)
-		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifi.Index}); err != nil {
-			return fmt.Errorf("generator: bind %s: %w", dev, err)
+			return fmt.Errorf("SO_SNDBUFFORCE: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		if g.fd >= 0 {
-			unix.Close(g.fd)
-		}
 		return nil, err
 	}
-	return g, nil
+	return &generator{fd: fd}, nil
 }
 
 // close closes the socket.

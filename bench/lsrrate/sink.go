@@ -3,7 +3,6 @@ package lsrrate
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
@@ -66,34 +65,17 @@ type counter struct {
 
 // openCounter opens the counter on dev in the namespace at nsPath.
 func openCounter(nsPath, dev string, filter []unix.SockFilter) (*counter, error) {
-	c := &counter{fd: -1}
-	err := inNamespace(nsPath, func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return fmt.Errorf("counter: %w", err)
-		}
-		// Protocol 0 until bound: nothing is queued before the filter is on.
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("counter: socket(AF_PACKET): %w", err)
-		}
-		c.fd = fd
+	fd, err := openPacketSocket(nsPath, dev, "counter", htons(unix.ETH_P_ALL), func(fd int) error {
 		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
-			return fmt.Errorf("counter: SO_ATTACH_FILTER: %w", err)
-		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-			return fmt.Errorf("counter: bind %s: %w", dev, err)
+			return fmt.Errorf("SO_ATTACH_FILTER: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		if c.fd >= 0 {
-			unix.Close(c.fd)
-		}
 		return nil, err
 	}
-	return c, nil
+	return &counter{fd: fd}, nil
 }
 
 // frameCounter counts the correctly forwarded frames at the sink and keeps
