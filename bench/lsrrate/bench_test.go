@@ -14,15 +14,7 @@ func BenchmarkGenerator(b *testing.B) {
 	skipUnlessRoot(b)
 	for _, size := range []int{64, 1500} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			t, err := newTopology()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				if err := t.close(); err != nil {
-					b.Error(err)
-				}
-			}()
+			t := testTopology(b)
 			g, err := openAFPacketGenerator(t.gen.path(), t.genDev)
 			if err != nil {
 				b.Fatal(err)
@@ -70,15 +62,7 @@ func BenchmarkXDPGenerator(b *testing.B) {
 	skipUnlessRoot(b)
 	for _, size := range []int{64, 1500} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			t, err := newTopology()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() {
-				if err := t.close(); err != nil {
-					b.Error(err)
-				}
-			}()
+			t := testTopology(b)
 			if out, err := t.lsr.exec("ethtool", "-K", t.lsrIn, "gro", "on"); err != nil {
 				b.Fatalf("ethtool: %v: %s", err, out)
 			}

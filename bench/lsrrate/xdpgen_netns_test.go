@@ -18,15 +18,7 @@ func kernelPath(t *testing.T) (*topology, *xdpGenerator, *xdpSink) {
 	if _, err := exec.LookPath("ethtool"); err != nil {
 		t.Skip("needs ethtool in PATH")
 	}
-	topo, err := newTopology()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := topo.close(); err != nil {
-			t.Error(err)
-		}
-	})
+	topo := testTopology(t)
 	if _, err := startKernel(topo); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +44,36 @@ func kernelPath(t *testing.T) (*topology, *xdpGenerator, *xdpSink) {
 	}
 	t.Cleanup(func() { s.close() })
 	return topo, g, s
+}
+
+// testTopology builds the topology for tb and removes it when tb ends.
+func testTopology(tb testing.TB) *topology {
+	tb.Helper()
+	topo, err := newTopology()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := topo.close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return topo
+}
+
+// warmUpSink sends the first frame of spec, which resolves the kernel's
+// neighbour, and waits until the sink has counted it.
+func warmUpSink(t *testing.T, g *xdpGenerator, s *xdpSink, spec frameSpec) {
+	t.Helper()
+	if err := g.setFrames(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.send(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitCount(t, s, 1); got != 1 {
+		t.Fatalf("%d B: warm-up: sink counted %d frames, want 1", spec.size, got)
+	}
 }
 
 // waitCount takes from s until it has counted want frames or the deadline
@@ -92,17 +114,7 @@ func TestXDPGeneratorExactCount(t *testing.T) {
 	for _, size := range []int{64, 1500} {
 		spec := testSpec(0, size)
 		spec.srcPort = srcPort
-		if err := g.setFrames(spec); err != nil {
-			t.Fatal(err)
-		}
-		// The first frame resolves the kernel's neighbour; it is counted
-		// once it arrives.
-		if err := g.send(1); err != nil {
-			t.Fatal(err)
-		}
-		if got := waitCount(t, s, 1); got != 1 {
-			t.Fatalf("%d B: warm-up: sink counted %d frames, want 1", size, got)
-		}
+		warmUpSink(t, g, s, spec)
 		if err := s.drain(); err != nil {
 			t.Fatal(err)
 		}
@@ -169,15 +181,7 @@ func TestXDPGeneratorPaced(t *testing.T) {
 	_, g, s := kernelPath(t)
 	spec := testSpec(0, 64)
 	spec.srcPort = srcPort
-	if err := g.setFrames(spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.send(1); err != nil {
-		t.Fatal(err)
-	}
-	if got := waitCount(t, s, 1); got != 1 {
-		t.Fatalf("warm-up: sink counted %d frames, want 1", got)
-	}
+	warmUpSink(t, g, s, spec)
 	const rate = 2000
 	var stop atomic.Bool
 	st, err := g.run(500*time.Millisecond, rate, &stop)
