@@ -3,6 +3,7 @@ package bgp
 import (
 	"net/netip"
 
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/internal/lograte"
 )
 
@@ -64,21 +65,10 @@ var reasonNames = [numReasons]string{
 }
 
 // String returns the reason's metric label value.
-func (r Reason) String() string {
-	if r < numReasons {
-		return reasonNames[r]
-	}
-	return "unknown"
-}
+func (r Reason) String() string { return enum.Name(reasonNames[:], r) }
 
 // Reasons lists every reason but ReasonNone, in order.
-func Reasons() []Reason {
-	out := make([]Reason, 0, numReasons-1)
-	for r := ReasonNone + 1; r < numReasons; r++ {
-		out = append(out, r)
-	}
-	return out
-}
+func Reasons() []Reason { return enum.Range(ReasonNone+1, numReasons) }
 
 // refusals counts and logs refused routes: one count per route each time
 // it becomes refused for a reason, one warning per reason per

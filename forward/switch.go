@@ -9,6 +9,7 @@ import (
 	"github.com/mplsnode/mplsnode/forward/labelstats"
 	"github.com/mplsnode/mplsnode/forward/verdict"
 	"github.com/mplsnode/mplsnode/internal/drops"
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/neighbor"
@@ -161,21 +162,10 @@ var remedies = [numDrops]string{
 }
 
 // String returns the counter name, e.g. "no_neighbor".
-func (r Drop) String() string {
-	if r < numDrops {
-		return dropNames[r]
-	}
-	return "unknown"
-}
+func (r Drop) String() string { return enum.Name(dropNames[:], r) }
 
 // Drops returns every label switch drop reason, in counter order.
-func Drops() []Drop {
-	rs := make([]Drop, numDrops)
-	for i := range rs {
-		rs[i] = Drop(i)
-	}
-	return rs
-}
+func Drops() []Drop { return enum.Range(0, numDrops) }
 
 // Stats is a snapshot of the label switch counters.
 type Stats struct {
@@ -213,12 +203,7 @@ type Stats struct {
 }
 
 // Drop returns the counter for reason r.
-func (s *Stats) Drop(r Drop) uint64 {
-	if r < numDrops {
-		return s.Drops[r]
-	}
-	return 0
-}
+func (s *Stats) Drop(r Drop) uint64 { return enum.At(s.Drops[:], r) }
 
 // Switch is the node's transit data path: it implements
 // mplsendpoint.Forwarder and forwards labelled frames from link to link
@@ -533,17 +518,7 @@ func (ls *Switch) emit(eg *egress, payload buffer.Buffer, label mpls.Label) {
 	if ls.coalesce(eg, &payload, groOK) {
 		return
 	}
-	out := gstack.NewPacketBuffer(gstack.PacketBufferOptions{ReserveHeaderBytes: eg.hdrLen, Payload: payload})
-	out.NetworkProtocolNumber = eg.typ
-	out.Hash = eg.hash
-	h := out.LinkHeader().Push(eg.hdrLen)
-	header.Ethernet(h).Encode(&header.EthernetFields{SrcAddr: eg.nh.Value.ep.LinkAddress(), Type: eg.typ})
-	off := header.EthernetMinimumSize
-	for _, e := range eg.labels[:eg.nLabels] {
-		e.Encode(h[off:])
-		off += mpls.EntryLen
-	}
-	ls.transmit(eg.nh, out, label, eg.batched, groOK)
+	ls.transmit(eg.nh, ls.linkFrame(eg, payload), label, eg.batched, groOK)
 }
 
 // nextHop returns the next hop state for (dev, addr), creating it on first

@@ -8,6 +8,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/pcap"
@@ -35,22 +36,16 @@ const (
 	LinkUDP
 )
 
-// String returns the kind's config word.
-func (k LinkKind) String() string {
-	switch k {
-	case LinkAFPacket:
-		return "afpacket"
-	case LinkTAP:
-		return "tap"
-	case LinkEndpoint:
-		return "endpoint"
-	case LinkXDP:
-		return "xdp"
-	case LinkUDP:
-		return "udp"
-	}
-	return fmt.Sprintf("LinkKind(%d)", int(k))
+var linkKindNames = [...]string{
+	LinkAFPacket: "afpacket",
+	LinkTAP:      "tap",
+	LinkEndpoint: "endpoint",
+	LinkXDP:      "xdp",
+	LinkUDP:      "udp",
 }
+
+// String returns the kind's config word.
+func (k LinkKind) String() string { return enum.Format(linkKindNames[:], k, "LinkKind") }
 
 // Link is one interface of the stack.
 type Link struct {

@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/internal/icmp"
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -125,21 +126,10 @@ var reasonNames = [numReasons]string{
 }
 
 // String returns the counter name, e.g. "implicit_null_label".
-func (r Reason) String() string {
-	if r < numReasons {
-		return reasonNames[r]
-	}
-	return "unknown"
-}
+func (r Reason) String() string { return enum.Name(reasonNames[:], r) }
 
 // Reasons returns every reason but NoReason, in order.
-func Reasons() []Reason {
-	rs := make([]Reason, 0, numReasons-1)
-	for r := NoReason + 1; r < numReasons; r++ {
-		rs = append(rs, r)
-	}
-	return rs
-}
+func Reasons() []Reason { return enum.Range(NoReason+1, numReasons) }
 
 // ICMPKind is the ICMP error a verdict sends back.
 type ICMPKind uint8

@@ -82,6 +82,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/mpls"
 	"golang.org/x/sys/unix"
 )
@@ -177,25 +178,14 @@ var reasonNames = [numReasons]string{
 
 // String returns the counter's name: the userspace drop reason's name for
 // the reasons the two paths share (ttl_expired, no_ilm_entry, ...).
-func (r Reason) String() string {
-	if r < numReasons {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("reason(%d)", uint32(r))
-}
+func (r Reason) String() string { return enum.Format(reasonNames[:], r, "reason") }
 
 // Redirected reports whether r counts frames the program forwarded itself
 // (IPPushed counts some of IPForwarded's frames again).
 func (r Reason) Redirected() bool { return r <= PoppedIP || r == IPForwarded || r == IPPushed }
 
 // Reasons returns every reason in counter order.
-func Reasons() []Reason {
-	r := make([]Reason, numReasons)
-	for i := range r {
-		r[i] = Reason(i)
-	}
-	return r
-}
+func Reasons() []Reason { return enum.Range(0, numReasons) }
 
 // Entry is one ILM entry as the program carries it.
 type Entry struct {

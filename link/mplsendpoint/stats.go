@@ -5,6 +5,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/forward/labelstats"
 	"github.com/mplsnode/mplsnode/internal/drops"
+	"github.com/mplsnode/mplsnode/internal/enum"
 )
 
 // DropReason names why the endpoint discarded a frame or packet. Each reason
@@ -159,21 +160,10 @@ var remedies = [numDropReasons]string{
 }
 
 // String returns the counter name, e.g. "no_ilm_entry".
-func (r DropReason) String() string {
-	if r < numDropReasons {
-		return dropNames[r]
-	}
-	return "unknown"
-}
+func (r DropReason) String() string { return enum.Name(dropNames[:], r) }
 
 // DropReasons returns every drop reason, in counter order.
-func DropReasons() []DropReason {
-	rs := make([]DropReason, numDropReasons)
-	for i := range rs {
-		rs[i] = DropReason(i)
-	}
-	return rs
-}
+func DropReasons() []DropReason { return enum.Range(0, numDropReasons) }
 
 // Stats is a snapshot of the endpoint's counters.
 type Stats struct {
@@ -216,12 +206,7 @@ type Stats struct {
 }
 
 // Drop returns the counter for reason r.
-func (s *Stats) Drop(r DropReason) uint64 {
-	if r < numDropReasons {
-		return s.Drops[r]
-	}
-	return 0
-}
+func (s *Stats) Drop(r DropReason) uint64 { return enum.At(s.Drops[:], r) }
 
 // counters holds the live atomic counters.
 type counters struct {

@@ -1,6 +1,10 @@
 package udp
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/mplsnode/mplsnode/internal/enum"
+)
 
 // DropReason names why the link discarded a datagram or a frame.
 type DropReason uint8
@@ -48,21 +52,10 @@ var dropNames = [numDropReasons]string{
 }
 
 // String returns the counter name, e.g. "rx_unknown_peer".
-func (r DropReason) String() string {
-	if r < numDropReasons {
-		return dropNames[r]
-	}
-	return "unknown"
-}
+func (r DropReason) String() string { return enum.Name(dropNames[:], r) }
 
 // DropReasons lists every drop reason but DropNone, in counter order.
-func DropReasons() []DropReason {
-	rs := make([]DropReason, 0, numDropReasons-1)
-	for r := DropNone + 1; r < numDropReasons; r++ {
-		rs = append(rs, r)
-	}
-	return rs
-}
+func DropReasons() []DropReason { return enum.Range(DropNone+1, numDropReasons) }
 
 // Stats are the link's counters.
 type Stats struct {
@@ -88,12 +81,7 @@ type Stats struct {
 }
 
 // Dropped returns the count for reason r.
-func (s Stats) Dropped(r DropReason) uint64 {
-	if r < numDropReasons {
-		return s.Drops[r]
-	}
-	return 0
-}
+func (s Stats) Dropped(r DropReason) uint64 { return enum.At(s.Drops[:], r) }
 
 type counters struct {
 	rxDatagrams, rxPackets, rxBytes, rxCoalesced atomic.Uint64
