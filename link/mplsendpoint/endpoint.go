@@ -435,19 +435,27 @@ func (e *Endpoint) ARPHardwareType() header.ARPHardwareType {
 }
 
 // GSOMaxSize implements stack.GSOEndpoint.
-func (e *Endpoint) GSOMaxSize() uint32 {
-	switch e.gsoMode {
+func (e *Endpoint) GSOMaxSize() uint32 { return gsoMaxSizeFor(e.gsoMode) }
+
+// SupportedGSO implements stack.GSOEndpoint (supportedGSOFor).
+func (e *Endpoint) SupportedGSO() stack.SupportedGSO { return supportedGSOFor(e.gsoMode) }
+
+// gsoMaxSizeFor is the largest GSO packet the stack may hand a link
+// endpoint in mode m: none in GSOOff mode.
+func gsoMaxSizeFor(m GSOMode) uint32 {
+	switch m {
 	case GSOEndpoint, GSOStack:
 		return gsoMaxSize
 	}
 	return 0
 }
 
-// SupportedGSO implements stack.GSOEndpoint: HostGSOSupported in GSOEndpoint
-// mode (the endpoint is the "host" that segments), GVisorGSOSupported in
-// GSOStack mode, GSONotSupported in GSOOff mode.
-func (e *Endpoint) SupportedGSO() stack.SupportedGSO {
-	switch e.gsoMode {
+// supportedGSOFor is the GSO a link endpoint in mode m offers the stack:
+// HostGSOSupported in GSOEndpoint mode (the endpoint is the "host" that
+// segments), GVisorGSOSupported in GSOStack mode, GSONotSupported in
+// GSOOff mode.
+func supportedGSOFor(m GSOMode) stack.SupportedGSO {
+	switch m {
 	case GSOEndpoint:
 		return stack.HostGSOSupported
 	case GSOStack:

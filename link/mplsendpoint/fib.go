@@ -216,24 +216,10 @@ func (f *FIBEndpoint) Close() { f.hops.Close() }
 func (*FIBEndpoint) SetOnCloseAction(func()) {}
 
 // GSOMaxSize implements stack.GSOEndpoint, as the links.
-func (f *FIBEndpoint) GSOMaxSize() uint32 {
-	switch f.gsoMode {
-	case GSOEndpoint, GSOStack:
-		return gsoMaxSize
-	}
-	return 0
-}
+func (f *FIBEndpoint) GSOMaxSize() uint32 { return gsoMaxSizeFor(f.gsoMode) }
 
 // SupportedGSO implements stack.GSOEndpoint, as the links.
-func (f *FIBEndpoint) SupportedGSO() stack.SupportedGSO {
-	switch f.gsoMode {
-	case GSOEndpoint:
-		return stack.HostGSOSupported
-	case GSOStack:
-		return stack.GVisorGSOSupported
-	}
-	return stack.GSONotSupported
-}
+func (f *FIBEndpoint) SupportedGSO() stack.SupportedGSO { return supportedGSOFor(f.gsoMode) }
 
 // WritePackets implements stack.LinkEndpoint: each packet is routed by the
 // FIB and written on its hop's link (or queued while the hop's MAC address
