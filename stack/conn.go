@@ -121,14 +121,9 @@ func (l *TCPListener) Close() error {
 // ListenPacket is ListenUDP in package net's shape: network "udp", "udp4"
 // or "udp6", address "ip:port" or ":port".
 func (s *Stack) ListenPacket(network, address string) (net.PacketConn, error) {
-	switch network {
-	case "udp", "udp4", "udp6":
-	default:
-		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
-	}
-	ap, err := parseAddrPort(network, address)
+	ap, err := listenAddrPort("udp", network, address)
 	if err != nil {
-		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+		return nil, err
 	}
 	return s.ListenUDP(ap)
 }

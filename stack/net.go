@@ -68,12 +68,7 @@ func (s *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, err
 // the zero AddrPort means any (an invalid address with a port binds the
 // port only).
 func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (net.Conn, error) {
-	opErr := func(op string, err error) error {
-		if s.isClosed() {
-			err = net.ErrClosed
-		}
-		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
-	}
+	opErr := func(op string, err error) error { return s.tcpOpError(op, addr, err) }
 	if s.isClosed() {
 		return nil, opErr("dial", net.ErrClosed)
 	}
@@ -121,6 +116,15 @@ func (s *Stack) DialTCPFrom(ctx context.Context, local, addr netip.AddrPort) (ne
 	return newTCPConn(&wq, ep), nil
 }
 
+// tcpOpError is a TCP socket's error for op on addr, as package net
+// gives it: net.ErrClosed once the Stack is closed, whatever err was.
+func (s *Stack) tcpOpError(op string, addr netip.AddrPort, err error) error {
+	if s.isClosed() {
+		err = net.ErrClosed
+	}
+	return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
+}
+
 // ListenTCP listens for TCP connections on addr (an unspecified address
 // listens on all of the stack's addresses of that family; the zero AddrPort
 // listens on IPv4 and IPv6).
@@ -130,12 +134,7 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 		proto = ipv4.ProtocolNumber
 	}
 	var wq waiter.Queue
-	opErr := func(op string, err error) error {
-		if s.isClosed() {
-			err = net.ErrClosed
-		}
-		return &net.OpError{Op: op, Net: "tcp", Addr: net.TCPAddrFromAddrPort(addr), Err: err}
-	}
+	opErr := func(op string, err error) error { return s.tcpOpError(op, addr, err) }
 	if s.isClosed() {
 		return nil, opErr("listen", net.ErrClosed)
 	}
@@ -162,16 +161,27 @@ func (s *Stack) ListenTCP(addr netip.AddrPort) (net.Listener, error) {
 // Listen is ListenTCP in package net's shape: network "tcp", "tcp4" or
 // "tcp6", address "ip:port" or ":port".
 func (s *Stack) Listen(network, address string) (net.Listener, error) {
+	ap, err := listenAddrPort("tcp", network, address)
+	if err != nil {
+		return nil, err
+	}
+	return s.ListenTCP(ap)
+}
+
+// listenAddrPort is the address of Listen and ListenPacket: network is
+// proto ("tcp" or "udp") or proto with "4" or "6", address "ip:port" or
+// ":port" (parseAddrPort). Its errors are *net.OpError, as package net's.
+func listenAddrPort(proto, network, address string) (netip.AddrPort, error) {
 	switch network {
-	case "tcp", "tcp4", "tcp6":
+	case proto, proto + "4", proto + "6":
 	default:
-		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
+		return netip.AddrPort{}, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
 	}
 	ap, err := parseAddrPort(network, address)
 	if err != nil {
-		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+		return netip.AddrPort{}, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	return s.ListenTCP(ap)
+	return ap, nil
 }
 
 // DialUDP returns a connected UDP socket to raddr, bound to laddr when it is
