@@ -18,14 +18,14 @@ import (
 // metricsNamespace prefixes every metric name: mplsnode_<what>_<unit>_total.
 const metricsNamespace = "mplsnode"
 
-// linkCounter is one per-link counter of LinkReport, exported as
-// mplsnode_<name> with the label device.
-type linkCounter struct {
+// metric is one value of a report R, exported as mplsnode_<name>.
+type metric[R any] struct {
 	name, help string
-	get        func(*LinkReport) uint64
+	get        func(*R) uint64
 }
 
-var linkCounters = []linkCounter{
+// linkCounters are the per-link counters, exported with the label device.
+var linkCounters = []metric[LinkReport]{
 	{"rx_frames_total", "Frames received from the lower link.", func(l *LinkReport) uint64 { return l.RXFrames }},
 	{"tx_frames_total", "Frames written to the lower link (after segmentation).", func(l *LinkReport) uint64 { return l.TXFrames }},
 	{"rx_delivered_packets_total", "Packets delivered up to the userspace stack.", func(l *LinkReport) uint64 { return l.RXDelivered }},
@@ -46,23 +46,18 @@ var linkCounters = []linkCounter{
 
 // linkMicros are per-link counters kept in microseconds, exported in
 // seconds (the base unit Prometheus wants).
-var linkMicros = []linkCounter{
+var linkMicros = []metric[LinkReport]{
 	{"busy_poll_seconds_total", "Time the link's busy polls spent spinning, time yielded to other threads included: at most their CPU.", func(l *LinkReport) uint64 { return l.BusyPollUS }},
 }
 
 // linkGauges are per-link values that go up and down.
-var linkGauges = []linkCounter{
+var linkGauges = []metric[LinkReport]{
 	{"rx_fragments_held", "IP fragments for this host held until their datagram is complete and its checksum verified.", func(l *LinkReport) uint64 { return l.RXFragmentsHeld }},
 	{"rx_ring_frames", "Slots of each queue's receive ring (afpacket ring mode, rx-ring-frames): the frames the kernel holds while the node is not reading; 0 without one.", func(l *LinkReport) uint64 { return uint64(l.RXRingFrames) }},
 }
 
-// switchCounter is one label switch counter, exported without labels.
-type switchCounter struct {
-	name, help string
-	get        func(*SwitchReport) uint64
-}
-
-var switchCounters = []switchCounter{
+// switchCounters are the label switch counters, exported without labels.
+var switchCounters = []metric[SwitchReport]{
 	{"labelswitch_forwarded_frames_total", "Frames the label switch wrote to an egress link.", func(s *SwitchReport) uint64 { return s.Forwarded }},
 	{"labelswitch_swapped_frames_total", "Frames whose top label was swapped.", func(s *SwitchReport) uint64 { return s.Swapped }},
 	{"labelswitch_popped_ip_frames_total", "Frames popped to IP and forwarded.", func(s *SwitchReport) uint64 { return s.PoppedIP }},
@@ -76,89 +71,105 @@ var switchCounters = []switchCounter{
 	{"labelswitch_pushed_packets_total", "Transit IP packets that left labelled (LER push).", func(s *SwitchReport) uint64 { return s.Pushed }},
 }
 
-// tcpCounter is one TCP counter, exported without labels.
-type tcpCounter struct {
-	name, help string
-	gauge      bool
-	get        func(*TCPReport) uint64
+// tcpCounters are the TCP counters, exported without labels.
+var tcpCounters = []metric[TCPReport]{
+	{"tcp_active_opens_total", "TCP connections opened by a local connect.", func(t *TCPReport) uint64 { return t.ActiveOpens }},
+	{"tcp_passive_opens_total", "TCP connections accepted by a listener.", func(t *TCPReport) uint64 { return t.PassiveOpens }},
+	{"tcp_failed_attempts_total", "TCP connection attempts that failed.", func(t *TCPReport) uint64 { return t.FailedAttempts }},
+	{"tcp_established_resets_total", "Established TCP connections reset.", func(t *TCPReport) uint64 { return t.EstablishedResets }},
+	{"tcp_sent_segments_total", "TCP segments sent.", func(t *TCPReport) uint64 { return t.SegmentsSent }},
+	{"tcp_received_segments_total", "Valid TCP segments received.", func(t *TCPReport) uint64 { return t.SegmentsReceived }},
+	{"tcp_invalid_segments_total", "TCP segments dropped as invalid.", func(t *TCPReport) uint64 { return t.InvalidSegmentsReceived }},
+	{"tcp_retransmitted_segments_total", "TCP segments retransmitted.", func(t *TCPReport) uint64 { return t.Retransmits }},
+	{"tcp_timeouts_total", "TCP retransmission timeouts.", func(t *TCPReport) uint64 { return t.Timeouts }},
+	{"tcp_checksum_errors_total", "TCP segments with a bad checksum.", func(t *TCPReport) uint64 { return t.ChecksumErrors }},
 }
 
-var tcpCounters = []tcpCounter{
-	{"tcp_active_opens_total", "TCP connections opened by a local connect.", false, func(t *TCPReport) uint64 { return t.ActiveOpens }},
-	{"tcp_passive_opens_total", "TCP connections accepted by a listener.", false, func(t *TCPReport) uint64 { return t.PassiveOpens }},
-	{"tcp_established_connections", "TCP connections in ESTABLISHED or CLOSE-WAIT now.", true, func(t *TCPReport) uint64 { return t.CurrentEstablished }},
-	{"tcp_failed_attempts_total", "TCP connection attempts that failed.", false, func(t *TCPReport) uint64 { return t.FailedAttempts }},
-	{"tcp_established_resets_total", "Established TCP connections reset.", false, func(t *TCPReport) uint64 { return t.EstablishedResets }},
-	{"tcp_sent_segments_total", "TCP segments sent.", false, func(t *TCPReport) uint64 { return t.SegmentsSent }},
-	{"tcp_received_segments_total", "Valid TCP segments received.", false, func(t *TCPReport) uint64 { return t.SegmentsReceived }},
-	{"tcp_invalid_segments_total", "TCP segments dropped as invalid.", false, func(t *TCPReport) uint64 { return t.InvalidSegmentsReceived }},
-	{"tcp_retransmitted_segments_total", "TCP segments retransmitted.", false, func(t *TCPReport) uint64 { return t.Retransmits }},
-	{"tcp_timeouts_total", "TCP retransmission timeouts.", false, func(t *TCPReport) uint64 { return t.Timeouts }},
-	{"tcp_checksum_errors_total", "TCP segments with a bad checksum.", false, func(t *TCPReport) uint64 { return t.ChecksumErrors }},
+// tcpGauges are the TCP values that go up and down, exported without
+// labels.
+var tcpGauges = []metric[TCPReport]{
+	{"tcp_established_connections", "TCP connections in ESTABLISHED or CLOSE-WAIT now.", func(t *TCPReport) uint64 { return t.CurrentEstablished }},
 }
 
-// ipCounter is one IP counter, exported without labels.
-type ipCounter struct {
-	name, help string
-	get        func(*IPReport) uint64
-}
-
-var ipCounters = []ipCounter{
+// ipCounters are the IP counters, exported without labels.
+var ipCounters = []metric[IPReport]{
 	{"ip_received_packets_total", "IP packets the links handed to the userspace stack.", func(r *IPReport) uint64 { return r.PacketsReceived }},
 	{"ip_delivered_packets_total", "IP packets delivered to the userspace stack's transports.", func(r *IPReport) uint64 { return r.PacketsDelivered }},
 	{"ip_sent_packets_total", "IP packets the userspace stack sent, forwarded ones included.", func(r *IPReport) uint64 { return r.PacketsSent }},
 	{"ip_icmp_errors_sent_total", "ICMP and ICMPv6 errors the userspace stack sent.", func(r *IPReport) uint64 { return r.ICMPErrorsSent }},
 }
 
+// metricSet exports a table of metrics of a report R, all of one value
+// type and with the same variable labels.
+type metricSet[R any] struct {
+	metrics []metric[R]
+	descs   []*prometheus.Desc
+	kind    prometheus.ValueType
+	// unit divides every value: 1e6 exports microseconds in seconds (the
+	// base unit Prometheus wants), 1 the value as counted.
+	unit float64
+}
+
+// newMetricSet describes metrics, of value type kind, with the variable
+// labels labels.
+func newMetricSet[R any](metrics []metric[R], kind prometheus.ValueType, unit float64, labels ...string) metricSet[R] {
+	s := metricSet[R]{metrics: metrics, kind: kind, unit: unit}
+	for _, m := range metrics {
+		s.descs = append(s.descs, prometheus.NewDesc(metricName(m.name), m.help, labels, nil))
+	}
+	return s
+}
+
+// collect sends every metric of the set read from r, with the label
+// values labels.
+func (s *metricSet[R]) collect(ch chan<- prometheus.Metric, r *R, labels ...string) {
+	for i, m := range s.metrics {
+		ch <- prometheus.MustNewConstMetric(s.descs[i], s.kind, float64(m.get(r))/s.unit, labels...)
+	}
+}
+
+// metricName is mplsnode_<s>.
+func metricName(s string) string { return prometheus.BuildFQName(metricsNamespace, "", s) }
+
 // collector is a prometheus.Collector that reads the node's counters at
 // scrape time; it keeps no state of its own.
 type collector struct {
-	n          *Node
-	link       []*prometheus.Desc
-	linkMicros []*prometheus.Desc
-	linkGauges []*prometheus.Desc
-	linkDrops  *prometheus.Desc
-	linkInfo   *prometheus.Desc
-	sw         []*prometheus.Desc
-	swDrops    *prometheus.Desc
-	tcp        []*prometheus.Desc
-	ip         []*prometheus.Desc
-	ipDrops    *prometheus.Desc
-	everything []*prometheus.Desc
+	n                            *Node
+	link, linkMicros, linkGauges metricSet[LinkReport]
+	linkDrops                    *prometheus.Desc
+	linkInfo                     *prometheus.Desc
+	sw                           metricSet[SwitchReport]
+	swDrops                      *prometheus.Desc
+	tcp, tcpGauges               metricSet[TCPReport]
+	ip                           metricSet[IPReport]
+	ipDrops                      *prometheus.Desc
+	everything                   []*prometheus.Desc
 }
 
 // NewCollector returns a prometheus.Collector exporting n's counters as
 // mplsnode_* metrics (see docs/METRICS.md) with the labels device (the
 // link name) and reason (a drop reason name) only.
 func NewCollector(n *Node) prometheus.Collector {
-	name := func(s string) string { return prometheus.BuildFQName(metricsNamespace, "", s) }
-	c := &collector{n: n}
-	for _, m := range linkCounters {
-		c.link = append(c.link, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
+	c := &collector{
+		n:          n,
+		link:       newMetricSet(linkCounters, prometheus.CounterValue, 1, "device"),
+		linkMicros: newMetricSet(linkMicros, prometheus.CounterValue, 1e6, "device"),
+		linkGauges: newMetricSet(linkGauges, prometheus.GaugeValue, 1, "device"),
+		linkDrops:  prometheus.NewDesc(metricName("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil),
+		linkInfo:   prometheus.NewDesc(metricName("link_info"), "Always 1; the labels say how the link's lower link moves frames (mode: ring, mmsg, or none for a link that is not afpacket) and its number of fanout queues.", []string{"device", "mode", "queues"}, nil),
+		sw:         newMetricSet(switchCounters, prometheus.CounterValue, 1),
+		swDrops:    prometheus.NewDesc(metricName("labelswitch_drops_total"), "Frames the label switch discarded, by reason.", []string{"reason"}, nil),
+		tcp:        newMetricSet(tcpCounters, prometheus.CounterValue, 1),
+		tcpGauges:  newMetricSet(tcpGauges, prometheus.GaugeValue, 1),
+		ip:         newMetricSet(ipCounters, prometheus.CounterValue, 1),
+		ipDrops:    prometheus.NewDesc(metricName("ip_drops_total"), "IP packets the userspace stack discarded (forwarding errors, bad addresses, malformed), by reason.", []string{"reason"}, nil),
 	}
-	for _, m := range linkMicros {
-		c.linkMicros = append(c.linkMicros, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
+	for _, ds := range [][]*prometheus.Desc{
+		c.link.descs, c.linkMicros.descs, c.linkGauges.descs, {c.linkDrops, c.linkInfo},
+		c.sw.descs, {c.swDrops}, c.tcp.descs, c.tcpGauges.descs, c.ip.descs, {c.ipDrops},
+	} {
+		c.everything = append(c.everything, ds...)
 	}
-	for _, m := range linkGauges {
-		c.linkGauges = append(c.linkGauges, prometheus.NewDesc(name(m.name), m.help, []string{"device"}, nil))
-	}
-	c.linkDrops = prometheus.NewDesc(name("drops_total"), "Frames or packets a link discarded, by reason.", []string{"device", "reason"}, nil)
-	c.linkInfo = prometheus.NewDesc(name("link_info"), "Always 1; the labels say how the link's lower link moves frames (mode: ring, mmsg, or none for a link that is not afpacket) and its number of fanout queues.", []string{"device", "mode", "queues"}, nil)
-	for _, m := range switchCounters {
-		c.sw = append(c.sw, prometheus.NewDesc(name(m.name), m.help, nil, nil))
-	}
-	c.swDrops = prometheus.NewDesc(name("labelswitch_drops_total"), "Frames the label switch discarded, by reason.", []string{"reason"}, nil)
-	for _, m := range tcpCounters {
-		c.tcp = append(c.tcp, prometheus.NewDesc(name(m.name), m.help, nil, nil))
-	}
-	c.everything = append(append(append(append([]*prometheus.Desc{}, c.link...), c.linkDrops, c.linkInfo), c.sw...), c.swDrops)
-	c.everything = append(append(c.everything, c.linkMicros...), c.linkGauges...)
-	for _, m := range ipCounters {
-		c.ip = append(c.ip, prometheus.NewDesc(name(m.name), m.help, nil, nil))
-	}
-	c.ipDrops = prometheus.NewDesc(name("ip_drops_total"), "IP packets the userspace stack discarded (forwarding errors, bad addresses, malformed), by reason.", []string{"reason"}, nil)
-	c.everything = append(c.everything, c.tcp...)
-	c.everything = append(append(c.everything, c.ip...), c.ipDrops)
 	return c
 }
 
@@ -174,42 +185,29 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	r := c.n.Report()
 	for i := range r.Links {
 		l := &r.Links[i]
-		for j, m := range linkCounters {
-			ch <- prometheus.MustNewConstMetric(c.link[j], prometheus.CounterValue, float64(m.get(l)), l.Name)
-		}
-		for j, m := range linkMicros {
-			ch <- prometheus.MustNewConstMetric(c.linkMicros[j], prometheus.CounterValue, float64(m.get(l))/1e6, l.Name)
-		}
-		for j, m := range linkGauges {
-			ch <- prometheus.MustNewConstMetric(c.linkGauges[j], prometheus.GaugeValue, float64(m.get(l)), l.Name)
-		}
-		for reason, v := range l.Drops {
-			ch <- prometheus.MustNewConstMetric(c.linkDrops, prometheus.CounterValue, float64(v), l.Name, reason)
-		}
+		c.link.collect(ch, l, l.Name)
+		c.linkMicros.collect(ch, l, l.Name)
+		c.linkGauges.collect(ch, l, l.Name)
+		collectByReason(ch, c.linkDrops, l.Drops, l.Name)
 		mode := l.LinkMode
 		if mode == "" {
 			mode = "none"
 		}
 		ch <- prometheus.MustNewConstMetric(c.linkInfo, prometheus.GaugeValue, 1, l.Name, mode, strconv.Itoa(l.Queues))
 	}
-	for j, m := range switchCounters {
-		ch <- prometheus.MustNewConstMetric(c.sw[j], prometheus.CounterValue, float64(m.get(&r.LabelSwitch)))
-	}
-	for reason, v := range r.LabelSwitch.Drops {
-		ch <- prometheus.MustNewConstMetric(c.swDrops, prometheus.CounterValue, float64(v), reason)
-	}
-	for j, m := range tcpCounters {
-		vt := prometheus.CounterValue
-		if m.gauge {
-			vt = prometheus.GaugeValue
-		}
-		ch <- prometheus.MustNewConstMetric(c.tcp[j], vt, float64(m.get(&r.TCP)))
-	}
-	for j, m := range ipCounters {
-		ch <- prometheus.MustNewConstMetric(c.ip[j], prometheus.CounterValue, float64(m.get(&r.IP)))
-	}
-	for reason, v := range r.IP.Drops {
-		ch <- prometheus.MustNewConstMetric(c.ipDrops, prometheus.CounterValue, float64(v), reason)
+	c.sw.collect(ch, &r.LabelSwitch)
+	collectByReason(ch, c.swDrops, r.LabelSwitch.Drops)
+	c.tcp.collect(ch, &r.TCP)
+	c.tcpGauges.collect(ch, &r.TCP)
+	c.ip.collect(ch, &r.IP)
+	collectByReason(ch, c.ipDrops, r.IP.Drops)
+}
+
+// collectByReason sends counter d once per reason of counts, with the
+// label values labels and then the reason.
+func collectByReason(ch chan<- prometheus.Metric, d *prometheus.Desc, counts map[string]uint64, labels ...string) {
+	for reason, v := range counts {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append(labels, reason)...)
 	}
 }
 
