@@ -2,12 +2,10 @@ package afpacket_test
 
 import (
 	"bytes"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/link/afpacket"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
@@ -22,31 +20,11 @@ import (
 // segments do) goes out as a plain frame.
 func TestGSOFrames(t *testing.T) {
 	tp := newTopo(t)
-	ep, err := openIn(t, tp.a, afpacket.Options{Interface: tp.va, GSOFrames: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ep.Close()
+	ep := openGSOFrames(t, tp)
 	if !ep.GSOFrames() {
 		t.Fatal("GSOFrames() = false with Options.GSOFrames")
 	}
-	var fd int
-	if err := tp.b.Run(func() error {
-		var err error
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		ifi, err := net.InterfaceByName(tp.vb)
-		if err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+	fd := peerSocket(t, tp, false, 5*time.Second)
 
 	send := func(payload int) []byte {
 		ip := mplstest.IPv4TCP(mplstest.TCP{

@@ -43,12 +43,8 @@ import (
 //     IP packet): whole, the control.
 func TestGSOWholeDecision(t *testing.T) {
 	tp := newTopo(t)
-	ep, err := openIn(t, tp.a, afpacket.Options{Interface: tp.va, GSOFrames: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ep.Close()
-	fd := peerVnetSocket(t, tp)
+	ep := openGSOFrames(t, tp)
+	fd := peerSocket(t, tp, true, 200*time.Millisecond)
 	waitCarried(t, ep, fd)
 
 	src := netip.MustParseAddr("10.99.1.1")
@@ -144,10 +140,23 @@ func TestGSOWholeDecision(t *testing.T) {
 	}
 }
 
-// peerVnetSocket opens, in the peer namespace, a packet socket on vb for
-// IPv4 frames that reads each with a virtio-net header (PACKET_VNET_HDR),
-// closed when the test ends.
-func peerVnetSocket(t *testing.T, tp topo) int {
+// openGSOFrames opens the endpoint in ns a on va with Options.GSOFrames;
+// it is closed when t ends.
+func openGSOFrames(t *testing.T, tp topo) *afpacket.Endpoint {
+	t.Helper()
+	ep, err := openIn(t, tp.a, afpacket.Options{Interface: tp.va, GSOFrames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return ep
+}
+
+// peerSocket opens, in ns b, a packet socket for the IPv4 frames vb
+// receives, with PACKET_VNET_HDR when vnet (each frame read then comes
+// after the virtio-net header the peer's kernel builds from its skb), and
+// the given receive timeout; it is closed when t ends.
+func peerSocket(t *testing.T, tp topo, vnet bool, timeout time.Duration) int {
 	t.Helper()
 	fd := -1
 	if err := tp.b.Run(func() error {
@@ -156,8 +165,10 @@ func peerVnetSocket(t *testing.T, tp topo) int {
 		if err != nil {
 			return err
 		}
-		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
-			return err
+		if vnet {
+			if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+				return err
+			}
 		}
 		ifi, err := net.InterfaceByName(tp.vb)
 		if err != nil {
@@ -171,7 +182,8 @@ func peerVnetSocket(t *testing.T, tp topo) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200_000}); err != nil {
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		t.Fatal(err)
 	}
 	return fd
