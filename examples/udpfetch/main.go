@@ -16,20 +16,14 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/mplsnode/mplsnode/examples/internal/webfetch"
 	"github.com/mplsnode/mplsnode/link/udp"
-	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 )
 
@@ -64,58 +58,27 @@ func fetch(local, remote, addr, via, labelText, rawURL string, timeout time.Dura
 	if err != nil {
 		return fmt.Errorf("-remote: %w", err)
 	}
-	prefix, err := netip.ParsePrefix(addr)
-	if err != nil {
-		return fmt.Errorf("-addr: %w", err)
-	}
-	hop, err := netip.ParseAddr(via)
-	if err != nil {
-		return fmt.Errorf("-via: %w", err)
-	}
-	var stackLabels []mpls.Label
-	if labelText != "" {
-		for _, f := range strings.Split(labelText, "/") {
-			v, err := strconv.ParseUint(f, 10, 32)
-			if err != nil {
-				return fmt.Errorf("-labels: %q is not a label", f)
-			}
-			stackLabels = append(stackLabels, mpls.Label(v))
-		}
-	}
-	u, err := url.Parse(rawURL)
+	args, err := webfetch.ParseArgs(addr, via, labelText, rawURL)
 	if err != nil {
 		return err
 	}
-	dst, err := netip.ParseAddr(u.Hostname())
-	if err != nil {
-		return fmt.Errorf("URL host %q must be an IP literal: the example routes that one address over the label", u.Hostname())
-	}
 	s, err := stack.New(stack.Config{
 		Links:     []stack.Link{{Name: "mu0", Kind: stack.LinkUDP, UDP: udp.Options{Local: lo, Remote: re}}},
-		Addresses: []stack.Address{{Link: "mu0", Prefix: prefix}},
-		Routes:    []stack.Route{{Prefix: netip.PrefixFrom(dst, dst.BitLen()), Via: hop, Labels: stackLabels}},
+		Addresses: []stack.Address{{Link: "mu0", Prefix: args.Prefix}},
+		Routes:    []stack.Route{{Prefix: args.Host, Via: args.Via, Labels: args.Labels}},
 	})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	// s.DialContext dials TCP through the userspace stack, as
+	// net.Dialer.DialContext does through the kernel's: an http.Transport
+	// takes it as it is.
+	status, err := webfetch.Get(s.DialContext, rawURL, timeout, os.Stdout)
 	if err != nil {
-		return err
-	}
-	tr := &http.Transport{DialContext: s.DialContext}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
 		return err
 	}
 	st := s.Stats().Links[0].MPLS
-	fmt.Fprintf(os.Stderr, "udpfetch: %s, %d packets out (%d labelled), %d in\n", resp.Status, st.TXFrames, st.FIBPushes, st.RXFrames)
+	fmt.Fprintf(os.Stderr, "udpfetch: %s, %d packets out (%d labelled), %d in\n", status, st.TXFrames, st.FIBPushes, st.RXFrames)
 	return nil
 }
