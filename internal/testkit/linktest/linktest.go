@@ -147,14 +147,7 @@ func TransferBothWays(t *testing.T, s *stack.Stack, ln net.Listener, dst netip.A
 		defer c.Close()
 		srvc <- Duplex(c, n, 2)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), IOGuard)
-	defer cancel()
-	c, err := gonet.DialContextTCP(ctx, s, tcpip.FullAddress{
-		NIC: NICID, Addr: tcpip.AddrFrom4(dst.Addr().As4()), Port: dst.Port(),
-	}, ipv4.ProtocolNumber)
-	if err != nil {
-		t.Fatalf("gVisor dial %v: %v", dst, err)
-	}
+	c := Dial(t, s, dst)
 	defer c.Close()
 	cli := Duplex(c, n, 1)
 	srv := <-srvc
