@@ -234,16 +234,14 @@ type Stats struct {
 // opError builds the error New returns: it wraps the errno in an
 // *os.SyscallError naming the call, with a hint for the usual causes.
 func opError(ifname, call string, errno syscall.Errno) error {
-	hint := ""
-	switch errno {
-	case unix.EPERM, unix.EACCES:
-		hint = "raw packet sockets need CAP_NET_RAW: run as root or grant the capability"
-	case unix.ENODEV, unix.ENXIO:
-		hint = fmt.Sprintf("no interface named %q in this network namespace", ifname)
-	case unix.ENETDOWN:
-		hint = fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)
-	}
-	return lowerlink.OpenError("packet", ifname, os.NewSyscallError(call, errno), hint)
+	const needRaw = "raw packet sockets need CAP_NET_RAW: run as root or grant the capability"
+	noIface := fmt.Sprintf("no interface named %q in this network namespace", ifname)
+	return lowerlink.OpenError("packet", ifname, os.NewSyscallError(call, errno),
+		lowerlink.Remedy{Err: unix.EPERM, Hint: needRaw},
+		lowerlink.Remedy{Err: unix.EACCES, Hint: needRaw},
+		lowerlink.Remedy{Err: unix.ENODEV, Hint: noIface},
+		lowerlink.Remedy{Err: unix.ENXIO, Hint: noIface},
+		lowerlink.Remedy{Err: unix.ENETDOWN, Hint: fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)})
 }
 
 // Stats returns the counters summed over all queues. It reads (and so

@@ -155,7 +155,7 @@ func openQueue(opts *Options, e *Endpoint, batch, frameSize int, ring bool) (_ *
 	// wakes them.
 	q.file = os.NewFile(uintptr(fd), "packet:"+name)
 	if q.rc, err = q.file.SyscallConn(); err != nil {
-		return nil, info, lowerlink.OpenError("packet", name, err, "")
+		return nil, info, lowerlink.OpenError("packet", name, err)
 	}
 	if vnet {
 		q.vnetHdrs = make([][virtioNetHdrLen]byte, maxSendBatch)
@@ -202,7 +202,7 @@ func checkIface(fd int, name string) (ifaceInfo, error) {
 		return info, opError(name, "ioctl SIOCGIFFLAGS", unix.ENETDOWN)
 	case info.hwType != unix.ARPHRD_ETHER && info.hwType != unix.ARPHRD_LOOPBACK:
 		return info, lowerlink.OpenError("packet", name,
-			fmt.Errorf("interface hardware type %d is not Ethernet", info.hwType), "")
+			fmt.Errorf("interface hardware type %d is not Ethernet", info.hwType))
 	}
 	return info, nil
 }
@@ -329,7 +329,7 @@ func (q *queue) openTX(opts *Options, ifindex, maxFrame int) error {
 		q.txFile.Close()
 		unix.Munmap(r.mem)
 		q.tx = nil
-		return &ringError{lowerlink.OpenError("packet", name, err, "")}
+		return &ringError{lowerlink.OpenError("packet", name, err)}
 	}
 	return nil
 }
@@ -354,7 +354,7 @@ func (q *queue) joinFanout(arg int) (int, error) {
 		// The group's flow hash (fanout.go).
 		prog, err := flowHashProgram()
 		if err != nil {
-			return 0, lowerlink.OpenError("packet", name, err, "")
+			return 0, lowerlink.OpenError("packet", name, err)
 		}
 		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 		if err := unix.SetsockoptSockFprog(q.fd, unix.SOL_PACKET, unix.PACKET_FANOUT_DATA, &fprog); err != nil {

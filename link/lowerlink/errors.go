@@ -1,6 +1,9 @@
 package lowerlink
 
-import "net"
+import (
+	"errors"
+	"net"
+)
 
 // Addr is the net.Addr of the interface a lower link opens; it appears in
 // the *net.OpError values the link's New returns.
@@ -26,13 +29,24 @@ type hintError struct {
 func (e *hintError) Error() string { return e.err.Error() + " (" + e.hint + ")" }
 func (e *hintError) Unwrap() error { return e.err }
 
+// Remedy is the hint for an error that is Err (errors.Is): what to do
+// about it, for the message of the error a lower link's New returns.
+type Remedy struct {
+	Err  error
+	Hint string
+}
+
 // OpenError is the error a lower link's New returns when opening interface
 // ifname as a link of kind network fails with err: a *net.OpError with Op
-// "open" and an Addr. A non-empty hint names the remedy in the message;
-// errors.Is and errors.As still find err.
-func OpenError(network, ifname string, err error, hint string) error {
-	if hint != "" {
-		err = &hintError{err, hint}
+// "open" and an Addr. The hint of the first remedy whose Err err is
+// (errors.Is) is added to the message; errors.Is and errors.As still find
+// err.
+func OpenError(network, ifname string, err error, remedies ...Remedy) error {
+	for _, r := range remedies {
+		if errors.Is(err, r.Err) {
+			err = &hintError{err, r.Hint}
+			break
+		}
 	}
 	return &net.OpError{Op: "open", Net: network, Addr: Addr{Net: network, Interface: ifname}, Err: err}
 }

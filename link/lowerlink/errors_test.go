@@ -11,10 +11,14 @@ import (
 )
 
 // TestOpenError checks the error a lower link's New returns: a
-// *net.OpError naming the link kind and the interface, the remedy in the
-// message when there is one, and the cause still visible to errors.Is.
+// *net.OpError naming the link kind and the interface, the first remedy
+// for the cause in the message (none when no remedy is for it), and the
+// cause still visible to errors.Is.
 func TestOpenError(t *testing.T) {
-	err := lowerlink.OpenError("tap", "tap7", syscall.EPERM, "run as root")
+	err := lowerlink.OpenError("tap", "tap7", syscall.EPERM,
+		lowerlink.Remedy{Err: syscall.ENOENT, Hint: "load the module"},
+		lowerlink.Remedy{Err: syscall.EPERM, Hint: "run as root"},
+		lowerlink.Remedy{Err: syscall.EPERM, Hint: "not the first remedy that matches"})
 	if !errors.Is(err, syscall.EPERM) {
 		t.Errorf("OpenError: %v is not EPERM to errors.Is", err)
 	}
@@ -28,8 +32,8 @@ func TestOpenError(t *testing.T) {
 	if want := "open tap tap7: operation not permitted (run as root)"; err.Error() != want {
 		t.Errorf("OpenError: message %q, want %q", err, want)
 	}
-	plain := lowerlink.OpenError("xdp", "veth0", syscall.ENODEV, "")
+	plain := lowerlink.OpenError("xdp", "veth0", syscall.ENODEV, lowerlink.Remedy{Err: syscall.EPERM, Hint: "run as root"})
 	if strings.Contains(plain.Error(), "(") || !errors.Is(plain, syscall.ENODEV) {
-		t.Errorf("OpenError without a hint: %q, want the cause alone", plain)
+		t.Errorf("OpenError with no remedy for the cause: %q, want the cause alone", plain)
 	}
 }

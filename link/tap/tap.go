@@ -183,18 +183,18 @@ type Stats struct {
 // opError is the error New returns for device name, with a remedy for the
 // usual causes.
 func opError(name string, err error) error {
-	hint := ""
-	switch {
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		hint = "creating a TAP needs CAP_NET_ADMIN: run as root or grant the capability"
-	case errors.Is(err, unix.ENOENT):
-		hint = "no /dev/net/tun: load the tun module"
-	case errors.Is(err, unix.EBUSY):
-		hint = fmt.Sprintf("%q exists and is not a free TAP", name)
-	case errors.Is(err, unix.EINVAL) && name != "":
-		hint = fmt.Sprintf("%q may exist with other flags (single- or multi-queue, or not a TAP)", name)
+	const needAdmin = "creating a TAP needs CAP_NET_ADMIN: run as root or grant the capability"
+	remedies := []lowerlink.Remedy{
+		{Err: unix.EPERM, Hint: needAdmin},
+		{Err: unix.EACCES, Hint: needAdmin},
+		{Err: unix.ENOENT, Hint: "no /dev/net/tun: load the tun module"},
+		{Err: unix.EBUSY, Hint: fmt.Sprintf("%q exists and is not a free TAP", name)},
 	}
-	return lowerlink.OpenError("tap", name, err, hint)
+	if name != "" {
+		remedies = append(remedies, lowerlink.Remedy{Err: unix.EINVAL,
+			Hint: fmt.Sprintf("%q may exist with other flags (single- or multi-queue, or not a TAP)", name)})
+	}
+	return lowerlink.OpenError("tap", name, err, remedies...)
 }
 
 // Endpoint is a stack.LinkEndpoint over a TAP device. Create it with New; it

@@ -147,18 +147,13 @@ type Stats struct {
 // opError is the error New returns for interface ifname, with a remedy
 // for the usual causes.
 func opError(ifname string, err error) error {
-	hint := ""
-	switch {
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		hint = "AF_XDP and BPF need CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF: run as root"
-	case errors.Is(err, unix.EAFNOSUPPORT):
-		hint = "the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)"
-	case errors.Is(err, unix.ENETDOWN):
-		hint = fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)
-	case errors.Is(err, unix.EBUSY):
-		hint = "another AF_XDP socket or XDP program holds the interface's queue"
-	}
-	return lowerlink.OpenError("xdp", ifname, err, hint)
+	const needRoot = "AF_XDP and BPF need CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF: run as root"
+	return lowerlink.OpenError("xdp", ifname, err,
+		lowerlink.Remedy{Err: unix.EPERM, Hint: needRoot},
+		lowerlink.Remedy{Err: unix.EACCES, Hint: needRoot},
+		lowerlink.Remedy{Err: unix.EAFNOSUPPORT, Hint: "the kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)"},
+		lowerlink.Remedy{Err: unix.ENETDOWN, Hint: fmt.Sprintf("interface %q is down: ip link set %s up", ifname, ifname)},
+		lowerlink.Remedy{Err: unix.EBUSY, Hint: "another AF_XDP socket or XDP program holds the interface's queue"})
 }
 
 // Endpoint is a stack.LinkEndpoint over AF_XDP sockets on one interface.
