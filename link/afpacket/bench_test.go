@@ -3,10 +3,10 @@ package afpacket_test
 import (
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/dispatch"
 	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/link/afpacket"
@@ -90,15 +90,6 @@ func newFDBased(b *testing.B, ns *netns.NS, ifname string) stack.LinkEndpoint {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// countingDispatcher counts frames and batches; it keeps nothing.
-type countingDispatcher struct{ frames, batches atomic.Uint64 }
-
-func (c *countingDispatcher) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {
-	c.frames.Add(1)
-}
-func (c *countingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
-func (c *countingDispatcher) EndBatch()                                                          { c.batches.Add(1) }
-
 // BenchmarkFrames measures one endpoint, in mmsg or ring mode (with
 // PACKET_QDISC_BYPASS too, sending; with Options.BusyPoll, adaptive or not,
 // receiving), sending
@@ -139,7 +130,7 @@ func BenchmarkFrames(b *testing.B) {
 				if dir == "rx" {
 					from, to = peer, ours
 				}
-				var count countingDispatcher
+				var count dispatch.Counter
 				to.Attach(&count)
 				var l stack.PacketBufferList
 				f := seqFrame(to.LinkAddress(), from.LinkAddress(), 1, 1000)
@@ -157,7 +148,7 @@ func BenchmarkFrames(b *testing.B) {
 					}
 				}
 				deadline := time.Now().Add(5 * time.Second)
-				for count.frames.Load()+to.Stats().RXDrops < uint64(b.N) && time.Now().Before(deadline) {
+				for count.Frames.Load()+to.Stats().RXDrops < uint64(b.N) && time.Now().Before(deadline) {
 					time.Sleep(time.Millisecond)
 				}
 				b.StopTimer()

@@ -3,16 +3,15 @@ package tap_test
 import (
 	"net/netip"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/dispatch"
 	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/link/tap"
 	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -41,14 +40,6 @@ func BenchmarkTAPTCP(b *testing.B) {
 	}
 }
 
-// frameCounter is a NetworkDispatcher that counts the frames delivered.
-type frameCounter struct{ n atomic.Uint64 }
-
-func (c *frameCounter) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {
-	c.n.Add(1)
-}
-func (*frameCounter) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
-
 // BenchmarkFrames measures one frame (op) written by one TAP endpoint with
 // WritePackets (64 a call) and read by another through a Linux bridge:
 // the per-frame cost of the TAP path, kernel bridging included, and the
@@ -75,7 +66,7 @@ func BenchmarkFrames(b *testing.B) {
 				b.Fatalf("tap.New: %v", err)
 			}
 			netns.Bridge(b, ns, tx.Name(), rx.Name())
-			var got frameCounter
+			var got dispatch.Counter
 			rx.Attach(&got)
 			frame := make([]byte, size)
 			copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x88, 0xb5})
@@ -88,7 +79,7 @@ func BenchmarkFrames(b *testing.B) {
 			// The bridge learns nothing from broadcast frames and floods
 			// them to rx; give it a moment to reach forwarding state.
 			time.Sleep(100 * time.Millisecond)
-			base := got.n.Load()
+			base := got.Frames.Load()
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -100,9 +91,9 @@ func BenchmarkFrames(b *testing.B) {
 				}
 				sent += n
 				deadline := time.Now().Add(10 * time.Second)
-				for int(got.n.Load()-base)+256 < sent {
+				for int(got.Frames.Load()-base)+256 < sent {
 					if time.Now().After(deadline) {
-						b.Fatalf("after 10 s the reader had %d of %d frames; rx stats %+v", got.n.Load()-base, sent, rx.Stats())
+						b.Fatalf("after 10 s the reader had %d of %d frames; rx stats %+v", got.Frames.Load()-base, sent, rx.Stats())
 					}
 					time.Sleep(20 * time.Microsecond)
 				}

@@ -2,10 +2,10 @@ package xdp_test
 
 import (
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/dispatch"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -29,22 +29,13 @@ func testFrame(src, dst net.HardwareAddr) []byte {
 	return f
 }
 
-// countingDispatcher counts delivered frames and batches.
-type countingDispatcher struct{ frames, batches atomic.Uint64 }
-
-func (d *countingDispatcher) DeliverNetworkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {
-	d.frames.Add(1)
-}
-func (d *countingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stack.PacketBuffer) {}
-func (d *countingDispatcher) EndBatch()                                                          { d.batches.Add(1) }
-
 // BenchmarkRX has the kernel in ns b send 64-byte frames into the veth
 // (one write each on a packet socket) and measures the AF_XDP endpoint's
 // receive path up to a dispatcher: allocs/op is per frame (0 is the
 // target; the sender makes none).
 func BenchmarkRX(b *testing.B) {
 	tp := newTopo(b, xdp.Options{})
-	d := &countingDispatcher{}
+	d := &dispatch.Counter{}
 	tp.ep.Attach(d)
 	var fd int
 	var frame []byte
@@ -64,9 +55,9 @@ func BenchmarkRX(b *testing.B) {
 	defer unix.Close(fd)
 	send := func(n uint64) {
 		deadline := time.Now().Add(time.Minute)
-		for d.frames.Load() < n {
+		for d.Frames.Load() < n {
 			if time.Now().After(deadline) {
-				b.Fatalf("only %d of %d frames arrived: %+v", d.frames.Load(), n, tp.ep.Stats())
+				b.Fatalf("only %d of %d frames arrived: %+v", d.Frames.Load(), n, tp.ep.Stats())
 			}
 			for i := 0; i < 64; i++ {
 				unix.Write(fd, frame)
@@ -74,12 +65,12 @@ func BenchmarkRX(b *testing.B) {
 		}
 	}
 	send(1000) // warm the pools
-	base := d.frames.Load()
+	base := d.Frames.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	send(base + uint64(b.N))
 	b.StopTimer()
-	b.ReportMetric(float64(d.frames.Load()-base)/float64(b.N), "frames/op")
+	b.ReportMetric(float64(d.Frames.Load()-base)/float64(b.N), "frames/op")
 }
 
 // BenchmarkTX writes batches of 64 64-byte frames: allocs/op is per batch

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/dispatch"
 	"github.com/mplsnode/mplsnode/internal/testkit/linktest"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
@@ -30,6 +31,15 @@ type topo struct {
 	a, b   *netns.NS
 	va, vb string
 	ep     *xdp.Endpoint
+}
+
+// checkDetached fails t if an XDP program is still attached to va (after
+// Close).
+func (tp topo) checkDetached(t *testing.T) {
+	t.Helper()
+	if out := tp.a.MustExec("ip", "link", "show", tp.va); strings.Contains(out, "prog/xdp") {
+		t.Errorf("after Close, ip link show %s: %q; want no XDP program", tp.va, out)
+	}
 }
 
 // newTopo builds the namespaces and opens the endpoint on va; queues > 1
@@ -136,7 +146,7 @@ func TestTCPBothWays(t *testing.T) {
 // EBUSY on the attach).
 func TestCloseDetaches(t *testing.T) {
 	tp := newTopo(t, xdp.Options{})
-	d := &countingDispatcher{}
+	d := &dispatch.Counter{}
 	tp.ep.Attach(d)
 	tp.a.MustExec("ip", "addr", "add", gvisorAddr.String(), "dev", tp.va)
 	ln := linktest.ListenIn(t, tp.a, gvisorAddr.Addr().String()+":5008")
@@ -161,13 +171,11 @@ func TestCloseDetaches(t *testing.T) {
 	if err := dial(2 * time.Second); err == nil {
 		t.Error("with the program attached, the kernel in ns a took a TCP connection on va; want every frame at the socket")
 	}
-	if d.frames.Load() == 0 {
+	if d.Frames.Load() == 0 {
 		t.Errorf("no frame reached the endpoint while the kernel was dialled: %+v", tp.ep.Stats())
 	}
 	tp.ep.Close()
-	if out := tp.a.MustExec("ip", "link", "show", tp.va); strings.Contains(out, "prog/xdp") {
-		t.Errorf("after Close, ip link show %s: %q; want no XDP program", tp.va, out)
-	}
+	tp.checkDetached(t)
 	if err := dial(10 * time.Second); err != nil {
 		t.Errorf("after Close the kernel in ns a does not take a TCP connection: %v", err)
 	}
@@ -196,9 +204,7 @@ func TestLinkDownUp(t *testing.T) {
 	ln2 := linktest.ListenIn(t, tp.b, kernelAddr.Addr().String()+":5005")
 	linktest.TransferBothWays(t, s, ln2, netip.AddrPortFrom(kernelAddr.Addr(), 5005), 4<<20)
 	tp.ep.Close()
-	if out := tp.a.MustExec("ip", "link", "show", tp.va); strings.Contains(out, "prog/xdp") {
-		t.Errorf("after Close, ip link show %s: %q; want no XDP program", tp.va, out)
-	}
+	tp.checkDetached(t)
 }
 
 // TestCloseWhileBusy closes the endpoint in the middle of a transfer in
@@ -250,9 +256,7 @@ func TestCloseWhileBusy(t *testing.T) {
 	c.Close()
 	kc.Close()
 	wg.Wait()
-	if out := tp.a.MustExec("ip", "link", "show", tp.va); strings.Contains(out, "prog/xdp") {
-		t.Errorf("after Close, ip link show %s: %q; want no XDP program", tp.va, out)
-	}
+	tp.checkDetached(t)
 }
 
 // TestMultiQueue serves two RX queues of a two-queue veth.
