@@ -62,6 +62,9 @@ type options struct {
 	heap        bool
 	split       string
 	splitRoutes int
+	// cpu has the receiver and the feeder write CPU profiles of their
+	// whole runs into keepDir.
+	cpu bool
 }
 
 // parseFlags reads the command line (keepDir included) and exits with the
@@ -72,11 +75,12 @@ func parseFlags() options {
 	runs := flag.String("runs", "100000,500000,1000000+200000", "table sizes, comma-separated, each `V4[+V6]` routes")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the longest a run's installation or withdrawal may take")
 	flag.BoolVar(&o.heap, "heap", true, "fetch and split the receiver's heap profile at steady state")
-	flag.StringVar(&keepDir, "profiles", "", "keep the receiver's heap profiles in `DIR` (heap-BINARY-V4+V6.pb.gz)")
+	flag.StringVar(&keepDir, "profiles", "", "keep the receiver's heap profiles (and, with -cpu, CPU profiles) in `DIR` (heap-BINARY-V4+V6.pb.gz)")
+	flag.BoolVar(&o.cpu, "cpu", false, "have the receiver and the feeder write CPU profiles of their runs into -profiles DIR as cpu-recv-BINARY-V4+V6.pb.gz and cpu-feed-...")
 	flag.StringVar(&o.split, "split", "", "only print the split of a kept heap `PROFILE` (with -routes), measuring nothing")
 	flag.IntVar(&o.splitRoutes, "routes", 0, "the routes the -split profile's node held")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR]\n       bgpscale -split PROFILE -routes N\n\n")
+		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR [-cpu]]\n       bgpscale -split PROFILE -routes N\n\n")
 		fmt.Fprintf(os.Stderr, "A node fed a BGP labeled-unicast table by a second node: install and withdrawal times, RSS, heap split.\n\n")
 		flag.PrintDefaults()
 	}
@@ -94,6 +98,10 @@ func parseFlags() options {
 		os.Exit(2)
 	}
 	o.sizes = sizes
+	if o.cpu && keepDir == "" {
+		fmt.Fprintln(os.Stderr, "bgpscale: -cpu needs -profiles DIR")
+		os.Exit(2)
+	}
 	return o
 }
 
@@ -139,7 +147,7 @@ func measureAll(ctx context.Context, bins []string, o options) {
 	var splits []string
 	for _, sz := range o.sizes {
 		for _, bin := range bins {
-			r, err := runOne(ctx, bin, sz, o.timeout, o.heap)
+			r, err := runOne(ctx, bin, sz, o)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "bgpscale: %s, %d+%d: %v\n", bin, sz.v4, sz.v6, err)
 				os.Exit(1)
@@ -205,7 +213,7 @@ const metricsPort = 9477
 
 // runOne builds the two namespaces, starts the receiver and then the
 // feeder, and measures.
-func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, heap bool) (_ *result, err error) {
+func runOne(ctx context.Context, bin string, sz size, o options) (_ *result, err error) {
 	dir, err := os.MkdirTemp("", "bgpscale")
 	if err != nil {
 		return nil, err
@@ -220,7 +228,16 @@ func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, hea
 		return nil, err
 	}
 	ctl := filepath.Join(dir, "recv.sock")
-	recv, recvLog, err := startNode(dir, nsR, bin, "recv", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--log-format", "json")
+	recvArgs := []string{"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--log-format", "json"}
+	var feedArgs []string
+	if o.cpu {
+		prof := func(who string) string {
+			return filepath.Join(keepDir, fmt.Sprintf("cpu-%s-%s-%d+%d.pb.gz", who, filepath.Base(bin), sz.v4, sz.v6))
+		}
+		recvArgs = append(recvArgs, "--cpuprofile", prof("recv"))
+		feedArgs = append(feedArgs, "--cpuprofile", prof("feed"))
+	}
+	recv, recvLog, err := startNode(dir, nsR, bin, "recv", recvArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +250,7 @@ func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, hea
 	}); err != nil {
 		return nil, err
 	}
-	feeder, feedLog, err := startNode(dir, nsF, bin, "feed")
+	feeder, feedLog, err := startNode(dir, nsF, bin, "feed", feedArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,13 +271,13 @@ func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, hea
 		hosts = 2
 	}
 	r := &result{}
-	if r.fib, r.mirror, err = waitInstalled(ctx, ctl, timeout, total, hosts); err != nil {
+	if r.fib, r.mirror, err = waitInstalled(ctx, ctl, o.timeout, total, hosts); err != nil {
 		return nil, err
 	}
 	// Steady state: the node idle for a few seconds, its garbage
 	// collected (the profile fetch collects first).
 	time.Sleep(5 * time.Second)
-	if heap {
+	if o.heap {
 		if r.split, r.heapInuse, err = heapSplit(ctx, dir, nsR, bin, sz); err != nil {
 			return nil, err
 		}
@@ -273,7 +290,7 @@ func runOne(ctx context.Context, bin string, sz size, timeout time.Duration, hea
 	// it.
 	stopAt := time.Now()
 	_ = feeder.Process.Signal(syscall.SIGTERM)
-	if r.wdFIB, r.wdMirror, err = waitWithdrawn(ctx, ctl, timeout, hosts, stopAt); err != nil {
+	if r.wdFIB, r.wdMirror, err = waitWithdrawn(ctx, ctl, o.timeout, hosts, stopAt); err != nil {
 		return nil, err
 	}
 	_ = feeder.Wait()
