@@ -174,15 +174,15 @@ sysctl -w net.ipv4.ip_forward=1
 	// 100 on a udp link, ns1 pops it towards ns2 on afpacket. The udp
 	// link's MTU is 1500 less 28 bytes of IPv4 and UDP and 4 for an
 	// explicit null, so no route needs an mtu lock; ns1's afpacket link
-	// gets that MTU too, since the LSR splits the kernel's GSO frames to
-	// its receiving link's MTU and the pieces leave on the udp link.
+	// keeps 1500: the LSR cuts the kernel's GSO frames to fit the node's
+	// smallest link, so the pieces fit the udp link back to ns0.
 	ns0UDP = `link add mu0 type udp local 192.168.77.20:6635 remote 192.168.77.21:6635
 addr add 172.16.20.20/24 dev mu0
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21
 route add 172.16.21.0/24 via 172.16.20.21
 `
 	ns1UDP = `link add mu1 type udp local 192.168.77.21:6635 remote 192.168.77.20:6635
-link add virt12 type afpacket mtu 1468
+link add virt12 type afpacket
 addr add 172.16.20.21/24 dev mu1
 addr add 172.16.21.21/24 dev virt12
 sysctl -w net.ipv4.ip_forward=1

@@ -149,7 +149,9 @@ type IPForwardRequest struct {
 	// (a lower link's GSO frame), not a fragment, without IPv6 extension
 	// headers, whose TCP checksum was verified or is the kernel's partial
 	// one (not finished): it stands for segments of at most GSOMSS
-	// payload bytes, each no larger than MTU(). The forwarder sends it
+	// payload bytes, each no larger than MTU() or than the smallest MTU()
+	// of the node's links (a GSO frame does not tell the segment size its
+	// sender chose, so the cut fits every egress). The forwarder sends it
 	// whole or cuts it into those segments; one it does not take is split
 	// by the endpoint and each segment offered on its own.
 	GSOMSS int
@@ -273,6 +275,10 @@ type Endpoint struct {
 	rxPool  sync.Pool // *rxScratch
 	// splitPool holds *splitScratch for receive-side splits.
 	splitPool sync.Pool
+	// fibNIC is the FIB NIC whose links this endpoint is one of (set by
+	// FIBEndpoint.SetLinks): the node's other links bound the size a
+	// received GSO frame is cut to (splitMTU).
+	fibNIC atomic.Pointer[FIBEndpoint]
 
 	ctr counters
 	// frag holds fragments until their datagram's checksum verifies

@@ -126,6 +126,9 @@ func NewFIB(opts FIBOptions) *FIBEndpoint {
 func (f *FIBEndpoint) SetLinks(links map[string]*FIBLink, first *Endpoint) {
 	f.links.Store(&links)
 	f.first.Store(first)
+	for _, l := range links {
+		l.Endpoint.fibNIC.Store(f)
+	}
 }
 
 // MTU implements stack.LinkEndpoint: the smallest link MTU less the label

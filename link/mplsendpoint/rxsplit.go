@@ -22,8 +22,8 @@ type splitScratch struct {
 // it whole first (IPForwardRequest.GSOMSS): a transit packet is routed
 // once and cut only at an egress that cannot send it whole. One the
 // forwarder does not take (for the node, or one it would drop or answer
-// with an ICMP error) is split into packets of at most MTU() bytes, each
-// delivered on its own (deliverSplit). It reports false, delivering
+// with an ICMP error) is split into packets of at most splitMTU() bytes,
+// each delivered on its own (deliverSplit). It reports false, delivering
 // nothing, for a packet it does not split (not TCP, a fragment, a header
 // it cannot parse): the caller delivers that one whole.
 func (e *Endpoint) deliverLarge(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) bool {
@@ -46,12 +46,13 @@ func (e *Endpoint) deliverLarge(proto tcpip.NetworkProtocolNumber, pkt *stack.Pa
 }
 
 // splitPacket reads pkt (an IP packet of proto, link header consumed) as
-// a TCP packet that deliverSplit can cut into segments of at most MTU()
-// bytes: not a fragment, no IPv6 extension headers. MTU() leaves room for
-// the deepest label stack, so the pieces fit any route they are forwarded
-// on, labelled or not: a veth peer's GSO frame does not tell its segment
-// size (no virtio-net header), and cutting at the link MTU made packets
-// that a labelled route refuses.
+// a TCP packet that deliverSplit can cut into segments of at most
+// splitMTU() bytes: not a fragment, no IPv6 extension headers. splitMTU()
+// leaves room for the deepest label stack and fits every link of the
+// node, so the pieces fit any route they are forwarded on, labelled or
+// not: a veth peer's GSO frame does not tell its segment size (no
+// virtio-net header), and a cut at this link's MTU alone makes packets
+// that a labelled route or a smaller link refuses.
 func (e *Endpoint) splitPacket(proto tcpip.NetworkProtocolNumber, pkt *stack.PacketBuffer) (gso.Packet, bool) {
 	b, ok := pkt.Data().PullUp(pkt.Data().Size())
 	if !ok {
@@ -76,12 +77,12 @@ func (e *Endpoint) splitPacket(proto tcpip.NetworkProtocolNumber, pkt *stack.Pac
 	if len(b) < p.L4Offset+header.TCPMinimumSize {
 		return p, false
 	}
-	p.MSS = int(e.MTU()) - p.L4Offset - int(header.TCP(b[p.L4Offset:]).DataOffset())
+	p.MSS = int(e.splitMTU()) - p.L4Offset - int(header.TCP(b[p.L4Offset:]).DataOffset())
 	return p, p.MSS > 0
 }
 
 // deliverSplit segments p, the packet in pkt as splitPacket read it, into
-// packets of at most MTU() bytes with their checksums computed (package
+// packets of at most splitMTU() bytes with their checksums computed (package
 // gso ignores a partial one) and delivers each (up). A TCP packet that
 // cannot be segmented (SYN or RST spanning segments) is dropped as
 // gso_unsupported.
