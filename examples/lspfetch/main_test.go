@@ -2,15 +2,13 @@ package main
 
 import (
 	"io"
-	"net/http"
-	"net/netip"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/lspweb"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
-	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 )
 
@@ -22,34 +20,18 @@ func TestFetchOverLSP(t *testing.T) {
 	va, vb := netns.VethPair(t, a, b)
 	var srv *stack.Stack
 	if err := b.Run(func() (err error) {
-		srv, err = stack.New(stack.Config{
-			Links: []stack.Link{{Name: vb}},
-			Addresses: []stack.Address{
-				{Link: vb, Prefix: netip.MustParsePrefix("172.16.20.21/24")},
-				{Link: vb, Prefix: netip.MustParsePrefix("10.10.10.10/32")},
-			},
-			ILM: []mpls.ILMEntry{{Label: 100, Action: mpls.ILMPopLocal}},
-		})
+		srv, err = stack.New(lspweb.Config(stack.Link{Name: vb}))
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	ln, err := srv.ListenTCP(netip.MustParseAddrPort("10.10.10.10:80"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "page behind label 100\n")
-	})}
-	go hs.Serve(ln)
-	defer hs.Close()
+	lspweb.Serve(t, srv)
 
 	// Capture fetch's stdout.
 	r, w, _ := os.Pipe()
 	old := os.Stdout
 	os.Stdout = w
-	err = a.Run(func() error {
+	err := a.Run(func() error {
 		return fetch(va, "172.16.20.20/24", "172.16.20.21", "100", "http://10.10.10.10/", 20*time.Second)
 	})
 	os.Stdout = old
@@ -58,7 +40,7 @@ func TestFetchOverLSP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fetch = %v", err)
 	}
-	if !strings.Contains(string(out), "page behind label 100") {
+	if !strings.Contains(string(out), lspweb.Page) {
 		t.Fatalf("fetch printed %q", out)
 	}
 	if hits := srv.Stats().Links[0].MPLS.ILMHits; hits == 0 {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/lspweb"
 	"github.com/mplsnode/mplsnode/link/udp"
-	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/stack"
 )
 
@@ -49,28 +47,12 @@ func freePort(t *testing.T) uint16 {
 func lsr(t *testing.T, port, peer uint16) {
 	t.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
-	srv, err := stack.New(stack.Config{
-		Links: []stack.Link{{Name: "mu1", Kind: stack.LinkUDP,
-			UDP: udp.Options{Local: netip.AddrPortFrom(lo, port), Remote: netip.AddrPortFrom(lo, peer)}}},
-		Addresses: []stack.Address{
-			{Link: "mu1", Prefix: netip.MustParsePrefix("172.16.20.21/24")},
-			{Link: "mu1", Prefix: netip.MustParsePrefix("10.10.10.10/32")},
-		},
-		ILM: []mpls.ILMEntry{{Label: 100, Action: mpls.ILMPopLocal}},
-	})
+	srv, err := stack.New(lspweb.Config(stack.Link{Name: "mu1", Kind: stack.LinkUDP,
+		UDP: udp.Options{Local: netip.AddrPortFrom(lo, port), Remote: netip.AddrPortFrom(lo, peer)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close() })
-	ln, err := srv.ListenTCP(netip.MustParseAddrPort("10.10.10.10:80"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "page behind label 100\n")
-	})}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	lspweb.Serve(t, srv)
 }
 
 // TestFetchUnprivileged runs udpfetch as user nobody with no capability at
@@ -133,7 +115,7 @@ func TestFetchUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatalf("udpfetch: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
 	}
-	if got := stdout.String(); got != "page behind label 100\n" {
+	if got := stdout.String(); got != lspweb.Page {
 		t.Errorf("got page %q", got)
 	}
 	for _, want := range []string{"Uid:\t65534\t65534\t65534\t65534", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000"} {
