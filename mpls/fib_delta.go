@@ -259,6 +259,9 @@ func (f *FIB) lookupDelta(fam int, a u128, i int32) (*FIBEntry, bool) {
 		}
 		t = t.child[bitAt(a, t.bits)]
 	}
+	if touched == [3]uint64{} && i >= 0 { // no touched prefix holds a: the base's answer stands
+		return &f.entries[i], true
+	}
 	for i >= 0 {
 		l := f.entries[i].Prefix.Bits()
 		if touched[l>>6]&(1<<(l&63)) == 0 {

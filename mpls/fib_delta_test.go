@@ -346,3 +346,54 @@ func TestFIBUpdateDifferential(t *testing.T) {
 		})
 	}
 }
+
+// FuzzFIBUpdate is the differential test driven by the fuzzer: each byte
+// of the input adds (top bit clear) or deletes a route of a pool of 128
+// prefixes (the low 7 bits), a zero byte ends a batch; after each batch
+// the FIB is held to the model as in TestFIBUpdateDifferential.
+func FuzzFIBUpdate(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 0, 0x81, 0x82, 0, 5, 0x85, 5})
+	f.Add([]byte{10, 11, 12, 13, 14, 15, 0, 0x8a, 0x8c, 0, 0x8b, 12})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rng := rand.New(rand.NewPCG(27, 1))
+		pool := fibPool(rng, 128)
+		var initial []mpls.Route
+		for i, p := range pool {
+			if i%3 == 0 {
+				initial = append(initial, randomRoute(rng, p))
+			}
+		}
+		fib, err := mpls.NewFIB(initial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := newRefFIB(initial)
+		probes := probeAddrs(rng, pool, 32)
+		var add []mpls.Route
+		var del []netip.Prefix
+		inAdd := map[netip.Prefix]bool{}
+		for i, b := range append(data, 0) {
+			if b != 0 {
+				p := pool[b&127]
+				if b&128 != 0 {
+					del = append(del, p)
+				} else if !inAdd[p] {
+					inAdd[p] = true
+					add = append(add, randomRoute(rng, p))
+				}
+				if i < len(data) {
+					continue
+				}
+			}
+			nf, err := fib.Update(add, del)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nref := ref.update(add, del)
+			checkFIBModel(t, nf, nref, probes)
+			checkChanges(t, fib, nf, ref, nref)
+			fib, ref = nf, nref
+			add, del, inAdd = nil, nil, map[netip.Prefix]bool{}
+		}
+	})
+}

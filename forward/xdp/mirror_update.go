@@ -123,13 +123,17 @@ func exactRoute(fib *mpls.FIB, p netip.Prefix) (e *mpls.FIBEntry, found, sure bo
 // diffFIB returns the entries of cur that old lacks or holds otherwise
 // (changed, cur's) and the prefixes of old's entries that cur does not
 // hold at the same place (removed; a prefix in both lists moved or was
-// replaced). An Update keeps the surviving entries in order and appends
+// replaced). Two FIBs of one base (Updates that did not rebuild) answer
+// at the cost of their change (mpls.FIB.Changes); others are walked side
+// by side: an Update keeps the surviving entries in order and appends
 // the new ones, so a change of a few routes makes short lists (an entry
 // inserted before others, as going back to an older table does, is
-// found by looking one entry ahead); ok is
-// false as soon as they exceed limit (the tables differ too much: a
-// whole sync is cheaper).
+// found by looking one entry ahead). ok is false as soon as they exceed
+// limit (the tables differ too much: a whole sync is cheaper).
 func diffFIB(old, cur *mpls.FIB, limit int) (changed []*mpls.FIBEntry, removed []netip.Prefix, ok bool) {
+	if changed, removed, ok := cur.Changes(old, limit); ok {
+		return changed, removed, true
+	}
 	i, j := 0, 0
 	for i < old.Len() && j < cur.Len() {
 		o, n := old.Entry(i), cur.Entry(j)
