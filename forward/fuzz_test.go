@@ -119,6 +119,16 @@ func ipv4UDPFuzz(ttl uint8, size int) []byte {
 	return ip
 }
 
+// patterned returns n bytes of a pattern (byte i is i*step) that shows
+// where a byte was taken from.
+func patterned(n, step int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i * step)
+	}
+	return b
+}
+
 // frameBytes returns pkt's bytes as on the wire.
 func frameBytes(pkt *gstack.PacketBuffer) []byte {
 	var b []byte

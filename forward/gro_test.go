@@ -81,10 +81,7 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 	out.release()
 
 	const mss, count = 1400, 20
-	data := make([]byte, mss*count+300)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
+	data := patterned(mss*count+300, 7)
 	for i := range count {
 		inject(in.Endpoint, labelled([]uint32{102}, 64, seg(data, i*mss, mss, 0)))
 	}
@@ -141,10 +138,7 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 	out.release()
 
 	const mss, count = 1200, 10
-	data := make([]byte, mss*count)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
+	data := patterned(mss*count, 13)
 	for i := range count {
 		inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(data, i*mss, mss)))
 	}
@@ -186,10 +180,7 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 // one GSO packet and this test fails.
 func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
 	const mss, count = 1400, 6
-	data := make([]byte, mss*count)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
+	data := patterned(mss*count, 13)
 	badTCP := func(b []byte) { b[header.IPv4MinimumSize+16] ^= 0x5a }
 	badIP := func(b []byte) { b[10] ^= 0x5a }
 	for _, tc := range []struct {
@@ -265,10 +256,7 @@ func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
 // (mutants v05, v06): start's PSH check dropped, parseSeg's DF check dropped.
 func TestLabelSwitchGROClosesAndRefuses(t *testing.T) {
 	const mss, count = 1400, 4
-	data := make([]byte, mss*count)
-	for i := range data {
-		data[i] = byte(i * 11)
-	}
+	data := patterned(mss*count, 11)
 	for _, tc := range []struct {
 		name string
 		seg  func(i int) []byte

@@ -38,10 +38,7 @@ var hop6 = netip.MustParseAddr("2001:db8:2::2")
 // gsoPayload is the TCP payload of the GSO packets: 20000 bytes, none
 // repeating within a segment.
 var gsoPayload = func() []byte {
-	b := make([]byte, 20000)
-	for i := range b {
-		b[i] = byte(i * 7)
-	}
+	b := patterned(20000, 7)
 	return b
 }()
 

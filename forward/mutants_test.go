@@ -70,10 +70,7 @@ func TestLabelSwitchMTUBoundary(t *testing.T) {
 // ACK-equality check, the contiguous-sequence check and the segment-size
 // <= MSS check (issue 18's survivors).
 func TestGRORefuses(t *testing.T) {
-	data := make([]byte, 4000)
-	for i := range data {
-		data[i] = byte(i * 3)
-	}
+	data := patterned(4000, 3)
 	mk := func(off, n int, ack uint32) []byte {
 		return mplstest.IPv4TCP(mplstest.TCP{
 			Src: netip.MustParseAddrPort("10.1.0.2:1000"), Dst: netip.MustParseAddrPort("10.9.9.9:2000"),

@@ -40,6 +40,16 @@ func gsoPacket(tb testing.TB, ep *mplsendpoint.Endpoint, dst netip.Addr, payload
 	return gsoPacketFromIP(ep, mplstest.IPv4TCP(t), mss)
 }
 
+// patterned returns n bytes of a pattern (byte i is i*step) that shows
+// where a byte was taken from.
+func patterned(n, step int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i * step)
+	}
+	return b
+}
+
 // gsoPacketFromIP is gsoPacket for a given IP packet (20-byte IPv4 or
 // 40-byte IPv6 header, TCP header without options). With sizes, the
 // payload is in several views, as gVisor's send buffer chains them: views
@@ -176,10 +186,7 @@ func TestGSOGroupsMatchWholePacket(t *testing.T) {
 // payload, the sequence number and IPv4 ID about to wrap, FIN, PSH and CWR
 // set; and mss, what fills a 1500-byte link under nl labels.
 func wrappingGSOPacket(v6 bool, nl int) (ip []byte, dst netip.Addr, mss int) {
-	payload := make([]byte, benchGSOPayload)
-	for i := range payload {
-		payload[i] = byte(i * 7)
-	}
+	payload := patterned(benchGSOPayload, 7)
 	src, dst, l3 := addrA4, addrB4, header.IPv4MinimumSize
 	if v6 {
 		src, dst, l3 = addrA6, addrB6, header.IPv6MinimumSize

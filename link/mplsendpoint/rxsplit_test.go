@@ -39,10 +39,7 @@ func (*recordingDispatcher) DeliverLinkPacket(tcpip.NetworkProtocolNumber, *stac
 // gopacket); without the option it goes up whole.
 func TestForwardingSplitsOversizeRX(t *testing.T) {
 	const mtu = 1500
-	payload := make([]byte, 20000)
-	for i := range payload {
-		payload[i] = byte(i * 7)
-	}
+	payload := patterned(20000, 7)
 	mac := tcpip.LinkAddress("\x02\x00\x00\x00\x00\x01")
 	for _, tc := range []struct {
 		name string

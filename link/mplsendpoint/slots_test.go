@@ -129,10 +129,7 @@ func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
 	g := &gsoRing{ringSink: mplstest.NewRingSink(1500, macA, 1518)}
 	ep := labelledEndpoint(t, 1, g)
 	plainDst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
-	payload := make([]byte, benchGSOPayload)
-	for i := range payload {
-		payload[i] = byte(i * 13)
-	}
+	payload := patterned(benchGSOPayload, 13)
 	packet := func(dst netip.Addr, n int, gso bool) ([]byte, *stack.PacketBuffer) {
 		ip := mplstest.IPv4TCP(mplstest.TCP{Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(dst, 80),
 			Seq: 1000, Ack: 1, Window: 502, Flags: header.TCPFlagAck | header.TCPFlagPsh, Payload: payload[:n]})
