@@ -267,17 +267,7 @@ func TestFragmentChecksum(t *testing.T) {
 					bad := bytes.Clone(l4)
 					bad[1500] ^= 0x20 // in the second fragment
 					bps := split(bad, 1232)
-					before := statDrop(h.ep, mplsendpoint.DropBadChecksum)
-					h.sendPieces(t, v6, []fragPiece{bps[order[0]], bps[order[1]], bps[order[2]]})
-					h.sendMarker(t, v6)
-					h.expectMarker(t, v6)
-					st := h.ep.Stats()
-					if got := st.Drop(mplsendpoint.DropBadChecksum) - before; got != 3 {
-						t.Errorf("bad_checksum moved by %d, want 3 (one per fragment)", got)
-					}
-					if st.RXFragmentsHeld != 0 {
-						t.Errorf("%d fragments still held", st.RXFragmentsHeld)
-					}
+					h.expectDropped(t, v6, []fragPiece{bps[order[0]], bps[order[1]], bps[order[2]]}, mplsendpoint.DropBadChecksum, 3, "one per fragment")
 				})
 			}
 			t.Run("ipv4_no_checksum", func(t *testing.T) {
@@ -292,6 +282,25 @@ func TestFragmentChecksum(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// expectDropped sends pieces as one datagram's fragments, then a marker
+// datagram, and checks, once the marker is delivered, that the drop
+// counter reason moved by want (why says what they are) and that no
+// fragment is still held.
+func (h *fragHost) expectDropped(t *testing.T, v6 bool, pieces []fragPiece, reason mplsendpoint.DropReason, want uint64, why string) {
+	t.Helper()
+	before := statDrop(h.ep, reason)
+	h.sendPieces(t, v6, pieces)
+	h.sendMarker(t, v6)
+	h.expectMarker(t, v6)
+	st := h.ep.Stats()
+	if got := st.Drop(reason) - before; got != want {
+		t.Errorf("%s moved by %d, want %d (%s)", reason, got, want, why)
+	}
+	if st.RXFragmentsHeld != 0 {
+		t.Errorf("%d fragments still held", st.RXFragmentsHeld)
 	}
 }
 
@@ -310,17 +319,7 @@ func TestFragmentOverlap(t *testing.T) {
 				"duplicate": {ps[0], ps[0], ps[1], ps[2]},
 			} {
 				t.Run(name, func(t *testing.T) {
-					before := statDrop(h.ep, mplsendpoint.DropFragmentOverlap)
-					h.sendPieces(t, v6, set)
-					h.sendMarker(t, v6)
-					h.expectMarker(t, v6)
-					st := h.ep.Stats()
-					if got := st.Drop(mplsendpoint.DropFragmentOverlap) - before; got != 4 {
-						t.Errorf("fragment_overlap moved by %d, want 4 (every fragment of the set)", got)
-					}
-					if st.RXFragmentsHeld != 0 {
-						t.Errorf("%d fragments still held", st.RXFragmentsHeld)
-					}
+					h.expectDropped(t, v6, set, mplsendpoint.DropFragmentOverlap, 4, "every fragment of the set")
 				})
 			}
 		})
@@ -544,14 +543,7 @@ func BenchmarkReceiveFragments(b *testing.B) {
 				inject(ep, f, false)
 			}
 			d.n = 0
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				for _, f := range frames {
-					inject(ep, f, false)
-				}
-			}
-			b.StopTimer()
+			benchInject(b, ep, frames, false)
 			if st := ep.Stats(); st.Drop(mplsendpoint.DropBadChecksum) != 0 || d.n != 3*b.N {
 				b.Fatalf("bad_checksum %d, %d packets delivered for %d datagrams", st.Drop(mplsendpoint.DropBadChecksum), d.n, b.N)
 			}
