@@ -326,27 +326,50 @@ func (r *Route) col(c int32) Pos {
 	return Pos{File: r.Pos.File, Line: r.Pos.Line, Col: int(c)}
 }
 
-// NextHop is one `nexthop` of a multipath route.
-type NextHop struct {
+// Hop is what a nexthop of a multipath route and one of a multipath label
+// route both have.
+type Hop struct {
 	// Pos is the position of the nexthop word.
 	Pos Pos
-	// Labels is the stack this hop pushes, outermost first; nil for plain
-	// IP.
-	Labels    []uint32
-	LabelsPos Pos
-	// Via is the hop's neighbour; invalid for an on-link hop (dev only).
+	// Via is the hop's neighbour: required in a LabelNextHop, invalid in
+	// a NextHop for an on-link hop (dev only).
 	Via    netip.Addr
 	ViaPos Pos
 	// Dev is the hop's link, filled from the connected subnet of Via
 	// when the line omits it.
 	Dev    string
 	DevPos Pos
-	// TTL is the hop's `encap mpls ... ttl N`; 0 means follow the TTL
-	// model.
-	TTL uint8
 	// Weight is the hop's share of flows, 1..256 (ip-route(8)); 0 when
 	// not given, which means 1.
 	Weight uint16
+}
+
+// words returns h's via, dev and weight words, each left out when not
+// given.
+func (h *Hop) words() string {
+	s := ""
+	if h.Via.IsValid() {
+		s += " " + viaWords(h.Via)
+	}
+	if h.Dev != "" {
+		s += " dev " + h.Dev
+	}
+	if h.Weight != 0 {
+		s += " weight " + strconv.Itoa(int(h.Weight))
+	}
+	return s
+}
+
+// NextHop is one `nexthop` of a multipath route.
+type NextHop struct {
+	Hop
+	// Labels is the stack this hop pushes, outermost first; nil for plain
+	// IP.
+	Labels    []uint32
+	LabelsPos Pos
+	// TTL is the hop's `encap mpls ... ttl N`; 0 means follow the TTL
+	// model.
+	TTL uint8
 }
 
 // String returns h in config words, from the nexthop word on.
@@ -358,10 +381,7 @@ func (h NextHop) String() string {
 			s += " ttl " + strconv.Itoa(int(h.TTL))
 		}
 	}
-	if h.Via.IsValid() {
-		s += " " + viaWords(h.Via)
-	}
-	return s + devWeightWords(h.Dev, h.Weight)
+	return s + h.words()
 }
 
 // LabelAction is what a label route does with the incoming top label.
@@ -407,38 +427,14 @@ type LabelRoute struct {
 	NextHops []LabelNextHop
 }
 
-// devWeightWords returns the dev and weight words that end a nexthop,
-// each left out when not given (dev "", weight 0).
-func devWeightWords(dev string, weight uint16) string {
-	s := ""
-	if dev != "" {
-		s += " dev " + dev
-	}
-	if weight != 0 {
-		s += " weight " + strconv.Itoa(int(weight))
-	}
-	return s
-}
-
 // LabelNextHop is one `nexthop [as [to] STACK] via [inet|inet6] ADDR [dev
 // NAME] [weight N]` of a multipath label route: a swap to OutLabels, or
 // without them a pop (to implicit null) and forward.
 type LabelNextHop struct {
-	// Pos is the position of the nexthop word.
-	Pos Pos
+	Hop
 	// OutLabels replace the incoming label, outermost first; nil to pop.
 	OutLabels    []uint32
 	OutLabelsPos Pos
-	// Via is the hop's neighbour (required).
-	Via    netip.Addr
-	ViaPos Pos
-	// Dev is the hop's link, filled from the connected subnet of Via when
-	// the line omits it.
-	Dev    string
-	DevPos Pos
-	// Weight is the hop's share of flows, 1..256; 0 when not given, which
-	// means 1.
-	Weight uint16
 }
 
 // String returns h in config words, from the nexthop word on.
@@ -447,8 +443,7 @@ func (h LabelNextHop) String() string {
 	if h.OutLabels != nil {
 		s += " as to " + FormatStack(h.OutLabels)
 	}
-	s += " " + viaWords(h.Via)
-	return s + devWeightWords(h.Dev, h.Weight)
+	return s + h.words()
 }
 
 // GSOMode chooses where large TCP segments are cut to the link MTU: the

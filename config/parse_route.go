@@ -246,31 +246,43 @@ func defaultPrefix(family string, r *Route) netip.Prefix {
 
 // nextHop parses one HOP after the nexthop word t.
 func (p *parser) nextHop(t token) (NextHop, []token) {
-	h := NextHop{Pos: p.pos(t.col)}
+	h := NextHop{Hop: Hop{Pos: p.pos(t.col)}}
 	var labelToks []token
 	var seen wordSet
 	for p.more() && p.peek() != "nexthop" && !slices.Contains(shownWords, p.peek()) {
 		w := p.next("")
 		seen.once(p, w, "nexthop", hopWords)
-		switch w.s {
-		case "encap":
+		switch {
+		case p.hopWord(w, &h.Hop, true):
+		case w.s == "encap":
 			h.Labels, labelToks, h.LabelsPos, h.TTL = p.encap()
-		case "via":
-			var vt token
-			h.Via, vt = p.via()
-			h.ViaPos = p.at(vt)
-		case "dev":
-			h.Dev, h.DevPos = p.ifName("device name")
-		case "weight":
-			v, _ := p.number("nexthop weight", 1, 256)
-			h.Weight = uint16(v)
-		case "mtu":
+		case w.s == "mtu":
 			p.fail(w, "mtu is a route option: write it before the first nexthop")
 		default:
 			p.fail(w, "unknown word %q in nexthop; expected %s%s", w.s, oneOf(hopWords), suggest(w.s, hopWords))
 		}
 	}
 	return h, labelToks
+}
+
+// hopWord parses the word w of a hop that both kinds of nexthop share (via
+// ADDR, dev NAME, and with weight weight N) into h, and reports whether w
+// was one of them.
+func (p *parser) hopWord(w token, h *Hop, weight bool) bool {
+	switch {
+	case w.s == "via":
+		var vt token
+		h.Via, vt = p.via()
+		h.ViaPos = p.at(vt)
+	case w.s == "dev":
+		h.Dev, h.DevPos = p.ifName("device name")
+	case w.s == "weight" && weight:
+		v, _ := p.number("nexthop weight", 1, 256)
+		h.Weight = uint16(v)
+	default:
+		return false
+	}
+	return true
 }
 
 // checkHop checks one next hop of a route to prefix: families (an IPv6
@@ -448,42 +460,27 @@ func (p *parser) labelMultipath(r *LabelRoute) {
 // and a multipath label route share (as [to] STACK, via ADDR, dev NAME)
 // into h, and reports whether w was one of them.
 func (p *parser) labelHopWord(w token, h *LabelNextHop) bool {
-	switch w.s {
-	case "as":
-		if p.peek() == "to" {
-			p.i++
-		}
-		st := p.next("a label stack such as 300/400 after as to")
-		h.OutLabelsPos = p.at(st)
-		h.OutLabels, _ = p.stack(st)
-	case "via":
-		var vt token
-		h.Via, vt = p.via()
-		h.ViaPos = p.at(vt)
-	case "dev":
-		h.Dev, h.DevPos = p.ifName("device name")
-	default:
-		return false
+	if w.s != "as" {
+		return p.hopWord(w, &h.Hop, false)
 	}
+	if p.peek() == "to" {
+		p.i++
+	}
+	st := p.next("a label stack such as 300/400 after as to")
+	h.OutLabelsPos = p.at(st)
+	h.OutLabels, _ = p.stack(st)
 	return true
 }
 
 // labelNextHop parses one HOP of a multipath label route after the
 // nexthop word t.
 func (p *parser) labelNextHop(t token) LabelNextHop {
-	h := LabelNextHop{Pos: p.pos(t.col)}
+	h := LabelNextHop{Hop: Hop{Pos: p.pos(t.col)}}
 	var seen wordSet
 	for p.more() && p.peek() != "nexthop" && !slices.Contains(shownWords, p.peek()) {
 		w := p.next("")
 		seen.once(p, w, "nexthop", labelHopWords)
-		if p.labelHopWord(w, &h) {
-			continue
-		}
-		switch w.s {
-		case "weight":
-			v, _ := p.number("nexthop weight", 1, 256)
-			h.Weight = uint16(v)
-		default:
+		if !p.labelHopWord(w, &h) && !p.hopWord(w, &h.Hop, true) {
 			p.fail(w, "unknown word %q in nexthop; expected %s%s", w.s, oneOf(labelHopWords), suggest(w.s, labelHopWords))
 		}
 	}

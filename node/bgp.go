@@ -673,7 +673,7 @@ func fibLine(e *mpls.FIBEntry) string {
 		r.Via, r.Dev, r.Labels, r.TTL = hops[0].Via, hops[0].Device, labels(hops[0].Labels), e.TTL
 	} else {
 		for _, h := range hops {
-			r.NextHops = append(r.NextHops, config.NextHop{Via: h.Via, Dev: h.Device, Labels: labels(h.Labels), Weight: h.Weight, TTL: e.TTL})
+			r.NextHops = append(r.NextHops, config.NextHop{Hop: config.Hop{Via: h.Via, Dev: h.Device, Weight: h.Weight}, Labels: labels(h.Labels), TTL: e.TTL})
 		}
 	}
 	return r.String()

@@ -393,7 +393,7 @@ func routeText(r *mpls.Route) string {
 		}
 	} else {
 		for _, h := range r.NextHops {
-			ch := config.NextHop{Via: h.Via, Dev: h.Device, Weight: h.Weight}
+			ch := config.NextHop{Hop: config.Hop{Via: h.Via, Dev: h.Device, Weight: h.Weight}}
 			for _, l := range h.Labels {
 				ch.Labels = append(ch.Labels, uint32(l))
 			}
