@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mplsnode/mplsnode/bgp"
+	"github.com/mplsnode/mplsnode/config"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -111,8 +112,7 @@ func runBGP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			what = "routes"
 		}
 	default:
-		fmt.Fprintf(stderr, "mplsnode bgp: want summary, neighbor or routes, got %q\n", what)
-		return exitUsage
+		return usageError(stderr, "bgp", "want summary, neighbor or routes, got %q", what)
 	}
 	body, code := query(ctx, "bgp", *socket, "bgp "+what, stderr)
 	if code != exitOK {
@@ -190,8 +190,8 @@ func printBGPRoutes(tw io.Writer, body []byte, stderr io.Writer) bool {
 		if r.Local {
 			from = "local"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Prefix, from, dash(r.NextHop), labels(r.Labels),
-			r.Installed, labels(r.Push), dash(r.Via), dash(r.Dev), dash(localLabel(r.LocalLabel)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\t%s\n", r.Prefix, from, dash(r.NextHop), dash(config.FormatStack(r.Labels)),
+			r.Installed, dash(config.FormatStack(r.Push)), dash(r.Via), dash(r.Dev), dash(localLabel(r.LocalLabel)))
 	})
 }
 
@@ -230,15 +230,13 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return code
 			}
 		}
-		fmt.Fprintln(stderr, "mplsnode route: want show, add, replace or del")
-		return exitUsage
+		return usageError(stderr, "route", "want show, add, replace or del")
 	}
 	if code, stop := parseFlags(fs, args[1:], stdout, stderr); stop {
 		return code
 	}
 	if *stats && !*mplsFamily {
-		fmt.Fprintln(stderr, "mplsnode route: -s counts per incoming label: mplsnode -f mpls route show -s")
-		return exitUsage
+		return usageError(stderr, "route", "-s counts per incoming label: mplsnode -f mpls route show -s")
 	}
 	cmd := "route show"
 	if *mplsFamily {
@@ -292,14 +290,11 @@ func runRouteChange(ctx context.Context, fs *flag.FlagSet, verb string, args []s
 	mplsFamily := fs.Lookup("mpls").Value.String() == "true"
 	switch {
 	case len(words) == 0 && mplsFamily:
-		fmt.Fprintf(stderr, "mplsnode route: want a label: mplsnode -f mpls route %s LABEL ...\n", verb)
-		return exitUsage
+		return usageError(stderr, "route", "want a label: mplsnode -f mpls route %s LABEL ...", verb)
 	case len(words) == 0:
-		fmt.Fprintf(stderr, "mplsnode route: want a prefix: mplsnode route %s PREFIX ...\n", verb)
-		return exitUsage
+		return usageError(stderr, "route", "want a prefix: mplsnode route %s PREFIX ...", verb)
 	case verb == "del" && len(words) > 1:
-		fmt.Fprintf(stderr, "mplsnode route: del takes only the prefix or label, got %q after it\n", words[1])
-		return exitUsage
+		return usageError(stderr, "route", "del takes only the prefix or label, got %q after it", words[1])
 	}
 	cmd := "route " + verb + " " + strings.Join(words, " ")
 	if mplsFamily {
@@ -340,17 +335,6 @@ func decode(body []byte, v any, stderr io.Writer) bool {
 		return false
 	}
 	return true
-}
-
-func labels(ls []uint32) string {
-	if len(ls) == 0 {
-		return "-"
-	}
-	s := make([]string, len(ls))
-	for i, l := range ls {
-		s[i] = fmt.Sprint(l)
-	}
-	return strings.Join(s, "/")
 }
 
 func localLabel(l uint32) string {

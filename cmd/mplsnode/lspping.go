@@ -151,20 +151,15 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case *count < 1 || *count > 100000:
-		fmt.Fprintf(stderr, "mplsnode ping: -c %d: want 1 to 100000\n", *count)
-		return exitUsage
+		return usageError(stderr, "ping", "-c %d: want 1 to 100000", *count)
 	case *ttl < 1 || *ttl > 255:
-		fmt.Fprintf(stderr, "mplsnode ping: --ttl %d: want 1 to 255\n", *ttl)
-		return exitUsage
+		return usageError(stderr, "ping", "--ttl %d: want 1 to 255", *ttl)
 	case *mode < 1 || *mode > 3:
-		fmt.Fprintf(stderr, "mplsnode ping: --reply-mode %d: want 1, 2 or 3\n", *mode)
-		return exitUsage
+		return usageError(stderr, "ping", "--reply-mode %d: want 1, 2 or 3", *mode)
 	case *size < 0 || *size > 9000:
-		fmt.Fprintf(stderr, "mplsnode ping: -s %d: want 0 to 9000\n", *size)
-		return exitUsage
+		return usageError(stderr, "ping", "-s %d: want 0 to 9000", *size)
 	case *interval < 0:
-		fmt.Fprintf(stderr, "mplsnode ping: -i %d: want 0 or more milliseconds\n", *interval)
-		return exitUsage
+		return usageError(stderr, "ping", "-i %d: want 0 or more milliseconds", *interval)
 	}
 	req := node.LSPRequest{Prefix: p.String(), FEC: f.fec, Count: *count, IntervalMS: max(*interval, 1), TimeoutMS: f.waitMS,
 		Size: *size, TC: uint8(f.exp), TTL: uint8(*ttl), ReplyMode: uint8(*mode)}
@@ -191,8 +186,7 @@ func runTraceroute(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return code
 	}
 	if *maxTTL < 1 || *maxTTL > 255 {
-		fmt.Fprintf(stderr, "mplsnode traceroute: --ttl-max %d: want 1 to 255\n", *maxTTL)
-		return exitUsage
+		return usageError(stderr, "traceroute", "--ttl-max %d: want 1 to 255", *maxTTL)
 	}
 	req := node.LSPRequest{Prefix: p.String(), FEC: f.fec, TimeoutMS: f.waitMS, TC: uint8(f.exp),
 		MaxTTL: uint8(*maxTTL), Multipath: *multipath}

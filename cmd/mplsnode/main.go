@@ -24,6 +24,13 @@ const (
 	exitUsage   = 2
 )
 
+// usageError prints a usage error of the named subcommand to stderr
+// ("mplsnode NAME: " and the message) and returns exitUsage.
+func usageError(stderr io.Writer, name, format string, args ...any) int {
+	fmt.Fprintf(stderr, "mplsnode "+name+": "+format+"\n", args...)
+	return exitUsage
+}
+
 // command is one subcommand. run gets the arguments after the subcommand's
 // name and returns the process exit code.
 type command struct {

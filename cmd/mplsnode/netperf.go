@@ -194,19 +194,16 @@ func runNetperf(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var n *node.Node
 	if a.configFile != "" {
 		if n, err = startNode(a.configFile, stderr); err != nil {
-			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
-			return exitUsage
+			return usageError(stderr, "netperf", "%v", err)
 		}
 		defer n.Close()
 	}
 	if err := a.setDialers(n); err != nil {
-		fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
-		return exitUsage
+		return usageError(stderr, "netperf", "%v", err)
 	}
 	if a.localCPU >= 0 {
 		if err := bindToCPU(a.localCPU); err != nil {
-			fmt.Fprintf(stderr, "mplsnode netperf: %v\n", err)
-			return exitUsage
+			return usageError(stderr, "netperf", "%v", err)
 		}
 	}
 	a.cfg.InterimOut, a.cfg.InterimMode = stdout, a.omniMode
@@ -319,8 +316,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer stopProfile()
 	if a.kernel && a.configFile != "" {
-		fmt.Fprintln(stderr, "mplsnode netserver: --kernel and --config are exclusive")
-		return exitUsage
+		return usageError(stderr, "netserver", "--kernel and --config are exclusive")
 	}
 	srv := &netperf.Server{Passphrase: a.passphrase}
 	srv.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: a.level}))
@@ -328,8 +324,7 @@ func runNetserver(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if a.configFile != "" {
 		n, err := startNode(a.configFile, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "mplsnode netserver: %v\n", err)
-			return exitUsage
+			return usageError(stderr, "netserver", "%v", err)
 		}
 		defer n.Close()
 		// At exit, where the node's frames went and what TCP recovered.

@@ -295,8 +295,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *file == "" {
-		fmt.Fprintln(stderr, "mplsnode check: -c FILE is required")
-		return exitUsage
+		return usageError(stderr, "check", "-c FILE is required")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(loadGCPercent)) // a million routes, as run
 	cfg, err := loadConfig(*file)

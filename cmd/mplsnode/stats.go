@@ -55,8 +55,7 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	if *asJSON && *dropsOnly {
-		fmt.Fprintln(stderr, "mplsnode stats: --json and --drops are exclusive")
-		return exitUsage
+		return usageError(stderr, "stats", "--json and --drops are exclusive")
 	}
 	body, err := fetchStats(ctx, *socket)
 	if err != nil {
