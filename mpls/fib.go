@@ -166,6 +166,9 @@ type FIB struct {
 	// parent[i] is the base entry of the next shorter prefix covering
 	// entries[i], -1 for none.
 	parent []int32
+	// sorted holds the indexes of the base's IPv4 and IPv6 entries in
+	// address order, a prefix before the longer ones it covers (Within).
+	sorted [2][]int32
 	base   *fibBase
 	// d is what Update changed of the base; nil when f is its base.
 	d *fibDelta
@@ -427,6 +430,7 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 		}
 	}
 	iv4, a, d := buildIntervals(v4, u128{0, 1<<32 - 1}, f.parent)
+	f.sorted[0] = spanOrder(v4)
 	if a >= 0 {
 		return nil, int(a), int(d), nil
 	}
@@ -435,6 +439,7 @@ func (b *fibBuilder) build() (f *FIB, i, j int, err error) {
 	}
 	v4 = nil
 	iv6, a, d := buildIntervals(v6, u128{^uint64(0), ^uint64(0)}, f.parent)
+	f.sorted[1] = spanOrder(v6)
 	if a < 0 {
 		f.v6, err = newRangeIndex(iv6, true)
 	}

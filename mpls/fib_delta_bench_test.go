@@ -10,7 +10,7 @@ import (
 
 // labeledTable returns n /24 routes from 11.0.0.0 on, each with a label
 // of its own (a labeled-unicast feed's per-prefix labels), and their FIB.
-func labeledTable(b *testing.B, n int) ([]mpls.Route, *mpls.FIB) {
+func labeledTable(b testing.TB, n int) ([]mpls.Route, *mpls.FIB) {
 	via := netip.MustParseAddr("172.16.20.21")
 	routes := make([]mpls.Route, n)
 	for i := range routes {

@@ -222,6 +222,26 @@ func entryPrefix(e *mpls.FIBEntry) string {
 	return e.Prefix.String()
 }
 
+// checkWithin holds f.Within of each of ps to the model: the routes
+// whose prefix lies inside it, each once.
+func checkWithin(t testing.TB, f *mpls.FIB, ref *refFIB, ps ...netip.Prefix) {
+	t.Helper()
+	for _, p := range ps {
+		got := map[netip.Prefix]bool{}
+		for e := range f.Within(p) {
+			if got[e.Prefix] || e.Prefix.Bits() < p.Bits() || !p.Contains(e.Prefix.Addr()) || !sameRoute(e.Route(), ref.routes[e.Prefix]) {
+				t.Fatalf("Within(%v) yields %+v (twice: %v), model %+v", p, e.Route(), got[e.Prefix], ref.routes[e.Prefix])
+			}
+			got[e.Prefix] = true
+		}
+		for q := range ref.routes {
+			if q.Bits() >= p.Bits() && p.Contains(q.Addr()) && !got[q] {
+				t.Fatalf("Within(%v) misses %v", p, q)
+			}
+		}
+	}
+}
+
 // checkChanges holds cur.Changes(prev) to the models: when it answers,
 // removed is exactly the prefixes prev routes and cur does not, changed
 // holds cur's entry of every prefix cur routes otherwise than prev (and
@@ -270,7 +290,8 @@ func checkChanges(t testing.TB, prev, cur *mpls.FIB, pr, cr *refFIB) bool {
 // replacements and deletions (IPv4 and IPv6, nested prefixes, default
 // and host routes, deletions of prefixes not routed) to a FIB and to the
 // naive model, and after each compares Len, the entries in order, the
-// counts and the lookups of random and boundary addresses, and holds
+// counts, the lookups of random and boundary addresses and the routes
+// Within two of the prefixes, and holds
 // Changes between consecutive FIBs to the models. The batches cross the
 // delta's bound, so that deltas fold into new bases on the way; a few
 // large ones rebuild at once.
@@ -331,6 +352,7 @@ func TestFIBUpdateDifferential(t *testing.T) {
 					addrs = append(addrs, probeAddrs(rng, pool, 0)...)
 				}
 				checkFIBModel(t, nf, nref, addrs)
+				checkWithin(t, nf, nref, pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))])
 				if checkChanges(t, f, nf, ref, nref) {
 					diffs++
 				}
@@ -391,6 +413,7 @@ func FuzzFIBUpdate(f *testing.F) {
 			}
 			nref := ref.update(add, del)
 			checkFIBModel(t, nf, nref, probes)
+			checkWithin(t, nf, nref, pool[len(data)%len(pool)], pool[0], pool[4])
 			checkChanges(t, fib, nf, ref, nref)
 			fib, ref = nf, nref
 			add, del, inAdd = nil, nil, map[netip.Prefix]bool{}

@@ -210,16 +210,22 @@ func (s *Stack) syncRouteTable(fib *mpls.FIB) {
 			connected = append(connected, p.Masked())
 		}
 	}
-	if len(connected) > 0 {
-		for i := range fib.Len() {
-			p := fib.Entry(i).Prefix
-			for _, c := range connected {
-				if c.Bits() <= p.Bits() && c.Contains(p.Addr()) {
-					table = append(table, tcpip.Route{Destination: subnetOf(p), NIC: s.fibNIC})
-					break
-				}
+	// The FIB's routes inside a connected subnet, each once (subnets may
+	// nest), in prefix order: found by a range search each (Within), not
+	// a walk of a full table on every change.
+	var inside []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, c := range connected {
+		for e := range fib.Within(c) {
+			if !seen[e.Prefix] {
+				seen[e.Prefix] = true
+				inside = append(inside, e.Prefix)
 			}
 		}
+	}
+	slices.SortFunc(inside, netip.Prefix.Compare)
+	for _, p := range inside {
+		table = append(table, tcpip.Route{Destination: subnetOf(p), NIC: s.fibNIC})
 	}
 	// Connected subnets after the FIB's routes of equal length: gVisor
 	// takes the first match, and an explicit route wins.
