@@ -302,8 +302,7 @@ func checkNoPanic(t *testing.T, s *seedProc) {
 // default TCP settings and with RACK off, whose recovery times differ (the
 // log says; README "Reliability").
 func TestFaultLSRRestart(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	for _, c := range []struct{ name, conf0 string }{
 		{"default", ""},
 		{"rack_off", "set tcp rack off\n"},

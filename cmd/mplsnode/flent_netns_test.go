@@ -56,17 +56,9 @@ func TestFlent(t *testing.T) {
 	cli, srv := netns.New(t, "nffc"), netns.New(t, "nffs")
 	vc, vs := netns.VethPair(t, cli, srv)
 	cli.MustExec("ip", "addr", "add", "172.16.93.1/24", "dev", vc)
-	conf := filepath.Join(dir, "srv.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %s type afpacket\naddr add 172.16.93.2/24 dev %[1]s\n", vs)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	conf := writeFile(t, dir, "srv.conf", fmt.Sprintf("link add %s type afpacket\naddr add 172.16.93.2/24 dev %[1]s\n", vs))
 	var srvLogs lockedBuffer
-	server := exec.Command("ip", "netns", "exec", srv.Name(), bin, "netserver", "--config", conf)
-	server.Stderr = &srvLogs
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+	startIn(t, srv, &srvLogs, bin, "netserver", "--config", conf)
 	// The server is up when a short netperf run through it succeeds.
 	var probe []byte
 	var err error

@@ -1,16 +1,9 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 )
 
 // TestKernelFragmentsToConfigServer sends UDP_STREAM datagrams of 8000
@@ -23,36 +16,11 @@ import (
 // above 0), over IPv4 and IPv6. With every datagram's sum taken as wrong
 // (verifyFragmentSum planted to fail) the server's received rate was 0.
 func TestKernelFragmentsToConfigServer(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin, dir := buildBinary(t), t.TempDir()
-	nsS, nsC := netns.New(t, "fs"), netns.New(t, "fc")
-	vs, vc := netns.VethPair(t, nsS, nsC)
-	nsC.MustExec("ip", "addr", "add", "10.79.0.2/24", "dev", vc)
-	nsC.MustExec("ip", "addr", "add", "fd00:79::2/64", "dev", vc, "nodad")
-	conf := filepath.Join(dir, "s.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.79.0.1/24 dev %[1]s\naddr add fd00:79::1/64 dev %[1]s\n", vs)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var srvLogs lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", nsS.Name(), bin, "netserver", "--config", conf, "-p", "12865", "-v")
-	cmd.Stderr = &srvLogs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, &srvLogs, "netserver listening")
+	bin := rootBinary(t)
+	nsC, srvLogs := configServer(t, bin, "f", 79)
 	for _, host := range []string{"10.79.0.1", "fd00:79::1"} {
 		t.Run(host, func(t *testing.T) {
-			var out []byte
-			var err error
-			for try := 0; try < 10; try++ { // the first IPv6 run may wait for neighbour discovery
-				out, err = exec.Command("ip", "netns", "exec", nsC.Name(), bin, "netperf", "--kernel",
-					"-H", host, "-l", "1", "-t", "UDP_STREAM", "-P", "0", "--", "-m", "8000").Output()
-				if err == nil {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			out, err := kernelNetperf(nsC, bin, "-H", host, "-l", "1", "-t", "UDP_STREAM", "-P", "0", "--", "-m", "8000")
 			if err != nil {
 				t.Fatalf("netperf: %v: %s\nserver: %s", err, out, srvLogs.String())
 			}

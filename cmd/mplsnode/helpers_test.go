@@ -2,9 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -38,4 +44,61 @@ func serveNode(t *testing.T, n *node.Node) string {
 	})
 	waitSocket(t, path)
 	return path
+}
+
+// writeFile writes text to dir/name and returns the file's path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startIn starts args in ns (through ip netns exec, which execs them: the
+// pid is the command's) with its stderr into logs; it is killed and waited
+// for when t ends.
+func startIn(t *testing.T, ns *netns.NS, logs io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name()}, args...)...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// configServer starts `mplsnode netserver --config` (port 12865, -v) in
+// the namespace prefix+"s", on its veth to the namespace prefix+"c"
+// (returned), where the server has 10.N.0.1/24 and fd00:N::1/64 and the
+// client's kernel 10.N.0.2/24 and fd00:N::2/64, N being subnet. It returns
+// once the server logs that it listens, with the server's logs.
+func configServer(t *testing.T, bin, prefix string, subnet int) (cli *netns.NS, logs *lockedBuffer) {
+	t.Helper()
+	srv := netns.New(t, prefix+"s")
+	cli = netns.New(t, prefix+"c")
+	vs, vc := netns.VethPair(t, srv, cli)
+	cli.MustExec("ip", "addr", "add", fmt.Sprintf("10.%d.0.2/24", subnet), "dev", vc)
+	cli.MustExec("ip", "addr", "add", fmt.Sprintf("fd00:%d::2/64", subnet), "dev", vc, "nodad")
+	conf := writeFile(t, t.TempDir(), "s.conf", fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.%[2]d.0.1/24 dev %[1]s\naddr add fd00:%[2]d::1/64 dev %[1]s\n", vs, subnet))
+	logs = &lockedBuffer{}
+	startIn(t, srv, logs, bin, "netserver", "--config", conf, "-p", "12865", "-v")
+	waitFor(t, logs, "netserver listening")
+	return cli, logs
+}
+
+// kernelNetperf runs `mplsnode netperf --kernel args` in ns and returns
+// its stdout; it tries up to 10 times, 200 ms apart (the first IPv6 run
+// may wait for neighbour discovery), and returns the last try's error.
+func kernelNetperf(ns *netns.NS, bin string, args ...string) (out []byte, err error) {
+	for try := 0; try < 10; try++ {
+		out, err = exec.Command("ip", append([]string{"netns", "exec", ns.Name(), bin, "netperf", "--kernel"}, args...)...).Output()
+		if err == nil {
+			return out, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return out, err
 }

@@ -29,8 +29,7 @@ import (
 // receiver's kernel must have received at least as many frames on its
 // veth (its rx_packets, the oracle).
 func TestRouteShowLabelStats(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	nsA, nsN, nsB := netns.New(t, "h1lbla"), netns.New(t, "h1lbln"), netns.New(t, "h1lblb")
 	vA, vNA := netns.VethPair(t, nsA, nsN)
 	vNB, vB := netns.VethPair(t, nsN, nsB)

@@ -22,8 +22,7 @@ import (
 // add`) to a label the egress has none for, return code 11, the hop where
 // the LSP breaks, and exit 1.
 func TestLSPPingCLI(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	ns0, ns1, ns2 := netns.New(t, "lpc0"), netns.New(t, "lpc1"), netns.New(t, "lpc2")
 	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
 		writeSysctl(t, ns, "net/ipv6/conf/all/disable_ipv6", "1")

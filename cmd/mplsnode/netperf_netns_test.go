@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -23,31 +22,19 @@ import (
 // filled. MAERTS brings the kernel's GSO frames through the LSR, which must
 // split them to forward them (mplsendpoint.Options.Forwarding).
 func TestNetperfOverLSP(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "mplsnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
+	bin, dir := rootBinary(t), t.TempDir()
 	ns0, ns1, ns2 := netns.New(t, "p0"), netns.New(t, "p1"), netns.New(t, "p2")
 	v01, v10 := netns.VethPair(t, ns0, ns1)
 	v12, v21 := netns.VethPair(t, ns1, ns2)
 	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
 	ns2.MustExec("ip", "addr", "add", "10.10.10.10/32", "dev", "lo")
 	ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	conf0 := write("ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	conf0 := writeFile(t, dir, "ns0.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
 route add 10.10.10.10/32 encap mpls 100 via inet 172.16.20.21 mtu lock 1496
 route add 172.16.21.0/24 via 172.16.20.21
 `, v01))
-	conf1 := write("ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
+	conf1 := writeFile(t, dir, "ns1.conf", fmt.Sprintf(`link add %[1]s type afpacket
 link add %[2]s type afpacket
 addr add 172.16.20.21/24 dev %[1]s
 addr add 172.16.21.21/24 dev %[2]s
@@ -55,17 +42,9 @@ addr add 172.16.21.21/24 dev %[2]s
 `, v10, v12))
 
 	var lsrLogs, srvLogs lockedBuffer
-	start := func(ns *netns.NS, logs *lockedBuffer, args ...string) {
-		cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name(), bin}, args...)...)
-		cmd.Stderr = logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	}
-	start(ns1, &lsrLogs, "run", "-c", conf1, "--control-socket", filepath.Join(dir, "ns1.sock"), "--log-format", "json")
+	startIn(t, ns1, &lsrLogs, bin, "run", "-c", conf1, "--control-socket", filepath.Join(dir, "ns1.sock"), "--log-format", "json")
 	waitFor(t, &lsrLogs, `"msg":"node started"`)
-	start(ns2, &srvLogs, "netserver", "--kernel", "-p", "12865", "-v")
+	startIn(t, ns2, &srvLogs, bin, "netserver", "--kernel", "-p", "12865", "-v")
 	// The LSR's FTN/ILM hit counters show the data really crossed the LSP.
 	for _, test := range []string{"TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "TCP_CC", "UDP_STREAM", "UDP_RR"} {
 		t.Run(test, func(t *testing.T) {
@@ -188,28 +167,8 @@ addr add 172.16.21.21/24 dev %[2]s
 // test failed: data port 0, the SYN reset). stdout carries only netperf's
 // layout (-P 0: the result lines alone).
 func TestNetperfKernelClientConfigServer(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "mplsnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	nsS, nsC := netns.New(t, "ps"), netns.New(t, "pc")
-	vs, vc := netns.VethPair(t, nsS, nsC)
-	nsC.MustExec("ip", "addr", "add", "10.78.0.2/24", "dev", vc)
-	nsC.MustExec("ip", "addr", "add", "fd00:78::2/64", "dev", vc, "nodad")
-	conf := filepath.Join(dir, "s.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.78.0.1/24 dev %[1]s\naddr add fd00:78::1/64 dev %[1]s\n", vs)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var srvLogs lockedBuffer
-	cmd := exec.Command("ip", "netns", "exec", nsS.Name(), bin, "netserver", "--config", conf, "-p", "12865", "-v")
-	cmd.Stderr = &srvLogs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitFor(t, &srvLogs, "netserver listening")
+	bin := rootBinary(t)
+	nsC, srvLogs := configServer(t, bin, "p", 78)
 	for _, host := range []string{"10.78.0.1", "fd00:78::1"} {
 		for _, test := range []string{"TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "TCP_CC", "UDP_STREAM", "UDP_RR"} {
 			t.Run(test+"/"+host, func(t *testing.T) {
@@ -217,16 +176,7 @@ func TestNetperfKernelClientConfigServer(t *testing.T) {
 				if test == "TCP_CRR" || test == "TCP_CC" {
 					length = "-50" // the server answers after its padded timer otherwise
 				}
-				var out []byte
-				var err error
-				for try := 0; try < 10; try++ { // the first IPv6 run may wait for neighbour discovery
-					out, err = exec.Command("ip", "netns", "exec", nsC.Name(), bin, "netperf", "--kernel",
-						"-H", host, "-l", length, "-t", test, "-P", "0").Output()
-					if err == nil {
-						break
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
+				out, err := kernelNetperf(nsC, bin, "-H", host, "-l", length, "-t", test, "-P", "0")
 				if err != nil {
 					t.Fatalf("netperf: %v: %s\nserver: %s", err, out, srvLogs.String())
 				}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,27 +23,15 @@ import (
 func configClientPair(t *testing.T, prefix string) (bin, conf string, cli, srv *netns.NS) {
 	t.Helper()
 	netns.SkipUnlessRoot(t)
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "mplsnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
+	bin = buildBinary(t)
 	cli, srv = netns.New(t, prefix+"c"), netns.New(t, prefix+"s")
 	vc, vs := netns.VethPair(t, cli, srv)
 	srv.MustExec("ip", "addr", "add", "10.79.0.1/24", "dev", vs)
 	// 10.80.0.1 is the server's too, behind its 10.79.0.1 as a gateway.
 	srv.MustExec("ip", "addr", "add", "10.80.0.1/32", "dev", "lo")
-	conf = filepath.Join(dir, "c.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.79.0.2/24 dev %[1]s\nroute add 10.80.0.1/32 via 10.79.0.1\n", vc)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	conf = writeFile(t, t.TempDir(), "c.conf", fmt.Sprintf("link add %[1]s type afpacket\naddr add 10.79.0.2/24 dev %[1]s\nroute add 10.80.0.1/32 via 10.79.0.1\n", vc))
 	var logs lockedBuffer
-	server := exec.Command("ip", "netns", "exec", srv.Name(), bin, "netserver", "--kernel", "-p", "12865")
-	server.Stderr = &logs
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+	startIn(t, srv, &logs, bin, "netserver", "--kernel", "-p", "12865")
 	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := srv.Exec("sh", "-c", "ss -ltn | grep -q ':12865 '"); err == nil {
 			break

@@ -23,8 +23,7 @@ import (
 // never appears). Planted bug: without node.CheckInterfaces both accepted
 // it (check said ok, run started forwarding with frames the veth drops).
 func TestLinkMTULargerThanInterface(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	a, b := netns.New(t, "mtua"), netns.New(t, "mtub")
 	va, _ := netns.VethPair(t, a, b)
 	conf := filepath.Join(t.TempDir(), "big.conf")
@@ -76,8 +75,7 @@ func TestLinkMTULargerThanInterface(t *testing.T) {
 // the second opens the link, answers ARP next to the first, logs
 // "in use" and keeps running, so the wait for its exit times out.
 func TestSecondNodeRefuses(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	a, b := netns.New(t, "dupa"), netns.New(t, "dupb")
 	va, vb := netns.VethPair(t, a, b)
 	a.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", va)
@@ -168,6 +166,23 @@ func knock(ns *netns.NS, addr string) error {
 	})
 }
 
+// pcapPair skips t unless it runs as root with tshark installed, builds
+// the binary and joins two namespaces by a veth: prefix+"a", whose kernel
+// has 172.16.20.20/24 (it knocks), and prefix+"b", for a node whose config
+// (returned) puts 172.16.20.21/24 on its one link vb.
+func pcapPair(t *testing.T, prefix string) (bin string, a, b *netns.NS, vb, conf string) {
+	t.Helper()
+	netns.SkipUnlessRoot(t)
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("needs tshark")
+	}
+	bin = buildBinary(t)
+	a, b = netns.New(t, prefix+"a"), netns.New(t, prefix+"b")
+	va, vb := netns.VethPair(t, a, b)
+	a.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", va)
+	return bin, a, b, vb, fmt.Sprintf("link add %s type afpacket\naddr add 172.16.20.21/24 dev %s\n", vb, vb)
+}
+
 // TestPcapReaderExits runs a node with `--pcap -,DEV -s 96` piped into
 // `tshark -r - -c 6` (the reader stops after 6 frames) while the kernel
 // next to it keeps connecting to a closed port of the node (ARP, SYN,
@@ -178,19 +193,9 @@ func knock(ns *netns.NS, addr string) error {
 // closed pipe, so the knocks after tshark exits go unanswered and the
 // exit status is "signal: broken pipe".
 func TestPcapReaderExits(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("needs tshark")
-	}
-	bin := buildBinary(t)
-	a, b := netns.New(t, "pipa"), netns.New(t, "pipb")
-	va, vb := netns.VethPair(t, a, b)
-	a.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", va)
+	bin, a, b, vb, text := pcapPair(t, "pip")
 	dir := t.TempDir()
-	conf, sock := filepath.Join(dir, "n.conf"), filepath.Join(dir, "n.sock")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("link add %s type afpacket\naddr add 172.16.20.21/24 dev %s\n", vb, vb)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	conf, sock := writeFile(t, dir, "n.conf", text), filepath.Join(dir, "n.sock")
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -293,15 +298,7 @@ wait:
 // tshark reads each on its own with the link's name on every frame.
 // Planted bug (-W ignored): FILE3 and more appear.
 func TestPcapRotation(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("needs tshark")
-	}
-	bin := buildBinary(t)
-	a, b := netns.New(t, "rota"), netns.New(t, "rotb")
-	va, vb := netns.VethPair(t, a, b)
-	a.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", va)
-	conf := fmt.Sprintf("link add %s type afpacket\naddr add 172.16.20.21/24 dev %s\n", vb, vb)
+	bin, a, b, vb, conf := pcapPair(t, "rot")
 	p := startLSR(t, bin, b, conf)
 	if err := p.stop(); err != nil {
 		t.Fatal(err)

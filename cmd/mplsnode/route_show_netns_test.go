@@ -22,8 +22,7 @@ import (
 // route, now static too. Planted bug (connected routes shown as "scope
 // host") caught: the line differs from the kernel's.
 func TestRouteShowKernelConnected(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	nsNode, nsKernel := netns.New(t, "cl1"), netns.New(t, "cl2")
 	vNode, vKernel := netns.VethPair(t, nsNode, nsKernel)
 	nsKernel.MustExec("ip", "addr", "add", "172.16.30.22/24", "dev", vKernel)

@@ -51,6 +51,14 @@ func waitForCount(t *testing.T, s *lockedBuffer, sub string, n int) {
 	}
 }
 
+// rootBinary skips t unless it runs as root, then builds the binary (for
+// the tests that run it in namespaces).
+func rootBinary(t *testing.T) string {
+	t.Helper()
+	netns.SkipUnlessRoot(t)
+	return buildBinary(t)
+}
+
 // buildBinary builds the mplsnode binary into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()

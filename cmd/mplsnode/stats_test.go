@@ -197,8 +197,7 @@ func TestStatsTextUsesJSONNames(t *testing.T) {
 // --control-socket and --metrics-addr, reads both, and checks that SIGTERM
 // removes the socket.
 func TestRunObservability(t *testing.T) {
-	netns.SkipUnlessRoot(t)
-	bin := buildBinary(t)
+	bin := rootBinary(t)
 	nsA, nsB := netns.New(t, "oa"), netns.New(t, "ob")
 	va, _ := netns.VethPair(t, nsA, nsB)
 	nsA.MustExec("ip", "link", "set", "lo", "up")
