@@ -52,6 +52,35 @@ func joinRows(rows [][]string) []string {
 	return out
 }
 
+// checkDecoded checks tshark's decode of file, the given fields of each
+// frame joined with ";", against want, a row a frame.
+func checkDecoded(t *testing.T, file string, want []string, fields ...string) {
+	t.Helper()
+	got := joinRows(tshark.Fields(t, file, fields...))
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("tshark decoded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// writeFrame writes frame through ep as one packet.
+func writeFrame(t *testing.T, ep stack.LinkEndpoint, frame []byte) {
+	t.Helper()
+	var pkts stack.PacketBufferList
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	pkts.PushBack(pkt)
+	if n, err := ep.WritePackets(pkts); n != 1 || err != nil {
+		t.Fatalf("WritePackets = %d, %v", n, err)
+	}
+	pkt.DecRef()
+}
+
+// receiveFrame has sink deliver frame up, as a received one.
+func receiveFrame(sink *mplstest.Sink, frame []byte) {
+	rx := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	sink.InjectInbound(0, rx)
+	rx.DecRef()
+}
+
 // TestWriterTshark checks the file against tshark's reader (not ours):
 // Ethernet link type, nanosecond timestamps, lengths, truncation.
 func TestWriterTshark(t *testing.T) {
@@ -75,14 +104,10 @@ func TestWriterTshark(t *testing.T) {
 	if got := w.Frames(); got != 2 {
 		t.Errorf("Frames() = %d, want 2", got)
 	}
-	got := joinRows(tshark.Fields(t, file, "frame.time_epoch", "frame.len", "frame.cap_len", "eth.type", "mpls.label", "tcp.len"))
-	want := []string{
+	checkDecoded(t, file, []string{
 		"1700000000.123456789;68;68;0x8847;100;10",
 		"1700000000.123456790;558;100;0x8847;100;500",
-	}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("tshark decoded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	}, "frame.time_epoch", "frame.len", "frame.cap_len", "eth.type", "mpls.label", "tcp.len")
 	info, err := exec.Command("capinfos", "-M", "-E", "-i", file).CombinedOutput()
 	if err == nil && !strings.Contains(string(info), "encapsulation:  ether") {
 		t.Errorf("capinfos: %s; want encapsulation ether", info)
@@ -149,17 +174,8 @@ func TestEndpointTshark(t *testing.T) {
 	ep.Attach(&d)
 
 	out := labelledFrame(1000)
-	var pkts stack.PacketBufferList
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(out)})
-	pkts.PushBack(pkt)
-	if n, err := ep.WritePackets(pkts); n != 1 || err != nil {
-		t.Fatalf("WritePackets = %d, %v", n, err)
-	}
-	pkt.DecRef()
-	in := mplstest.Frame{Dst: macA, Src: macB, Labels: mplstest.Stack(7, 200, 300), Payload: mplstest.IPv4TCP(tcp(0))}.Bytes()
-	rx := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(in)})
-	sink.InjectInbound(0, rx)
-	rx.DecRef()
+	writeFrame(t, ep, out)
+	receiveFrame(sink, mplstest.Frame{Dst: macA, Src: macB, Labels: mplstest.Stack(7, 200, 300), Payload: mplstest.IPv4TCP(tcp(0))}.Bytes())
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -170,12 +186,8 @@ func TestEndpointTshark(t *testing.T) {
 		t.Errorf("dispatcher got %d packets, want 1", d.n)
 	}
 
-	got := joinRows(tshark.Fields(t, file, "frame.len", "eth.src", "mpls.label", "mpls.bottom", "mpls.ttl", "tcp.len"))
-	want := []string{
+	checkDecoded(t, file, []string{
 		"1058;02:00:00:00:00:0a;100;1;64;1000",
 		"62;02:00:00:00:00:0b;200,300;0,1;7,7;0",
-	}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("tshark decoded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	}, "frame.len", "eth.src", "mpls.label", "mpls.bottom", "mpls.ttl", "tcp.len")
 }

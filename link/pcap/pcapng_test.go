@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/buffer"
-	"gvisor.dev/gvisor/pkg/tcpip/stack"
-
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/link/pcap"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -36,31 +33,19 @@ func TestPcapngTshark(t *testing.T) {
 	epA.Attach(&d)
 	epB.Attach(&d)
 	frame := labelledFrame(500)
-	var pkts stack.PacketBufferList
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-	pkts.PushBack(pkt)
-	if n, err := epA.WritePackets(pkts); n != 1 || err != nil {
-		t.Fatalf("WritePackets = %d, %v", n, err)
-	}
-	pkt.DecRef()
-	rx := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-	sinkB.InjectInbound(0, rx)
-	rx.DecRef()
+	writeFrame(t, epA, frame)
+	receiveFrame(sinkB, frame)
 	ts := time.Unix(1700000000, 123456789)
 	w.WriteFrameOn(1, pcap.DirInbound, ts, [][]byte{frame[:10], frame[10:]})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got := joinRows(tshark.Fields(t, file, "frame.interface_id", "frame.interface_name", "frame.interface_description",
-		"frame.packet_flags_direction", "frame.len", "frame.cap_len", "mpls.label"))
-	want := []string{
+	checkDecoded(t, file, []string{
 		"0;virt10;mplsnode link virt10, MTU 1500;0x00000002;558;200;100", // outbound
 		"1;virt12;mplsnode link virt12, MTU 9000;0x00000001;558;200;100", // inbound
 		"1;virt12;mplsnode link virt12, MTU 9000;0x00000001;558;200;100",
-	}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("tshark decoded\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	}, "frame.interface_id", "frame.interface_name", "frame.interface_description",
+		"frame.packet_flags_direction", "frame.len", "frame.cap_len", "mpls.label")
 	times := tshark.Rows(t, file, "frame.time_epoch")
 	if len(times) != 3 || times[2] != "1700000000.123456789" {
 		t.Errorf("frame times %q; want the third 1700000000.123456789", times)
