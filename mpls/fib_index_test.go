@@ -310,11 +310,7 @@ func FuzzFIBLookup(f *testing.F) {
 				continue
 			}
 			seen[p] = true
-			via := "10.0.0.1"
-			if p.Addr().Is6() {
-				via = "2001:db8::1"
-			}
-			routes = append(routes, mpls.Route{Prefix: p, NextHops: hop(via)})
+			routes = append(routes, mpls.Route{Prefix: p, NextHops: hop(familyVia(p))})
 		}
 		checkFIB(t, "fuzz", routes, probes(rand.New(rand.NewPCG(1, 1)), routes, 0))
 	})

@@ -28,6 +28,15 @@ func hop(via string, labels ...mpls.Label) []mpls.NextHop {
 	return []mpls.NextHop{{Via: netip.MustParseAddr(via), Device: "eth0", Labels: labels}}
 }
 
+// familyVia is the next hop of a test route to p: 10.0.0.1, or
+// 2001:db8::1 for an IPv6 prefix.
+func familyVia(p netip.Prefix) string {
+	if p.Addr().Is6() {
+		return "2001:db8::1"
+	}
+	return "10.0.0.1"
+}
+
 // randomRoutes returns n distinct routes clustered in a few address
 // blocks, so that prefixes nest deeply.
 func randomRoutes(rng *rand.Rand, n int) []mpls.Route {
@@ -52,11 +61,7 @@ func randomRoutes(rng *rand.Rand, n int) []mpls.Route {
 			continue
 		}
 		seen[p] = true
-		via := "10.0.0.1"
-		if p.Addr().Is6() {
-			via = "2001:db8::1"
-		}
-		out = append(out, mpls.Route{Prefix: p, NextHops: hop(via, mpls.Label(16+len(out)))})
+		out = append(out, mpls.Route{Prefix: p, NextHops: hop(familyVia(p), mpls.Label(16+len(out)))})
 	}
 	return out
 }
