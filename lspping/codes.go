@@ -47,7 +47,7 @@ var codeWords = [...]string{
 }
 
 // codeNames holds each return code's short name (String).
-var codeNames = [...]string{
+var codeNames = []string{
 	CodeNone:                   "none",
 	CodeMalformed:              "malformed-request",
 	CodeTLVNotUnderstood:       "tlv-not-understood",
@@ -67,10 +67,7 @@ var codeNames = [...]string{
 
 // String returns the code's short name, e.g. "egress" or "label-switched".
 func (c ReturnCode) String() string {
-	if int(c) < len(codeNames) && codeNames[c] != "" {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("code-%d", uint8(c))
+	return nameOf(codeNames, c, "code-%d")
 }
 
 // Describe returns the code in the RFC's words with the subcode in place

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -24,7 +25,7 @@ const (
 
 // fecTypeNames names each FEC sub-TLV this package understands as the
 // RFC does.
-var fecTypeNames = map[FECType]string{
+var fecTypeNames = []string{
 	FECLDPIPv4:     "LDP IPv4 prefix",
 	FECLDPIPv6:     "LDP IPv6 prefix",
 	FECBGPIPv4:     "BGP labeled IPv4 prefix",
@@ -35,10 +36,7 @@ var fecTypeNames = map[FECType]string{
 }
 
 // known reports whether this package understands sub-TLV t.
-func (t FECType) known() bool {
-	_, ok := fecTypeNames[t]
-	return ok
-}
+func (t FECType) known() bool { return enum.At(fecTypeNames, t) != "" }
 
 // IPv6 reports whether t is one of the IPv6 prefix FECs.
 func (t FECType) IPv6() bool { return t == FECLDPIPv6 || t == FECBGPIPv6 || t == FECGenericIPv6 }

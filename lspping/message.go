@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -43,7 +44,7 @@ const (
 )
 
 // messageTypeNames names the message types.
-var messageTypeNames = map[MessageType]string{Request: "request", Reply: "reply"}
+var messageTypeNames = []string{Request: "request", Reply: "reply"}
 
 // String returns "request", "reply" or the number.
 func (t MessageType) String() string { return nameOf(messageTypeNames, t, "type %d") }
@@ -66,7 +67,7 @@ const (
 )
 
 // replyModeNames names the reply modes in the RFC's words.
-var replyModeNames = map[ReplyMode]string{
+var replyModeNames = []string{
 	NoReply:             "do not reply",
 	ReplyUDP:            "reply via an IPv4/IPv6 UDP packet",
 	ReplyUDPRouterAlert: "reply via an IPv4/IPv6 UDP packet with router alert",
@@ -76,10 +77,10 @@ var replyModeNames = map[ReplyMode]string{
 // String returns the mode in the RFC's words.
 func (m ReplyMode) String() string { return nameOf(replyModeNames, m, "reply mode %d") }
 
-// nameOf returns v's name in names, or unknown formatted with v's number
-// for a value without one.
-func nameOf[T ~uint8 | ~uint16](names map[T]string, v T, unknown string) string {
-	if s, ok := names[v]; ok {
+// nameOf returns v's name in names (indexed by value), or unknown
+// formatted with v's number for a value without one.
+func nameOf[T enum.Integer](names []string, v T, unknown string) string {
+	if s := enum.At(names, v); s != "" {
 		return s
 	}
 	return fmt.Sprintf(unknown, uint64(v))

@@ -3,6 +3,7 @@ package lspping
 import (
 	"net/netip"
 
+	"github.com/mplsnode/mplsnode/internal/enum"
 	"github.com/mplsnode/mplsnode/mpls"
 )
 
@@ -78,7 +79,7 @@ const (
 	DropNotExpired
 )
 
-var noReplyNames = [...]string{
+var noReplyNames = []string{
 	Replied:                  "replied",
 	DropTruncated:            "truncated",
 	DropNotRequest:           "not_request",
@@ -89,10 +90,7 @@ var noReplyNames = [...]string{
 
 // String returns the counter name.
 func (r NoReplyReason) String() string {
-	if int(r) < len(noReplyNames) {
-		return noReplyNames[r]
-	}
-	return "unknown"
+	return enum.Name(noReplyNames, r)
 }
 
 // NoReplyReasons returns every reason but Replied, in order.
