@@ -61,8 +61,11 @@
 //
 // # Route selection
 //
-// Received paths are taken from GoBGP's Adj-RIB-In watch (before policy):
-// GoBGP's RIB holds only the node's local paths. The speaker picks, per
+// The node reads its neighbours' UPDATEs itself, in the splice, and GoBGP
+// only those the node leaves to it (receive.go): one copy of each received
+// route, the speaker's. What GoBGP does read reaches the speaker through
+// its Adj-RIB-In watch (before policy); GoBGP's RIB holds only the node's
+// local paths. The speaker picks, per
 // prefix, the path with the shortest AS path (then the neighbour
 // configured first), treats paths carrying its own AS as withdrawn, and
 // remembers what it installed so that a withdrawal or a lost session

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/binary"
 	"io"
+	"sync/atomic"
+	"time"
 )
 
 // afiSafi is an address family as BGP numbers it (RFC 4760).
@@ -35,8 +37,43 @@ const (
 // parameters in RFC 9072's extended form too), or ok false when it
 // cannot be read (GoBGP then answers the OPEN itself).
 func openFamilies(body []byte) (fams map[afiSafi]bool, ok bool) {
-	if len(body) < 10 {
+	fams = map[afiSafi]bool{}
+	ok = openCapabilities(body, func(code uint8, v []byte) {
+		if code == capMultiprotocol && len(v) == 4 {
+			fams[afiSafi{binary.BigEndian.Uint16(v), v[3]}] = true
+		}
+	})
+	if !ok {
 		return nil, false
+	}
+	return fams, true
+}
+
+// Capability codes (RFC 5492) the splice reads in a neighbour's OPEN.
+const (
+	capMultiprotocol = 1  // RFC 4760
+	capFourOctetAS   = 65 // RFC 6793
+)
+
+// openFourOctetAS reports whether an OPEN's body offers four-octet AS
+// numbers (RFC 6793): GoBGP always does, so the session then carries
+// AS_PATHs of four-octet numbers.
+func openFourOctetAS(body []byte) bool {
+	as4 := false
+	ok := openCapabilities(body, func(code uint8, v []byte) {
+		if code == capFourOctetAS && len(v) == 4 {
+			as4 = true
+		}
+	})
+	return ok && as4
+}
+
+// openCapabilities calls fn with each capability (code and value) of an
+// OPEN's body, and reports false when the body does not frame (fn may
+// have been called for some capabilities then).
+func openCapabilities(body []byte, fn func(code uint8, v []byte)) bool {
+	if len(body) < 10 {
+		return false
 	}
 	params := body[10:]
 	n, lenSize := int(body[9]), 1
@@ -46,13 +83,12 @@ func openFamilies(body []byte) (fams map[afiSafi]bool, ok bool) {
 		params = params[3:]
 	}
 	if n > len(params) {
-		return nil, false
+		return false
 	}
 	params = params[:n]
-	fams = map[afiSafi]bool{}
 	for len(params) > 0 {
 		if len(params) < 1+lenSize {
-			return nil, false
+			return false
 		}
 		typ := params[0]
 		l := int(params[1])
@@ -61,7 +97,7 @@ func openFamilies(body []byte) (fams map[afiSafi]bool, ok bool) {
 		}
 		params = params[1+lenSize:]
 		if l > len(params) {
-			return nil, false
+			return false
 		}
 		caps := params[:l]
 		params = params[l:]
@@ -70,16 +106,13 @@ func openFamilies(body []byte) (fams map[afiSafi]bool, ok bool) {
 		}
 		for len(caps) > 0 {
 			if len(caps) < 2 || int(caps[1]) > len(caps)-2 {
-				return nil, false
+				return false
 			}
-			code, v := caps[0], caps[2:2+int(caps[1])]
+			fn(caps[0], caps[2:2+int(caps[1])])
 			caps = caps[2+int(caps[1]):]
-			if code == 1 && len(v) == 4 {
-				fams[afiSafi{binary.BigEndian.Uint16(v), v[3]}] = true
-			}
 		}
 	}
-	return fams, true
+	return true
 }
 
 // unnegotiated is what stripUnnegotiated took out of an UPDATE.
@@ -184,13 +217,112 @@ func eachAttr(attrs []byte, fn func(attr []byte, f afiSafi, isMP bool)) bool {
 	return true
 }
 
+// bgpKeepalive is a KEEPALIVE message (RFC 4271 §4.4).
+var bgpKeepalive = [bgpHeaderLen]byte{
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0, bgpHeaderLen, bgpKeepaliveType,
+}
+
+// BGP message types besides OPEN and UPDATE.
+const (
+	bgpNotification  = 3
+	bgpKeepaliveType = 4
+)
+
+// takenKeepaliveInterval is the longest copyFromNeighbor lets GoBGP go
+// without a message while it takes the neighbour's UPDATEs: each one
+// resets GoBGP's hold timer, as the UPDATE would have. (A variable for
+// the tests.)
+var takenKeepaliveInterval = time.Second
+
+// take is what a take function says of an UPDATE offered to it.
+type take uint8
+
+const (
+	// leftToGoBGP: GoBGP reads the UPDATE and its routes.
+	leftToGoBGP take = iota
+	// tookUpdate: the node read the UPDATE's routes; GoBGP does not see
+	// it.
+	tookUpdate
+	// noRoutes: GoBGP reads the UPDATE, which carries no route
+	// (End-of-RIB).
+	noRoutes
+)
+
+// gobgpWire is what the messages GoBGP sends on a session tell the
+// splice (copyFromGoBGP writes it, copyFromNeighbor reads it).
+type gobgpWire struct {
+	// accepted: GoBGP sent a KEEPALIVE after its OPEN: it took the
+	// neighbour's OPEN (RFC 4271 §8.2.2, OpenSent to OpenConfirm).
+	accepted atomic.Bool
+	// notified: GoBGP sent a NOTIFICATION: the session is going.
+	notified atomic.Bool
+}
+
+// copyFromGoBGP copies the BGP messages GoBGP sends (src) to the
+// neighbour (dst) unchanged, recording in w what they tell. Anything that
+// does not frame as BGP is copied as it is.
+func copyFromGoBGP(dst io.Writer, src io.Reader, w *gobgpWire) error {
+	br := bufio.NewReaderSize(src, 64<<10)
+	bw := bufio.NewWriterSize(dst, 64<<10)
+	var hdr [bgpHeaderLen]byte
+	opened := false
+	for {
+		if n, err := io.ReadFull(br, hdr[:]); err != nil {
+			bw.Write(hdr[:n])
+			bw.Flush()
+			return err
+		}
+		l := int(binary.BigEndian.Uint16(hdr[16:]))
+		if _, err := bw.Write(hdr[:]); err != nil {
+			return err
+		}
+		if l < bgpHeaderLen {
+			bw.Flush()
+			_, err := io.Copy(dst, br)
+			return err
+		}
+		switch hdr[18] {
+		case bgpOpen:
+			opened = true
+		case bgpKeepaliveType:
+			if opened {
+				w.accepted.Store(true)
+			}
+		case bgpNotification:
+			w.notified.Store(true)
+		}
+		if _, err := io.CopyN(bw, br, int64(l-bgpHeaderLen)); err != nil {
+			bw.Flush()
+			return err
+		}
+		if br.Buffered() == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // copyFromNeighbor copies the BGP messages neighbour n sends (src) to
 // GoBGP (dst), message by message: UPDATEs lose what carries a family the
 // session did not negotiate (stripUnnegotiated; the families are GoBGP's,
 // families(n), and those of the neighbour's OPEN), and report calls back
-// with each. Anything that does not frame as BGP is passed on unchanged,
-// for GoBGP to answer.
-func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unnegotiated)) error {
+// with each.
+//
+// Once the session is established on the wire (the neighbour's OPEN with
+// four-octet AS numbers and its KEEPALIVE seen, GoBGP's KEEPALIVE after
+// its OPEN seen in gw, no NOTIFICATION from GoBGP) each UPDATE is offered
+// to offer (when not nil), with the families negotiated: an UPDATE it
+// takes does not reach GoBGP, which gets a KEEPALIVE instead when it
+// heard nothing for takenKeepaliveInterval. After an UPDATE with routes
+// has gone to GoBGP (one offer left, or one sent before the session was
+// up) none is offered again: the routes GoBGP reads reach the node later,
+// through its watch, and must not overtake the node's own.
+//
+// Anything that does not frame as BGP is passed on unchanged, for GoBGP
+// to answer.
+func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unnegotiated), gw *gobgpWire, offer func(body []byte, negotiated map[afiSafi]bool) take) error {
 	br := bufio.NewReaderSize(src, 64<<10)
 	bw := bufio.NewWriterSize(dst, 64<<10)
 	ours := map[afiSafi]bool{}
@@ -198,6 +330,8 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 		ours[f.afiSafi()] = true
 	}
 	negotiated := ours
+	as4, opened, keptAlive, gobgpReads := false, false, false, offer == nil
+	var lastWrite time.Time
 	var hdr [bgpHeaderLen]byte
 	var body []byte
 	for {
@@ -224,8 +358,10 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 			bw.Flush()
 			return err
 		}
+		msg, payload := hdr[:], body
 		switch hdr[18] {
 		case bgpOpen:
+			opened, as4 = true, openFourOctetAS(body)
 			if theirs, ok := openFamilies(body); ok && len(theirs) > 0 {
 				// Without Multiprotocol capabilities the neighbour speaks
 				// IPv4 unicast only (RFC 4760 §8): GoBGP decides that
@@ -237,22 +373,46 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 					}
 				}
 			}
+		case bgpKeepaliveType:
+			keptAlive = keptAlive || opened
 		case bgpUpdate:
 			if out, u, changed := stripUnnegotiated(body, negotiated); changed {
 				report(u)
 				if u.drop {
-					continue
+					msg, payload = nil, nil
+					break
 				}
-				body = out
+				body, payload = out, out
 				binary.BigEndian.PutUint16(hdr[16:], uint16(bgpHeaderLen+len(body)))
 			}
+			if gobgpReads {
+				break
+			}
+			if !as4 || !keptAlive || gw == nil || !gw.accepted.Load() || gw.notified.Load() {
+				gobgpReads = true
+				break
+			}
+			switch offer(body, negotiated) {
+			case leftToGoBGP:
+				gobgpReads = true
+			case tookUpdate:
+				msg, payload = nil, nil
+				if time.Since(lastWrite) >= takenKeepaliveInterval {
+					msg = bgpKeepalive[:]
+				}
+			}
 		}
-		if _, err := bw.Write(hdr[:]); err != nil {
-			return err
+		if msg != nil {
+			if _, err := bw.Write(msg); err != nil {
+				return err
+			}
+			if _, err := bw.Write(payload); err != nil {
+				return err
+			}
+			lastWrite = time.Now()
 		}
-		if _, err := bw.Write(body); err != nil {
-			return err
-		}
+		// What is written goes out before the next read waits, whether
+		// or not this message was (a KEEPALIVE before a taken UPDATE).
 		if br.Buffered() == 0 {
 			if err := bw.Flush(); err != nil {
 				return err

@@ -204,7 +204,7 @@ func TestCopyFromNeighbor(t *testing.T) {
 	var out bytes.Buffer
 	var reports []unnegotiated
 	// Both families are GoBGP's; the neighbour's OPEN lists IPv4 only.
-	copyFromNeighbor(&out, &in, Neighbor{}, func(u unnegotiated) { reports = append(reports, u) })
+	copyFromNeighbor(&out, &in, Neighbor{}, func(u unnegotiated) { reports = append(reports, u) }, nil, nil)
 	want := slices.Concat(ob, keep, good, short)
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("GoBGP got %x\nwant %x", out.Bytes(), want)
@@ -269,6 +269,6 @@ func BenchmarkCopyFromNeighbor(b *testing.B) {
 	r := bytes.NewReader(stream)
 	for b.Loop() {
 		r.Reset(stream)
-		copyFromNeighbor(io.Discard, r, Neighbor{}, func(unnegotiated) {})
+		copyFromNeighbor(io.Discard, r, Neighbor{}, func(unnegotiated) {}, nil, nil)
 	}
 }

@@ -77,16 +77,17 @@ type dest struct {
 	cands candSet
 	// best is the neighbour whose path is installed, -1 for none.
 	best int
-	// installed is the route written to the tables, nil for none.
-	installed *mpls.Route
+	// installed is the next hop of the route written to the tables (one
+	// hop, shared with the tables' copy of the route), nil for none.
+	installed []mpls.NextHop
 	// local is the label bound for re-advertisement, 0 for none.
 	local mpls.Label
 	// why says why the best path is not installed (ReasonNone when it
 	// is, or when there is none).
 	why Reason
-	// adv is the local path last handed to GoBGP for re-advertisement
-	// (label 0: none).
-	adv advert
+	// adv is the local path last handed to GoBGP for re-advertisement,
+	// nil for none (and without next-hop-self neighbours).
+	adv *advert
 }
 
 // advert is what a re-advertised path says: the local label, the
@@ -99,8 +100,8 @@ type advert struct {
 	asPath []uint32
 }
 
-func (a advert) same(b advert) bool {
-	return a.label == b.label && a.from == b.from && a.origin == b.origin && slices.Equal(a.asPath, b.asPath)
+func (a *advert) same(b advert) bool {
+	return a != nil && a.label == b.label && a.from == b.from && a.origin == b.origin && slices.Equal(a.asPath, b.asPath)
 }
 
 // event is a path or a neighbour state change, in GoBGP's order.
@@ -129,39 +130,6 @@ func (s *Speaker) onPaths(paths []*apiutil.Path, _ time.Time) {
 		evs = append(evs, ev)
 	}
 	s.enqueue(evs...)
-}
-
-// pathEvent reads what the node needs from a received path.
-func pathEvent(peer int, p *apiutil.Path) (event, bool) {
-	var pfx netip.Prefix
-	var labels []uint32
-	switch n := p.Nlri.(type) {
-	case *gbgp.LabeledIPAddrPrefix:
-		pfx = n.Prefix
-		labels = slices.Clone(n.Labels.Labels)
-	default:
-		return event{}, false
-	}
-	ev := event{peer: peer, prefix: pfx.Masked(), withdraw: p.Withdrawal}
-	ev.cand.labels = labels
-	ev.cand.family = familyOf(pfx)
-	for _, a := range p.Attrs {
-		switch a := a.(type) {
-		case *gbgp.PathAttributeMpReachNLRI:
-			ev.cand.nh = a.Nexthop.Unmap()
-		case *gbgp.PathAttributeNextHop:
-			if !ev.cand.nh.IsValid() {
-				ev.cand.nh = a.Value.Unmap()
-			}
-		case *gbgp.PathAttributeAsPath:
-			for _, seg := range a.Value {
-				ev.cand.asPath = append(ev.cand.asPath, seg.GetAS()...)
-			}
-		case *gbgp.PathAttributeOrigin:
-			ev.cand.origin = a.Value
-		}
-	}
-	return ev, true
 }
 
 func (s *Speaker) enqueue(evs ...event) {
@@ -202,19 +170,25 @@ func (s *Speaker) process(evs []event) {
 	}
 	dirty := map[netip.Prefix]bool{}
 	for _, ev := range evs {
-		if ev.state != "" {
+		if ev.state != "" || ev.down {
 			ps := &s.peers[ev.peer]
-			if ps.state != ev.state {
+			wasUp := ps.state == "established"
+			if ev.state != "" && ps.state != ev.state {
 				ps.state, ps.since = ev.state, time.Now()
 				s.log.Info("bgp neighbor", "neighbor", s.cfg.Neighbors[ev.peer].Address.String(), "state", ev.state)
 			}
-			if ev.down {
+			// The routes go when the session leaves Established, or when
+			// the connection that carried them ends (the splice's event,
+			// no state). A session on its way up (GoBGP's watch may say
+			// so after the session's first routes) takes none.
+			if ev.down && (wasUp || ev.state == "") {
 				for p, d := range s.rib {
 					if d.cands.del(ev.peer) {
 						dirty[p] = true
 					}
 				}
 				ps.received = [2]int{}
+				ps.held = nil
 			}
 			continue
 		}
@@ -231,6 +205,9 @@ func (s *Speaker) process(evs []event) {
 				ev.withdraw = true
 				s.refuse(ev.prefix, ev.peer, ev.cand, ReasonMultipleLabels)
 			}
+			s.peers[ev.peer].hold(ev.prefix, ev.withdraw)
+		} else {
+			s.peers[ev.peer].hold(ev.prefix, false)
 		}
 		d := s.rib[ev.prefix]
 		if d == nil {
@@ -321,7 +298,7 @@ func bestOf(cands candSet) int {
 func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Path) {
 	d := s.rib[p]
 	best := bestOf(d.cands)
-	var want *mpls.Route
+	var want []mpls.NextHop
 	var c cand
 	why := ReasonNone
 	if best >= 0 {
@@ -339,8 +316,8 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 		if d.installed != nil {
 			ch.DelRoutes = append(ch.DelRoutes, p)
 		}
-	} else if d.installed == nil || !sameEntry(*d.installed, *want) {
-		ch.AddRoutes = append(ch.AddRoutes, *want)
+	} else if d.installed == nil || !sameHop(&d.installed[0], &want[0]) {
+		ch.AddRoutes = append(ch.AddRoutes, mpls.Route{Prefix: p, NextHops: want})
 	}
 	d.installed = want
 	d.best = best
@@ -355,9 +332,9 @@ func (s *Speaker) update(p netip.Prefix, ch *Changes, adds, dels *[]*apiutil.Pat
 	}
 }
 
-// route is the route for c (one next hop), or nil and the reason it
-// cannot be installed.
-func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.Route, Reason) {
+// route is the next hop of the route to p for c (one hop), or nil and the
+// reason it cannot be installed.
+func (s *Speaker) route(p netip.Prefix, c cand) ([]mpls.NextHop, Reason) {
 	if !c.nh.IsValid() {
 		return nil, ReasonUnresolvedNextHop
 	}
@@ -404,14 +381,12 @@ func (s *Speaker) route(p netip.Prefix, c cand) (*mpls.Route, Reason) {
 	case len(labels) > mpls.DefaultMaxDepth:
 		return nil, ReasonStackTooDeep
 	}
-	return &mpls.Route{Prefix: p, NextHops: []mpls.NextHop{{Via: res.Via, Device: res.Device, Labels: labels}}}, ReasonNone
+	return []mpls.NextHop{{Via: res.Via, Device: res.Device, Labels: labels}}, ReasonNone
 }
 
-// sameEntry reports whether a and b, routes of one next hop each, are the
-// same route.
-func sameEntry(a, b mpls.Route) bool {
-	ha, hb := &a.NextHops[0], &b.NextHops[0]
-	return a.Prefix == b.Prefix && ha.Via == hb.Via && ha.Device == hb.Device && slices.Equal(ha.Labels, hb.Labels)
+// sameHop reports whether a and b, BGP routes' next hops, route alike.
+func sameHop(a, b *mpls.NextHop) bool {
+	return a.Via == b.Via && a.Device == b.Device && slices.Equal(a.Labels, b.Labels)
 }
 
 // readvertise keeps p's local label, its ILM swap and its local path in
@@ -422,12 +397,12 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 			ch.DelILM = append(ch.DelILM, d.local)
 			s.pool.release(p, d.local) // held for p, should it come back
 			d.local = 0
-			if d.adv.label != 0 {
+			if d.adv != nil {
 				if lp, err := localPath(p, []uint32{0}, nil); err == nil {
 					*dels = append(*dels, lp)
 				}
 			}
-			d.adv = advert{}
+			d.adv = nil
 		}
 		return
 	}
@@ -439,7 +414,7 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 		}
 		d.local = l
 	}
-	hop := &d.installed.NextHops[0]
+	hop := &d.installed[0]
 	e := mpls.ILMEntry{Label: d.local, NextHop: hop.Via, Device: hop.Device, Action: mpls.ILMPopForward}
 	if len(hop.Labels) > 0 {
 		e.Action = mpls.ILMSwap
@@ -452,7 +427,7 @@ func (s *Speaker) readvertise(p netip.Prefix, d *dest, c cand, ch *Changes, adds
 	}
 	if lp, err := s.readvertisedPath(p, a); err == nil {
 		*adds = append(*adds, lp)
-		d.adv = a
+		d.adv = &a
 	}
 }
 

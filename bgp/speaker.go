@@ -59,6 +59,35 @@ type peerState struct {
 	// received counts routes held from the neighbour, per family (index
 	// Family-1); installed counts those installed as best.
 	received, installed [2]int
+	// held are the prefixes the neighbour advertised that are treated as
+	// withdrawn (an AS loop, a label stack): received, not accepted.
+	held map[netip.Prefix]struct{}
+}
+
+// hold records whether prefix p, which the neighbour advertised or
+// withdrew, is held treated as withdrawn.
+func (ps *peerState) hold(p netip.Prefix, treatedAsWithdrawn bool) {
+	switch {
+	case treatedAsWithdrawn:
+		if ps.held == nil {
+			ps.held = map[netip.Prefix]struct{}{}
+		}
+		ps.held[p] = struct{}{}
+	case ps.held != nil:
+		delete(ps.held, p)
+	}
+}
+
+// receivedCount is the routes of family f held from the neighbour, those
+// treated as withdrawn included.
+func (ps *peerState) receivedCount(f Family) int {
+	n := ps.received[f-1]
+	for p := range ps.held {
+		if familyOf(p) == f {
+			n++
+		}
+	}
+	return n
 }
 
 // New starts a speaker: GoBGP, its sessions through tr, and the watch that
@@ -89,7 +118,7 @@ func New(cfg Config, tables Tables, tr Transport, logger *slog.Logger) (*Speaker
 			s.stopSrv()
 		}
 	}()
-	s.sp = newSplice(tr, cfg.Neighbors, cfg.ListenPort, port, logger)
+	s.sp = newSplice(tr, cfg.Neighbors, cfg.ListenPort, port, s, logger)
 	if err := inProcessNamespace(s.sp.start); err != nil {
 		s.sp.close()
 		return nil, err

@@ -89,8 +89,8 @@ func TestRouteLabels(t *testing.T) {
 			t.Errorf("%s: got %+v (%v), want installed %v (%v)", tc.name, e, why, tc.ok, tc.why)
 			continue
 		}
-		if e != nil && !slices.Equal(e.NextHops[0].Labels, tc.want) {
-			t.Errorf("%s: push %v, want %v", tc.name, e.NextHops[0].Labels, tc.want)
+		if e != nil && !slices.Equal(e[0].Labels, tc.want) {
+			t.Errorf("%s: push %v, want %v", tc.name, e[0].Labels, tc.want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package bgp
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -38,6 +37,8 @@ type splice struct {
 	byPeer     map[netip.Addr]int // neighbour address -> index
 	neighbors  []Neighbor
 	listenPort uint16
+	// rd reads the neighbours' UPDATEs in place of GoBGP.
+	rd routeReader
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,10 +89,21 @@ func freeLoopbackPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func newSplice(tr Transport, neighbors []Neighbor, listenPort uint16, gobgpPort int, log *slog.Logger) *splice {
+// routeReader is what reads the routes of the neighbours' UPDATEs in the
+// splice (the speaker: takeUpdate, sessionEnded).
+type routeReader interface {
+	// takeUpdate reads the routes of an UPDATE body from neighbour peer,
+	// or says why GoBGP is to read it.
+	takeUpdate(peer int, body []byte, negotiated map[afiSafi]bool) take
+	// sessionEnded says a connection of neighbour peer whose routes
+	// takeUpdate read has ended.
+	sessionEnded(peer int)
+}
+
+func newSplice(tr Transport, neighbors []Neighbor, listenPort uint16, gobgpPort int, rd routeReader, log *slog.Logger) *splice {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &splice{
-		tr: tr, log: log, gobgpPort: gobgpPort, neighbors: neighbors, listenPort: listenPort,
+		tr: tr, log: log, gobgpPort: gobgpPort, neighbors: neighbors, listenPort: listenPort, rd: rd,
 		byPeer: map[netip.Addr]int{}, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 	}
 	if s.listenPort == 0 {
@@ -197,9 +209,11 @@ func (s *splice) acceptKernel(ln net.Listener, i int) {
 	}
 }
 
-// join copies bytes both ways between neighbour i's connection a and
+// join copies messages both ways between neighbour i's connection a and
 // GoBGP's b until either side ends, then closes both. What the neighbour
-// sends goes through copyFromNeighbor.
+// sends goes through copyFromNeighbor, its routes to s.rd, what GoBGP
+// sends through copyFromGoBGP; when the connection carried routes s.rd
+// read, s.rd hears of its end.
 func (s *splice) join(a, b net.Conn, i int) {
 	s.mu.Lock()
 	if s.ctx.Err() != nil {
@@ -211,13 +225,22 @@ func (s *splice) join(a, b net.Conn, i int) {
 	s.conns[a], s.conns[b] = struct{}{}, struct{}{}
 	s.mu.Unlock()
 	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
-	}
-	go cp(a, b)
+	var gw gobgpWire
 	go func() {
-		_ = copyFromNeighbor(b, a, s.neighbors[i], func(u unnegotiated) { s.unnegotiatedFamily(i, u) })
+		_ = copyFromGoBGP(a, b, &gw)
+		done <- struct{}{}
+	}()
+	go func() {
+		took := false
+		offer := func(body []byte, negotiated map[afiSafi]bool) take {
+			t := s.rd.takeUpdate(i, body, negotiated)
+			took = took || t == tookUpdate
+			return t
+		}
+		_ = copyFromNeighbor(b, a, s.neighbors[i], func(u unnegotiated) { s.unnegotiatedFamily(i, u) }, &gw, offer)
+		if took {
+			s.rd.sessionEnded(i)
+		}
 		done <- struct{}{}
 	}()
 	<-done

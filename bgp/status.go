@@ -24,13 +24,13 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 		}
 		for _, f := range families(n) {
 			st.Families = append(st.Families, FamilyStatus{
-				Family: f.String(), Accepted: ps.received[f-1], Installed: ps.installed[f-1],
+				Family: f.String(), Received: ps.receivedCount(f), Accepted: ps.received[f-1], Installed: ps.installed[f-1],
 			})
 		}
 		out[i] = st
 	}
 	s.mu.Unlock()
-	// Accepted and advertised come from GoBGP's own counters.
+	// Advertised comes from GoBGP's own counters.
 	_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) {
 		a, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
 		if err != nil {
@@ -47,7 +47,6 @@ func (s *Speaker) Neighbors() []NeighborStatus {
 			}
 			for j := range out[i].Families {
 				if apiFamily(parseFamily(out[i].Families[j].Family)).String() == st.GetFamily().String() {
-					out[i].Families[j].Received = int(st.GetReceived())
 					out[i].Families[j].Advertised = int(st.GetAdvertised())
 				}
 			}
@@ -82,9 +81,10 @@ type NeighborStatus struct {
 }
 
 // FamilyStatus counts one family's prefixes from a neighbour: received
-// (held in GoBGP's Adj-RIB-In), accepted (held by the node: not treated
-// as withdrawn for an AS loop or a label stack), installed (best and
-// installable, written to the tables), advertised (to it).
+// (held by the node, those treated as withdrawn included), accepted (held
+// by the node: not treated as withdrawn for an AS loop or a label stack),
+// installed (best and installable, written to the tables), advertised (to
+// it, GoBGP's count).
 type FamilyStatus struct {
 	Family     string `json:"family"`
 	Received   int    `json:"received"`
@@ -206,7 +206,7 @@ func (s *Speaker) Routes() []RouteStatus {
 			Labels: c.labels, ASPath: c.asPath, Installed: d.installed != nil, LocalLabel: uint32(d.local),
 		}
 		if d.installed != nil {
-			hop := &d.installed.NextHops[0]
+			hop := &d.installed[0]
 			for _, l := range hop.Labels {
 				r.Push = append(r.Push, uint32(l))
 			}

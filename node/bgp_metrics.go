@@ -20,7 +20,7 @@ func newBGPCollector(n *Node) *bgpCollector {
 		n:     n,
 		up:    prometheus.NewDesc(name("session_established"), "1 when the BGP session with the neighbour is established, else 0.", []string{"neighbor"}, nil),
 		state: prometheus.NewDesc(name("session_state"), "The BGP session's FSM state (RFC 4271 §8.2.2): 1 idle, 2 connect, 3 active, 4 opensent, 5 openconfirm, 6 established.", []string{"neighbor"}, nil),
-		prefixes: prometheus.NewDesc(name("prefixes"), "Prefixes per neighbour and family at each stage: received (in GoBGP's Adj-RIB-In from it), accepted (held by the node: not treated as withdrawn), installed (best, installable, written to the tables), advertised (to it).",
+		prefixes: prometheus.NewDesc(name("prefixes"), "Prefixes per neighbour and family at each stage: received (held by the node from it, those treated as withdrawn included), accepted (held by the node: not treated as withdrawn), installed (best, installable, written to the tables), advertised (to it).",
 			[]string{"neighbor", "family", "stage"}, nil),
 		labelsUsed: prometheus.NewDesc(name("labels_used"), "Labels of the bgp label-range bound now.", nil, nil),
 		labelsSize: prometheus.NewDesc(name("labels_size"), "Labels in the bgp label-range.", nil, nil),

@@ -200,6 +200,11 @@ bgp neighbor %[3]s remote-as 65002 family ipv4-labeled-unicast hold-time 9
 				l, _, ok := ftnLabels(n, "10.71.1.1")
 				return ok && slices.Equal(l, []mpls.Label{100})
 			})
+			// The node reads the labeled route off the wire; GoBGP's word
+			// that the session is up may come after it.
+			waitUntil(t, 5*time.Second, "the session established", func() bool {
+				return n.BGP().Summary().Neighbors[0].State == "established"
+			})
 			if s := n.BGP().Summary(); s.Unnegotiated != 1 || s.Neighbors[0].State != "established" {
 				t.Errorf("summary: %d unnegotiated-family updates, state %s; want 1, established", s.Unnegotiated, s.Neighbors[0].State)
 			}
