@@ -116,8 +116,9 @@ func (t *Tables) ReplaceRoutesFunc(n int, route func(i int, r *Route)) error {
 
 // UpdateRoutes removes the routes to the prefixes in del, then adds those
 // in add (replacing a route to the same prefix), as one change: readers
-// see the table before or after, never between. Batch changes: each call
-// rebuilds the table. On error nothing changes; errors are *TableError,
+// see the table before or after, never between. A change costs about its
+// own size (FIB.Update: a delta over the table's base, folded into a new
+// base now and then). On error nothing changes; errors are *TableError,
 // Index into add.
 func (t *Tables) UpdateRoutes(add []Route, del []netip.Prefix) error {
 	t.mu.Lock()

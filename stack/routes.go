@@ -79,7 +79,8 @@ func (s *Stack) SetRoutes(routes []Route) error {
 
 // UpdateRoutes removes the routes to the prefixes in del, then adds those
 // in add (replacing routes to the same prefixes), in one change. It costs
-// a rebuild of the FIB (O(n log n)), so batch changes into one call.
+// about the change's size (mpls.FIB.Update), so a route at a time is
+// fine; a batch is one change for readers.
 func (s *Stack) UpdateRoutes(add []Route, del []netip.Prefix) error {
 	mr, err := toMPLSRoutes(add)
 	if err != nil {
