@@ -48,11 +48,7 @@ func TestBandUnitsLayout(t *testing.T) {
 		cfg.Units, cfg.Classic = tc.units, tc.classic
 		cfg.LocalCPU, cfg.RemoteCPU = tc.cpu, tc.cpu
 		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
-		var got strings.Builder
-		if err := rep.WriteText(&got, true); err != nil {
-			t.Fatal(err)
-		}
-		_, table, _ := strings.Cut(got.String(), "\n") // past the banner
+		_, table, _ := strings.Cut(reportText(t, rep, true), "\n") // past the banner
 		if table != tc.want {
 			t.Errorf("%s:\n%q\nwant\n%q", tc.name, table, tc.want)
 		}

@@ -50,14 +50,7 @@ func TestWriteTextGolden(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
-			rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
-			var got strings.Builder
-			if err := rep.WriteText(&got, true); err != nil {
-				t.Fatal(err)
-			}
-			if got.String() != want {
-				t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
-			}
+			checkText(t, &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}, true, want)
 		})
 	}
 	t.Run("tcp_rr_iter3", func(t *testing.T) {
@@ -66,11 +59,7 @@ func TestWriteTextGolden(t *testing.T) {
 		cfg.MaxIterations, cfg.MinIterations, cfg.ConfidenceLevel, cfg.ConfidenceWidth = 3, 3, 99, 5
 		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ThroughputInterval: 725.102,
 			Result: netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(1), Throughput: 26063.07, RemoteSendBuf: 16384, RemoteRecvBuf: 131072, LocalCPU: -1, RemoteCPU: -1}}
-		var got strings.Builder
-		_ = rep.WriteText(&got, true)
-		if got.String() != want {
-			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
-		}
+		checkText(t, rep, true, want)
 	})
 	t.Run("tcp_stream_ci", func(t *testing.T) {
 		// -i 5,3 -I 99,5: the confidence clause in the banner, the
@@ -80,11 +69,7 @@ func TestWriteTextGolden(t *testing.T) {
 		cfg.MaxIterations, cfg.MinIterations, cfg.ConfidenceLevel, cfg.ConfidenceWidth = 5, 3, 99, 5
 		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, ThroughputInterval: 130.667,
 			Result: netperf.Result{RemoteRecvBuf: 131072, LocalSendBuf: 16384, LocalSendSize: 16384, Elapsed: secs(1), Throughput: 7143.74, LocalCPU: -1, RemoteCPU: -1}}
-		var got strings.Builder
-		_ = rep.WriteText(&got, true)
-		if got.String() != want {
-			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
-		}
+		checkText(t, rep, true, want)
 	})
 	t.Run("udp_rr_v6", func(t *testing.T) {
 		// The IPv6 banner: stock names the wildcard "::0" and shows the
@@ -94,22 +79,34 @@ func TestWriteTextGolden(t *testing.T) {
 		cfg.DataHost = "::1"
 		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv6, ConfidenceMet: true,
 			Result: netperf.Result{LocalSendBuf: 212992, LocalRecvBuf: 212992, RequestSize: 1, ResponseSize: 1, Elapsed: secs(2), Throughput: 34935.74, RemoteSendBuf: 212992, RemoteRecvBuf: 212992}}
-		var got strings.Builder
-		_ = rep.WriteText(&got, true)
-		if got.String() != want {
-			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
-		}
+		checkText(t, rep, true, want)
 	})
 	t.Run("no_headers", func(t *testing.T) {
 		want := readOutput(t, "tcp_rr_explicit_v4") // printed without banner and headers
 		cfg := netperf.NewConfig("127.0.0.1", netperf.TCPRR)
 		rep := &netperf.Report{Config: cfg, Result: netperf.Result{LocalSendBuf: 16384, LocalRecvBuf: 131072, RequestSize: 1, ResponseSize: 1, Elapsed: secs(1), Throughput: 36421.94, RemoteSendBuf: 16384, RemoteRecvBuf: 131072}}
-		var got strings.Builder
-		_ = rep.WriteText(&got, false)
-		if got.String() != want {
-			t.Errorf("got:\n%q\nwant:\n%q", got.String(), want)
-		}
+		checkText(t, rep, false, want)
 	})
+}
+
+// checkText checks rep's text output, with or without the banner and
+// column headers, against want (the capture of stock netperf's).
+func checkText(t *testing.T, rep *netperf.Report, headers bool, want string) {
+	t.Helper()
+	if got := reportText(t, rep, headers); got != want {
+		t.Errorf("got:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// reportText returns rep's text output, with or without the banner and
+// column headers.
+func reportText(t *testing.T, rep *netperf.Report, headers bool) string {
+	t.Helper()
+	var got strings.Builder
+	if err := rep.WriteText(&got, headers); err != nil {
+		t.Fatal(err)
+	}
+	return got.String()
 }
 
 // TestWriteOmniGolden prints the values stock netperf printed with -O, -o

@@ -228,12 +228,8 @@ func TestCPULayouts(t *testing.T) {
 		cfg := netperf.NewConfig("127.0.0.1", tc.test)
 		cfg.LocalCPU, cfg.RemoteCPU = true, true
 		rep := &netperf.Report{Config: cfg, Family: netperf.FamilyIPv4, Result: tc.res, ConfidenceMet: true}
-		var got strings.Builder
-		if err := rep.WriteText(&got, true); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasSuffix(got.String(), tc.want) {
-			t.Errorf("%s:\n%q\nwant the suffix\n%q", tc.test, got.String(), tc.want)
+		if got := reportText(t, rep, true); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("%s:\n%q\nwant the suffix\n%q", tc.test, got, tc.want)
 		}
 	}
 }
