@@ -132,6 +132,27 @@ func (f *gsoForwarder) ForwardIP(_ *mplsendpoint.Endpoint, req *mplsendpoint.IPF
 	return f.take && req.GSOMSS != 0
 }
 
+// offerWhole attaches a recordingDispatcher to ep, has lower deliver ip
+// in one frame, and checks that f's first offer is the whole packet with
+// GSOMSS the payload of a maxLen-byte segment (maxLen less the IPv4 and
+// TCP headers); it returns the dispatcher.
+func offerWhole(t *testing.T, ep *mplsendpoint.Endpoint, lower *mplstest.Sink, ip []byte, f *gsoForwarder, maxLen int) *recordingDispatcher {
+	t.Helper()
+	var d recordingDispatcher
+	ep.Attach(&d)
+	frame := mplstest.Frame{Dst: lower.LinkAddress(), Src: "\x02\x00\x00\x00\x00\x02", Payload: ip}.Bytes()
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
+	lower.InjectInbound(0, pkt)
+	pkt.DecRef()
+	if len(f.offers) == 0 || f.sizes[0] != len(ip) {
+		t.Fatalf("offers of %v bytes, want the whole %d-byte packet first", f.sizes, len(ip))
+	}
+	if want := maxLen - header.IPv4MinimumSize - header.TCPMinimumSize; f.offers[0].GSOMSS != want {
+		t.Errorf("GSOMSS %d, want %d (%d less the headers)", f.offers[0].GSOMSS, want, maxLen)
+	}
+	return &d
+}
+
 // TestForwardingOffersGSOWhole: on a forwarding node, a TCP packet larger
 // than the link's MTU is offered to the IP forwarder whole, once, with the
 // payload size of the segments the endpoint would cut it into
@@ -155,19 +176,7 @@ func TestForwardingOffersGSOWhole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var d recordingDispatcher
-			ep.Attach(&d)
-			frame := mplstest.Frame{Dst: mac, Src: "\x02\x00\x00\x00\x00\x02", Payload: ip}.Bytes()
-			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-			lower.InjectInbound(0, pkt)
-			pkt.DecRef()
-
-			if len(f.offers) == 0 || f.sizes[0] != len(ip) {
-				t.Fatalf("offers of %v bytes, want the whole %d-byte packet first", f.sizes, len(ip))
-			}
-			if want := int(ep.MTU()) - header.IPv4MinimumSize - header.TCPMinimumSize; f.offers[0].GSOMSS != want {
-				t.Errorf("GSOMSS %d, want %d (MTU() %d less the headers)", f.offers[0].GSOMSS, want, ep.MTU())
-			}
+			d := offerWhole(t, ep, lower, ip, f, int(ep.MTU()))
 			st := ep.Stats()
 			if take {
 				if len(f.offers) != 1 || len(d.pkts) != 0 || st.RXSplit != 0 || st.RXForwarded != 1 {

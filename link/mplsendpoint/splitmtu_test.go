@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -27,7 +26,6 @@ func TestSplitFitsSmallestLink(t *testing.T) {
 		Seq: 1000, Ack: 1, Flags: header.TCPFlagAck, DF: true, Payload: make([]byte, 20000),
 	})
 	mac := tcpip.LinkAddress("\x02\x00\x00\x00\x00\x01")
-	const hdrs = header.IPv4MinimumSize + header.TCPMinimumSize
 	for _, tc := range []struct {
 		name       string
 		take, fib  bool
@@ -54,19 +52,7 @@ func TestSplitFitsSmallestLink(t *testing.T) {
 				}})
 				fib.SetLinks(map[string]*mplsendpoint.FIBLink{"big": {Endpoint: ep, NIC: 1}, "small": {Endpoint: small, NIC: 2}}, ep)
 			}
-			var d recordingDispatcher
-			ep.Attach(&d)
-			frame := mplstest.Frame{Dst: mac, Src: "\x02\x00\x00\x00\x00\x02", Payload: ip}.Bytes()
-			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})
-			big.InjectInbound(0, pkt)
-			pkt.DecRef()
-
-			if len(f.offers) == 0 || f.sizes[0] != len(ip) {
-				t.Fatalf("offers of %v bytes, want the whole %d-byte packet first", f.sizes, len(ip))
-			}
-			if want := tc.wantMaxLen - hdrs; f.offers[0].GSOMSS != want {
-				t.Errorf("GSOMSS %d, want %d (%d less the headers)", f.offers[0].GSOMSS, want, tc.wantMaxLen)
-			}
+			d := offerWhole(t, ep, big, ip, f, tc.wantMaxLen)
 			if tc.take {
 				if len(d.pkts) != 0 {
 					t.Errorf("%d packets delivered, want none: the forwarder took it", len(d.pkts))
