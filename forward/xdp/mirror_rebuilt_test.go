@@ -3,7 +3,6 @@ package xdp
 import (
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"testing"
 
 	"github.com/mplsnode/mplsnode/mpls"
@@ -27,21 +26,7 @@ func TestMirrorUpdateAcrossRebuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := range 50 {
-		var add []mpls.Route
-		var del []netip.Prefix
-		seen := map[netip.Prefix]bool{}
-		for range 1 + rng.IntN(5) {
-			q := mplstest.ScalePrefix(rng.IntN(2 * n))
-			if seen[q] {
-				continue
-			}
-			seen[q] = true
-			if rng.IntN(2) == 0 {
-				del = append(del, q)
-			} else {
-				add = append(add, mirrorRoute(q, mpls.Label(16+rng.IntN(4))))
-			}
-		}
+		add, del := randomChange(rng, 2*n, mplstest.ScalePrefix)
 		updated, err := in.FIB.Update(add, del)
 		if err != nil {
 			t.Fatal(err)

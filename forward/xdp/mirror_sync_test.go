@@ -148,21 +148,7 @@ func TestMirrorUpdateMatchesWalk(t *testing.T) {
 	in.Hosts = func(string, bool) []Host { return hosts }
 	walks := 0
 	for round := range 200 {
-		var add []mpls.Route
-		var del []netip.Prefix
-		seen := map[netip.Prefix]bool{}
-		for range 1 + rng.IntN(5) {
-			q := pfx(rng.IntN(3 * n))
-			if seen[q] {
-				continue
-			}
-			seen[q] = true
-			if rng.IntN(2) == 0 {
-				del = append(del, q)
-			} else {
-				add = append(add, mirrorRoute(q, mpls.Label(16+rng.IntN(4))))
-			}
-		}
+		add, del := randomChange(rng, 3*n, pfx)
 		if rng.IntN(4) == 0 {
 			hosts = append(hosts[:0:0], Host{Addr: netip.AddrFrom4([4]byte{10, 99, 0, byte(rng.IntN(8))}), MAC: peerMAC})
 		}
@@ -230,4 +216,24 @@ func BenchmarkMirrorOneRoute(b *testing.B) {
 			}
 		})
 	}
+}
+
+// randomChange draws one to five distinct prefixes, each pick(rng.IntN(span)),
+// and withdraws or announces (with a label of 16..19) each at even odds:
+// one BGP update's worth of change to a mirrored FIB.
+func randomChange(rng *rand.Rand, span int, pick func(int) netip.Prefix) (add []mpls.Route, del []netip.Prefix) {
+	seen := map[netip.Prefix]bool{}
+	for range 1 + rng.IntN(5) {
+		q := pick(rng.IntN(span))
+		if seen[q] {
+			continue
+		}
+		seen[q] = true
+		if rng.IntN(2) == 0 {
+			del = append(del, q)
+		} else {
+			add = append(add, mirrorRoute(q, mpls.Label(16+rng.IntN(4))))
+		}
+	}
+	return add, del
 }
