@@ -58,18 +58,19 @@ func TestUnflaggedChecksums(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		corrupt func(udp []byte)
+		corrupt func(frame []byte) // frame[14:] is the IPv4 header, frame[34:] the UDP header
 		wantBad uint64
 	}{
 		{"good UDP", func([]byte) {}, 0},
-		{"bad UDP checksum", func(udp []byte) { udp[7] ^= 0x55 }, 1},
-		{"bad payload byte", func(udp []byte) { udp[8] ^= 0x01 }, 1},
+		{"bad UDP checksum", func(f []byte) { f[34+7] ^= 0x55 }, 1},
+		{"bad payload byte", func(f []byte) { f[34+8] ^= 0x01 }, 1},
+		{"bad IPv4 header checksum", func(f []byte) { f[14+11] ^= 0x55 }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			quiet()
 			before := ep.Stats()
 			frame := udpFrame(t, net.HardwareAddr(ep.LinkAddress()))
-			tc.corrupt(frame[14+20:])
+			tc.corrupt(frame)
 			if _, err := unix.Write(fd, frame); err != nil {
 				t.Fatalf("inject: %v", err)
 			}
