@@ -146,14 +146,15 @@ func TestStripUnnegotiated(t *testing.T) {
 	}
 }
 
-// TestOpenFamilies reads the Multiprotocol capabilities of OPENs GoBGP
-// encodes, and of one in RFC 9072's extended form.
-func TestOpenFamilies(t *testing.T) {
-	caps := []gbgp.ParameterCapabilityInterface{
-		gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapRouteRefresh(),
-		gbgp.NewCapMultiProtocol(gbgp.RF_IPv6_MPLS), gbgp.NewCapFourOctetASNumber(65002),
+// openMsg is the OPEN GoBGP encodes for AS as, hold time 90 and router ID
+// id, with one capabilities parameter holding caps when there are any.
+func openMsg(t *testing.T, as uint16, id string, caps ...gbgp.ParameterCapabilityInterface) []byte {
+	t.Helper()
+	var params []gbgp.OptionParameterInterface
+	if len(caps) > 0 {
+		params = []gbgp.OptionParameterInterface{gbgp.NewOptionParameterCapability(caps)}
 	}
-	m, err := gbgp.NewBGPOpenMessage(65002, 90, netip.MustParseAddr("172.16.56.21"), []gbgp.OptionParameterInterface{gbgp.NewOptionParameterCapability(caps)})
+	m, err := gbgp.NewBGPOpenMessage(as, 90, netip.MustParseAddr(id), params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +162,17 @@ func TestOpenFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// TestOpenFamilies reads the Multiprotocol capabilities of OPENs GoBGP
+// encodes, and of one in RFC 9072's extended form.
+func TestOpenFamilies(t *testing.T) {
+	caps := []gbgp.ParameterCapabilityInterface{
+		gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapRouteRefresh(),
+		gbgp.NewCapMultiProtocol(gbgp.RF_IPv6_MPLS), gbgp.NewCapFourOctetASNumber(65002),
+	}
+	b := openMsg(t, 65002, "172.16.56.21", caps...)
 	got, ok := openFamilies(b[bgpHeaderLen:])
 	if !ok || len(got) != 2 || !got[afiSafi{1, 4}] || !got[afiSafi{2, 4}] {
 		t.Errorf("GoBGP's OPEN: %v %v, want 1/4 and 2/4", got, ok)
@@ -188,9 +200,7 @@ func TestCopyFromNeighbor(t *testing.T) {
 		h = binary.BigEndian.AppendUint16(h, uint16(bgpHeaderLen+len(body)))
 		return append(append(h, typ), body...)
 	}
-	open, _ := gbgp.NewBGPOpenMessage(65002, 90, netip.MustParseAddr("172.16.56.21"), []gbgp.OptionParameterInterface{
-		gbgp.NewOptionParameterCapability([]gbgp.ParameterCapabilityInterface{gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS)})})
-	ob, _ := open.Serialize()
+	ob := openMsg(t, 65002, "172.16.56.21", gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS))
 	v6, _ := gbgp.NewPathAttributeMpUnreachNLRI(gbgp.RF_IPv6_MPLS, []gbgp.PathNLRI{labeled(t, "2001:db8::/32", 100)})
 	bad := msg(bgpUpdate, updateBody(t, nil, []gbgp.PathAttributeInterface{v6}, nil))
 	v4, _ := gbgp.NewPathAttributeMpUnreachNLRI(gbgp.RF_IPv4_MPLS, []gbgp.PathNLRI{labeled(t, "10.71.0.0/16", 100)})

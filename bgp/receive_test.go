@@ -111,19 +111,8 @@ func TestUpdateEvents(t *testing.T) {
 // is up, on a session without four-octet AS numbers and after a
 // NOTIFICATION, nothing is offered.
 func TestCopyFromNeighborTakes(t *testing.T) {
-	open := func(caps ...gbgp.ParameterCapabilityInterface) []byte {
-		m, err := gbgp.NewBGPOpenMessage(65002, 90, netip.MustParseAddr("172.16.56.21"), []gbgp.OptionParameterInterface{gbgp.NewOptionParameterCapability(caps)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := m.Serialize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	open4 := open(gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapFourOctetASNumber(65002))
-	open2 := open(gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS))
+	open4 := openMsg(t, 65002, "172.16.56.21", gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapFourOctetASNumber(65002))
+	open2 := openMsg(t, 65002, "172.16.56.21", gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS))
 	keep := bgpMsg(bgpKeepaliveType, nil)
 	update := func(p string) []byte {
 		return bgpMsg(bgpUpdate, updateBody(t, nil, reachAttrs(t, gbgp.RF_IPv4_MPLS, "172.16.56.21", []uint32{65002}, labeled(t, p, 100)), nil))
@@ -169,14 +158,7 @@ func TestCopyFromNeighborTakes(t *testing.T) {
 // its KEEPALIVE after its OPEN marks the neighbour's OPEN accepted (one
 // before the OPEN does not), its NOTIFICATION the session going.
 func TestCopyFromGoBGP(t *testing.T) {
-	m, err := gbgp.NewBGPOpenMessage(65001, 90, netip.MustParseAddr("172.16.56.20"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	open, err := m.Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	open := openMsg(t, 65001, "172.16.56.20")
 	keep := bgpMsg(bgpKeepaliveType, nil)
 	notify := bgpMsg(bgpNotification, []byte{6, 2})
 	for _, tc := range []struct {
@@ -211,15 +193,7 @@ func bgpMsg(typ byte, body []byte) []byte {
 // before it brings GoBGP's session up. Planting a flush only after a
 // copied message leaves GoBGP without the KEEPALIVE.
 func TestCopyFromNeighborFlushes(t *testing.T) {
-	m, err := gbgp.NewBGPOpenMessage(65002, 90, netip.MustParseAddr("172.16.56.21"), []gbgp.OptionParameterInterface{
-		gbgp.NewOptionParameterCapability([]gbgp.ParameterCapabilityInterface{gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapFourOctetASNumber(65002)})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	open, err := m.Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	open := openMsg(t, 65002, "172.16.56.21", gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapFourOctetASNumber(65002))
 	keep := bgpMsg(bgpKeepaliveType, nil)
 	taken := bgpMsg(bgpUpdate, updateBody(t, nil, reachAttrs(t, gbgp.RF_IPv4_MPLS, "172.16.56.21", []uint32{65002}, labeled(t, "10.87.0.0/16", 100)), nil))
 	var gw gobgpWire
