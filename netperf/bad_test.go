@@ -47,11 +47,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, logs := startServer(t, &netperf.Server{})
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := dialControl(t, addr)
 			if _, err := c.Write(tc.send); err != nil {
 				t.Fatal(err)
 			}
@@ -80,17 +76,27 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// dialControl connects to the server's control port at addr, with a
+// deadline 10 s away for everything on the connection; the connection is
+// closed when t ends, if the test has not closed it.
+func dialControl(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
 // TestClientVanishes: the client asks for a test, then disappears without
 // connecting the data socket; and a client dies mid-test.
 func TestClientVanishes(t *testing.T) {
 	addr, logs := startServer(t, &netperf.Server{IdleTimeout: time.Second})
 	req := readVector(t, "tcp_rr_trans_client_to_server.hex")[0] // -l -1000: no timer
 	t.Run("before_data_connect", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c := dialControl(t, addr)
 		c.Write(req[:])
 		io.ReadFull(c, make([]byte, netperf.MessageSize))
 		c.Close()
@@ -98,11 +104,7 @@ func TestClientVanishes(t *testing.T) {
 		checkStillServes(t, addr)
 	})
 	t.Run("mid_test", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c := dialControl(t, addr)
 		c.Write(req[:])
 		var m netperf.Message
 		io.ReadFull(c, m[:])
@@ -121,12 +123,7 @@ func TestClientVanishes(t *testing.T) {
 	})
 	t.Run("silent_control", func(t *testing.T) {
 		srvAddr, l2 := startServer(t, &netperf.Server{ControlTimeout: 500 * time.Millisecond})
-		c, err := net.Dial("tcp", srvAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c := dialControl(t, srvAddr)
 		c.Write(req[:10])
 		waitLog(t, l2, "control read failed")
 		checkStillServes(t, srvAddr)

@@ -95,6 +95,18 @@ type gsoRing struct {
 	whole  []*stack.PacketBuffer // clones of what WritePackets took
 }
 
+// newGSORing returns a gsoRing over a 1500-byte ring whose clones of the
+// packets written whole are released when t ends.
+func newGSORing(t *testing.T) *gsoRing {
+	g := &gsoRing{ringSink: mplstest.NewRingSink(1500, macA, 1518)}
+	t.Cleanup(func() {
+		for _, p := range g.whole {
+			p.DecRef()
+		}
+	})
+	return g
+}
+
 func (g *gsoRing) GSOFrames() bool { return true }
 
 func (g *gsoRing) TXCommit(q, n int) {
@@ -126,7 +138,7 @@ func (g *gsoRing) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 // "whole"); sendWhole not ending the open batch first (the plain frame's
 // slot sent after the whole packet: no "end" before the first "whole").
 func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
-	g := &gsoRing{ringSink: mplstest.NewRingSink(1500, macA, 1518)}
+	g := newGSORing(t)
 	ep := labelledEndpoint(t, 1, g)
 	plainDst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
 	payload := patterned(benchGSOPayload, 13)
@@ -152,11 +164,6 @@ func TestGSOSlotsUnlabelledLeaveWhole(t *testing.T) {
 		t.Fatalf("WritePackets = %d, %v; want 4, nil", n, err)
 	}
 	l.DecRef()
-	defer func() {
-		for _, p := range g.whole {
-			p.DecRef()
-		}
-	}()
 
 	labelledSlots := (len(payload) + 1455) / 1456 // MSS 1500 - 4 - 20 - 20
 	var want []string

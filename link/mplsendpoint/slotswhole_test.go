@@ -22,7 +22,7 @@ import (
 // finished (the slot path's own copy sent it down whole, where it took the
 // one-segment path of writeGSO instead).
 func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
-	g := &gsoRing{ringSink: mplstest.NewRingSink(1500, macA, 1518)}
+	g := newGSORing(t)
 	g.Record = true
 	ep := labelledEndpoint(t, 1, g)
 	dst := netip.MustParseAddr("10.0.0.99") // no FIB route: unlabelled
@@ -40,11 +40,6 @@ func TestGSOSlotsWholeIsTheLinksRule(t *testing.T) {
 		t.Fatalf("WritePackets = %d, %v; want 2, nil", n, err)
 	}
 	l.DecRef()
-	defer func() {
-		for _, p := range g.whole {
-			p.DecRef()
-		}
-	}()
 	if want := "[end whole slot end]"; fmt.Sprint(g.events) != want {
 		t.Fatalf("events %v, want %s (the two-segment packet whole, the one-segment one in a slot)", g.events, want)
 	}
