@@ -33,10 +33,15 @@ import (
 
 // Delta bounds: an Update whose change would bring the delta past
 // max(minDelta, base routes / deltaShare) rebuilds instead, folding the
-// delta into a new base.
+// delta into a new base. Tables folds a delta past
+// max(minCompact, base routes / compactShare) off the writers' path
+// (Tables.compact), so that a table does not keep a large delta (slower
+// lookups where it touches) and the writers rarely pay for a fold.
 const (
-	minDelta   = 4096
-	deltaShare = 8
+	minDelta     = 4096
+	deltaShare   = 8
+	minCompact   = 1024
+	compactShare = 64
 	// maxDeltaGroups bounds the groups that delta updates carry to later
 	// ones (FIB.dgroups).
 	maxDeltaGroups = 256
@@ -307,6 +312,39 @@ func (f *FIB) deltaFits(k int) bool {
 		n = len(f.d.gone) + len(f.d.added)
 	}
 	return n+k <= max(minDelta, len(f.entries)/deltaShare)
+}
+
+// compactDue reports whether f's delta is past the bound Tables folds it
+// at.
+func (f *FIB) compactDue() bool {
+	return f != nil && f.d != nil && len(f.d.gone)+len(f.d.added) >= max(minCompact, len(f.entries)/compactShare)
+}
+
+// compacted returns f's routes, in f's order, as a new base.
+func (f *FIB) compacted() (*FIB, error) { return f.rebuild(nil, nil, nil) }
+
+// rebased returns cur's routes over nb, which holds old's routes as a
+// base of its own (old.compacted()): old's routes less those deleted or
+// replaced since old, then the routes added since old (those of cur's
+// added numbered from old's next seq on), which is cur's order. It costs
+// the changes since old; ok is false when cur did not come from old by
+// Updates into one delta.
+func rebased(nb, old, cur *FIB) (*FIB, bool) {
+	if cur.base != old.base || old.d == nil || cur.d == nil {
+		return nil, false
+	}
+	_, removed, ok := cur.Changes(old, int(^uint(0)>>1))
+	if !ok {
+		return nil, false
+	}
+	added := cur.d.added
+	from := sort.Search(len(added), func(i int) bool { return added[i].seq >= old.d.seq })
+	routes := make([]Route, 0, len(added)-from)
+	for _, e := range added[from:] {
+		routes = append(routes, e.Route())
+	}
+	f, err := nb.Update(routes, removed)
+	return f, err == nil
 }
 
 // sumCounts sets maxLabels and minMTU from the counts.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mplsnode/mplsnode/mpls"
 )
@@ -419,4 +420,50 @@ func FuzzFIBUpdate(f *testing.F) {
 			add, del, inAdd = nil, nil, map[netip.Prefix]bool{}
 		}
 	})
+}
+
+// TestTablesCompactsTheDelta: single-route updates through Tables grow
+// the FIB's delta until Tables folds it into a new base off the writers'
+// path while they go on; the FIB it publishes holds the routes the
+// updates made, in their order (the model's), over a new base and a
+// small delta, and every FIB on the way matches the model.
+func TestTablesCompactsTheDelta(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 27))
+	pool := fibPool(rng, 3000)
+	initial := make([]mpls.Route, 0, len(pool))
+	for _, p := range pool[:2000] {
+		initial = append(initial, randomRoute(rng, p))
+	}
+	var tables mpls.Tables
+	if err := tables.ReplaceRoutes(initial); err != nil {
+		t.Fatal(err)
+	}
+	base := mpls.FIBBase(tables.FIB())
+	ref := newRefFIB(initial)
+	probes := probeAddrs(rng, pool[:64], 64)
+	for i := range 3000 {
+		p := pool[rng.IntN(len(pool))]
+		var add []mpls.Route
+		var del []netip.Prefix
+		if rng.IntN(2) == 0 {
+			add = []mpls.Route{randomRoute(rng, p)}
+		} else {
+			del = []netip.Prefix{p}
+		}
+		if err := tables.UpdateRoutes(add, del); err != nil {
+			t.Fatal(err)
+		}
+		ref = ref.update(add, del)
+		if i%100 == 0 {
+			checkFIBModel(t, tables.FIB(), ref, probes)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for f := tables.FIB(); mpls.FIBBase(f) == base || mpls.FIBDeltaLen(f) >= 1024; f = tables.FIB() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute the FIB's delta holds %d entries, base changed %v", mpls.FIBDeltaLen(f), mpls.FIBBase(f) != base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	checkFIBModel(t, tables.FIB(), ref, probeAddrs(rng, pool, 256))
 }

@@ -35,6 +35,8 @@ type Tables struct {
 	// subs are the subscribers' channels (capacity 1), woken after each
 	// FIB is published.
 	subs []chan struct{}
+	// compacting says a fold of the FIB's delta is being built (compact).
+	compacting bool
 }
 
 // ILM returns the current ILM (nil, an empty table, if none was set).
@@ -131,7 +133,33 @@ func (t *Tables) UpdateRoutes(add []Route, del []netip.Prefix) error {
 		return err
 	}
 	t.setFIBLocked(f)
+	if f.compactDue() && !t.compacting {
+		t.compacting = true
+		go t.compact(f)
+	}
 	return nil
+}
+
+// compact folds old's delta into a new base off the writers' lock, then
+// publishes the current FIB's routes over it (rebased: the changes since
+// old written into the new base's delta), the same routes in the same
+// order. It gives up when the FIB was replaced meanwhile.
+func (t *Tables) compact(old *FIB) {
+	nb, err := old.compacted()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.compacting = false
+	if err != nil {
+		return
+	}
+	cur := t.fib.Load()
+	if cur != old {
+		var ok bool
+		if nb, ok = rebased(nb, old, cur); !ok {
+			return
+		}
+	}
+	t.setFIBLocked(nb)
 }
 
 // SetFIB publishes f as it is, bypassing the route check (tests, and
