@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/arpmsg"
 	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -48,13 +49,7 @@ func ingressSeeds() map[string][]byte {
 	}
 	v4data := data
 	v4data.Src, v4data.Dst = syn.Src, syn.Dst
-	arpReq := make([]byte, header.ARPSize)
-	a := header.ARP(arpReq)
-	a.SetIPv4OverEthernet()
-	a.SetOp(header.ARPRequest)
-	copy(a.HardwareAddressSender(), macB)
-	copy(a.ProtocolAddressSender(), addrB4.AsSlice())
-	copy(a.ProtocolAddressTarget(), addrA4.AsSlice())
+	arpReq := arpmsg.Request(macB, addrB4, addrA4)
 	bcast := tcpip.LinkAddress(header.EthernetBroadcastAddress)
 	udp4 := mplstest.IPv4UDP(netip.AddrPortFrom(addrB4, 1000), netip.AddrPortFrom(addrA4, 2000), false, []byte("hello"))
 	lab := func(payload []byte, es ...mpls.Entry) []byte {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/arpmsg"
 	"github.com/mplsnode/mplsnode/link/neighbor"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -77,14 +78,7 @@ func readARPRequest(t *testing.T, ch *channel.Endpoint, target netip.Addr) {
 
 // answerARP injects target's ARP reply from mac.
 func answerARP(ch *channel.Endpoint, target netip.Addr, mac tcpip.LinkAddress) {
-	b := make([]byte, header.ARPSize)
-	a := header.ARP(b)
-	a.SetIPv4OverEthernet()
-	a.SetOp(header.ARPReply)
-	copy(a.HardwareAddressSender(), mac)
-	copy(a.ProtocolAddressSender(), target.AsSlice())
-	copy(a.HardwareAddressTarget(), macA)
-	copy(a.ProtocolAddressTarget(), ownAddr.AsSlice())
+	b := arpmsg.Reply(mac, target, macA, ownAddr)
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(b)})
 	ch.InjectInbound(arp.ProtocolNumber, pkt)
 	pkt.DecRef()

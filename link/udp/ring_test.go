@@ -4,9 +4,11 @@ package udp
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/arpmsg"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
@@ -48,13 +50,7 @@ func TestTXRing(t *testing.T) {
 	putFrame(t, e, q, uint16(header.IPv4ProtocolNumber), ip)
 	null := explicitNull(false, 64)
 	want = append(want, append(null[:], ip...))
-	arp := make([]byte, header.ARPSize)
-	a := header.ARP(arp)
-	a.SetIPv4OverEthernet()
-	a.SetOp(header.ARPRequest)
-	copy(a.HardwareAddressSender(), "\x02\x00\x00\x00\x00\x01")
-	copy(a.ProtocolAddressSender(), []byte{172, 16, 20, 20})
-	copy(a.ProtocolAddressTarget(), []byte{172, 16, 20, 21})
+	arp := arpmsg.Request("\x02\x00\x00\x00\x00\x01", netip.MustParseAddr("172.16.20.20"), netip.MustParseAddr("172.16.20.21"))
 	putFrame(t, e, q, uint16(header.ARPProtocolNumber), arp)
 	// More than the buffer holds: the queue sends what it has and goes on.
 	for i := 0; i < 2*txQueueBytes/1500; i++ {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/arpmsg"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -302,13 +303,7 @@ func TestGSOSend(t *testing.T) {
 // address detection probe (from ::) gets no answer.
 func TestNeighborAnswers(t *testing.T) {
 	e, peer, r := loopbackLink(t, Options{})
-	arp := make([]byte, header.ARPSize)
-	req := header.ARP(arp)
-	req.SetIPv4OverEthernet()
-	req.SetOp(header.ARPRequest)
-	copy(req.HardwareAddressSender(), e.LinkAddress())
-	copy(req.ProtocolAddressSender(), []byte{172, 16, 20, 20})
-	copy(req.ProtocolAddressTarget(), []byte{172, 16, 20, 21})
+	arp := arpmsg.Request(e.LinkAddress(), netip.MustParseAddr("172.16.20.20"), netip.MustParseAddr("172.16.20.21"))
 	ns := func(src tcpip.Address) []byte {
 		target := tcpip.AddrFrom16([16]byte{0xfd, 0, 0x20, 15: 0x21})
 		b := make([]byte, header.IPv6MinimumSize+header.ICMPv6NeighborSolicitMinimumSize)
