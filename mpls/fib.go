@@ -508,24 +508,42 @@ func (f *FIB) Lookup(dst netip.Addr) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
+	// The base's answer, unless the FIB has a delta (lookup4, lookup6).
+	// Written out in each form of Lookup, so that a lookup in a FIB
+	// without one makes a single call.
+	var i int32
 	switch {
 	case dst.Is4():
 		b := dst.As4()
-		return f.lookup4(binary.BigEndian.Uint32(b[:]))
+		a := binary.BigEndian.Uint32(b[:])
+		if i = f.v4.lookup4(a); f.d != nil {
+			return f.lookup4(a, i)
+		}
 	case dst.Is4In6():
 		b := dst.Unmap().As4()
-		return f.lookup4(binary.BigEndian.Uint32(b[:]))
+		a := binary.BigEndian.Uint32(b[:])
+		if i = f.v4.lookup4(a); f.d != nil {
+			return f.lookup4(a, i)
+		}
 	case dst.Is6():
-		return f.lookup6(addr128(dst))
+		a := addr128(dst)
+		if i = f.v6.lookup6(a); f.d != nil {
+			return f.lookup6(a, i)
+		}
+	default:
+		return nil, false
 	}
-	return nil, false
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
 }
 
-// lookup4 is Lookup of IPv4 address a: the base's answer, unless a delta
-// touches a's /16 (fibDelta.touched), then the delta's lookup.
-func (f *FIB) lookup4(a uint32) (*FIBEntry, bool) {
-	i := f.v4.lookup4(a)
-	if d := f.d; d != nil && d.filters[0].has(a>>16) {
+// lookup4 is Lookup of IPv4 address a in a FIB with a delta, i the
+// base's answer: it stands unless the delta touches a's /16
+// (fibDelta.filters), then the delta's lookup decides.
+func (f *FIB) lookup4(a uint32, i int32) (*FIBEntry, bool) {
+	if f.d.filters[0].has(a >> 16) {
 		return f.lookupDelta(0, u128{uint64(a) << 32, 0}, i)
 	}
 	if i < 0 {
@@ -535,9 +553,8 @@ func (f *FIB) lookup4(a uint32) (*FIBEntry, bool) {
 }
 
 // lookup6 is lookup4 for IPv6 address a.
-func (f *FIB) lookup6(a u128) (*FIBEntry, bool) {
-	i := f.v6.lookup6(a)
-	if d := f.d; d != nil && d.filters[1].has(uint32(a.hi>>48)) {
+func (f *FIB) lookup6(a u128, i int32) (*FIBEntry, bool) {
+	if f.d.filters[1].has(uint32(a.hi >> 48)) {
 		return f.lookupDelta(1, a, i)
 	}
 	if i < 0 {
@@ -552,7 +569,15 @@ func (f *FIB) Lookup4(dst [4]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	return f.lookup4(binary.BigEndian.Uint32(dst[:]))
+	a := binary.BigEndian.Uint32(dst[:])
+	i := f.v4.lookup4(a)
+	if f.d != nil {
+		return f.lookup4(a, i)
+	}
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
 }
 
 // Lookup6 is Lookup for an IPv6 destination given as 16 bytes.
@@ -560,7 +585,15 @@ func (f *FIB) Lookup6(dst [16]byte) (*FIBEntry, bool) {
 	if f == nil {
 		return nil, false
 	}
-	return f.lookup6(u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])})
+	a := u128{binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])}
+	i := f.v6.lookup6(a)
+	if f.d != nil {
+		return f.lookup6(a, i)
+	}
+	if i < 0 {
+		return nil, false
+	}
+	return &f.entries[i], true
 }
 
 // LookupBatch sets out[i] to the route with the longest prefix containing
