@@ -214,33 +214,43 @@ func (t *bgpTables) Apply(ch bgp.Changes) error {
 	return nil
 }
 
-// bgpSaved is what a batch touched, as it was before the batch: nil for
-// a prefix or label BGP had no entry for.
+// bgpSaved is what a batch touched, as it was before the batch.
 type bgpSaved struct {
-	routes map[netip.Prefix]*mpls.Route
-	ilm    map[mpls.Label]*mpls.ILMEntry
+	routes map[netip.Prefix]savedRoute
+	ilm    map[mpls.Label]savedILM
+}
+
+// savedRoute is BGP's route to a prefix before a batch; had is false when
+// BGP had none.
+type savedRoute struct {
+	route mpls.Route
+	had   bool
+}
+
+// savedILM is BGP's entry for a label before a batch; had is false when
+// BGP had none.
+type savedILM struct {
+	entry mpls.ILMEntry
+	had   bool
 }
 
 // recordLocked applies ch to BGP's routes and labels and returns what
 // they held before.
 func (t *bgpTables) recordLocked(ch bgp.Changes) bgpSaved {
-	old := bgpSaved{routes: map[netip.Prefix]*mpls.Route{}, ilm: map[mpls.Label]*mpls.ILMEntry{}}
+	old := bgpSaved{
+		routes: make(map[netip.Prefix]savedRoute, len(ch.DelRoutes)+len(ch.AddRoutes)),
+		ilm:    make(map[mpls.Label]savedILM, len(ch.DelILM)+len(ch.AddILM)),
+	}
 	saveRoute := func(p netip.Prefix) {
 		if _, ok := old.routes[p]; !ok {
-			if e, ok := t.routes[p]; ok {
-				old.routes[p] = &e
-			} else {
-				old.routes[p] = nil
-			}
+			e, had := t.routes[p]
+			old.routes[p] = savedRoute{e, had}
 		}
 	}
 	saveLabel := func(l mpls.Label) {
 		if _, ok := old.ilm[l]; !ok {
-			if e, ok := t.ilm[l]; ok {
-				old.ilm[l] = &e
-			} else {
-				old.ilm[l] = nil
-			}
+			e, had := t.ilm[l]
+			old.ilm[l] = savedILM{e, had}
 		}
 	}
 	for _, p := range ch.DelRoutes {
@@ -265,17 +275,17 @@ func (t *bgpTables) recordLocked(ch bgp.Changes) bgpSaved {
 // restoreLocked puts back BGP's routes and labels as old saved them.
 func (t *bgpTables) restoreLocked(old bgpSaved) {
 	for p, e := range old.routes {
-		if e == nil {
+		if !e.had {
 			delete(t.routes, p)
 		} else {
-			t.routes[p] = *e
+			t.routes[p] = e.route
 		}
 	}
 	for l, e := range old.ilm {
-		if e == nil {
+		if !e.had {
 			delete(t.ilm, l)
 		} else {
-			t.ilm[l] = *e
+			t.ilm[l] = e.entry
 		}
 	}
 }
@@ -283,14 +293,14 @@ func (t *bgpTables) restoreLocked(old bgpSaved) {
 // fibChangeLocked returns the FIB change for the prefixes a batch touched
 // (oldRoutes, as recordLocked saved them): each one without a static route
 // gets BGP's route, or loses its route when BGP has none left.
-func (t *bgpTables) fibChangeLocked(oldRoutes map[netip.Prefix]*mpls.Route) (add []mpls.Route, del []netip.Prefix) {
-	for p := range oldRoutes {
+func (t *bgpTables) fibChangeLocked(oldRoutes map[netip.Prefix]savedRoute) (add []mpls.Route, del []netip.Prefix) {
+	for p, was := range oldRoutes {
 		if _, ok := t.staticAt[p]; ok {
 			continue // shadowed before and after
 		}
 		if e, ok := t.routes[p]; ok {
 			add = append(add, e)
-		} else if oldRoutes[p] != nil {
+		} else if was.had {
 			del = append(del, p)
 		}
 	}
@@ -300,14 +310,17 @@ func (t *bgpTables) fibChangeLocked(oldRoutes map[netip.Prefix]*mpls.Route) (add
 // countShadowedLocked keeps the count of BGP routes hidden by a static
 // route in step with a written batch (oldRoutes, as recordLocked saved
 // them).
-func (t *bgpTables) countShadowedLocked(oldRoutes map[netip.Prefix]*mpls.Route) {
+func (t *bgpTables) countShadowedLocked(oldRoutes map[netip.Prefix]savedRoute) {
+	if len(t.staticAt) == 0 {
+		return
+	}
 	for p, was := range oldRoutes {
 		if _, ok := t.staticAt[p]; ok {
 			_, now := t.routes[p]
 			switch {
-			case was == nil && now:
+			case !was.had && now:
 				t.shadowed++
-			case was != nil && !now:
+			case was.had && !now:
 				t.shadowed--
 			}
 		}
