@@ -39,6 +39,16 @@ func (l *gsoLink) release() {
 	l.pkts = nil
 }
 
+// warmUp sends frame alone in a first receive batch, which teaches the
+// endpoint that in0 ends its batches, and drops what left on out0.
+func warmUp(t testing.TB, in *batchLink, out *gsoLink, frame []byte) {
+	t.Helper()
+	inject(in.Endpoint, frame)
+	in.endBatch(t)
+	out.Drain()
+	out.release()
+}
+
 // groLSR starts the node of conf with in0 on a link that ends its receive
 // batches and out0 on one that takes GSO frames, next hop resolved to
 // macNext on out0; it is closed when the test ends.
@@ -74,11 +84,7 @@ func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
 // as MSS. A segment after the PSH, though in sequence, is not merged.
 func TestLabelSwitchCoalesces(t *testing.T) {
 	n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
-	// The first batch teaches the endpoint that in0 ends its batches.
-	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
-	in.endBatch(t)
-	out.Drain()
-	out.release()
+	warmUp(t, in, out, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
 
 	const mss, count = 1400, 20
 	data := patterned(mss*count+300, 7)
@@ -132,10 +138,7 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 			Src: netip.MustParseAddrPort("[2001:db8:1::2]:1000"), Dst: netip.MustParseAddrPort("[2001:db8:9::9]:2000"),
 			Seq: uint32(5000 + off), Ack: 9, Flags: header.TCPFlagAck, Payload: data[off : off+size]})
 	}
-	inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(make([]byte, 10), 0, 10)))
-	in.endBatch(t)
-	out.Drain()
-	out.release()
+	warmUp(t, in, out, labelled([]uint32{104}, 64, seg6(make([]byte, 10), 0, 10)))
 
 	const mss, count = 1200, 10
 	data := patterned(mss*count, 13)
@@ -200,10 +203,7 @@ func TestLabelSwitchGROKeepsBadChecksums(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
-			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
-			in.endBatch(t)
-			out.Drain()
-			out.release()
+			warmUp(t, in, out, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
 
 			sent := make([][]byte, count)
 			for i := range count {
@@ -279,10 +279,7 @@ func TestLabelSwitchGROClosesAndRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
-			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
-			in.endBatch(t)
-			out.Drain()
-			out.release()
+			warmUp(t, in, out, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
 			for i := range count {
 				inject(in.Endpoint, labelled([]uint32{102}, 64, tc.seg(i)))
 			}
