@@ -328,7 +328,8 @@ func (f *FIB) compacted() (*FIB, error) { return f.rebuild(nil, nil, nil) }
 // replaced since old, then the routes added since old (those of cur's
 // added numbered from old's next seq on), which is cur's order. It costs
 // the changes since old; ok is false when cur did not come from old by
-// Updates into one delta.
+// Updates into one delta, or when the changes since old do not fit in
+// nb's delta.
 func rebased(nb, old, cur *FIB) (*FIB, bool) {
 	if cur.base != old.base || old.d == nil || cur.d == nil {
 		return nil, false
@@ -339,6 +340,9 @@ func rebased(nb, old, cur *FIB) (*FIB, bool) {
 	}
 	added := cur.d.added
 	from := sort.Search(len(added), func(i int) bool { return added[i].seq >= old.d.seq })
+	if !nb.deltaFits(len(added) - from + len(removed)) {
+		return nil, false // the writers changed so much meanwhile that they fold it themselves
+	}
 	routes := make([]Route, 0, len(added)-from)
 	for _, e := range added[from:] {
 		routes = append(routes, e.Route())
