@@ -39,6 +39,19 @@ func (l *gsoLink) release() {
 	l.pkts = nil
 }
 
+// first fails t unless out0 took want packets (why says which, if
+// anything) and returns the first of them and its bytes.
+func (l *gsoLink) first(t *testing.T, n plane, want int, why string) (*gstack.PacketBuffer, []byte) {
+	t.Helper()
+	if len(l.pkts) != want {
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		t.Fatalf("%d packets written, want %d%s; switch %+v", len(l.pkts), want, why, n.sw.Stats())
+	}
+	return l.pkts[0], frameBytes(l.pkts[0])
+}
+
 // warmUp sends frame alone in a first receive batch, which teaches the
 // endpoint that in0 ends its batches, and drops what left on out0.
 func warmUp(t testing.TB, in *batchLink, out *gsoLink, frame []byte) {
@@ -97,11 +110,7 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(append(data, make([]byte, 100)...), count*mss+300, 100, 0)))
 	in.endBatch(t)
 
-	if len(out.pkts) != 2 {
-		t.Fatalf("%d packets written, want 2 (the coalesced one and the one after PSH); switch %+v", len(out.pkts), n.sw.Stats())
-	}
-	g := out.pkts[0]
-	frame := frameBytes(g)
+	g, frame := out.first(t, n, 2, "the coalesced one and the one after PSH")
 	ip := header.IPv4(frame[header.EthernetMinimumSize:])
 	tcp := header.TCP(ip.Payload())
 	if g.GSOOptions.Type != gstack.GSOTCPv4 || g.GSOOptions.MSS != mss || !g.GSOOptions.NeedsCsum || g.GSOOptions.CsumOffset != 16 {
@@ -146,11 +155,7 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 		inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(data, i*mss, mss)))
 	}
 	in.endBatch(t)
-	if len(out.pkts) != 1 {
-		t.Fatalf("%d packets written, want 1; switch %+v", len(out.pkts), n.sw.Stats())
-	}
-	g := out.pkts[0]
-	frame := frameBytes(g)
+	g, frame := out.first(t, n, 1, "")
 	ip := header.IPv6(frame[header.EthernetMinimumSize:])
 	tcp := header.TCP(ip.Payload())
 	if g.GSOOptions.Type != gstack.GSOTCPv6 || g.GSOOptions.MSS != mss || g.GSOOptions.L3HdrLen != header.IPv6MinimumSize {

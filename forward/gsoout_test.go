@@ -130,11 +130,7 @@ func TestForwardIPGSOWhole(t *testing.T) {
 			}
 			n, in, out := groLSR(t, lsrGSO, nh)
 			injectIP(in.Endpoint, gsoPacket(tc.dst, 64, tc.partial), tc.flagged)
-			if len(out.pkts) != 1 {
-				t.Fatalf("%d packets written, want the 1 GSO packet; switch %+v", len(out.pkts), n.sw.Stats())
-			}
-			g := out.pkts[0]
-			frame := frameBytes(g)
+			g, frame := out.first(t, n, 1, "the GSO packet")
 			ip := frame[header.EthernetMinimumSize:]
 			segs := segmentsOf(t, n, l3)
 			mss := (len(gsoPayload) + segs - 1) / segs
