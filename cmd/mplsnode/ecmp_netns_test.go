@@ -184,7 +184,7 @@ addr add %[4]s dev %[2]s
 			}
 			if m.XDP {
 				for _, n := range []*procNode{lsrA, lsrB} {
-					waitXDPEntries(t, n, 1)
+					planetest.WaitXDPEntries(t, n.Report, 1)
 				}
 			}
 

@@ -225,29 +225,19 @@ func TestFaultLinkDown(t *testing.T) {
 	s := newSeedProc(t, buildBinary(t), "fl", seedOptions{})
 	before := s.lsr.mustReport()
 	tcp0 := s.n0.Report().TCP
-	var flap chan error
-	el := s.transfer(t, faultSize, 2*time.Minute, func(sent int64) {
-		if flap != nil || sent < faultSize/4 {
-			return
+	el := s.transferWithFault(t, faultSize, 2*time.Minute, func() error {
+		var errs []error
+		if _, err := s.ns1.Exec("ip", "link", "set", s.v10, "down"); err != nil {
+			errs = append(errs, err)
 		}
-		flap = make(chan error, 1)
-		go func() {
-			var errs []error
-			if _, err := s.ns1.Exec("ip", "link", "set", s.v10, "down"); err != nil {
-				errs = append(errs, err)
-			}
-			// Datagrams the LSR must forward out of the down link.
-			errs = append(errs, sendUDP(s.ns2, "172.16.20.20:9", udpProbes))
-			time.Sleep(2 * time.Second)
-			if _, err := s.ns1.Exec("ip", "link", "set", s.v10, "up"); err != nil {
-				errs = append(errs, err)
-			}
-			flap <- errors.Join(errs...)
-		}()
+		// Datagrams the LSR must forward out of the down link.
+		errs = append(errs, sendUDP(s.ns2, "172.16.20.20:9", udpProbes))
+		time.Sleep(2 * time.Second)
+		if _, err := s.ns1.Exec("ip", "link", "set", s.v10, "up"); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
 	})
-	if err := <-flap; err != nil {
-		t.Fatal(err)
-	}
 	after := s.lsr.mustReport()
 	tcp1 := s.n0.Report().TCP
 	t.Logf("64 MiB with a 2 s link-down intact in %v (%.0f Mbit/s); ns0 TCP retransmits %d, timeouts %d; LSR %s drops before %v after %v",
@@ -262,6 +252,26 @@ func TestFaultLinkDown(t *testing.T) {
 	// The link works in both directions after coming back.
 	s.transfer(t, 1<<20, time.Minute, nil)
 	checkNoPanic(t, s)
+}
+
+// transferWithFault is s.transfer of size bytes within limit, with fault
+// run on its own goroutine once a quarter of them is sent, while the
+// sender keeps writing; it fails t if fault returns an error, and returns
+// how long the transfer took.
+func (s *seedProc) transferWithFault(t *testing.T, size int64, limit time.Duration, fault func() error) time.Duration {
+	t.Helper()
+	var faulted chan error
+	el := s.transfer(t, size, limit, func(sent int64) {
+		if faulted != nil || sent < size/4 {
+			return
+		}
+		faulted = make(chan error, 1)
+		go func() { faulted <- fault() }()
+	})
+	if err := <-faulted; err != nil {
+		t.Fatal(err)
+	}
+	return el
 }
 
 // udpProbes is how many datagrams TestFaultLinkDown sends through the down
@@ -314,26 +324,15 @@ func TestFaultLSRRestart(t *testing.T) {
 func lsrRestart(t *testing.T, bin, conf0 string) {
 	s := newSeedProc(t, bin, "fr", seedOptions{conf0: conf0})
 	tcp0 := s.n0.Report().TCP
-	var restart chan error
 	// With RACK (the default) recovery after the gap often takes tens of
 	// seconds here, once over two minutes: hence the generous limit.
-	el := s.transfer(t, faultSize, 3*time.Minute, func(sent int64) {
-		if restart != nil || sent < faultSize/4 {
-			return
+	el := s.transferWithFault(t, faultSize, 3*time.Minute, func() error {
+		if err := s.lsr.stop(); err != nil {
+			return fmt.Errorf("LSR exit after SIGTERM: %v (want 0)", err)
 		}
-		restart = make(chan error, 1)
-		go func() {
-			if err := s.lsr.stop(); err != nil {
-				restart <- fmt.Errorf("LSR exit after SIGTERM: %v (want 0)", err)
-				return
-			}
-			time.Sleep(1500 * time.Millisecond)
-			restart <- s.lsr.tryStart()
-		}()
+		time.Sleep(1500 * time.Millisecond)
+		return s.lsr.tryStart()
 	})
-	if err := <-restart; err != nil {
-		t.Fatal(err)
-	}
 	tcp1 := s.n0.Report().TCP
 	r := s.lsr.mustReport()
 	t.Logf("64 MiB with an LSR restart intact in %v (%.0f Mbit/s); ns0 TCP retransmits %d, timeouts %d; new LSR ILM hits %d",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -101,4 +102,15 @@ func kernelNetperf(ns *netns.NS, bin string, args ...string) (out []byte, err er
 		time.Sleep(200 * time.Millisecond)
 	}
 	return out, err
+}
+
+// runExit runs the CLI (in process) with args, fails t unless it exits
+// with wantCode, and returns what it wrote to stdout and stderr.
+func runExit(t *testing.T, wantCode int, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != wantCode {
+		t.Errorf("got exit code %d, want %d (stderr %q)", code, wantCode, errb.String())
+	}
+	return out.String(), errb.String()
 }

@@ -10,7 +10,6 @@ package main
 
 import (
 	"testing"
-	"time"
 
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/node"
@@ -34,26 +33,6 @@ func startProcNode(t *testing.T, bin string, ns *netns.NS, conf string) *procNod
 
 // Report returns the node's counters (mplsnode stats --json).
 func (n *procNode) Report() node.Report { return n.p.mustReport() }
-
-// waitXDPEntries waits until n's XDP program carries at least want ILM
-// entries with a resolved next hop, and takes redirects on some link.
-func waitXDPEntries(t *testing.T, n *procNode, want int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		x := n.Report().XDP
-		if x == nil {
-			t.Fatal("XDP mode without an XDP report")
-		}
-		if x.Entries >= want && len(x.EgressOK) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the XDP program carries %d resolved entries (egress ok %v) after 20 s, want %d", x.Entries, x.EgressOK, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // xdpPoppedIP is what n's XDP program popped to IP (0 without XDP).
 func xdpPoppedIP(n *procNode) uint64 {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -162,16 +161,7 @@ func TestNetperfCRRStockDataPhase(t *testing.T) {
 	stackPort, stackLogs := startStackServer(t, b)
 
 	kernelLogs := &lockedBuffer{}
-	ks := &netperf.Server{Logger: slog.New(slog.NewTextHandler(kernelLogs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	kln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kernelPort := kln.Addr().(*net.TCPAddr).Port
-	kctx, kcancel := context.WithCancel(context.Background())
-	kdone := make(chan error, 1)
-	go func() { kdone <- ks.Serve(kctx, kln) }()
-	t.Cleanup(func() { kcancel(); <-kdone })
+	kernelPort := startKernelServer(t, ":0", kernelLogs)
 	v6 := true
 	if l6, err := net.Listen("tcp6", "[::1]:0"); err != nil {
 		v6 = false
@@ -207,12 +197,7 @@ func TestNetperfCRRStockDataPhase(t *testing.T) {
 		},
 		{
 			name: "stack", ctlPort: stackPort, dial: a.DialContext, logs: stackLogs,
-			srv: func(fam uint32) netip.Addr {
-				if fam == netperf.FamilyIPv6 {
-					return stackServerV6
-				}
-				return stackServerV4
-			},
+			srv: stackServerAddr,
 			portDial: func(fam uint32) portDialFunc {
 				local := stackClientV4
 				if fam == netperf.FamilyIPv6 {

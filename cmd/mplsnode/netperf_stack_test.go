@@ -58,6 +58,15 @@ func stackPair(t *testing.T) (client, server *stack.Stack) {
 	return client, server
 }
 
+// stackServerAddr is the server stack's address of family fam
+// (netperf.FamilyIPv4 or netperf.FamilyIPv6).
+func stackServerAddr(fam uint32) netip.Addr {
+	if fam == netperf.FamilyIPv6 {
+		return stackServerV6
+	}
+	return stackServerV4
+}
+
 // startStackServer runs a netperf Server on srv's stack, control port on
 // "any" (both families), data listeners from the stack, as `netserver
 // --config` wires it. It returns the control port and the server's log.
@@ -74,7 +83,13 @@ func startStackServer(t *testing.T, srv *stack.Stack) (int, *lockedBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := int(ln.Addr().(*net.TCPAddr).Port)
+	return serveNetperf(t, s, ln), logs
+}
+
+// serveNetperf serves netperf's control connections of s on ln until t
+// ends, when Serve must return nil within 30 s; it returns ln's port.
+func serveNetperf(t *testing.T, s *netperf.Server, ln net.Listener) int {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
@@ -89,7 +104,7 @@ func startStackServer(t *testing.T, srv *stack.Stack) (int, *lockedBuffer) {
 			t.Errorf("Serve did not return")
 		}
 	})
-	return port, logs
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // stockVectors is the folder of stock netperf 2.7.1's captures: ../shared
@@ -202,15 +217,23 @@ func stockPlay(t *testing.T, ctx context.Context, dial dialFunc, ctl net.Conn, s
 	return res
 }
 
+// dialData opens the data socket of a test (network tcp or udp) to the
+// server's data port to, its deadline within from now.
+func dialData(t *testing.T, ctx context.Context, dial dialFunc, network, to string, within time.Duration) net.Conn {
+	t.Helper()
+	c, err := dial(ctx, network, to)
+	if err != nil {
+		t.Fatalf("%s data socket to %s: %v", network, to, err)
+	}
+	_ = c.SetDeadline(time.Now().Add(within))
+	return c
+}
+
 // playTCP plays a STREAM, MAERTS or RR data phase on one connection.
 func playTCP(t *testing.T, ctx context.Context, dial dialFunc, to string, req *netperf.OmniRequest) (sent, recvd, trans uint64) {
 	t.Helper()
-	data, err := dial(ctx, "tcp", to)
-	if err != nil {
-		t.Fatalf("data connect to %s: %v", to, err)
-	}
+	data := dialData(t, ctx, dial, "tcp", to, 30*time.Second)
 	defer data.Close()
-	_ = data.SetDeadline(time.Now().Add(30 * time.Second))
 	switch req.Direction {
 	case netperf.DirServerReceives:
 		buf := make([]byte, 16384)
@@ -251,12 +274,8 @@ func playTCP(t *testing.T, ctx context.Context, dial dialFunc, to string, req *n
 // transactions), then the empty datagrams that end the test.
 func playUDP(t *testing.T, ctx context.Context, dial dialFunc, to string, req *netperf.OmniRequest) (sent, recvd, trans uint64) {
 	t.Helper()
-	c, err := dial(ctx, "udp", to)
-	if err != nil {
-		t.Fatalf("UDP socket to %s: %v", to, err)
-	}
+	c := dialData(t, ctx, dial, "udp", to, 20*time.Second)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	if req.IsRR() {
 		q, r := make([]byte, req.RequestSize), make([]byte, 65535)
 		for ; trans < 50; trans++ {
@@ -451,10 +470,7 @@ func TestStackServerStockClient(t *testing.T) {
 	a, b := stackPair(t)
 	port, logs := startStackServer(t, b)
 	for _, fam := range []uint32{netperf.FamilyIPv4, netperf.FamilyIPv6} {
-		srvIP := stackServerV4
-		if fam == netperf.FamilyIPv6 {
-			srvIP = stackServerV6
-		}
+		srvIP := stackServerAddr(fam)
 		for _, tc := range stockReplayRuns {
 			t.Run(tc.run+"x"+strconv.Itoa(tc.repeat)+"/"+map[uint32]string{4: "ipv4", 6: "ipv6"}[fam], func(t *testing.T) {
 				replayStock(t, a.DialContext, srvIP, port, tc, fam, logs)
@@ -467,16 +483,7 @@ func TestStackServerStockClient(t *testing.T) {
 // --kernel server on loopback, IPv4 and IPv6.
 func TestKernelServerStockClient(t *testing.T) {
 	logs := &lockedBuffer{}
-	s := &netperf.Server{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	port := startKernelServer(t, ":0", logs)
 	var d net.Dialer
 	for _, fam := range []uint32{netperf.FamilyIPv4, netperf.FamilyIPv6} {
 		srvIP := netip.MustParseAddr("127.0.0.1")
@@ -505,10 +512,7 @@ func TestStackClientAndServer(t *testing.T) {
 	a, b := stackPair(t)
 	port, logs := startStackServer(t, b)
 	for _, fam := range []uint32{netperf.FamilyIPv4, netperf.FamilyIPv6} {
-		srvIP := stackServerV4
-		if fam == netperf.FamilyIPv6 {
-			srvIP = stackServerV6
-		}
+		srvIP := stackServerAddr(fam)
 		for _, test := range netperf.Tests {
 			t.Run(string(test)+"/"+map[uint32]string{4: "ipv4", 6: "ipv6"}[fam], func(t *testing.T) {
 				cfg := netperf.NewConfig(srvIP.String(), test)

@@ -69,7 +69,7 @@ func TestStackTransportOutputs(t *testing.T) {
 // planting the bug: with TCP_STREAM's send calls not timed, it fails with
 // "latency min -1 mean -1.00 p99 -1 max -1".
 func TestStreamLatencyOutputs(t *testing.T) {
-	port := startKernelServer(t)
+	port := startKernelServer(t, "127.0.0.1:0", io.Discard)
 	for _, test := range []netperf.TestType{netperf.TCPStream, netperf.TCPMaerts, netperf.UDPStream} {
 		t.Run(string(test), func(t *testing.T) {
 			cfg := netperf.NewConfig("127.0.0.1", test)
@@ -98,24 +98,13 @@ func TestStreamLatencyOutputs(t *testing.T) {
 }
 
 // startKernelServer runs a netperf Server on kernel sockets, control port
-// on 127.0.0.1, until the test ends; it returns the port.
-func startKernelServer(t *testing.T) int {
+// on addr, logging at debug level to logs, until the test ends; it
+// returns the port.
+func startKernelServer(t *testing.T, addr string, logs io.Writer) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &netperf.Server{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("Serve did not return")
-		}
-	})
-	return ln.Addr().(*net.TCPAddr).Port
+	return serveNetperf(t, &netperf.Server{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, ln)
 }

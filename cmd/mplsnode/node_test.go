@@ -61,19 +61,15 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := run(context.Background(), append([]string{"check"}, tc.args...), &out, &errb)
-			if code != tc.wantCode {
-				t.Errorf("got exit code %d, want %d (stderr %q)", code, tc.wantCode, errb.String())
+			out, errb := runExit(t, tc.wantCode, append([]string{"check"}, tc.args...)...)
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("got stdout %q, want it to contain %q", out, tc.wantOut)
 			}
-			if !strings.Contains(out.String(), tc.wantOut) {
-				t.Errorf("got stdout %q, want it to contain %q", out.String(), tc.wantOut)
+			if !strings.Contains(errb, tc.wantErr) {
+				t.Errorf("got stderr %.300q, want it to contain %q", errb, tc.wantErr)
 			}
-			if !strings.Contains(errb.String(), tc.wantErr) {
-				t.Errorf("got stderr %.300q, want it to contain %q", errb.String(), tc.wantErr)
-			}
-			if tc.wantCode != 0 && strings.HasPrefix(tc.wantErr, dir) && errb.Len() > 300 {
-				t.Errorf("stderr is %d bytes long; an error quotes at most ~60 bytes of a token", errb.Len())
+			if tc.wantCode != 0 && strings.HasPrefix(tc.wantErr, dir) && len(errb) > 300 {
+				t.Errorf("stderr is %d bytes long; an error quotes at most ~60 bytes of a token", len(errb))
 			}
 		})
 	}
@@ -101,13 +97,9 @@ func TestRunUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := run(context.Background(), append([]string{"run"}, tc.args...), &out, &errb)
-			if code != tc.wantCode {
-				t.Errorf("got exit code %d, want %d (stderr %q)", code, tc.wantCode, errb.String())
-			}
-			if !strings.Contains(errb.String(), tc.wantErr) {
-				t.Errorf("got stderr %q, want it to contain %q", errb.String(), tc.wantErr)
+			_, errb := runExit(t, tc.wantCode, append([]string{"run"}, tc.args...)...)
+			if !strings.Contains(errb, tc.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", errb, tc.wantErr)
 			}
 		})
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/testkit/hashedstream"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/syncbuf"
 	"github.com/mplsnode/mplsnode/node"
@@ -347,30 +347,8 @@ func mbits(size int64, d time.Duration) float64 { return float64(size) * 8 / d.S
 // sendData writes size pseudorandom bytes (from seed) to c in 64 KiB
 // writes, calls at after each, closes c and returns the bytes' SHA-256.
 func sendData(c net.Conn, size int64, seed uint64, at func(sent int64)) ([32]byte, error) {
-	var sum [32]byte
-	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24),
-		byte(seed >> 32), byte(seed >> 40), byte(seed >> 48), byte(seed >> 56)})
-	h := sha256.New()
-	buf := make([]byte, 64<<10)
-	var sent int64
-	for sent < size {
-		n := int(min(int64(len(buf)), size-sent))
-		r.Read(buf[:n])
-		h.Write(buf[:n])
-		if _, err := c.Write(buf[:n]); err != nil {
-			c.Close()
-			return sum, fmt.Errorf("write after %d bytes: %w", sent, err)
-		}
-		sent += int64(n)
-		if at != nil {
-			at(sent)
-		}
-	}
-	if err := c.Close(); err != nil {
-		return sum, err
-	}
-	copy(sum[:], h.Sum(nil))
-	return sum, nil
+	return hashedstream.Send(c, size, [32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24),
+		byte(seed >> 32), byte(seed >> 40), byte(seed >> 48), byte(seed >> 56)}, at)
 }
 
 // sinkResult is what the sink read on one connection.

@@ -83,18 +83,14 @@ func TestStats(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := run(context.Background(), append([]string{"stats"}, tc.args...), &out, &errb)
-			if code != tc.wantCode {
-				t.Errorf("got exit code %d, want %d (stderr %q)", code, tc.wantCode, errb.String())
-			}
+			out, errb := runExit(t, tc.wantCode, append([]string{"stats"}, tc.args...)...)
 			for _, w := range tc.wantOut {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("got stdout %q, want it to contain %q", out.String(), w)
+				if !strings.Contains(out, w) {
+					t.Errorf("got stdout %q, want it to contain %q", out, w)
 				}
 			}
-			if !strings.Contains(errb.String(), tc.wantErr) {
-				t.Errorf("got stderr %q, want it to contain %q", errb.String(), tc.wantErr)
+			if !strings.Contains(errb, tc.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", errb, tc.wantErr)
 			}
 		})
 	}
