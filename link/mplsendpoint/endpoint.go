@@ -119,6 +119,15 @@ type ForwardRequest struct {
 	// which the endpoint passes on to a BatchForwarder: the forwarder may
 	// hold the frames it builds and write them together then.
 	Batched bool
+	// GSOMSS, when not 0, says Packet is a labelled TCP packet that the
+	// endpoint merged from several received frames (lgro.go), given to a
+	// GSOForwarder's ForwardGSO: it stands for segments of at most GSOMSS
+	// payload bytes, each of which fitted the ingress link, under the
+	// frame's link header and labels; every segment's checksums verified,
+	// the TCP checksum field is the first segment's (the forwarder writes
+	// it anew), the IP length fields are the whole packet's. Forward never
+	// sees it set.
+	GSOMSS int
 }
 
 // IPForwarder is the forwarding plane's entry for IP packets: the endpoint
@@ -251,6 +260,8 @@ type Endpoint struct {
 	maxLabels  int
 	log        *slog.Logger
 	fwd        Forwarder
+	gsoFwd     GSOForwarder // fwd, if it takes merged packets (lgro.go)
+	lgro       lgroState
 	ipFwd      IPForwarder                                           // Options.IPForwarder
 	forwarding bool                                                  // Options.Forwarding
 	rejectMPLS bool                                                  // Options.RejectMPLS
@@ -345,6 +356,7 @@ func New(lower stack.LinkEndpoint, opts Options) (*Endpoint, error) {
 	}
 	e.ctr.drops = drops.New[DropReason]("mplsendpoint: drop", dropNames[:], remedies[:], lg)
 	e.ring, _ = lower.(lowerlink.TXRing)
+	e.gsoFwd, _ = opts.Forwarder.(GSOForwarder)
 	e.initGRO(!opts.DisableGRO && !opts.Forwarding && opts.IPForwarder == nil)
 	e.Endpoint.Init(lower, e)
 	return e, nil

@@ -598,5 +598,6 @@ func isMulticastOrBroadcast(a tcpip.Address) bool {
 func (e *Endpoint) Close() {
 	e.frag.close(e)
 	e.groClose()
+	e.lgroClose()
 	e.Endpoint.Close()
 }

@@ -41,6 +41,7 @@ func (e *Endpoint) EndBatch() {
 		e.batched.Store(true)
 	}
 	e.groFlush()
+	e.lgroFlush()
 	if bf, ok := e.fwd.(BatchForwarder); ok {
 		bf.EndBatch(e)
 	} else if bf, ok := e.ipFwd.(BatchForwarder); ok {
@@ -293,6 +294,9 @@ func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 		}
 		rx.req = ForwardRequest{Packet: pkt, Frame: b[:hdrLen], Labels: labels, Top: i, Entry: w.Entry,
 			ILM: ilm, Batched: e.batched.Load()}
+		if w.Entry != nil && e.lgroTake(&rx.req, hdrLen) {
+			return // held, merged into the held packet (lgro.go)
+		}
 		e.ctr.rxForwarded.Add(1)
 		e.fwd.Forward(e, &rx.req)
 		return
