@@ -265,3 +265,38 @@ func BenchmarkLabelledGRO(b *testing.B) {
 		ep.EndBatch()
 	}
 }
+
+// TestLabelledGROMergesIPv6: the same merge for IPv6 under the label: one
+// packet with the IPv6 payload length of the whole and the segments'
+// payloads in order; a segment with another hop limit starts a new one.
+// Planted: leaving the payload length alone fails it.
+func TestLabelledGROMergesIPv6(t *testing.T) {
+	f := &gsoRecorder{take: true}
+	ep, lower := lgroEndpoint(t, f)
+	const mss = 1200
+	seg := func(i int, hop uint8) []byte {
+		payload := bytes.Repeat([]byte{byte(i)}, mss)
+		ip := mplstest.IPv6TCP(mplstest.TCP{
+			Src: netip.MustParseAddrPort("[fd00:20::20]:40000"), Dst: netip.MustParseAddrPort("[fd00:10::10]:5001"),
+			Seq: uint32(1000 + i*mss), Ack: 7, Flags: header.TCPFlagAck, TTL: hop, Payload: payload,
+		})
+		return mplstest.Frame{Dst: lgroMAC, Src: lgroPeer, Labels: mplstest.Stack(64, lgroLabel), Payload: ip}.Bytes()
+	}
+	var want []byte
+	for i := range 3 {
+		injectLGRO(lower, seg(i, 64))
+		want = append(want, bytes.Repeat([]byte{byte(i)}, mss)...)
+	}
+	injectLGRO(lower, seg(3, 63))
+	ep.EndBatch()
+	if len(f.merged) != 1 || f.Len() != 1 {
+		t.Fatalf("%d merged, %d forwarded alone; want 1 (segments 0-2), 1 (another hop limit)", len(f.merged), f.Len())
+	}
+	ip := f.merged[0][header.EthernetMinimumSize+mpls.EntryLen:]
+	if got := int(header.IPv6(ip).PayloadLength()); got != len(ip)-header.IPv6MinimumSize {
+		t.Errorf("IPv6 payload length %d, the packet has %d bytes after its header", got, len(ip)-header.IPv6MinimumSize)
+	}
+	if got := ip[header.IPv6MinimumSize+header.TCPMinimumSize:]; !bytes.Equal(got, want) {
+		t.Errorf("payload of %d bytes, want the %d of the three segments", len(got), len(want))
+	}
+}
