@@ -2,15 +2,20 @@
 // table: one receiving mplsnode, in a process of its own so that its RSS
 // is its own, fed by a second mplsnode process that originates the
 // routes. For each table size it reports the time from the session's
-// coming up to the last route in the FIB (the speaker's installed count:
-// it writes the FIB before it counts a route installed) and to the last
-// route in the XDP plane's FIB mirror (fib_entries_resolved), the
+// coming up to the first route received (the feeder's share: it builds
+// its advertisements first), to the last route in the FIB (the speaker's
+// installed count: it writes the FIB before it counts a route installed)
+// and to the last route in the XDP plane's FIB mirror
+// (fib_entries_resolved), the
 // receiver's peak and steady RSS, its heap profile split by owner
 // (GoBGP, the node's BGP RIB, the node's tables, the FIB, the XDP mirror),
 // and the same for the withdrawal of everything (the feeder stops: a peer
 // reset):
 //
-//	go run ./bench/cmd/bgpscale [-bin bin/mplsnode[,OTHER]] [-runs 100000,500000,1000000+200000]
+//	go run ./bench/cmd/bgpscale [-bin bin/mplsnode[,OTHER]] [-feeder PATH] [-runs 100000,500000,1000000+200000]
+//
+// The feeder runs the receiver's binary unless -feeder names one: one
+// feeder for every binary compares the receivers alone.
 //
 // A run V4+V6 feeds V4 IPv4 /24s (per-prefix labels from the feeder's
 // label range) and V6 IPv6 /48s (explicit null). The receiver forwards
@@ -49,6 +54,9 @@ func main() {
 		os.Exit(2)
 	}
 	bins := resolveBins(o.bin)
+	if o.feeder != "" {
+		o.feeder = resolveBins(o.feeder)[0]
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	measureAll(ctx, bins, o)
@@ -56,7 +64,10 @@ func main() {
 
 // options is the command line.
 type options struct {
-	bin         string
+	bin    string
+	feeder string
+	// feederGOGC, when not empty, is the feeder's GOGC.
+	feederGOGC  string
 	sizes       []size
 	timeout     time.Duration
 	heap        bool
@@ -73,6 +84,8 @@ func parseFlags() options {
 	var o options
 	bin := flag.String("bin", "bin/mplsnode", "the mplsnode binary (make build); several, comma-separated, are measured one after the other at each size (before/after a change)")
 	runs := flag.String("runs", "100000,500000,1000000+200000", "table sizes, comma-separated, each `V4[+V6]` routes")
+	flag.StringVar(&o.feeder, "feeder", "", "the feeder's mplsnode binary (default: the binary measured)")
+	flag.StringVar(&o.feederGOGC, "feeder-gogc", "", "the feeder's GOGC (default: the environment's); a higher one spends less of the machine on the feeder's garbage collection")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the longest a run's installation or withdrawal may take")
 	flag.BoolVar(&o.heap, "heap", true, "fetch and split the receiver's heap profile at steady state")
 	flag.StringVar(&keepDir, "profiles", "", "keep the receiver's heap profiles (and, with -cpu, CPU profiles) in `DIR` (heap-BINARY-V4+V6.pb.gz)")
@@ -80,7 +93,7 @@ func parseFlags() options {
 	flag.StringVar(&o.split, "split", "", "only print the split of a kept heap `PROFILE` (with -routes), measuring nothing")
 	flag.IntVar(&o.splitRoutes, "routes", 0, "the routes the -split profile's node held")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR [-cpu]]\n       bgpscale -split PROFILE -routes N\n\n")
+		fmt.Fprintf(os.Stderr, "usage: bgpscale [-bin PATH[,PATH...]] [-feeder PATH] [-feeder-gogc N] [-runs V4[+V6],...] [-timeout D] [-heap=false] [-profiles DIR [-cpu]]\n       bgpscale -split PROFILE -routes N\n\n")
 		fmt.Fprintf(os.Stderr, "A node fed a BGP labeled-unicast table by a second node: install and withdrawal times, RSS, heap split.\n\n")
 		flag.PrintDefaults()
 	}
@@ -142,7 +155,7 @@ func resolveBins(list string) []string {
 func measureAll(ctx context.Context, bins []string, o options) {
 	fmt.Println("## BGP labeled unicast at scale (receiver: its own process, set forward xdp on)")
 	fmt.Println()
-	fmt.Println("| binary | routes (v4+v6) | installed: FIB / XDP mirror (s from session up) | RSS steady / peak (MiB) | heap in use (MiB) | withdrawn: FIB / XDP mirror (s from feeder stop) | RSS after withdrawal (MiB) |")
+	fmt.Println("| binary | routes (v4+v6) | first route received / installed: FIB / XDP mirror (s from session up) | RSS steady / peak (MiB) | heap in use (MiB) | withdrawn: FIB / XDP mirror (s from feeder stop) | RSS after withdrawal (MiB) |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
 	var splits []string
 	for _, sz := range o.sizes {
@@ -153,8 +166,8 @@ func measureAll(ctx context.Context, bins []string, o options) {
 				os.Exit(1)
 			}
 			name := filepath.Base(bin)
-			fmt.Printf("| %s | %d+%d | %.2f / %.2f | %d / %d | %d | %.2f / %.2f | %d |\n", name, sz.v4, sz.v6,
-				r.fib.Seconds(), r.mirror.Seconds(), r.rss>>20, r.peak>>20, r.heapInuse>>20,
+			fmt.Printf("| %s | %d+%d | %.2f / %.2f / %.2f | %d / %d | %d | %.2f / %.2f | %d |\n", name, sz.v4, sz.v6,
+				r.first.Seconds(), r.fib.Seconds(), r.mirror.Seconds(), r.rss>>20, r.peak>>20, r.heapInuse>>20,
 				r.wdFIB.Seconds(), r.wdMirror.Seconds(), r.rssAfter>>20)
 			if r.split != "" {
 				splits = append(splits, fmt.Sprintf("%s, %d+%d routes: %s", name, sz.v4, sz.v6, r.split))
@@ -199,6 +212,7 @@ func parseRuns(s string) ([]size, error) {
 }
 
 type result struct {
+	first           time.Duration
 	fib, mirror     time.Duration
 	rss, peak       uint64
 	heapInuse       uint64
@@ -237,7 +251,7 @@ func runOne(ctx context.Context, bin string, sz size, o options) (_ *result, err
 		recvArgs = append(recvArgs, "--cpuprofile", prof("recv"))
 		feedArgs = append(feedArgs, "--cpuprofile", prof("feed"))
 	}
-	recv, recvLog, err := startNode(dir, nsR, bin, "recv", recvArgs...)
+	recv, recvLog, err := startNode(dir, nsR, bin, "recv", nil, recvArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +264,15 @@ func runOne(ctx context.Context, bin string, sz size, o options) (_ *result, err
 	}); err != nil {
 		return nil, err
 	}
-	feeder, feedLog, err := startNode(dir, nsF, bin, "feed", feedArgs...)
+	feedBin := bin
+	if o.feeder != "" {
+		feedBin = o.feeder
+	}
+	var feedEnv []string
+	if o.feederGOGC != "" {
+		feedEnv = []string{"GOGC=" + o.feederGOGC}
+	}
+	feeder, feedLog, err := startNode(dir, nsF, feedBin, "feed", feedEnv, feedArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +293,7 @@ func runOne(ctx context.Context, bin string, sz size, o options) (_ *result, err
 		hosts = 2
 	}
 	r := &result{}
-	if r.fib, r.mirror, err = waitInstalled(ctx, ctl, o.timeout, total, hosts); err != nil {
+	if r.first, r.fib, r.mirror, err = waitInstalled(ctx, ctl, o.timeout, total, hosts); err != nil {
 		return nil, err
 	}
 	// Steady state: the node idle for a few seconds, its garbage
@@ -384,12 +406,13 @@ bgp neighbor 172.16.40.1 remote-as 65001
 }
 
 // startNode starts bin in namespace ns with dir/NAME.conf and the control
-// socket dir/NAME.sock, its output to dir/NAME.log (returned, for the
-// caller to close).
-func startNode(dir, ns, bin, name string, extra ...string) (*exec.Cmd, *os.File, error) {
+// socket dir/NAME.sock and env added to the environment, its output to
+// dir/NAME.log (returned, for the caller to close).
+func startNode(dir, ns, bin, name string, env []string, extra ...string) (*exec.Cmd, *os.File, error) {
 	args := append([]string{"netns", "exec", ns, bin, "run", "-c", filepath.Join(dir, name+".conf"),
 		"--control-socket", filepath.Join(dir, name+".sock")}, extra...)
 	cmd := exec.Command("ip", args...)
+	cmd.Env = append(os.Environ(), env...)
 	log, _ := os.Create(filepath.Join(dir, name+".log"))
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -401,17 +424,22 @@ func startNode(dir, ns, bin, name string, extra ...string) (*exec.Cmd, *os.File,
 
 // waitInstalled polls the receiver until total routes are in its FIB and
 // total+hosts entries in its XDP mirror, and returns how long after the
-// session came up each was reached.
-func waitInstalled(ctx context.Context, ctl string, timeout time.Duration, total, hosts int) (fib, mirror time.Duration, err error) {
-	var up, fibAt, mirrorAt time.Time
+// session came up the first route was received and each was reached (the
+// session is up when the receiver says so or holds a route, whichever it
+// shows first).
+func waitInstalled(ctx context.Context, ctl string, timeout time.Duration, total, hosts int) (first, fib, mirror time.Duration, err error) {
+	var up, firstAt, fibAt, mirrorAt time.Time
 	if err := waitFor(ctx, timeout, fmt.Sprintf("%d routes in the FIB and the XDP mirror", total), func() (bool, error) {
 		st, err := observe(ctl)
 		if err != nil {
 			return false, err
 		}
 		now := time.Now()
-		if up.IsZero() && st.established {
+		if up.IsZero() && (st.established || st.received > 0) {
 			up = now
+		}
+		if firstAt.IsZero() && st.received > 0 {
+			firstAt = now
 		}
 		if fibAt.IsZero() && st.installed >= total {
 			fibAt = now
@@ -421,9 +449,9 @@ func waitInstalled(ctx context.Context, ctl string, timeout time.Duration, total
 		}
 		return !fibAt.IsZero() && !mirrorAt.IsZero(), nil
 	}); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return fibAt.Sub(up), mirrorAt.Sub(up), nil
+	return firstAt.Sub(up), fibAt.Sub(up), mirrorAt.Sub(up), nil
 }
 
 // waitWithdrawn polls the receiver until its FIB is empty and its XDP
@@ -473,6 +501,7 @@ var errBusy = errors.New("the node did not answer in time")
 type state struct {
 	established bool
 	installed   int // routes the speaker installed (written to the FIB)
+	received    int // routes the speaker holds from the feeder
 	// mirrored is the entries the XDP mirror carries with a resolved
 	// next hop: the routes, and the connected neighbours (the feeder's
 	// addresses) as on-link hosts.
@@ -487,7 +516,10 @@ func observe(ctl string) (state, error) {
 	}
 	var sum struct {
 		Neighbors []struct {
-			State string `json:"state"`
+			State    string `json:"state"`
+			Families []struct {
+				Received int `json:"received"`
+			} `json:"families"`
 		} `json:"neighbors"`
 		Installed int `json:"installed"`
 	}
@@ -498,6 +530,11 @@ func observe(ctl string) (state, error) {
 	}
 	st.established = len(sum.Neighbors) > 0 && sum.Neighbors[0].State == "established"
 	st.installed = sum.Installed
+	for _, n := range sum.Neighbors {
+		for _, f := range n.Families {
+			st.received += f.Received
+		}
+	}
 	if b, err = query(ctl, "stats"); err != nil {
 		return st, err
 	}
