@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -222,4 +223,49 @@ func TestCopyFromNeighborFlushes(t *testing.T) {
 		t.Error("the OPEN and the KEEPALIVE did not reach GoBGP within 2 s")
 	}
 	gr.Close()
+}
+
+// TestProcessSessionEvents: routes the splice read before GoBGP's watch
+// said the session is up stay when the watch reports the session's last
+// steps up (OpenConfirm, Established); they go when the session leaves
+// Established, and when the splice says their connection ended (no
+// state). The received and accepted counts follow, those treated as
+// withdrawn (an AS loop) counted received only. Planting "drop on every
+// down event" loses the routes at OpenConfirm.
+func TestProcessSessionEvents(t *testing.T) {
+	nh := netip.MustParseAddr("172.16.20.21")
+	tab := &fakeTables{res: map[netip.Addr]Resolution{nh: {Via: nh, Device: "veth0"}}}
+	s := &Speaker{tables: tab, rib: map[netip.Prefix]*dest{}, peers: make([]peerState, 1), log: slog.New(slog.DiscardHandler),
+		cfg: Config{AS: 65001, Neighbors: []Neighbor{{Address: nh, RemoteAS: 65002}}}}
+	p, loop := netip.MustParsePrefix("10.91.0.0/16"), netip.MustParsePrefix("10.92.0.0/16")
+	routes := []event{
+		{peer: 0, prefix: p, cand: cand{labels: []uint32{100}, nh: nh, asPath: []uint32{65002}, family: IPv4LabeledUnicast}},
+		{peer: 0, prefix: loop, cand: cand{labels: []uint32{200}, nh: nh, asPath: []uint32{65002, 65001}, family: IPv4LabeledUnicast}},
+	}
+	held := func(what string, want bool, wantReceived, wantAccepted int) {
+		t.Helper()
+		d := s.rib[p]
+		if got := d != nil && d.installed != nil; got != want {
+			t.Errorf("%s: %s installed %v, want %v", what, p, got, want)
+		}
+		ps := &s.peers[0]
+		if r, a := ps.receivedCount(IPv4LabeledUnicast), ps.received[0]; r != wantReceived || a != wantAccepted {
+			t.Errorf("%s: received %d, accepted %d; want %d, %d", what, r, a, wantReceived, wantAccepted)
+		}
+	}
+	s.process([]event{{peer: 0, state: "opensent", down: true}})
+	s.process(routes)
+	held("read before the session is up", true, 2, 1)
+	s.process([]event{{peer: 0, state: "openconfirm", down: true}, {peer: 0, state: "established"}})
+	held("GoBGP's OpenConfirm and Established after the routes", true, 2, 1)
+	s.process([]event{{peer: 0, state: "idle", down: true}})
+	held("the session left Established", false, 0, 0)
+
+	s.process(routes)
+	s.process([]event{{peer: 0, down: true}})
+	held("the splice's end of the connection", false, 0, 0)
+
+	s.process(routes)
+	s.process([]event{{peer: 0, prefix: loop, withdraw: true, cand: cand{family: IPv4LabeledUnicast}}})
+	held("the looped route withdrawn", true, 1, 1)
 }
