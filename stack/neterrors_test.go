@@ -35,14 +35,7 @@ func TestNetConn(t *testing.T) {
 			return nil, nil, nil, err
 		}
 		defer ln.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				c = nil
-			}
-			accepted <- c
-		}()
+		accepted := acceptOne(ln)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		c1, err = a.DialTCP(ctx, addr)
@@ -81,27 +74,11 @@ func TestNetErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
+	c, _ := connect(t, ln, 10*time.Second, func(ctx context.Context) (net.Conn, error) {
+		return a.DialTCP(ctx, addr)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := a.DialTCP(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var peer net.Conn
-	select {
-	case peer = <-accepted:
-	case <-ctx.Done():
-		t.Fatal("no connection accepted within 10s")
-	}
-	if peer == nil {
-		t.Fatal("Accept failed")
-	}
-	defer peer.Close()
 
 	check := func(what string, err, want error) {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -90,6 +91,45 @@ func exchange(t *testing.T, c, peer net.Conn, n int64) {
 	wg.Wait()
 }
 
+// acceptOne accepts one connection on ln in the background; the channel
+// gets it, or nil when Accept fails.
+func acceptOne(ln net.Listener) <-chan net.Conn {
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			c = nil
+		}
+		accepted <- c
+	}()
+	return accepted
+}
+
+// connect has ln accept while dial connects (timeout at most for both),
+// and returns the dialled end and the accepted one, both closed when t
+// ends; it fails t when the dial fails or nothing is accepted.
+func connect(t *testing.T, ln net.Listener, timeout time.Duration, dial func(context.Context) (net.Conn, error)) (c, peer net.Conn) {
+	t.Helper()
+	accepted := acceptOne(ln)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	select {
+	case peer = <-accepted:
+	case <-ctx.Done():
+		t.Fatalf("no connection accepted within %v", timeout)
+	}
+	if peer == nil {
+		t.Fatal("Accept failed")
+	}
+	t.Cleanup(func() { peer.Close() })
+	return c, peer
+}
+
 // TestAFPacketToKernel: our stack on a veth talks TCP to the Linux kernel
 // in another namespace, 64 MiB each way at once.
 func TestAFPacketToKernel(t *testing.T) {
@@ -102,26 +142,13 @@ func TestAFPacketToKernel(t *testing.T) {
 		Links:     []stack.Link{{Name: va}},
 		Addresses: []stack.Address{{Link: va, Prefix: netip.MustParsePrefix("10.98.1.1/24")}},
 	})
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
+	c, peer := connect(t, ln, 20*time.Second, func(ctx context.Context) (net.Conn, error) {
+		c, err := s.DialContext(ctx, "tcp", "10.98.1.2:5001")
 		if err != nil {
-			t.Errorf("accept: %v", err)
+			return nil, fmt.Errorf("DialContext = %w; link stats %+v; IP %d received, %d invalid; TCP checksum errors %d", err, s.Stats().Links, s.Stats().Netstack.IP.PacketsReceived.Value(), s.Stats().Netstack.IP.MalformedPacketsReceived.Value(), s.Stats().Netstack.TCP.ChecksumErrors.Value())
 		}
-		accepted <- c
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := s.DialContext(ctx, "tcp", "10.98.1.2:5001")
-	if err != nil {
-		t.Fatalf("DialContext = %v; link stats %+v; IP %d received, %d invalid; TCP checksum errors %d", err, s.Stats().Links, s.Stats().Netstack.IP.PacketsReceived.Value(), s.Stats().Netstack.IP.MalformedPacketsReceived.Value(), s.Stats().Netstack.TCP.ChecksumErrors.Value())
-	}
-	defer c.Close()
-	peer := <-accepted
-	if peer == nil {
-		t.FailNow()
-	}
-	defer peer.Close()
+		return c, nil
+	})
 	// The receive window is bounded by the link's receive ring (2048
 	// slots x 1500 bytes over stack.ReceiveWindowFlows, rounded down to a
 	// power of two), also for a socket that asks for more: four flows at
@@ -151,23 +178,9 @@ func TestTAPInBridge(t *testing.T) {
 		Links:     []stack.Link{{Name: tapName, Kind: stack.LinkTAP, Bridge: br}},
 		Addresses: []stack.Address{{Link: tapName, Prefix: netip.MustParsePrefix("10.98.2.1/24")}},
 	})
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := s.DialContext(ctx, "tcp", "10.98.2.2:5001")
-	if err != nil {
-		t.Fatalf("DialContext over TAP = %v", err)
-	}
-	defer c.Close()
-	peer := <-accepted
-	if peer == nil {
-		t.FailNow()
-	}
-	defer peer.Close()
+	c, peer := connect(t, ln, 20*time.Second, func(ctx context.Context) (net.Conn, error) {
+		return s.DialContext(ctx, "tcp", "10.98.2.2:5001")
+	})
 	exchange(t, c, peer, 16<<20)
 }
 
