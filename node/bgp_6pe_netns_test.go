@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -102,12 +101,7 @@ bgp network %[5]s
 		got <- [32]byte(h.Sum(nil))
 	}()
 	frames := wiretest.NewTap(t, ns1, v1, wiretest.FirstN(20, func(f []byte) bool { return len(f) > 14 && f[12] == 0x88 && f[13] == 0x47 }))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := n2.Stack().DialContext(ctx, "tcp", "[2001:db8:91::1]:5001")
-	if err != nil {
-		t.Fatalf("dial over 6PE: %v", err)
-	}
+	c := dialFrom(t, n2, "[2001:db8:91::1]:5001", 20*time.Second)
 	want := send(t, c, 1<<20, nil)
 	c.Close()
 	select {

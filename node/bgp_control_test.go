@@ -3,7 +3,6 @@ package node_test
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -61,14 +60,7 @@ bgp network 10.10.10.10/32
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (mplsnode_bgp_[a-z_]+) `).FindAllStringSubmatch(body, -1) {
 		served[m[1]] = true
 	}
-	doc, err := os.ReadFile("../docs/METRICS.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(mplsnode_bgp_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = true
-	}
+	documented := documentedMetrics(t, "mplsnode_bgp_")
 	for name := range served {
 		if !documented[name] {
 			t.Errorf("%s is served but not in docs/METRICS.md", name)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,10 +34,7 @@ import (
 // figures are logged. It takes minutes, so it runs only with
 // MPLSNODE_BGP_SCALE=1.
 func TestBGPConvergence(t *testing.T) {
-	if os.Getenv("MPLSNODE_BGP_SCALE") == "" {
-		t.Skip("set MPLSNODE_BGP_SCALE=1 to measure convergence at a full table")
-	}
-	netns.SkipUnlessRoot(t)
+	skipUnlessScale(t, "measure convergence at a full table")
 	routes := envInt(t, "MPLSNODE_BGP_SCALE_ROUTES", 1_000_000)
 	rounds := envInt(t, "MPLSNODE_BGP_WITHDRAWS", 100)
 	nsR, nsA, nsB := netns.New(t, "bsr"), netns.New(t, "bsa"), netns.New(t, "bsb")
@@ -54,17 +50,7 @@ bgp as 65001 router-id 172.16.50.1
 bgp neighbor 172.16.50.2 remote-as 65002 family ipv4-labeled-unicast
 bgp neighbor 172.16.51.2 remote-as 65003 family ipv4-labeled-unicast
 `, vRA, vRB))
-	var feed strings.Builder
-	fmt.Fprintf(&feed, `link add %[1]s type afpacket
-addr add 172.16.50.2/24 dev %[1]s
-bgp as 65002 router-id 172.16.50.2
-bgp label-range 16 1048575
-bgp neighbor 172.16.50.1 remote-as 65001 family ipv4-labeled-unicast
-`, vAR)
-	for i := range routes {
-		fmt.Fprintf(&feed, "bgp network %d.%d.%d.0/24\n", 11+i>>16, i>>8&0xff, i&0xff)
-	}
-	a := startNode(t, nsA, "a.conf", feed.String())
+	a := startNode(t, nsA, "a.conf", feederConf(vAR, "172.16.50.2", "172.16.50.1", 65002, 1048575, routes, 11))
 	b := startNode(t, nsB, "b.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.51.2/24 dev %[1]s
 bgp as 65003 router-id 172.16.51.2

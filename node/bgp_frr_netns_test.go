@@ -46,6 +46,55 @@ func frrDaemon(t *testing.T, ns *netns.NS, dir, name string, args ...string) {
 	})
 }
 
+// startFRR skips t unless FRR is installed, then runs zebra and bgpd in
+// nsF: AS 65002 with router-id SUBNET.21, one labeled-unicast neighbour
+// SUBNET.20 (AS 65001, timers 3 9) and FRR's own network 10.77.0.0/16,
+// subnet being the /24's first three octets. It returns the directory of
+// FRR's sockets (vtysh --vty_socket).
+func startFRR(t *testing.T, nsF *netns.NS, subnet string) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
+		t.Skip("FRR is not installed (Debian package frr)")
+	}
+	// FRR's daemons run as user frr (zebra refuses root outside group
+	// frrvty) and create their sockets and pid files here, so the
+	// directory is theirs to write and its parents must be traversable
+	// (t.TempDir's parent is not).
+	dir, err := os.MkdirTemp("", "mplsnode-frr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "bgpd.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`hostname frr
+router bgp 65002
+ bgp router-id %[1]s.21
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor %[1]s.20 remote-as 65001
+ neighbor %[1]s.20 timers 3 9
+ address-family ipv4 unicast
+  no neighbor %[1]s.20 activate
+  network 10.77.0.0/16
+ exit-address-family
+ address-family ipv4 labeled-unicast
+  neighbor %[1]s.20 activate
+ exit-address-family
+`, subnet)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zconf := filepath.Join(dir, "zebra.conf")
+	os.WriteFile(zconf, []byte("hostname frr\n"), 0o644)
+	zsock := filepath.Join(dir, "zserv.api")
+	frrDaemon(t, nsF, dir, "zebra", "-f", zconf, "-z", zsock)
+	time.Sleep(time.Second)
+	frrDaemon(t, nsF, dir, "bgpd", "-f", conf, "-z", zsock)
+	return dir
+}
+
 // TestBGPFRR runs a labeled unicast session between the node and FRR's
 // bgpd (8.4, with zebra, in its own namespace). This kernel has no MPLS
 // routing, so zebra logs "Disabling MPLS support (no kernel support)" and
@@ -60,49 +109,11 @@ func frrDaemon(t *testing.T, ns *netns.NS, dir, name string, args ...string) {
 // cannot be pushed) and the route never shows.
 func TestBGPFRR(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
-		t.Skip("FRR is not installed (Debian package frr)")
-	}
 	ns0, nsF := netns.New(t, "f0"), netns.New(t, "ff")
 	v0, vF := netns.VethPair(t, ns0, nsF)
 	nsF.MustExec("ip", "link", "set", "lo", "up")
 	nsF.MustExec("ip", "addr", "add", "172.16.40.21/24", "dev", vF)
-	// FRR's daemons run as user frr (zebra refuses root outside group
-	// frrvty) and create their sockets and pid files here, so the
-	// directory is theirs to write and its parents must be traversable
-	// (t.TempDir's parent is not).
-	dir, err := os.MkdirTemp("", "mplsnode-frr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "bgpd.conf")
-	if err := os.WriteFile(conf, []byte(`hostname frr
-router bgp 65002
- bgp router-id 172.16.40.21
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 172.16.40.20 remote-as 65001
- neighbor 172.16.40.20 timers 3 9
- address-family ipv4 unicast
-  no neighbor 172.16.40.20 activate
-  network 10.77.0.0/16
- exit-address-family
- address-family ipv4 labeled-unicast
-  neighbor 172.16.40.20 activate
- exit-address-family
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zconf := filepath.Join(dir, "zebra.conf")
-	os.WriteFile(zconf, []byte("hostname frr\n"), 0o644)
-	zsock := filepath.Join(dir, "zserv.api")
-	frrDaemon(t, nsF, dir, "zebra", "-f", zconf, "-z", zsock)
-	time.Sleep(time.Second)
-	frrDaemon(t, nsF, dir, "bgpd", "-f", conf, "-z", zsock)
+	dir := startFRR(t, nsF, "172.16.40")
 	n := startNode(t, ns0, "frr.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.40.20/24 dev %[1]s
 bgp as 65001 router-id 172.16.40.20

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +16,16 @@ import (
 )
 
 // gobgpdPeerConf is a gobgpd config (AS as, router-id id) with one
-// neighbour, the node at nodeAddr in AS peerAS, IPv4 labeled unicast.
-func gobgpdPeerConf(as uint32, id, nodeAddr string, peerAS uint32) string {
+// neighbour, the node at nodeAddr in AS peerAS, hold time 9 s, for the
+// given families (gobgpd's names; IPv4 labeled unicast when none).
+func gobgpdPeerConf(as uint32, id, nodeAddr string, peerAS uint32, families ...string) string {
+	if len(families) == 0 {
+		families = []string{"ipv4-labelled-unicast"}
+	}
+	var afiSafis strings.Builder
+	for _, f := range families {
+		fmt.Fprintf(&afiSafis, "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = %q\n", f)
+	}
 	return fmt.Sprintf(`[global.config]
   as = %d
   router-id = %q
@@ -32,10 +38,7 @@ func gobgpdPeerConf(as uint32, id, nodeAddr string, peerAS uint32) string {
     connect-retry = 1
     hold-time = 9
     keepalive-interval = 3
-  [[neighbors.afi-safis]]
-    [neighbors.afi-safis.config]
-      afi-safi-name = "ipv4-labelled-unicast"
-`, as, id, nodeAddr, peerAS)
+`, as, id, nodeAddr, peerAS) + afiSafis.String()
 }
 
 // adjPath is a path of `gobgp neighbor ADDR adj-in -j` (gobgpd 3.x): what
@@ -229,44 +232,10 @@ func bgpSegment(f []byte) bool {
 func TestBGPFRRNoEcho(t *testing.T) {
 	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
-	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
-		t.Skip("FRR is not installed (Debian package frr)")
-	}
 	ns0, nsF := netns.New(t, "blf0"), netns.New(t, "blff")
 	v0, vF := netns.VethPair(t, ns0, nsF)
 	nsF.MustExec("ip", "addr", "add", "172.16.54.21/24", "dev", vF)
-	dir, err := os.MkdirTemp("", "mplsnode-frr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "bgpd.conf")
-	if err := os.WriteFile(conf, []byte(`hostname frr
-router bgp 65002
- bgp router-id 172.16.54.21
- no bgp ebgp-requires-policy
- no bgp network import-check
- neighbor 172.16.54.20 remote-as 65001
- neighbor 172.16.54.20 timers 3 9
- address-family ipv4 unicast
-  no neighbor 172.16.54.20 activate
-  network 10.77.0.0/16
- exit-address-family
- address-family ipv4 labeled-unicast
-  neighbor 172.16.54.20 activate
- exit-address-family
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zconf := filepath.Join(dir, "zebra.conf")
-	os.WriteFile(zconf, []byte("hostname frr\n"), 0o644)
-	zsock := filepath.Join(dir, "zserv.api")
-	frrDaemon(t, nsF, dir, "zebra", "-f", zconf, "-z", zsock)
-	time.Sleep(time.Second)
-	frrDaemon(t, nsF, dir, "bgpd", "-f", conf, "-z", zsock)
+	startFRR(t, nsF, "172.16.54")
 	tap := wiretest.NewTap(t, nsF, vF, bgpSegment) // what FRR receives
 	n := startNode(t, ns0, "frr-echo.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.54.20/24 dev %[1]s

@@ -128,26 +128,6 @@ func nexthopOf(p ribPath) string {
 	return ""
 }
 
-const gobgpdConf = `[global.config]
-  as = 65002
-  router-id = "172.16.20.21"
-  port = 179
-[[neighbors]]
-  [neighbors.config]
-    neighbor-address = "172.16.20.20"
-    peer-as = 65001
-  [neighbors.timers.config]
-    connect-retry = 1
-    hold-time = 9
-    keepalive-interval = 3
-  [[neighbors.afi-safis]]
-    [neighbors.afi-safis.config]
-      afi-safi-name = "ipv4-labelled-unicast"
-  [[neighbors.afi-safis]]
-    [neighbors.afi-safis.config]
-      afi-safi-name = "ipv6-labelled-unicast"
-`
-
 // ftnLabels returns the labels the node pushes towards dst and the next
 // hop, or ok false without a FIB route.
 func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok bool) {
@@ -182,14 +162,11 @@ func ftnLabels(n *node.Node, dst string) (labels []mpls.Label, nh netip.Addr, ok
 // route out.
 func TestBGPGoBGPd(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	if _, err := exec.LookPath("gobgpd"); err != nil {
-		t.Skip("gobgpd is not installed (Debian package gobgpd; scripts/deps.sh installs it)")
-	}
 	ns0, nsG := netns.New(t, "b0"), netns.New(t, "bg")
 	v0, vG := netns.VethPair(t, ns0, nsG)
 	nsG.MustExec("ip", "addr", "add", "172.16.20.21/24", "dev", vG)
 	nsG.MustExec("ip", "-6", "addr", "add", "2001:db8:20::21/64", "dev", vG, "nodad")
-	g := startGoBGPd(t, nsG, gobgpdConf)
+	g := startGoBGPd(t, nsG, gobgpdPeerConf(65002, "172.16.20.21", "172.16.20.20", 65001, "ipv4-labelled-unicast", "ipv6-labelled-unicast"))
 	var logs syncBuffer
 	n := startNodeWith(t, ns0, "bgp.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 172.16.20.20/24 dev %[1]s
@@ -339,26 +316,10 @@ bgp network 2001:db8:99::/48
 // the node's IPv6 address as next hop.
 func TestBGPGoBGPdIPv6Session(t *testing.T) {
 	netns.SkipUnlessRoot(t)
-	if _, err := exec.LookPath("gobgpd"); err != nil {
-		t.Skip("gobgpd is not installed (Debian package gobgpd; scripts/deps.sh installs it)")
-	}
 	ns0, nsG := netns.New(t, "b6"), netns.New(t, "g6")
 	v0, vG := netns.VethPair(t, ns0, nsG)
 	nsG.MustExec("ip", "-6", "addr", "add", "2001:db8:20::21/64", "dev", vG, "nodad")
-	g := startGoBGPd(t, nsG, `[global.config]
-  as = 65002
-  router-id = "172.16.20.21"
-  port = 179
-[[neighbors]]
-  [neighbors.config]
-    neighbor-address = "2001:db8:20::20"
-    peer-as = 65001
-  [neighbors.timers.config]
-    connect-retry = 1
-  [[neighbors.afi-safis]]
-    [neighbors.afi-safis.config]
-      afi-safi-name = "ipv6-labelled-unicast"
-`)
+	g := startGoBGPd(t, nsG, gobgpdPeerConf(65002, "172.16.20.21", "2001:db8:20::20", 65001, "ipv6-labelled-unicast"))
 	n := startNode(t, ns0, "bgp6.conf", fmt.Sprintf(`link add %[1]s type afpacket
 addr add 2001:db8:20::20/64 dev %[1]s
 bgp as 65001 router-id 172.16.20.20

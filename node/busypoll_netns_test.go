@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"testing"
@@ -37,12 +36,7 @@ func TestSeedBusyPoll(t *testing.T) {
 		_ = c.SetDeadline(time.Now().Add(time.Minute))
 		_, _ = io.Copy(c, c)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := s.n0.Stack().DialContext(ctx, "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatalf("dial %s: %v", ln.Addr(), err)
-	}
+	c := dialFrom(t, s.n0, ln.Addr().String(), time.Minute)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Minute))
 	var req, resp [1]byte

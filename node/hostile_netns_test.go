@@ -24,7 +24,6 @@ import (
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/syncbuf"
-	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/node"
 )
 
@@ -113,12 +112,7 @@ func TestHostileInput(t *testing.T) {
 	// The transfer: paced while frames are injected, so that it spans them
 	// without starving the injector of CPU.
 	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := s.n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
+	c := dialFrom(t, s.n0, addr, 2*time.Minute)
 	const minTransfer = 32 << 20
 	tx := startStream(c, minTransfer, 20*time.Millisecond)
 	defer tx.finish()
@@ -515,31 +509,13 @@ func (in *injector) close(t *testing.T) {
 }
 
 // wireCount is a tshark capture running until stop.
-type wireCount struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	file string
-	out  lockedBuf
-}
+type wireCount struct{ *capture }
 
 // startWireCount starts tshark in ns on dev with a capture filter and
 // returns once it captures.
 func startWireCount(t *testing.T, ns *netns.NS, dev, filter string) *wireCount {
 	t.Helper()
-	w := &wireCount{t: t, file: filepath.Join(t.TempDir(), dev+"-count.pcap")}
-	w.cmd = exec.Command("ip", "netns", "exec", ns.Name(), "tshark", "-i", dev, "-f", filter, "-w", w.file)
-	w.cmd.Stderr = &w.out
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if w.cmd.ProcessState == nil {
-			w.cmd.Process.Kill()
-			w.cmd.Wait()
-		}
-	})
-	waitFor(t, 30*time.Second, "tshark to start capturing", func() bool { return tshark.Ready(w.out.String()) })
-	return w
+	return &wireCount{startTshark(t, ns, dev, "-f", filter)}
 }
 
 // stop waits until the capture file holds want frames (dumpcap flushes it

@@ -36,7 +36,7 @@ func TestSeedILMMultipath(t *testing.T) {
 		t.Run(m.Name, func(t *testing.T) {
 			s.start(t, m.Conf()+route, node.Options{}, node.Options{})
 			if m.XDP {
-				waitXDPEntries(t, s.n1, 1)
+				planetest.WaitXDPEntries(t, s.n1.Report, 1)
 			}
 			lsrMAC, srcMAC := wiretest.MAC(t, s.ns1, s.v10), wiretest.MAC(t, s.ns0, s.v01)
 			var frames [][]byte

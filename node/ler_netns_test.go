@@ -99,20 +99,8 @@ route add 172.16.20.20/32 encap mpls 200 via inet 172.16.20.20 dev %[1]s
 // and push label 200 on them in its forwarding plane.
 func lerTransfer(t *testing.T, n0, n1 *node.Node, ns2 *netns.NS) {
 	t.Helper()
-	ln, err := n0.Stack().Listen("tcp", "172.16.20.20:5001")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	sums := make(chan [32]byte, 1)
-	go acceptSums(ln, sums)
-	var c net.Conn
-	if err := ns2.Run(func() (err error) {
-		c, err = net.DialTimeout("tcp", "172.16.20.20:5001", 10*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	sums := stackSink(t, n0, "172.16.20.20:5001", 1)
+	c := kernelDial(t, ns2, "172.16.20.20:5001", 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c.SetDeadline(time.Now().Add(time.Minute))
@@ -137,6 +125,35 @@ func lerTransfer(t *testing.T, n0, n1 *node.Node, ns2 *netns.NS) {
 	if ip := n1.Report().IP; ip.Drops["forward_packet_too_big"] != 0 || ip.PacketsSent != 0 {
 		t.Errorf("ns1: IP %+v; want gVisor to forward nothing", ip)
 	}
+}
+
+// kernelDial dials addr over TCP from ns's kernel, giving up after
+// within.
+func kernelDial(t *testing.T, ns *netns.NS, addr string, within time.Duration) net.Conn {
+	t.Helper()
+	var c net.Conn
+	if err := ns.Run(func() (err error) {
+		c, err = net.DialTimeout("tcp", addr, within)
+		return err
+	}); err != nil {
+		t.Fatalf("kernel dial %s in %s: %v", addr, ns.Name(), err)
+	}
+	return c
+}
+
+// stackSink listens on addr in n's stack until t ends and sends on the
+// returned channel (room deep) the SHA-256 of each connection's bytes,
+// read within a minute.
+func stackSink(t *testing.T, n *node.Node, addr string, room int) <-chan [32]byte {
+	t.Helper()
+	ln, err := n.Stack().Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	sums := make(chan [32]byte, room)
+	go acceptSums(ln, sums)
+	return sums
 }
 
 // acceptSums accepts connections on ln until it closes and sends the

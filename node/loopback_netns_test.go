@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -36,13 +35,7 @@ addr add 10.20.20.20/32 dev lo
 -f mpls route add 100 dev lo
 `, vb, vb2))
 
-	ln, err := b.Stack().Listen("tcp", "10.20.20.20:5001")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	sums := make(chan [32]byte, 2)
-	go acceptSums(ln, sums)
+	sums := stackSink(t, b, "10.20.20.20:5001", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const size = 8 << 20
@@ -61,13 +54,7 @@ addr add 10.20.20.20/32 dev lo
 	}
 
 	// The kernel -> B as plain IP on B's other link.
-	var kc net.Conn
-	if err := nsK.Run(func() (err error) {
-		kc, err = net.DialTimeout("tcp", "10.20.20.20:5001", 10*time.Second)
-		return err
-	}); err != nil {
-		t.Fatalf("kernel dial 10.20.20.20 on %s: %v", vb2, err)
-	}
+	kc := kernelDial(t, nsK, "10.20.20.20:5001", 10*time.Second)
 	want = send(t, kc, size, nil)
 	if got := recvSum(t, sums); got != want {
 		t.Error("kernel -> B over plain IP: SHA-256 differs")

@@ -27,14 +27,8 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // package forward.
 
 // The in-process LSR: in0 (10.1.0.1) receives, out0 (10.2.0.1) sends to the
-// next hop 10.2.0.2.
-const lsrConf = `
-link add in0 type afpacket
-link add out0 type afpacket
-addr add 10.1.0.1/24 dev in0
-addr add 10.2.0.1/24 dev out0
--f mpls route add 100 as to 200 via inet 10.2.0.2
--f mpls route add 101 as to 300/301 via inet 10.2.0.2
+// next hop 10.2.0.2; obsConf's swap and two label routes more.
+const lsrConf = obsConf + `-f mpls route add 101 as to 300/301 via inet 10.2.0.2
 -f mpls route add 102 via inet 10.2.0.2
 `
 

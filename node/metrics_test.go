@@ -65,6 +65,21 @@ func scrape(t *testing.T, url string) (samples map[string]float64, types map[str
 	return samples, types
 }
 
+// documentedMetrics returns the metric families docs/METRICS.md has a
+// table row for whose names start with prefix.
+func documentedMetrics(t *testing.T, prefix string) map[string]bool {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/METRICS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `("+regexp.QuoteMeta(prefix)+"[a-z_]*)` \\|").FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = true
+	}
+	return documented
+}
+
 // serveMetrics serves n's /metrics on a loopback port until t ends (the
 // server must then return nil) and returns its base URL.
 func serveMetrics(t *testing.T, n *node.Node) string {
@@ -178,14 +193,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// docs/METRICS.md lists every family served, and no other.
-	doc, err := os.ReadFile("../docs/METRICS.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(mplsnode_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = true
-	}
+	documented := documentedMetrics(t, "mplsnode_")
 	for name := range types {
 		if !strings.HasPrefix(name, "mplsnode_") {
 			continue // go_* and process_*: the client library's, documented there

@@ -141,23 +141,3 @@ func udpSink(t *testing.T, ns *netns.NS, port int) {
 	}()
 	t.Cleanup(func() { pc.Close(); <-done })
 }
-
-// waitXDPEntries waits until n's XDP program carries at least want ILM
-// entries with a resolved next hop.
-func waitXDPEntries(t *testing.T, n *node.Node, want int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		x := n.Report().XDP
-		if x == nil {
-			t.Fatal("XDP mode without an XDP report")
-		}
-		if x.Entries >= want && len(x.EgressOK) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the XDP program carries %d resolved entries (egress ok %v) after 20 s, want %d", x.Entries, x.EgressOK, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
 	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
 	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 	"github.com/mplsnode/mplsnode/node"
@@ -58,7 +59,7 @@ func TestSeedNeighborMACChange(t *testing.T) {
 		t.Run(m.Name, func(t *testing.T) {
 			s.start(t, m.Conf(), node.Options{}, node.Options{})
 			if m.XDP {
-				waitXDPEntries(t, s.n1, 1)
+				planetest.WaitXDPEntries(t, s.n1.Report, 1)
 			}
 			stop := udpStream(t, s.n0, fmt.Sprintf("10.10.10.10:%d", port), 5*time.Millisecond)
 			defer stop()
@@ -311,23 +312,16 @@ func garpFrame(mac net.HardwareAddr, ip netip.Addr, op header.ARPOp) []byte {
 // three probes 0.2 s apart.
 func shortNUD(t *testing.T, n *node.Node, dev string) {
 	t.Helper()
-	ns := n.Stack().Netstack()
-	for id, info := range ns.NICInfo() {
-		if info.Name != dev {
-			continue
-		}
-		c, err := ns.NUDConfigurations(id, header.IPv4ProtocolNumber)
-		if err != nil {
-			t.Fatalf("NUD configuration of %s: %s", dev, err)
-		}
-		c.BaseReachableTime, c.DelayFirstProbeTime, c.RetransmitTimer = 500*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
-		c.MinRandomFactor, c.MaxRandomFactor = 0.5, 1.5
-		if err := ns.SetNUDConfigurations(id, header.IPv4ProtocolNumber, c); err != nil {
-			t.Fatalf("NUD configuration of %s: %s", dev, err)
-		}
-		return
+	ns, id := n.Stack().Netstack(), nodekit.NICID(t, n, dev)
+	c, err := ns.NUDConfigurations(id, header.IPv4ProtocolNumber)
+	if err != nil {
+		t.Fatalf("NUD configuration of %s: %s", dev, err)
 	}
-	t.Fatalf("no link %s", dev)
+	c.BaseReachableTime, c.DelayFirstProbeTime, c.RetransmitTimer = 500*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
+	c.MinRandomFactor, c.MaxRandomFactor = 0.5, 1.5
+	if err := ns.SetNUDConfigurations(id, header.IPv4ProtocolNumber, c); err != nil {
+		t.Fatalf("NUD configuration of %s: %s", dev, err)
+	}
 }
 
 // neighborState returns n's IPv4 neighbour table on link dev.

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/config"
+	"github.com/mplsnode/mplsnode/internal/testkit/hashedstream"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
@@ -167,33 +167,37 @@ func (c *capture) fields(fields ...string) [][]string {
 	return tshark.Fields(c.t, c.file, fields...)
 }
 
+// dialFrom dials addr over TCP from n's stack, giving up after within;
+// a failure names n's stats and those of the others on the path.
+func dialFrom(t *testing.T, n *node.Node, addr string, within time.Duration, others ...*node.Node) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	c, err := n.Stack().DialContext(ctx, "tcp", addr)
+	if err != nil {
+		stats := []node.Stats{n.Stats()}
+		for _, o := range others {
+			stats = append(stats, o.Stats())
+		}
+		t.Fatalf("dial %s: %v; stats of the nodes on the path %+v", addr, err, stats)
+	}
+	return c
+}
+
 // send writes size pseudorandom bytes to c in 64 KiB writes, closes it and
 // returns their SHA-256. mid, if not nil, runs once halfway.
 func send(t *testing.T, c net.Conn, size int64, mid func()) [32]byte {
 	t.Helper()
 	c.SetWriteDeadline(time.Now().Add(transferTimeout))
-	r := rand.NewChaCha8([32]byte{1, 2, 3})
-	h := sha256.New()
-	buf := make([]byte, 64<<10)
-	var sent int64
-	for sent < size {
-		n := int(min(int64(len(buf)), size-sent))
-		r.Read(buf[:n])
-		h.Write(buf[:n])
-		if _, err := c.Write(buf[:n]); err != nil {
-			t.Fatalf("write after %d bytes: %v", sent, err)
-		}
-		sent += int64(n)
+	sum, err := hashedstream.Send(c, size, [32]byte{1, 2, 3}, func(sent int64) {
 		if mid != nil && sent >= size/2 {
 			mid()
 			mid = nil
 		}
-	}
-	if err := c.Close(); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
 	return sum
 }
 
@@ -306,13 +310,8 @@ func TestSeedTopology(t *testing.T) {
 	labelled := startCapture(t, s.ns1, s.v10, "mpls", 20)
 	popped := startCapture(t, s.ns2, s.v21, "tcp and dst host 10.10.10.10 and greater 1000", 20)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	start := time.Now()
-	c, err := s.n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v; stats ns0 %+v ns1 %+v", addr, err, s.n0.Stats(), s.n1.Stats())
-	}
+	c := dialFrom(t, s.n0, addr, 3*time.Minute, s.n1)
 	sum := send(t, c, transferSize, nil)
 	r := <-result
 	el := time.Since(start)
@@ -358,12 +357,7 @@ func TestSeedTopology(t *testing.T) {
 func TestSeedReloadUnderTraffic(t *testing.T) {
 	s := newSeed(t)
 	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := s.n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialFrom(t, s.n0, addr, 3*time.Minute)
 	const size = 64 << 20
 	mid := func() {
 		// A good reload of both nodes: same paths, one more label route.
@@ -437,7 +431,7 @@ func TestSeedTTLExpiry(t *testing.T) {
 
 			// Probes from ns0's kernel end of its link into ns1.
 			if m.XDP {
-				waitXDPEntries(t, s.n1, 1)
+				planetest.WaitXDPEntries(t, s.n1.Report, 1)
 			}
 			lsrMAC, srcMAC := wiretest.MAC(t, s.ns1, s.v10), wiretest.MAC(t, s.ns0, s.v01)
 			var frames [][]byte
@@ -597,8 +591,8 @@ route add fd00:20::/64 via fd00:22::1
 				t.Errorf("A: got %v, want only swaps and transit IP", st)
 			}
 			if m.XDP {
-				waitXDPEntries(t, nA, 2)
-				waitXDPEntries(t, nB, 2)
+				planetest.WaitXDPEntries(t, nA.Report, 2)
+				planetest.WaitXDPEntries(t, nB.Report, 2)
 			}
 
 			// Probes, from ns0's kernel end of its link into A.
@@ -665,12 +659,7 @@ func swapChainTransfers(t *testing.T, n0, nA, nB *node.Node, ns3, nsT *netns.NS,
 			// AF_PACKET tap: tshark's own capture starts a moment after
 			// it says so, when an XDP transfer may be over).
 			swapped := wiretest.NewTap(t, nsT, dev, wiretest.FirstN(10, func(f []byte) bool { return len(f) > 1000 && f[12] == 0x88 && f[13] == 0x47 }))
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			c, err := n0.Stack().DialContext(ctx, "tcp", addr)
-			if err != nil {
-				t.Fatalf("dial %s: %v; A %+v B %+v", addr, err, nA.Stats().Switch, nB.Stats().Switch)
-			}
+			c := dialFrom(t, n0, addr, 2*time.Minute, nA, nB)
 			// Enough to fill the window on this path and to outlast
 			// tshark's start.
 			const size = 32 << 20

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -31,12 +30,7 @@ func TestSeedPcap(t *testing.T) {
 		t.Fatalf("XDP plane %+v: want the default (auto) on %s alone, %s skipped for --pcap", x, s.v12, s.v10)
 	}
 	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := s.n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialFrom(t, s.n0, addr, time.Minute)
 	const size = 8 << 20
 	sum := send(t, c, size, nil)
 	if r := <-result; r.err != nil || r.n != size || r.sum != sum {

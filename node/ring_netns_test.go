@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -100,14 +99,7 @@ func TestSeedRingBothWays(t *testing.T) {
 		r.n, r.err = n, err
 		got <- r
 	}()
-	var kc net.Conn
-	if err := s.ns2.Run(func() (err error) {
-		d := net.Dialer{Timeout: 10 * time.Second}
-		kc, err = d.Dial("tcp", ln.Addr().String())
-		return err
-	}); err != nil {
-		t.Fatalf("kernel dial %s: %v", ln.Addr(), err)
-	}
+	kc := kernelDial(t, s.ns2, ln.Addr().String(), 10*time.Second)
 	_ = kc.SetDeadline(time.Now().Add(3 * time.Minute))
 	start = time.Now()
 	sum = send(t, kc, transferSize, nil)
@@ -200,14 +192,7 @@ func TestFanoutKeepsFlowsInOrder(t *testing.T) {
 		}
 	}()
 	for i := 0; i < flows; i++ {
-		var c net.Conn
-		if err := s.ns2.Run(func() (err error) {
-			d := net.Dialer{Timeout: 10 * time.Second}
-			c, err = d.Dial("tcp", ln.Addr().String())
-			return err
-		}); err != nil {
-			t.Fatalf("kernel dial: %v", err)
-		}
+		c := kernelDial(t, s.ns2, ln.Addr().String(), 10*time.Second)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -66,7 +65,7 @@ route add 2001:db8:1::20/128 encap mpls 400 via inet 172.16.20.20
 			sixPETransfer(t, n0, l.ns0, l.ns2, l.v01)
 			t.Logf("16 MiB over 6PE in %v; ns1 %+v", time.Since(start).Round(time.Millisecond), n1.Report().XDP)
 			if m.XDP {
-				waitXDPEntries(t, n1, 1)
+				planetest.WaitXDPEntries(t, n1.Report, 1)
 			}
 			// n0 takes the probes that come back.
 			pc, err := n0.Stack().ListenUDP(netip.MustParseAddrPort(fmt.Sprintf("[2001:db8:1::20]:%d", probePort)))
@@ -121,12 +120,7 @@ func sixPETransfer(t *testing.T, n0 *node.Node, ns0, ns2 *netns.NS, v01 string) 
 	t.Helper()
 	capt := wiretest.NewTapBoth(t, ns0, v01, wiretest.FirstN(200, func(f []byte) bool { return len(f) > 14 && f[12] == 0x88 && f[13] == 0x47 }))
 	addr, sums := kernelSink(t, ns2, "[2001:db8:2::1]:0")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s over 6PE: %v", addr, err)
-	}
+	c := dialFrom(t, n0, addr, 20*time.Second)
 	c.SetDeadline(time.Now().Add(time.Minute))
 	const size = 16 << 20
 	want := send(t, c, size, nil)

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -39,13 +38,8 @@ sysctl -w net.ipv4.ip_forward=1
 
 	addr, result := kernelSink(t, l.ns2, "10.10.10.10:0")
 	popped := startCapture(t, l.ns2, l.v21, "tcp and dst host 10.10.10.10 and greater 3000", 20)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	start := time.Now()
-	c, err := n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v; stats ns0 %+v ns1 %+v", addr, err, n0.Stats(), n1.Stats())
-	}
+	c := dialFrom(t, n0, addr, 3*time.Minute, n1)
 	sum := send(t, c, transferSize, nil)
 	r := <-result
 	if r.err != nil || r.n != transferSize || r.sum != sum {

@@ -141,13 +141,8 @@ func TestSeedUDP(t *testing.T) {
 
 func udpToKernel(t *testing.T, s *udpSeed) {
 	addr, result := kernelSink(t, s.ns2, "10.10.10.10:0")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	start := time.Now()
-	c, err := s.n0.Stack().DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatalf("dial %s: %v; stats ns0 %+v ns1 %+v", addr, err, s.n0.Report().Links, s.n1.Report().Links)
-	}
+	c := dialFrom(t, s.n0, addr, time.Minute, s.n1)
 	sum := send(t, c, transferSize, nil)
 	r := <-result
 	el := time.Since(start)
@@ -176,13 +171,7 @@ func udpFromKernel(t *testing.T, s *udpSeed) {
 	}
 	defer ln.Close()
 	ch := sumAccepted(ln, time.Now().Add(transferTimeout))
-	var c net.Conn
-	if err := s.ns2.Run(func() (err error) {
-		c, err = net.DialTimeout("tcp", "172.16.20.20:5001", 30*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c := kernelDial(t, s.ns2, "172.16.20.20:5001", 30*time.Second)
 	start := time.Now()
 	sum := send(t, c, transferSize, nil)
 	var r sinkResult
@@ -390,12 +379,7 @@ route add 172.16.20.20/32 encap mpls 300 via inet 172.16.21.21
 			}
 			defer ln.Close()
 			ch := sumAccepted(ln, time.Now().Add(time.Minute))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			c, err := dir.from.Stack().DialContext(ctx, "tcp", dir.dst)
-			if err != nil {
-				t.Fatalf("dial %s: %v", dir.dst, err)
-			}
+			c := dialFrom(t, dir.from, dir.dst, 30*time.Second)
 			sum := send(t, c, size, nil)
 			select {
 			case r := <-ch:

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
 	"github.com/mplsnode/mplsnode/internal/testkit/syncbuf"
 	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
@@ -40,18 +39,12 @@ import (
 // at a BGP-fed node's million routes (the log says how long each sync
 // took).
 func TestXDPLargeFIB(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
 	t.Cleanup(node.SetXDPSyncInterval(time.Hour))
-	ns0, ns1, ns2 := netns.New(t, "xl0"), netns.New(t, "xl1"), netns.New(t, "xl2")
-	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
-		wiretest.DisableIPv6(t, ns)
-	}
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	ns0.MustExec("ip", "addr", "add", "172.16.30.20/24", "dev", v01)
-	ns2.MustExec("ip", "addr", "add", "172.16.31.22/24", "dev", v21)
-	ns2.MustExec("ethtool", "-K", v21, "gro", "on") // takes redirected frames
+	l := newLine(t, "xl", 0, 1, 2)
+	l.ns0.MustExec("ip", "addr", "add", "172.16.30.20/24", "dev", l.v01)
+	l.ns2.MustExec("ip", "addr", "add", "172.16.31.22/24", "dev", l.v21)
+	l.ns2.MustExec("ethtool", "-K", l.v21, "gro", "on") // takes redirected frames
 	routes := 200_000
 	if v := os.Getenv("MPLSNODE_XDP_FIB_ROUTES"); v != "" {
 		var err error
@@ -66,18 +59,18 @@ addr add 172.16.30.21/24 dev %[1]s
 addr add 172.16.31.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 set forward xdp on
-`, v10, v12)
+`, l.v10, l.v12)
 	prefix := func(i int) netip.Prefix {
 		var a [4]byte
 		binary.BigEndian.PutUint32(a[:], 0x0b000000+uint32(i)<<8) // 11.0.0.0/24 up
 		return netip.PrefixFrom(netip.AddrFrom4(a), 24)
 	}
 	for i := range routes {
-		fmt.Fprintf(&conf, "route add %s via 172.16.31.22 dev %s\n", prefix(i), v12)
+		fmt.Fprintf(&conf, "route add %s via 172.16.31.22 dev %s\n", prefix(i), l.v12)
 	}
 	const probePort = 7779
-	udpSink(t, ns2, probePort)
-	n1 := startNode(t, ns1, "ns1.conf", conf.String())
+	udpSink(t, l.ns2, probePort)
+	n1 := startNode(t, l.ns1, "ns1.conf", conf.String())
 
 	// The whole FIB carried, as stats say.
 	// waitFIB waits until the program carries more than after FIB
@@ -118,15 +111,15 @@ set forward xdp on
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 
-	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
-	peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01))
+	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns1, l.v10))
+	peerMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns0, l.v01))
 	probeTo := func(dst netip.Addr, what string) {
 		t.Helper()
 		frame := mplstest.Frame{Dst: lsrMAC, Src: peerMAC,
 			Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.30.20:5000"), netip.AddrPortFrom(dst, probePort), true, make([]byte, 64))}.Bytes()
 		before := xdpCounts(n1)
-		probe{ns: ns0, dev: v01, frames: [][]byte{frame},
-			taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
+		probe{ns: l.ns0, dev: l.v01, frames: [][]byte{frame},
+			taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, l.ns2, l.v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
 			nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1}},
 		}.run(t)
 		if got := xdpCounts(n1)["ip_forwarded"] - before["ip_forwarded"]; got != 1 {
@@ -140,7 +133,7 @@ set forward xdp on
 	bgpRoute := prefix(routes + 10)
 	carried := n1.Report().XDP.FIBEntries
 	if err := n1.Stack().Tables().UpdateRoutes([]mpls.Route{{Prefix: bgpRoute,
-		NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.31.22"), Device: v12}}}}, nil); err != nil {
+		NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.31.22"), Device: l.v12}}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFIB(carried, "route written to the tables")
@@ -150,7 +143,7 @@ set forward xdp on
 	// A route added through the node API (the control socket's).
 	apiRoute := prefix(routes + 20)
 	carried = n1.Report().XDP.FIBEntries
-	if _, err := n1.AddRoute(fmt.Sprintf("route add %s via 172.16.31.22 dev %s", apiRoute, v12)); err != nil {
+	if _, err := n1.AddRoute(fmt.Sprintf("route add %s via 172.16.31.22 dev %s", apiRoute, l.v12)); err != nil {
 		t.Fatal(err)
 	}
 	if x := n1.Report().XDP; x.FIBEntries != carried+1 {
@@ -176,19 +169,13 @@ type syncBuffer = syncbuf.Buffer
 // addresses compared in map order (fails: the FIB walked at each
 // periodic sync).
 func TestXDPFIBOverCapacity(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
 	t.Cleanup(node.SetXDPFIBCapacity(64))
-	ns0, ns1, ns2 := netns.New(t, "xc0"), netns.New(t, "xc1"), netns.New(t, "xc2")
-	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
-		wiretest.DisableIPv6(t, ns)
-	}
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	ns0.MustExec("ip", "addr", "add", "172.16.32.20/24", "dev", v01)
-	ns2.MustExec("ip", "addr", "add", "172.16.33.22/24", "dev", v21)
-	ns2.MustExec("ip", "addr", "add", "172.16.33.23/24", "dev", v21) // the /8's next hop: resolves, so the kernel could send there
-	ns2.MustExec("ethtool", "-K", v21, "gro", "on")
+	l := newLine(t, "xc", 0, 1, 2)
+	l.ns0.MustExec("ip", "addr", "add", "172.16.32.20/24", "dev", l.v01)
+	l.ns2.MustExec("ip", "addr", "add", "172.16.33.22/24", "dev", l.v21)
+	l.ns2.MustExec("ip", "addr", "add", "172.16.33.23/24", "dev", l.v21) // the /8's next hop: resolves, so the kernel could send there
+	l.ns2.MustExec("ethtool", "-K", l.v21, "gro", "on")
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `link add %[1]s type afpacket
 link add %[2]s type afpacket
@@ -197,22 +184,22 @@ addr add 172.16.33.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 set forward xdp on
 route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
-`, v10, v12)
+`, l.v10, l.v12)
 	const routes = 100
 	for i := range routes {
-		fmt.Fprintf(&conf, "route add 10.1.%d.0/24 via 172.16.33.22 dev %s\n", i, v12)
+		fmt.Fprintf(&conf, "route add 10.1.%d.0/24 via 172.16.33.22 dev %s\n", i, l.v12)
 	}
 	const probePort = 7780
-	udpSink(t, ns2, probePort)
+	udpSink(t, l.ns2, probePort)
 	var logs syncBuffer
-	n1 := startNodeWith(t, ns1, "ns1.conf", conf.String(), node.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	n1 := startNodeWith(t, l.ns1, "ns1.conf", conf.String(), node.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	warnings := func() int { return strings.Count(logs.String(), "FIB family not carried") }
 	x := n1.Report().XDP
 	if x.FIBNotCarried < routes+1 || x.FIBCapacity != 64 || warnings() != 1 {
 		t.Fatalf("FIB over capacity: report %d routes not carried (want %d or more), capacity %d, %d warnings (want 1)\n%s",
 			x.FIBNotCarried, routes+1, x.FIBCapacity, warnings(), logs.String())
 	}
-	if _, err := n1.AddRoute(fmt.Sprintf("route add 10.2.0.0/24 via 172.16.33.22 dev %s", v12)); err != nil {
+	if _, err := n1.AddRoute(fmt.Sprintf("route add 10.2.0.0/24 via 172.16.33.22 dev %s", l.v12)); err != nil {
 		t.Fatal(err)
 	}
 	if x := n1.Report().XDP; x.FIBNotCarried < routes+2 || warnings() != 1 {
@@ -253,13 +240,13 @@ route add 10.0.0.0/8 encap mpls 999 via inet 172.16.33.23 dev %[2]s
 		}
 	}
 	// The probe crosses through userspace, to the /24's next hop.
-	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
-	peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01))
+	lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns1, l.v10))
+	peerMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns0, l.v01))
 	frame := mplstest.Frame{Dst: lsrMAC, Src: peerMAC,
 		Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.32.20:5000"), netip.MustParseAddrPort(fmt.Sprintf("10.1.%d.1:%d", routes-1, probePort)), true, make([]byte, 64))}.Bytes()
 	before := xdpCounts(n1)
-	res := probe{ns: ns0, dev: v01, frames: [][]byte{frame},
-		taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
+	res := probe{ns: l.ns0, dev: l.v01, frames: [][]byte{frame},
+		taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, l.ns2, l.v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
 		nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1}},
 	}.run(t)
 	if d := planetest.Delta(before, xdpCounts(n1)); d["passed fib_not_carried"] != 1 || d["ip_forwarded"] != 0 {

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -36,23 +35,17 @@ import (
 // the program forwarding frames of the partial form
 // (partial_form returning 0): ns2 drops them, the first transfer stalls.
 func TestXDPIPTransit(t *testing.T) {
-	netns.SkipUnlessRoot(t)
 	wiretest.Need(t)
-	ns0, ns1, ns2 := netns.New(t, "xi0"), netns.New(t, "xi1"), netns.New(t, "xi2")
-	for _, ns := range []*netns.NS{ns0, ns1, ns2} {
-		wiretest.DisableIPv6(t, ns)
-	}
-	v01, v10 := netns.VethPair(t, ns0, ns1)
-	v12, v21 := netns.VethPair(t, ns1, ns2)
-	ns0.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", v01)
-	ns0.MustExec("ip", "route", "add", "172.16.21.0/24", "via", "172.16.20.21")
-	ns0.MustExec("ip", "route", "add", "10.96.0.0/12", "via", "172.16.20.21")
-	ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", v21)
-	ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
+	l := newLine(t, "xi", 0, 1, 2)
+	l.ns0.MustExec("ip", "addr", "add", "172.16.20.20/24", "dev", l.v01)
+	l.ns0.MustExec("ip", "route", "add", "172.16.21.0/24", "via", "172.16.20.21")
+	l.ns0.MustExec("ip", "route", "add", "10.96.0.0/12", "via", "172.16.20.21")
+	l.ns2.MustExec("ip", "addr", "add", "172.16.21.22/24", "dev", l.v21)
+	l.ns2.MustExec("ip", "route", "add", "172.16.20.0/24", "via", "172.16.21.21")
 	for _, c := range []struct {
 		ns  *netns.NS
 		dev string
-	}{{ns0, v01}, {ns2, v21}} {
+	}{{l.ns0, l.v01}, {l.ns2, l.v21}} {
 		c.ns.MustExec("ethtool", "-K", c.dev, "gro", "on")
 	}
 	conf1 := fmt.Sprintf(`link add %[1]s type afpacket
@@ -62,13 +55,13 @@ addr add 172.16.21.21/24 dev %[2]s
 sysctl -w net.ipv4.ip_forward=1
 route add 10.99.0.0/16 encap mpls 500/600 via inet 172.16.21.22 dev %[2]s
 route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
-`, v10, v12)
+`, l.v10, l.v12)
 	const probePort = 7778
-	udpSink(t, ns2, probePort)
+	udpSink(t, l.ns2, probePort)
 	results := map[string]*planetest.Result{}
 	for _, m := range planetest.Modes {
 		t.Run(m.Name, func(t *testing.T) {
-			n1 := startNode(t, ns1, "ns1.conf", conf1+m.Conf())
+			n1 := startNode(t, l.ns1, "ns1.conf", conf1+m.Conf())
 			// First with TX checksum offload on the kernels' veth ends
 			// (the default): their TCP segments carry Linux's partial
 			// form, which the program must pass up (a redirect would lose
@@ -76,27 +69,27 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 			// count them as TcpInCsumErrors: the transfer stalls).
 			const size = 16 << 20
 			txOffload := func(on string) {
-				ns0.MustExec("ethtool", "-K", v01, "tx", on)
-				ns2.MustExec("ethtool", "-K", v21, "tx", on)
+				l.ns0.MustExec("ethtool", "-K", l.v01, "tx", on)
+				l.ns2.MustExec("ethtool", "-K", l.v21, "tx", on)
 			}
 			state := func() string {
 				return fmt.Sprintf("ns1 XDP %+v switch %+v", n1.Report().XDP, n1.Report().LabelSwitch)
 			}
 			txOffload("on")
 			x := xdpCounts(n1)
-			kernelTransfer(t, ns0, ns2, size, state)
+			kernelTransfer(t, l.ns0, l.ns2, size, state)
 			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && d["passed checksum_partial"] < size/1500 {
 				t.Errorf("TX offload on: the XDP program's counters moved by %v, want passed checksum_partial >= %d", d, size/1500)
 			}
 			// Then with full checksums: the program carries the transfer.
 			txOffload("off")
 			x = xdpCounts(n1)
-			kernelTransfer(t, ns0, ns2, size, state)
+			kernelTransfer(t, l.ns0, l.ns2, size, state)
 			if d := planetest.Delta(x, xdpCounts(n1)); m.XDP && d["ip_forwarded"] < size/1500 {
 				t.Errorf("TX offload off: the XDP program's counters moved by %v, want ip_forwarded >= %d", d, size/1500)
 			}
-			lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, ns1, v10))
-			peerMAC := tcpip.LinkAddress(wiretest.MAC(t, ns0, v01))
+			lsrMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns1, l.v10))
+			peerMAC := tcpip.LinkAddress(wiretest.MAC(t, l.ns0, l.v01))
 			var frames [][]byte
 			for _, dst := range []string{"172.16.21.22", "10.98.1.1", "10.99.1.1"} {
 				payload := make([]byte, 200)
@@ -107,8 +100,8 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 					Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.20.20:5000"), netip.AddrPortFrom(netip.MustParseAddr(dst), probePort), true, payload)}.Bytes())
 			}
 			x = xdpCounts(n1)
-			res := probe{ns: ns0, dev: v01, frames: frames,
-				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(frames)},
+			res := probe{ns: l.ns0, dev: l.v01, frames: frames,
+				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, l.ns2, l.v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": len(frames)},
 				nodes: map[string]*node.Node{"ns1": n1}, counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 3, "pushed": 2}},
 			}.run(t)
 			results[m.Name] = res
@@ -127,7 +120,7 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 				fibBefore = x.FIBEntries
 			}
 			if err := n1.Stack().Tables().UpdateRoutes([]mpls.Route{{Prefix: netip.MustParsePrefix("10.97.0.0/16"),
-				NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.21.22"), Device: v12, Labels: []mpls.Label{800}}}}}, nil); err != nil {
+				NextHops: []mpls.NextHop{{Via: netip.MustParseAddr("172.16.21.22"), Device: l.v12, Labels: []mpls.Label{800}}}}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			for deadline := time.Now().Add(5 * time.Second); m.XDP && n1.Report().XDP.FIBEntries <= fibBefore; time.Sleep(10 * time.Millisecond) {
@@ -144,8 +137,8 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 					Payload: mplstest.IPv4UDP(netip.MustParseAddrPort("172.16.20.20:5000"), netip.AddrPortFrom(netip.MustParseAddr(dst), probePort), true, make([]byte, 100))}.Bytes())
 			}
 			x = xdpCounts(n1)
-			res2 := probe{ns: ns0, dev: v01, frames: frames,
-				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, ns2, v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
+			res2 := probe{ns: l.ns0, dev: l.v01, frames: frames,
+				taps: map[string]*wiretest.Tap{"ns2": wiretest.NewTap(t, l.ns2, l.v21, wiretest.UDPTo(probePort))}, tapCount: map[string]int{"ns2": 1},
 				nodes:  map[string]*node.Node{"ns1": n1},
 				counts: map[string]map[string]uint64{"ns1": {"ip_forwarded": 1, "pushed": 1, "drop no_route": 1, "icmp_sent": 1}},
 			}.run(t)
@@ -164,13 +157,7 @@ route add 10.98.0.0/16 encap mpls 700 via inet 172.16.21.22 dev %[2]s
 func kernelTransfer(t *testing.T, from, to *netns.NS, size int64, state func() string) {
 	t.Helper()
 	addr, result := kernelSink(t, to, "172.16.21.22:0")
-	var c net.Conn
-	if err := from.Run(func() (err error) {
-		c, err = net.DialTimeout("tcp", addr, 10*time.Second)
-		return err
-	}); err != nil {
-		t.Fatalf("%v; %s", err, state())
-	}
+	c := kernelDial(t, from, addr, 10*time.Second)
 	defer c.Close()
 	sum := send(t, c, size, nil)
 	c.Close()

@@ -60,20 +60,8 @@ func TestSeedXDP(t *testing.T) {
 	}
 
 	// Back: the kernel in ns2 sends to ns0's stack through the LSR.
-	ln, err := s.n0.Stack().Listen("tcp", "172.16.20.20:5001")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	sums := make(chan [32]byte, 1)
-	go acceptSums(ln, sums)
-	var kc net.Conn
-	if err := s.ns2.Run(func() (err error) {
-		kc, err = net.DialTimeout("tcp", "172.16.20.20:5001", 10*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	sums := stackSink(t, s.n0, "172.16.20.20:5001", 1)
+	kc := kernelDial(t, s.ns2, "172.16.20.20:5001", 10*time.Second)
 	kc.SetDeadline(time.Now().Add(3 * time.Minute))
 	want := send(t, kc, transferSize, nil)
 	select {
