@@ -370,18 +370,20 @@ func (a *netperfArgs) applyTest(o opt) error {
 	case "-h":
 		return errHelp
 	case "-m":
-		err = int32Pair(o.value, false, -1, &c.LocalSendSize, &c.RemoteSendSize)
+		err = int32Pair(o.value, false, &c.LocalSendSize, &c.RemoteSendSize)
 	case "-M":
-		err = int32Pair(o.value, false, -1, &c.LocalRecvSize, &c.RemoteRecvSize)
+		err = int32Pair(o.value, false, &c.LocalRecvSize, &c.RemoteRecvSize)
 	case "-s":
-		err = int32Pair(o.value, true, -1, &c.LocalSendBuf, &c.LocalRecvBuf)
+		err = int32Pair(o.value, true, &c.LocalSendBuf, &c.LocalRecvBuf)
 	case "-S":
-		err = int32Pair(o.value, true, -1, &c.RemoteSendBuf, &c.RemoteRecvBuf)
+		err = int32Pair(o.value, true, &c.RemoteSendBuf, &c.RemoteRecvBuf)
 	case "-r":
-		err = int32Pair(o.value, true, 1, &c.RequestSize, &c.ResponseSize)
-		if err == nil && (c.RequestSize <= 0 || c.ResponseSize <= 0) {
+		var req, resp int
+		req, resp, err = pair(o.value, true, 1, 1)
+		if err == nil && (req <= 0 || resp <= 0) {
 			err = errors.New("sizes must be > 0")
 		}
+		c.RequestSize, c.ResponseSize = int32(req), int32(resp)
 	case "-D":
 		c.NoDelay = true
 	case "-H":
@@ -458,10 +460,11 @@ func hostFamily(v string, host *string, family *uint32) error {
 	return err
 }
 
-// int32Pair reads A[,B] (the sizes and buffers of -m, -M, -s, -S, -r) into
-// a and b, def for a part not written; both: a lone A is B too.
-func int32Pair(v string, both bool, def int, a, b *int32) error {
-	x, y, err := pair(v, both, def, def)
+// int32Pair reads A[,B] (the sizes and buffers of -m, -M, -s, -S) into a
+// and b, -1 (the default) for a part not written; both: a lone A is B
+// too.
+func int32Pair(v string, both bool, a, b *int32) error {
+	x, y, err := pair(v, both, -1, -1)
 	*a, *b = int32(x), int32(y)
 	return err
 }
