@@ -96,7 +96,12 @@ func writeTCP(ep *mplsendpoint.Endpoint, ip []byte, g stack.GSO) {
 var goldenCases = []struct {
 	file     string
 	linkType uint32 // pcap LINKTYPE for tshark
-	produce  func(t *testing.T) [][]byte
+	// tcp is the IPv4 packet the stack writes, with GSO options gso;
+	// icmp says the endpoint answers it with an ICMP error up the stack
+	// (the frames checked) and puts nothing on the wire.
+	tcp  mplstest.TCP
+	gso  stack.GSO
+	icmp bool
 	// tshark fields and, per frame, the values they must decode to.
 	fields []string
 	want   []string
@@ -104,32 +109,25 @@ var goldenCases = []struct {
 	{
 		file:     "labelled-syn.txt",
 		linkType: linkTypeEthernet,
-		produce: func(t *testing.T) [][]byte {
-			ep, sink, _ := goldenEndpoint(t)
-			writeTCP(ep, mplstest.IPv4TCP(mplstest.TCP{
-				Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(goldenDst1, 80),
-				Seq: 1000, Flags: header.TCPFlagSyn, Window: 64240, ID: 1, DF: true,
-				Options: []byte{2, 4, 0x05, 0xa8}, // MSS 1448
-			}), stack.GSO{})
-			return sink.Frames()
+		tcp: mplstest.TCP{
+			Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(goldenDst1, 80),
+			Seq: 1000, Flags: header.TCPFlagSyn, Window: 64240, ID: 1, DF: true,
+			Options: []byte{2, 4, 0x05, 0xa8}, // MSS 1448
 		},
 		fields: []string{"mpls.label", "mpls.exp", "mpls.bottom", "mpls.ttl", "ip.checksum.status", "tcp.checksum.status", "tcp.flags.syn", "tcp.options.mss_val"},
 		want:   []string{"100\t0\t1\t64\t1\t1\t1\t1448"},
 	},
 	{
+		// A host-GSO packet of 24 payload bytes with MSS 12: two segments
+		// after the push of 100/200.
 		file:     "labelled-data.txt",
 		linkType: linkTypeEthernet,
-		produce: func(t *testing.T) [][]byte {
-			ep, sink, _ := goldenEndpoint(t)
-			// A host-GSO packet of 24 payload bytes with MSS 12: two
-			// segments after the push of 100/200.
-			writeTCP(ep, mplstest.IPv4TCP(mplstest.TCP{
-				Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(goldenDst2, 80),
-				Seq: 1001, Ack: 5001, Flags: header.TCPFlagAck | header.TCPFlagPsh, Window: 502, ID: 2, DF: true,
-				Payload: []byte("0123456789abcdefghijklmn"),
-			}), stack.GSO{Type: stack.GSOTCPv4, NeedsCsum: true, CsumOffset: 16, MSS: 12, L3HdrLen: header.IPv4MinimumSize})
-			return sink.Frames()
+		tcp: mplstest.TCP{
+			Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(goldenDst2, 80),
+			Seq: 1001, Ack: 5001, Flags: header.TCPFlagAck | header.TCPFlagPsh, Window: 502, ID: 2, DF: true,
+			Payload: []byte("0123456789abcdefghijklmn"),
 		},
+		gso:    stack.GSO{Type: stack.GSOTCPv4, NeedsCsum: true, CsumOffset: 16, MSS: 12, L3HdrLen: header.IPv4MinimumSize},
 		fields: []string{"mpls.label", "mpls.bottom", "mpls.ttl", "ip.id", "ip.checksum.status", "tcp.seq_raw", "tcp.flags.push", "tcp.len", "tcp.checksum.status"},
 		want: []string{
 			"100,200\t0,1\t64,64\t0x0002\t1\t1001\t0\t12\t1",
@@ -137,32 +135,41 @@ var goldenCases = []struct {
 		},
 	},
 	{
+		// 1500-byte IPv4 DF packet: fits the link without labels, not with
+		// label 100, so the endpoint answers "fragmentation needed" with
+		// next-hop MTU 1500 - 4.
 		file:     "icmp-frag-needed.txt",
 		linkType: linkTypeIPv4,
-		produce: func(t *testing.T) [][]byte {
-			ep, sink, rec := goldenEndpoint(t)
-			// 1500-byte IPv4 DF packet: fits the link without labels,
-			// not with label 100, so the endpoint answers "fragmentation
-			// needed" with next-hop MTU 1500 - 4.
-			writeTCP(ep, mplstest.IPv4TCP(mplstest.TCP{
-				Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(goldenDst1, 80),
-				Seq: 1001, Ack: 5001, Flags: header.TCPFlagAck, Window: 502, ID: 3, DF: true,
-				Payload: make([]byte, 1500-header.IPv4MinimumSize-header.TCPMinimumSize),
-			}), stack.GSO{})
-			if n := len(sink.Frames()); n != 0 {
-				t.Errorf("got %d frames on the wire, want 0", n)
-			}
-			return rec.wait(t, "ICMP")
+		tcp: mplstest.TCP{
+			Src: netip.AddrPortFrom(addrA4, 40000), Dst: netip.AddrPortFrom(goldenDst1, 80),
+			Seq: 1001, Ack: 5001, Flags: header.TCPFlagAck, Window: 502, ID: 3, DF: true,
+			Payload: make([]byte, 1500-header.IPv4MinimumSize-header.TCPMinimumSize),
 		},
+		icmp:   true,
 		fields: []string{"ip.src", "ip.dst", "icmp.type", "icmp.code", "icmp.mtu", "ip.checksum.status", "icmp.checksum.status"},
 		want:   []string{"10.0.0.2,10.0.0.1\t10.0.0.1,10.0.0.2\t3\t4\t1496\t1,1\t1"},
 	},
 }
 
+// goldenFrames writes tcp with gso through a golden endpoint and returns
+// the frames it put on the wire or, with icmp, the ICMP error it
+// delivered up (then nothing may be on the wire).
+func goldenFrames(t *testing.T, tcp mplstest.TCP, gso stack.GSO, icmp bool) [][]byte {
+	ep, sink, rec := goldenEndpoint(t)
+	writeTCP(ep, mplstest.IPv4TCP(tcp), gso)
+	if !icmp {
+		return sink.Frames()
+	}
+	if n := len(sink.Frames()); n != 0 {
+		t.Errorf("got %d frames on the wire, want 0", n)
+	}
+	return rec.wait(t, "ICMP")
+}
+
 func TestGoldenFrames(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.file, func(t *testing.T) {
-			got := tc.produce(t)
+			got := goldenFrames(t, tc.tcp, tc.gso, tc.icmp)
 			path := filepath.Join("testdata", "golden", tc.file)
 			if os.Getenv("MPLSENDPOINT_DUMP_GOLDEN") != "" {
 				for _, f := range got {
