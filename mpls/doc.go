@@ -13,8 +13,9 @@
 //     null label, table binding, or IP version nibble, never a guess;
 //   - the FIB (NewFIB: IP routes with one or more next hops, each plain or
 //     labelled, longest-prefix match over IPv4 and IPv6, any size, built in
-//     O(n log n), changed by Update) and the ILM (exact
-//     match), immutable and published through Tables for lock-free
+//     O(n log n), changed by Update at about the change's cost: a delta
+//     over the shared base, folded into a new base now and then) and the
+//     ILM (exact match), immutable and published through Tables for lock-free
 //     readers; Tables is also the one API that writes routes
 //     (ReplaceRoutes, UpdateRoutes: the config, its reload, later the
 //     control socket and BGP);
