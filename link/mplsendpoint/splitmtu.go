@@ -8,7 +8,10 @@ package mplsendpoint
 // no larger than its path MTU, which one of those links bounds; cutting
 // smaller is within TCP's rules (any segment up to the receiver's MSS).
 // So a link that carries less than its neighbours (a udp link's outer
-// headers) needs no matching "mtu" on the others.
+// headers) needs no matching "mtu" on the others. The price: on a node
+// whose links differ, a GSO frame bound for a larger link is cut to the
+// smallest one too (more, smaller segments), since the endpoint cuts
+// before the route is known.
 func (e *Endpoint) splitMTU() uint32 {
 	mtu := e.MTU()
 	if f := e.fibNIC.Load(); f != nil {
