@@ -61,7 +61,10 @@
 // once behind its Ethernet header: segments sharing one buffer would make
 // every header pull-up above copy the whole buffer); the packets of one
 // recvmmsg are delivered and then EndBatch is called, so the host's GRO
-// and the label switch's batched writes work as on packet rings.
+// and the label switch's batched writes work as on packet rings, and the
+// MPLS endpoint can merge a read's segments back into one labelled TCP
+// packet for a forwarder that takes them whole (link/mplsendpoint's
+// GSOForwarder).
 package udp
 
 import (
