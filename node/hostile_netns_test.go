@@ -452,15 +452,7 @@ func startInjector(t *testing.T, ns *netns.NS, iface, dst, src string) *injector
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := in.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if in.cmd.ProcessState == nil {
-			in.cmd.Process.Kill()
-			in.cmd.Wait()
-		}
-	})
+	startKilledAtEnd(t, in.cmd)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -78,32 +77,12 @@ func TestSeedRingBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	type res struct {
-		n   int64
-		sum [32]byte
-		err error
-	}
-	got := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- res{err: err}
-			return
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(3 * time.Minute))
-		h := sha256.New()
-		n, err := io.Copy(h, c)
-		var r res
-		copy(r.sum[:], h.Sum(nil))
-		r.n, r.err = n, err
-		got <- r
-	}()
+	got := sumAccepted(ln, time.Now().Add(3*time.Minute))
 	kc := kernelDial(t, s.ns2, ln.Addr().String(), 10*time.Second)
 	_ = kc.SetDeadline(time.Now().Add(3 * time.Minute))
 	start = time.Now()
 	sum = send(t, kc, transferSize, nil)
-	var br res
+	var br sinkResult
 	select {
 	case br = <-got:
 	case <-time.After(3 * time.Minute):
