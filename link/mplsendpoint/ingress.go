@@ -255,6 +255,9 @@ func (e *Endpoint) expireTTL1(pkt *stack.PacketBuffer) {
 // that swaps or pops and forwards goes to the forwarder, a malformed or
 // unknown stack is dropped by name.
 func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
+	if e.lgroContinue(pkt) {
+		return // the next segment of the held packet (lgro.go)
+	}
 	rx := e.getRX()
 	defer e.putRX(rx)
 	// One entry more than the maximum tells "too deep" from "no S bit".
@@ -294,7 +297,7 @@ func (e *Endpoint) deliverMPLS(pkt *stack.PacketBuffer) {
 		}
 		rx.req = ForwardRequest{Packet: pkt, Frame: b[:hdrLen], Labels: labels, Top: i, Entry: w.Entry,
 			ILM: ilm, Batched: e.batched.Load()}
-		if w.Entry != nil && e.lgroTake(&rx.req, hdrLen) {
+		if w.Entry != nil && e.lgroTake(&rx.req, hdrLen, w.Hits) {
 			return // held, merged into the held packet (lgro.go)
 		}
 		e.ctr.rxForwarded.Add(1)

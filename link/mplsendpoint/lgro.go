@@ -69,6 +69,7 @@ type lgroState struct {
 	match  [header.IPv6MinimumSize + header.TCPMinimumSize]byte
 	nMatch int
 	opts   [header.TCPOptionsMaximumSize]byte
+	hits   int    // the ILM hits of the held packet's walk
 	mss    int    // payload bytes of the first segment
 	size   int    // IP packet length so far
 	next   uint32 // sequence number the next segment must have
@@ -179,12 +180,47 @@ func matchBytes(dst []byte, s *lgroSeg) int {
 	return n
 }
 
+// lgroContinue is deliverMPLS's first step for a frame that may continue
+// the held packet: one whose link header and label stack are the held
+// packet's bytes, under the ILM the held packet was walked in, gets the
+// same walk (so none is done again: its ILM hits are the held packet's)
+// and is merged if its segment continues the flow. It reports whether it
+// merged the frame; false leaves it to the full path.
+func (e *Endpoint) lgroContinue(pkt *stack.PacketBuffer) bool {
+	if e.gsoFwd == nil {
+		return false
+	}
+	g := &e.lgro
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pkt == nil {
+		return false
+	}
+	data := pkt.Data()
+	b, ok := data.PullUp(data.Size())
+	if !ok || len(b) <= len(g.frame) || string(b[:len(g.frame)]) != string(g.frame) || e.tables.ILM() != g.req.ILM {
+		return false
+	}
+	s, ok := parseLSeg(b[len(g.frame):], pkt.RXChecksumValidated)
+	if !ok {
+		return false
+	}
+	req := ForwardRequest{Packet: pkt, ILM: g.req.ILM, Entry: g.req.Entry}
+	if !g.merge(&req, b[:len(g.frame)], &s) {
+		return false
+	}
+	e.ctr.ilmHits.Add(uint64(g.hits))
+	e.ctr.rxForwarded.Add(1)
+	return true
+}
+
 // lgroTake is deliverMPLS's hand-off of a frame to forward (req, built
 // for Forward) through the held packet: it merges the frame into the held
 // packet, or makes it the held packet after flushing the one before, and
 // reports true; false (after flushing the held packet) leaves the frame
-// to Forward. hdrLen is the link header and label stack's length.
-func (e *Endpoint) lgroTake(req *ForwardRequest, hdrLen int) bool {
+// to Forward. hdrLen is the link header and label stack's length, hits
+// the ILM hits of its walk.
+func (e *Endpoint) lgroTake(req *ForwardRequest, hdrLen, hits int) bool {
 	if e.gsoFwd == nil || !req.Batched {
 		return false
 	}
@@ -207,6 +243,7 @@ func (e *Endpoint) lgroTake(req *ForwardRequest, hdrLen int) bool {
 		return false
 	}
 	g.start(req, b[:hdrLen], &s)
+	g.hits = hits
 	e.ctr.rxForwarded.Add(1)
 	return true
 }

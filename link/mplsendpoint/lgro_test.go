@@ -145,8 +145,32 @@ func TestLabelledGROMerges(t *testing.T) {
 	if tl.Seq != 1000 || !bytes.Equal(m[hl:], want) {
 		t.Errorf("seq %d, payload of %d bytes equal %v; want 1000, the %d bytes of the segments", tl.Seq, len(m[hl:]), bytes.Equal(m[hl:], want), len(want))
 	}
-	if st := ep.Stats(); st.RXForwarded != segs {
-		t.Errorf("RXForwarded %d, want %d", st.RXForwarded, segs)
+	if st := ep.Stats(); st.RXForwarded != segs || st.ILMHits != segs {
+		t.Errorf("RXForwarded %d, ILMHits %d; want %d each (merged segments count as walked)", st.RXForwarded, st.ILMHits, segs)
+	}
+}
+
+// TestLabelledGRONewILM: a segment that arrives after the ILM changed is
+// not merged into the packet walked under the old table: the held packet
+// goes on, and the segment starts the next one. Planted: lgroContinue
+// without the ILM check fails it.
+func TestLabelledGRONewILM(t *testing.T) {
+	f := &gsoRecorder{take: true}
+	ep, lower := lgroEndpoint(t, f)
+	const mss = 1000
+	injectLGRO(lower, lgroSegment(0, mss, mss, 0))
+	injectLGRO(lower, lgroSegment(1, mss, mss, 0))
+	ilm, err := mpls.NewILM([]mpls.ILMEntry{{Label: lgroLabel, Action: mpls.ILMPopForward,
+		NextHop: netip.MustParseAddr("172.16.21.23"), Device: "out"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Tables().SetILM(ilm)
+	injectLGRO(lower, lgroSegment(2, mss, mss, 0))
+	injectLGRO(lower, lgroSegment(3, mss, mss, 0))
+	ep.EndBatch()
+	if len(f.merged) != 2 {
+		t.Fatalf("%d merged packets, want 2: segments 0-1 under the old ILM, 2-3 under the new", len(f.merged))
 	}
 }
 
