@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"weak"
 )
 
 // NextHop is one way a route leaves the node: iproute2's `via ADDR dev
@@ -196,6 +197,13 @@ type FIB struct {
 // once no FIB holds the base.
 type fibBase struct {
 	entries []FIBEntry
+	// from is the FIB a compaction built this base from (compacted):
+	// its base, while some FIB still holds it, and its delta, so that
+	// Changes can tell a FIB of that base from one of this.
+	from struct {
+		base weak.Pointer[fibBase]
+		d    *fibDelta
+	}
 }
 
 // maxCarriedGroups bounds the group index a FIB carries to its updates.

@@ -1,11 +1,14 @@
 package mpls
 
 import (
+	"cmp"
+	"encoding/binary"
 	"maps"
 	"math/bits"
 	"net/netip"
 	"slices"
 	"sort"
+	"weak"
 )
 
 // A FIB's delta is what Updates changed of its base since the base was
@@ -321,7 +324,13 @@ func (f *FIB) compactDue() bool {
 }
 
 // compacted returns f's routes, in f's order, as a new base.
-func (f *FIB) compacted() (*FIB, error) { return f.rebuild(nil, nil, nil) }
+func (f *FIB) compacted() (*FIB, error) {
+	nb, err := f.rebuild(nil, nil, nil)
+	if err == nil && f.base != nil {
+		nb.base.from.base, nb.base.from.d = weak.Make(f.base), f.d
+	}
+	return nb, err
+}
 
 // rebased returns cur's routes over nb, which holds old's routes as a
 // base of its own (old.compacted()): old's routes less those deleted or
@@ -546,10 +555,15 @@ func (d *fibDelta) entry(f *FIB, i int) *FIBEntry {
 // next-hop group, MTU and TTL is not one) and the prefixes of old's
 // routes that f does not hold (removed). When old and f share a base
 // (f came from old, or both from one FIB, by Updates that did not fold
-// the delta) it costs the paths to the prefixes that differ; ok is false
-// when they do not, or when more than limit prefixes differ (the caller
-// then walks both tables).
+// the delta) it costs the paths to the prefixes that differ, and about
+// as little when Tables built f's base from a FIB of old's (a
+// compaction, while old is held); ok is false otherwise (a rebuild in
+// between), or when more than limit prefixes differ (the caller then
+// walks both tables).
 func (f *FIB) Changes(old *FIB, limit int) (changed []*FIBEntry, removed []netip.Prefix, ok bool) {
+	if f != nil && old != nil && f.base != old.base && f.base.from.base.Value() == old.base && old.base != nil {
+		return f.changesAcross(old, limit)
+	}
 	if f == nil || old == nil || f.base != old.base {
 		return nil, nil, false
 	}
@@ -567,7 +581,7 @@ func (f *FIB) Changes(old *FIB, limit int) (changed []*FIBEntry, removed []netip
 	emit := func(x, y *trieNode) bool {
 		ox, nx := f.effective(x, y), f.effective(y, x)
 		switch {
-		case nx != nil && (ox == nil || ox.Group != nx.Group || ox.MTU != nx.MTU || ox.TTL != nx.TTL):
+		case nx != nil && (ox == nil || !sameEntry(ox, nx)):
 			changed = append(changed, nx)
 		case nx == nil && ox != nil:
 			removed = append(removed, ox.Prefix)
@@ -583,6 +597,82 @@ func (f *FIB) Changes(old *FIB, limit int) (changed []*FIBEntry, removed []netip
 		}
 	}
 	return changed, removed, true
+}
+
+// changesAcross is Changes for f over a base compacted from a FIB X of
+// old's base (fibBase.from): the prefixes that differ are among those
+// where old and X differ and those f's delta holds.
+func (f *FIB) changesAcross(old *FIB, limit int) (changed []*FIBEntry, removed []netip.Prefix, ok bool) {
+	var od, xd fibDelta
+	if old.d != nil {
+		od = *old.d
+	}
+	if x := f.base.from.d; x != nil {
+		xd = *x
+	}
+	seen := map[netip.Prefix]bool{}
+	check := func(p netip.Prefix) bool {
+		if seen[p] {
+			return true
+		}
+		seen[p] = true
+		ox, nx := old.exact(p), f.exact(p)
+		switch {
+		case nx != nil && (ox == nil || !sameEntry(ox, nx)):
+			changed = append(changed, nx)
+		case nx == nil && ox != nil:
+			removed = append(removed, p)
+		default:
+			return true
+		}
+		return len(changed)+len(removed) <= limit
+	}
+	for fam := range od.tries {
+		node := func(t *trieNode) bool { return check(keyPrefix(fam, t.key, t.bits)) }
+		if !trieDiff(od.tries[fam], xd.tries[fam], func(x, y *trieNode) bool { return node(cmp.Or(x, y)) }) {
+			return nil, nil, false
+		}
+		if f.d != nil && !trieEach(f.d.tries[fam], node) {
+			return nil, nil, false
+		}
+	}
+	return changed, removed, true
+}
+
+// sameEntry reports whether a and b route alike by Changes' rule: the
+// same group, MTU and label TTL.
+func sameEntry(a, b *FIBEntry) bool { return a.Group == b.Group && a.MTU == b.MTU && a.TTL == b.TTL }
+
+// exact returns f's route to exactly p, nil if none.
+func (f *FIB) exact(p netip.Prefix) *FIBEntry {
+	fam, key, l, ok := prefixKey(p)
+	if !ok {
+		return nil
+	}
+	if f.d != nil {
+		if t := trieGet(f.d.tries[fam], key, l); t != nil && t.kind != nodeBranch {
+			if t.kind == nodeRoute {
+				return &t.e.FIBEntry
+			}
+			return nil
+		}
+	}
+	if i := f.baseIndex(fam, key, l); i >= 0 {
+		return &f.entries[i]
+	}
+	return nil
+}
+
+// keyPrefix is the prefix of family fam, left-aligned first address
+// key and length l (prefixKey's inverse).
+func keyPrefix(fam int, key u128, l uint8) netip.Prefix {
+	if fam == 0 {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(key.hi >> 56), byte(key.hi >> 48), byte(key.hi >> 40), byte(key.hi >> 32)}), int(l))
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], key.hi)
+	binary.BigEndian.PutUint64(b[8:], key.lo)
+	return netip.PrefixFrom(netip.AddrFrom16(b), int(l))
 }
 
 // effective returns the route to the prefix of x (a node of one delta's

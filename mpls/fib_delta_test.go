@@ -426,7 +426,9 @@ func FuzzFIBUpdate(f *testing.F) {
 // the FIB's delta until Tables folds it into a new base off the writers'
 // path while they go on; the FIB it publishes holds the routes the
 // updates made, in their order (the model's), over a new base and a
-// small delta, and every FIB on the way matches the model.
+// small delta, every FIB on the way matches the model, and Changes
+// between consecutive ones holds to the models, across a compaction
+// too.
 func TestTablesCompactsTheDelta(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 27))
 	pool := fibPool(rng, 3000)
@@ -441,6 +443,7 @@ func TestTablesCompactsTheDelta(t *testing.T) {
 	base := mpls.FIBBase(tables.FIB())
 	ref := newRefFIB(initial)
 	probes := probeAddrs(rng, pool[:64], 64)
+	prev, prevRef, across := tables.FIB(), ref, 0
 	for i := range 3000 {
 		p := pool[rng.IntN(len(pool))]
 		var add []mpls.Route
@@ -454,9 +457,19 @@ func TestTablesCompactsTheDelta(t *testing.T) {
 			t.Fatal(err)
 		}
 		ref = ref.update(add, del)
+		cur := tables.FIB()
 		if i%100 == 0 {
-			checkFIBModel(t, tables.FIB(), ref, probes)
+			checkFIBModel(t, cur, ref, probes)
 		}
+		// Changes answers across a compaction too (from a FIB of the
+		// base compacted to one of the new base).
+		if checkChanges(t, prev, cur, prevRef, ref) && mpls.FIBBase(prev) != mpls.FIBBase(cur) {
+			across++
+		}
+		prev, prevRef = cur, ref
+	}
+	if across == 0 {
+		t.Errorf("Changes never answered across a compaction")
 	}
 	deadline := time.Now().Add(time.Minute)
 	for f := tables.FIB(); mpls.FIBBase(f) == base || mpls.FIBDeltaLen(f) >= 1024; f = tables.FIB() {
