@@ -314,8 +314,8 @@ func copyFromGoBGP(dst io.Writer, src io.Reader, w *gobgpWire) error {
 // four-octet AS numbers and its KEEPALIVE seen, GoBGP's KEEPALIVE after
 // its OPEN seen in gw, no NOTIFICATION from GoBGP) each UPDATE is offered
 // to offer (when not nil), with the families negotiated: an UPDATE it
-// takes does not reach GoBGP, which gets a KEEPALIVE instead when it
-// heard nothing for takenKeepaliveInterval. After an UPDATE with routes
+// takes does not reach GoBGP, which gets a KEEPALIVE instead, at once,
+// when it got nothing for takenKeepaliveInterval. After an UPDATE with routes
 // has gone to GoBGP (one offer left, or one sent before the session was
 // up) none is offered again: the routes GoBGP reads reach the node later,
 // through its watch, and must not overtake the node's own.
@@ -331,7 +331,7 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 	}
 	negotiated := ours
 	as4, opened, keptAlive, gobgpReads := false, false, false, offer == nil
-	var lastWrite time.Time
+	lastSent := time.Now() // when GoBGP last got bytes (or the connection)
 	var hdr [bgpHeaderLen]byte
 	var body []byte
 	for {
@@ -358,7 +358,7 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 			bw.Flush()
 			return err
 		}
-		msg, payload := hdr[:], body
+		msg, payload, sendNow := hdr[:], body, false
 		switch hdr[18] {
 		case bgpOpen:
 			opened, as4 = true, openFourOctetAS(body)
@@ -397,8 +397,10 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 				gobgpReads = true
 			case tookUpdate:
 				msg, payload = nil, nil
-				if time.Since(lastWrite) >= takenKeepaliveInterval {
-					msg = bgpKeepalive[:]
+				if time.Since(lastSent) >= takenKeepaliveInterval {
+					// Sent at once: the neighbour's stream may not pause
+					// at a message's end for a long while.
+					msg, sendNow = bgpKeepalive[:], true
 				}
 			}
 		}
@@ -409,14 +411,14 @@ func copyFromNeighbor(dst io.Writer, src io.Reader, n Neighbor, report func(unne
 			if _, err := bw.Write(payload); err != nil {
 				return err
 			}
-			lastWrite = time.Now()
 		}
 		// What is written goes out before the next read waits, whether
 		// or not this message was (a KEEPALIVE before a taken UPDATE).
-		if br.Buffered() == 0 {
+		if (sendNow || br.Buffered() == 0) && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
 				return err
 			}
+			lastSent = time.Now()
 		}
 	}
 }

@@ -191,38 +191,46 @@ func bgpMsg(typ byte, body []byte) []byte {
 // TestCopyFromNeighborFlushes: what copyFromNeighbor wrote reaches GoBGP
 // before it waits for the neighbour's next message, also when the last
 // message read was not copied (a taken UPDATE): the neighbour's KEEPALIVE
-// before it brings GoBGP's session up. Planting a flush only after a
-// copied message leaves GoBGP without the KEEPALIVE.
+// before it brings GoBGP's session up. The KEEPALIVE standing in for
+// taken UPDATEs reaches GoBGP at once, also while the neighbour's stream
+// does not pause at a message's end. Planting a flush only after a copied
+// message leaves GoBGP without the first; planting no flush of its own
+// for the stand-in leaves it without the second.
 func TestCopyFromNeighborFlushes(t *testing.T) {
 	open := openMsg(t, 65002, "172.16.56.21", gbgp.NewCapMultiProtocol(gbgp.RF_IPv4_MPLS), gbgp.NewCapFourOctetASNumber(65002))
 	keep := bgpMsg(bgpKeepaliveType, nil)
 	taken := bgpMsg(bgpUpdate, updateBody(t, nil, reachAttrs(t, gbgp.RF_IPv4_MPLS, "172.16.56.21", []uint32{65002}, labeled(t, "10.87.0.0/16", 100)), nil))
-	var gw gobgpWire
-	gw.accepted.Store(true)
-	nr, nw := io.Pipe()  // the neighbour's side: open until the test ends
-	gr, gwr := io.Pipe() // GoBGP's side
-	defer nw.Close()
-	go copyFromNeighbor(gwr, nr, Neighbor{}, func(unnegotiated) {}, &gw, func([]byte, map[afiSafi]bool) take { return tookUpdate })
-	go nw.Write(slices.Concat(open, keep, taken)) // one read: the KEEPALIVE is not the last message
-	want := slices.Concat(open, keep)
-	got := make(chan []byte, 1)
-	go func() {
-		b := make([]byte, len(want))
-		_, err := io.ReadFull(gr, b)
-		if err != nil {
-			b = nil
+	run := func(name string, in, want []byte) {
+		t.Helper()
+		var gw gobgpWire
+		gw.accepted.Store(true)
+		nr, nw := io.Pipe()  // the neighbour's side: open until the case ends
+		gr, gwr := io.Pipe() // GoBGP's side
+		defer nw.Close()
+		defer gr.Close()
+		go copyFromNeighbor(gwr, nr, Neighbor{}, func(unnegotiated) {}, &gw, func([]byte, map[afiSafi]bool) take { return tookUpdate })
+		go nw.Write(in) // one read
+		got := make(chan []byte, 1)
+		go func() {
+			b := make([]byte, len(want))
+			if _, err := io.ReadFull(gr, b); err != nil {
+				b = nil
+			}
+			got <- b
+		}()
+		select {
+		case b := <-got:
+			if !bytes.Equal(b, want) {
+				t.Errorf("%s: GoBGP got %x, want %x", name, b, want)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("%s: %x did not reach GoBGP within 2 s", name, want)
 		}
-		got <- b
-	}()
-	select {
-	case b := <-got:
-		if !bytes.Equal(b, want) {
-			t.Errorf("GoBGP got %x, want %x", b, want)
-		}
-	case <-time.After(2 * time.Second):
-		t.Error("the OPEN and the KEEPALIVE did not reach GoBGP within 2 s")
 	}
-	gr.Close()
+	run("the KEEPALIVE before a taken UPDATE", slices.Concat(open, keep, taken), slices.Concat(open, keep))
+	defer func(d time.Duration) { takenKeepaliveInterval = d }(takenKeepaliveInterval)
+	takenKeepaliveInterval = 0
+	run("the stand-in, the stream past it", slices.Concat(open, keep, taken, taken[:10]), slices.Concat(open, keep, keep))
 }
 
 // TestProcessSessionEvents: routes the splice read before GoBGP's watch
