@@ -20,10 +20,25 @@ type cand struct {
 	origin uint8
 }
 
-// peerCand is the path neighbour peer sent.
+// peerCand is the path neighbour peer sent: cand's fields with the
+// neighbour's index beside them, not a cand in a struct, so that the
+// index fills what would be cand's padding (a full table holds a million).
 type peerCand struct {
-	peer int
-	cand
+	labels []uint32
+	nh     netip.Addr
+	asPath []uint32
+	peer   int32
+	family Family
+	origin uint8
+}
+
+func newPeerCand(peer int, c cand) peerCand {
+	return peerCand{labels: c.labels, nh: c.nh, asPath: c.asPath, peer: int32(peer), family: c.family, origin: c.origin}
+}
+
+// cand returns the path.
+func (pc *peerCand) cand() cand {
+	return cand{labels: pc.labels, nh: pc.nh, asPath: pc.asPath, family: pc.family, origin: pc.origin}
 }
 
 // candSet is a prefix's paths, one a neighbour. A slice, not a map: a
@@ -34,8 +49,8 @@ type candSet []peerCand
 // get returns neighbour peer's path.
 func (cs candSet) get(peer int) (cand, bool) {
 	for i := range cs {
-		if cs[i].peer == peer {
-			return cs[i].cand, true
+		if int(cs[i].peer) == peer {
+			return cs[i].cand(), true
 		}
 	}
 	return cand{}, false
@@ -50,18 +65,18 @@ func (cs candSet) at(peer int) cand {
 // set sets neighbour peer's path.
 func (cs *candSet) set(peer int, c cand) {
 	for i := range *cs {
-		if (*cs)[i].peer == peer {
-			(*cs)[i].cand = c
+		if int((*cs)[i].peer) == peer {
+			(*cs)[i] = newPeerCand(peer, c)
 			return
 		}
 	}
-	*cs = append(*cs, peerCand{peer: peer, cand: c})
+	*cs = append(*cs, newPeerCand(peer, c))
 }
 
 // del removes neighbour peer's path and reports whether it had one.
 func (cs *candSet) del(peer int) bool {
 	for i := range *cs {
-		if (*cs)[i].peer == peer {
+		if int((*cs)[i].peer) == peer {
 			*cs = slices.Delete(*cs, i, i+1)
 			if len(*cs) == 0 {
 				*cs = nil // the array goes with the last path
@@ -287,8 +302,8 @@ func bestOf(cands candSet) int {
 	best, at := -1, -1
 	for j, c := range cands {
 		if best < 0 || len(c.asPath) < len(cands[at].asPath) ||
-			len(c.asPath) == len(cands[at].asPath) && c.peer < best {
-			best, at = c.peer, j
+			len(c.asPath) == len(cands[at].asPath) && int(c.peer) < best {
+			best, at = int(c.peer), j
 		}
 	}
 	return best

@@ -100,9 +100,9 @@ func TestBestOf(t *testing.T) {
 	// In arrival order, not the neighbours' order: the tie between 1 and
 	// 2 goes to the first configured whichever came first.
 	c := candSet{
-		{peer: 2, cand: cand{asPath: []uint32{6, 7}}},
-		{peer: 0, cand: cand{asPath: []uint32{1, 2, 3}}},
-		{peer: 1, cand: cand{asPath: []uint32{4, 5}}},
+		{peer: 2, asPath: []uint32{6, 7}},
+		{peer: 0, asPath: []uint32{1, 2, 3}},
+		{peer: 1, asPath: []uint32{4, 5}},
 	}
 	if got := bestOf(c); got != 1 {
 		t.Errorf("best %d, want 1", got)
@@ -296,8 +296,8 @@ func TestReadvertiseTags(t *testing.T) {
 		nhs: true, pool: newLabelPool(16000, 16099),
 		cfg: Config{AS: 65001, Neighbors: []Neighbor{{Address: netip.MustParseAddr("172.16.30.21"), RemoteAS: 65002}, {Address: nh, RemoteAS: 65001}}}}
 	p := netip.MustParsePrefix("10.98.0.0/16")
-	s.rib[p] = &dest{best: -1, cands: candSet{{peer: 1, cand: cand{labels: []uint32{200}, nh: nh, family: IPv4LabeledUnicast,
-		origin: gbgp.BGP_ORIGIN_ATTR_TYPE_INCOMPLETE, asPath: []uint32{65003}}}}}
+	s.rib[p] = &dest{best: -1, cands: candSet{{peer: 1, labels: []uint32{200}, nh: nh, family: IPv4LabeledUnicast,
+		origin: gbgp.BGP_ORIGIN_ATTR_TYPE_INCOMPLETE, asPath: []uint32{65003}}}}
 	var ch Changes
 	var adds, dels []*apiutil.Path
 	s.update(p, &ch, &adds, &dels)
