@@ -18,7 +18,11 @@
 //     reserved labels a pop would expose never leave (an ELI and its
 //     entropy label are popped with the label above, RFC 6790);
 //   - GRO towards next hops whose link takes TCP GSO frames (gro.go), only
-//     for segments whose checksums verify;
+//     for segments whose checksums verify; a labelled TCP packet the
+//     endpoint merged from a receive batch's segments (lgro.go, Switch
+//     implements mplsendpoint.GSOForwarder) is decided once and sent whole
+//     when popped to IP towards such a link, counted per segment; anything
+//     else is declined and forwarded segment by segment;
 //   - IPv4 fragmentation (fragment.go) and ICMP errors with the received
 //     label stack (RFC 4950; time exceeded, fragmentation needed, Packet
 //     Too Big), never to sources that name no single host or the node;

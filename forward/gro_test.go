@@ -14,13 +14,15 @@ import (
 )
 
 // gsoLink is a batchLink whose lower link takes TCP GSO frames, like
-// link/afpacket with GSOFrames.
+// link/afpacket with GSOFrames (unless plain), and keeps the packets
+// written.
 type gsoLink struct {
 	*batchLink
-	pkts []*gstack.PacketBuffer
+	pkts  []*gstack.PacketBuffer
+	plain bool // the lower link takes no GSO frames
 }
 
-func (*gsoLink) GSOFrames() bool { return true }
+func (l *gsoLink) GSOFrames() bool { return !l.plain }
 
 // WritePackets keeps a reference to each packet written, for its
 // GSOOptions, and passes it on.
@@ -67,9 +69,26 @@ func warmUp(t testing.TB, in *batchLink, out *gsoLink, frame []byte) {
 // macNext on out0; it is closed when the test ends.
 func groLSR(t testing.TB, spec lsrSpec, nextHop netip.Addr) (plane, *batchLink, *gsoLink) {
 	t.Helper()
+	return groLSRWith(t, spec, nextHop, groOpts{})
+}
+
+// groOpts varies groLSR's node.
+type groOpts struct {
+	mode   lgroMode // the endpoints' labelled GRO (withLGRO by default)
+	outMTU uint32   // out0's MTU (1500 if 0)
+	plain  bool     // out0 takes no GSO frames
+}
+
+// groLSRWith is groLSR with the options o.
+func groLSRWith(t testing.TB, spec lsrSpec, nextHop netip.Addr, o groOpts) (plane, *batchLink, *gsoLink) {
+	t.Helper()
+	mtu := o.outMTU
+	if mtu == 0 {
+		mtu = 1500
+	}
 	in := &batchLink{Endpoint: channel.New(256, 1500, macIn)}
-	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, 1500, macOut)}}
-	n := startPlane(t, spec, in, out)
+	out := &gsoLink{batchLink: &batchLink{Endpoint: channel.New(256, mtu, macOut)}, plain: o.plain}
+	n := startPlaneMode(t, spec, in, out, o.mode)
 	t.Cleanup(func() {
 		out.release()
 		in.Drain()
@@ -95,8 +114,17 @@ func seg(data []byte, off, n int, flags header.TCPFlags) []byte {
 // packet whose payload is theirs in order, with the headers of the whole
 // (length, PSH of the last, partial checksum) and the first segment's size
 // as MSS. A segment after the PSH, though in sequence, is not merged.
+// With labelled GRO the endpoint merges them and the switch takes the
+// merged packet whole (one ForwardGSO call, taken); per segment the
+// switch coalesces them itself: the same frames leave, counted alike.
 func TestLabelSwitchCoalesces(t *testing.T) {
-	n, in, out := groLSR(t, lsrV4, netip.MustParseAddr("10.2.0.2"))
+	for _, mode := range lgroModes {
+		t.Run(mode.String(), func(t *testing.T) { testLabelSwitchCoalesces(t, mode) })
+	}
+}
+
+func testLabelSwitchCoalesces(t *testing.T, mode lgroMode) {
+	n, in, out := groLSRWith(t, lsrV4, netip.MustParseAddr("10.2.0.2"), groOpts{mode: mode})
 	warmUp(t, in, out, labelled([]uint32{102}, 64, seg(make([]byte, 100), 0, 100, 0)))
 
 	const mss, count = 1400, 20
@@ -109,6 +137,8 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 	// Nothing joins after PSH, even in sequence.
 	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(append(data, make([]byte, 100)...), count*mss+300, 100, 0)))
 	in.endBatch(t)
+	// The 21 segments to the PSH, 14+4+20+32 bytes of headers, merged.
+	wantGSOCalls(t, n, mode, gsoCall{mss: mss, size: 70 + count*mss + 300, took: true})
 
 	g, frame := out.first(t, n, 2, "the coalesced one and the one after PSH")
 	ip := header.IPv4(frame[header.EthernetMinimumSize:])
@@ -121,6 +151,9 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 	}
 	if got, want := tcp.Payload(), data[:count*mss+300]; !bytes.Equal(got, want) {
 		t.Errorf("coalesced payload: %d bytes, equal %v; want the %d bytes of the segments in order", len(got), bytes.Equal(got, want), len(want))
+	}
+	if segs := (len(tcp.Payload()) + mss - 1) / mss; segs != count+1 {
+		t.Errorf("the GSO packet stands for %d segments of %d, want %d", segs, mss, count+1)
 	}
 	if tcp.SequenceNumber() != 1000 || tcp.Flags() != header.TCPFlagAck|header.TCPFlagPsh || tcp.AckNumber() != 77 {
 		t.Errorf("TCP seq %d flags %v ack %d; want 1000, ACK|PSH, 77", tcp.SequenceNumber(), tcp.Flags(), tcp.AckNumber())
@@ -139,9 +172,17 @@ func TestLabelSwitchCoalesces(t *testing.T) {
 }
 
 // TestLabelSwitchCoalescesIPv6 is TestLabelSwitchCoalesces for IPv6 popped
-// from label 104: one GSO TCPv6 packet with the segments' payload in order.
+// from label 104: one GSO TCPv6 packet with the segments' payload in order,
+// taken whole by ForwardGSO with labelled GRO, coalesced by the switch per
+// segment, counted alike.
 func TestLabelSwitchCoalescesIPv6(t *testing.T) {
-	n, in, out := groLSR(t, lsrV6, netip.MustParseAddr("2001:db8:2::2"))
+	for _, mode := range lgroModes {
+		t.Run(mode.String(), func(t *testing.T) { testLabelSwitchCoalescesIPv6(t, mode) })
+	}
+}
+
+func testLabelSwitchCoalescesIPv6(t *testing.T, mode lgroMode) {
+	n, in, out := groLSRWith(t, lsrV6, netip.MustParseAddr("2001:db8:2::2"), groOpts{mode: mode})
 	seg6 := func(data []byte, off, size int) []byte {
 		return mplstest.IPv6TCP(mplstest.TCP{
 			Src: netip.MustParseAddrPort("[2001:db8:1::2]:1000"), Dst: netip.MustParseAddrPort("[2001:db8:9::9]:2000"),
@@ -155,6 +196,8 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 		inject(in.Endpoint, labelled([]uint32{104}, 64, seg6(data, i*mss, mss)))
 	}
 	in.endBatch(t)
+	// 14+4+40+20 bytes of headers.
+	wantGSOCalls(t, n, mode, gsoCall{mss: mss, size: 78 + count*mss, took: true})
 	g, frame := out.first(t, n, 1, "")
 	ip := header.IPv6(frame[header.EthernetMinimumSize:])
 	tcp := header.TCP(ip.Payload())
@@ -164,6 +207,9 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 	if int(ip.PayloadLength()) != len(frame)-header.EthernetMinimumSize-header.IPv6MinimumSize || ip.HopLimit() != 63 {
 		t.Errorf("payload length %d for %d bytes, hop limit %d (want 63)", ip.PayloadLength(), len(frame)-54, ip.HopLimit())
 	}
+	if segs := (len(tcp.Payload()) + mss - 1) / mss; segs != count {
+		t.Errorf("the GSO packet stands for %d segments of %d, want %d", segs, mss, count)
+	}
 	if !bytes.Equal(tcp.Payload(), data) || tcp.SequenceNumber() != 5000 {
 		t.Errorf("coalesced payload equal %v (%d bytes), seq %d; want the %d bytes from 5000", bytes.Equal(tcp.Payload(), data), len(tcp.Payload()), tcp.SequenceNumber(), len(data))
 	}
@@ -171,8 +217,8 @@ func TestLabelSwitchCoalescesIPv6(t *testing.T) {
 	if tcp.Checksum() != want {
 		t.Errorf("TCP checksum %#x, want the pseudo-header sum %#x", tcp.Checksum(), want)
 	}
-	if st := n.sw.Stats(); st.Coalesced != count-1 || st.Forwarded != count+1 {
-		t.Errorf("coalesced %d forwarded %d; want %d, %d", st.Coalesced, st.Forwarded, count-1, count+1)
+	if st := n.sw.Stats(); st.Coalesced != count-1 || st.Forwarded != count+1 || st.PoppedIP != count+1 {
+		t.Errorf("coalesced %d forwarded %d popped %d; want %d, %d, %d", st.Coalesced, st.Forwarded, st.PoppedIP, count-1, count+1, count+1)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // Tests for mutations that survived issue 18's mutation testing of the
@@ -68,8 +69,17 @@ func TestLabelSwitchMTUBoundary(t *testing.T) {
 // each pair in one receive batch towards a link that takes GSO frames: two
 // packets must leave. It kills the removal of each of GRO's refusals: the
 // ACK-equality check, the contiguous-sequence check and the segment-size
-// <= MSS check (issue 18's survivors).
+// <= MSS check (issue 18's survivors), in the switch's coalescing (per
+// segment) and in the endpoint's labelled GRO (which then offers the
+// switch nothing merged); the control pair merges either way, taken whole
+// by ForwardGSO with labelled GRO.
 func TestGRORefuses(t *testing.T) {
+	for _, mode := range lgroModes {
+		t.Run(mode.String(), func(t *testing.T) { testGRORefuses(t, mode) })
+	}
+}
+
+func testGRORefuses(t *testing.T, mode lgroMode) {
 	data := patterned(4000, 3)
 	mk := func(off, n int, ack uint32) []byte {
 		return mplstest.IPv4TCP(mplstest.TCP{
@@ -89,7 +99,7 @@ func TestGRORefuses(t *testing.T) {
 		{"larger than the first (the MSS)", mk(0, 1000, 77), mk(1000, 1400, 77)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, in, out := groLSR(t, lsrV4, hop2)
+			p, in, out := groLSRWith(t, lsrV4, hop2, groOpts{mode: mode})
 			inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 10), 0, 10, 0)))
 			in.endBatch(t)
 			out.Drain()
@@ -97,13 +107,19 @@ func TestGRORefuses(t *testing.T) {
 			inject(in.Endpoint, labelled([]uint32{102}, 64, tc.first))
 			inject(in.Endpoint, labelled([]uint32{102}, 64, tc.second))
 			in.endBatch(t)
-			if len(out.pkts) != 2 || p.sw.Stats().Coalesced != 0 {
-				t.Errorf("%d packets out, %d coalesced; want 2, 0", len(out.pkts), p.sw.Stats().Coalesced)
+			wantGSOCalls(t, p, mode)
+			if st := p.sw.Stats(); len(out.pkts) != 2 || st.Coalesced != 0 || st.Forwarded != 3 {
+				t.Errorf("%d packets out, %d coalesced, %d forwarded; want 2, 0, 3", len(out.pkts), st.Coalesced, st.Forwarded)
+			}
+			for i, o := range out.pkts {
+				if o.GSOOptions.Type != gstack.GSONone {
+					t.Errorf("packet %d left as GSO %+v", i, o.GSOOptions)
+				}
 			}
 		})
 	}
 	// The control: the same pair contiguous, same ack, same size, merges.
-	p, in, out := groLSR(t, lsrV4, hop2)
+	p, in, out := groLSRWith(t, lsrV4, hop2, groOpts{mode: mode})
 	inject(in.Endpoint, labelled([]uint32{102}, 64, seg(make([]byte, 10), 0, 10, 0)))
 	in.endBatch(t)
 	out.Drain()
@@ -111,7 +127,11 @@ func TestGRORefuses(t *testing.T) {
 	inject(in.Endpoint, labelled([]uint32{102}, 64, mk(0, 1000, 77)))
 	inject(in.Endpoint, labelled([]uint32{102}, 64, mk(1000, 1000, 77)))
 	in.endBatch(t)
-	if len(out.pkts) != 1 || p.sw.Stats().Coalesced != 1 {
-		t.Errorf("the control pair: %d packets out, %d coalesced; want 1, 1", len(out.pkts), p.sw.Stats().Coalesced)
+	// 14+4+20+32 bytes of headers and the two payloads.
+	wantGSOCalls(t, p, mode, gsoCall{mss: 1000, size: 70 + 2000, took: true})
+	if st := p.sw.Stats(); len(out.pkts) != 1 || st.Coalesced != 1 || st.Forwarded != 3 {
+		t.Errorf("the control pair: %d packets out, %d coalesced, %d forwarded; want 1, 1, 3", len(out.pkts), st.Coalesced, st.Forwarded)
+	} else if g := out.pkts[0].GSOOptions; g.Type != gstack.GSOTCPv4 || g.MSS != 1000 {
+		t.Errorf("the control pair left as GSO %+v, want TCPv4 MSS 1000", g)
 	}
 }

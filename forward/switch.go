@@ -282,6 +282,10 @@ type hopFrame struct {
 	// batched: written with the receive batch (hold) when sent at once;
 	// groOK: later segments may join it there.
 	batched, groOK bool
+	// segs is the received frames out stands for (more than 1 for a
+	// labelled GRO packet sent whole, lgro.go): what its write, queueing
+	// or drop counts.
+	segs int
 }
 
 // heldTx holds the frames built for one egress link during a receive batch,
@@ -296,14 +300,15 @@ type heldTx struct {
 	n    atomic.Int32 // list.Len(), read without mu
 }
 
-// hold adds out, resolved for nh, to the egress link's held list; a full
-// list is written at once. Later segments may join out (GRO) only if
-// groOK: its checksums verified. It consumes out's reference.
-func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool) {
+// hold adds out, resolved for nh and standing for segs received frames,
+// to the egress link's held list; a full list is written at once. Later
+// segments may join out (GRO) only if groOK: its checksums verified. It
+// consumes out's reference.
+func (ls *Switch) hold(nh *nextHop, out *gstack.PacketBuffer, groOK bool, segs int) {
 	tx := nh.Value.tx
 	tx.mu.Lock()
 	tx.list.PushBack(out)
-	tx.segs = append(tx.segs, 1)
+	tx.segs = append(tx.segs, segs)
 	switch {
 	case tx.gro && groOK:
 		tx.flow.start(nh, out)
@@ -566,8 +571,15 @@ func (ls *Switch) resolve(nic tcpip.NICID, addr tcpip.Address, proto tcpip.Netwo
 // at once when the stack's neighbour table has it cached, else queued while
 // resolution runs). It consumes out's reference.
 func (ls *Switch) transmit(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool) {
-	if ls.nhs.Send(nh, hopFrame{out: out, label: label, batched: batched, groOK: groOK}) == neighbor.Queued {
-		ls.ctr.queued.Add(1)
+	ls.transmitSegs(nh, out, label, batched, groOK, 1)
+}
+
+// transmitSegs is transmit for out standing for segs received frames (a
+// labelled GRO packet sent whole): its write, queueing or drop counts
+// each of them, as it would count them sent one by one.
+func (ls *Switch) transmitSegs(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, batched, groOK bool, segs int) {
+	if ls.nhs.Send(nh, hopFrame{out: out, label: label, batched: batched, groOK: groOK, segs: segs}) == neighbor.Queued {
+		ls.ctr.queued.Add(uint64(segs))
 	}
 }
 
@@ -578,10 +590,10 @@ func (ls *Switch) transmit(nh *nextHop, out *gstack.PacketBuffer, label mpls.Lab
 func (ls *Switch) writeFrame(nh *nextHop, q hopFrame, mac tcpip.LinkAddress, queued bool) {
 	copy(q.out.LinkHeader().Slice(), mac)
 	if q.batched && !queued {
-		ls.hold(nh, q.out, q.groOK)
+		ls.hold(nh, q.out, q.groOK, q.segs)
 		return
 	}
-	ls.write(nh, q.out, q.label)
+	ls.write(nh, q.out, q.label, q.segs)
 }
 
 // dropFrame counts q as queue_full or no_neighbor (none when the switch is
@@ -589,24 +601,25 @@ func (ls *Switch) writeFrame(nh *nextHop, q hopFrame, mac tcpip.LinkAddress, que
 func (ls *Switch) dropFrame(_ *nextHop, q hopFrame, why neighbor.Reason, _ bool) {
 	switch why {
 	case neighbor.QueueFull:
-		ls.drop(DropQueueFull, 1, q.label)
+		ls.drop(DropQueueFull, uint64(q.segs), q.label)
 	case neighbor.Unresolved:
-		ls.drop(DropNoNeighbor, 1, q.label)
+		ls.drop(DropNoNeighbor, uint64(q.segs), q.label)
 	}
 	q.out.DecRef()
 }
 
-// write sends one frame on nh's link and releases it.
-func (ls *Switch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label) {
+// write sends one frame, standing for segs received frames, on nh's link
+// and releases it.
+func (ls *Switch) write(nh *nextHop, out *gstack.PacketBuffer, label mpls.Label, segs int) {
 	l := ls.listPool.Get().(*gstack.PacketBufferList)
 	l.PushBack(out)
 	n, _ := nh.Value.ep.WriteRawFrames(*l)
 	l.Reset() // releases out
 	ls.listPool.Put(l)
 	if n == 1 {
-		ls.ctr.forwarded.Add(1)
+		ls.ctr.forwarded.Add(uint64(segs))
 	} else {
-		ls.drop(DropWriteError, 1, label)
+		ls.drop(DropWriteError, uint64(segs), label)
 	}
 }
 

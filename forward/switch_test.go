@@ -12,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/mplsnode/mplsnode/forward"
 	"github.com/mplsnode/mplsnode/internal/testkit/leakcheck"
+	"github.com/mplsnode/mplsnode/link/mplsendpoint"
 	"github.com/mplsnode/mplsnode/mpls"
 	"github.com/mplsnode/mplsnode/mplstest"
 	"github.com/mplsnode/mplsnode/stack"
@@ -68,14 +69,30 @@ var (
 type plane struct {
 	sw *forward.Switch
 	st *stack.Stack
+	// rec is the links' Forwarder: sw, recording the merged packets the
+	// endpoints offer it (lgro_test.go).
+	rec *recordingSwitch
 }
 
 // startPlane builds the stack of spec on in and out, with a switch as its
 // links' Forwarder, attached; both are closed when the test ends.
 func startPlane(t testing.TB, spec lsrSpec, in, out gstack.LinkEndpoint) plane {
 	t.Helper()
+	return startPlaneMode(t, spec, in, out, withLGRO)
+}
+
+// startPlaneMode is startPlane with the endpoints' labelled GRO on
+// (withLGRO: the switch is a GSOForwarder) or off (perSegment: every
+// labelled frame reaches Forward on its own).
+func startPlaneMode(t testing.TB, spec lsrSpec, in, out gstack.LinkEndpoint, mode lgroMode) plane {
+	t.Helper()
 	lg := slog.New(slog.DiscardHandler)
 	sw := forward.New(spec.ttl, lg)
+	rec := &recordingSwitch{Switch: sw}
+	var fwd mplsendpoint.Forwarder = rec
+	if mode == perSegment {
+		fwd = segmentSwitch{sw}
+	}
 	st, err := stack.New(stack.Config{
 		Links: []stack.Link{
 			{Name: "in0", Kind: stack.LinkEndpoint, Endpoint: in},
@@ -83,7 +100,7 @@ func startPlane(t testing.TB, spec lsrSpec, in, out gstack.LinkEndpoint) plane {
 		},
 		Addresses:   spec.addrs,
 		ILM:         spec.ilm,
-		Forwarder:   sw,
+		Forwarder:   fwd,
 		IPForwarder: sw,
 		TTLModel:    spec.ttl,
 		Forwarding:  true,
@@ -102,7 +119,7 @@ func startPlane(t testing.TB, spec lsrSpec, in, out gstack.LinkEndpoint) plane {
 		st.Close()
 		sw.Flush()
 	})
-	return plane{sw: sw, st: st}
+	return plane{sw: sw, st: st, rec: rec}
 }
 
 // neighbor adds a static neighbour on the named link.
