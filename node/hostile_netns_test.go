@@ -23,6 +23,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/lograte"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/proc"
 	"github.com/mplsnode/mplsnode/internal/testkit/syncbuf"
 	"github.com/mplsnode/mplsnode/node"
 )
@@ -452,7 +453,7 @@ func startInjector(t *testing.T, ns *netns.NS, iface, dst, src string) *injector
 	if err != nil {
 		t.Fatal(err)
 	}
-	startKilledAtEnd(t, in.cmd)
+	proc.Start(t, in.cmd)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {

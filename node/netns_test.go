@@ -18,6 +18,7 @@ import (
 	"github.com/mplsnode/mplsnode/internal/testkit/hashedstream"
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/planetest"
+	"github.com/mplsnode/mplsnode/internal/testkit/proc"
 	"github.com/mplsnode/mplsnode/internal/testkit/tshark"
 	"github.com/mplsnode/mplsnode/internal/testkit/wiretest"
 	"github.com/mplsnode/mplsnode/mplstest"
@@ -118,21 +119,6 @@ func startCapture(t *testing.T, ns *netns.NS, dev, filter string, count int) *ca
 	return startTshark(t, ns, dev, "-c", fmt.Sprint(count), "-f", filter)
 }
 
-// startKilledAtEnd starts cmd; when t ends it is killed and waited for
-// unless the test has waited for it already.
-func startKilledAtEnd(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-}
-
 // startTshark starts tshark in ns capturing on dev with more arguments
 // args into a file of t's, killed when t ends if it has not exited, and
 // waits until it captures.
@@ -143,7 +129,7 @@ func startTshark(t *testing.T, ns *netns.NS, dev string, args ...string) *captur
 	argv := append([]string{"netns", "exec", ns.Name(), "tshark", "-i", dev}, args...)
 	c.cmd = exec.Command("ip", append(argv, "-w", c.file)...)
 	c.cmd.Stderr = &c.out
-	startKilledAtEnd(t, c.cmd)
+	proc.Start(t, c.cmd)
 	// Not "Capturing on": tshark prints it before dumpcap opens the socket.
 	deadline := time.Now().Add(30 * time.Second)
 	for !tshark.Ready(c.out.String()) {

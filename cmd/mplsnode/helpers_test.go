@@ -13,6 +13,7 @@ import (
 
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
 	"github.com/mplsnode/mplsnode/internal/testkit/nodekit"
+	"github.com/mplsnode/mplsnode/internal/testkit/proc"
 	"github.com/mplsnode/mplsnode/node"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
@@ -59,15 +60,12 @@ func writeFile(t *testing.T, dir, name, text string) string {
 
 // startIn starts args in ns (through ip netns exec, which execs them: the
 // pid is the command's) with its stderr into logs; it is killed and waited
-// for when t ends.
+// for when t ends (unless the test has waited for it).
 func startIn(t *testing.T, ns *netns.NS, logs io.Writer, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name()}, args...)...)
 	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	proc.Start(t, cmd)
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mplsnode/mplsnode/internal/testkit/netns"
+	"github.com/mplsnode/mplsnode/internal/testkit/proc"
 	"github.com/mplsnode/mplsnode/mplstest"
 )
 
@@ -95,15 +96,7 @@ func TestRunManyRoutes(t *testing.T) {
 		"--control-socket", s.lsr.sock, "--log-format", "json")
 	var logs lockedBuffer
 	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
+	proc.Start(t, cmd)
 	waitFor(t, &logs, `"msg":"loading config"`)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
