@@ -600,14 +600,7 @@ func (p *Program) fibValue(r *Route) lsrFibValue {
 		mtu = r.MTU
 	}
 	v.Mtu = mtu
-	copy(v.Src[:], a.MAC)
-	if len(r.NextHopMAC) == 6 {
-		copy(v.Dst[:], r.NextHopMAC)
-		v.Flags |= flagResolved
-	}
-	if a.egressOK {
-		v.Flags |= flagEgressOK
-	}
+	v.Src, v.Dst, v.Flags = a.egressMACs(r.NextHopMAC)
 	return v
 }
 

@@ -232,6 +232,21 @@ type attached struct {
 	egressOK bool
 }
 
+// egressMACs returns the source and destination MACs and the flags a map
+// value for an egress on a carries, for a next hop whose MAC is
+// nextHopMAC (resolved when it is 6 bytes long).
+func (a *attached) egressMACs(nextHopMAC []byte) (src, dst [6]byte, flags uint8) {
+	copy(src[:], a.MAC)
+	if len(nextHopMAC) == 6 {
+		copy(dst[:], nextHopMAC)
+		flags |= flagResolved
+	}
+	if a.egressOK {
+		flags |= flagEgressOK
+	}
+	return src, dst, flags
+}
+
 // Program is the loaded XDP label switch. Its methods are safe for
 // concurrent use.
 type Program struct {
@@ -478,14 +493,7 @@ func (p *Program) value(e *Entry) (lsrIlmValue, bool) {
 	v.Payload = uint8(e.Payload)
 	v.Ifindex = uint32(e.Egress)
 	v.Mtu = a.MTU
-	copy(v.Src[:], a.MAC)
-	if len(e.NextHopMAC) == 6 {
-		copy(v.Dst[:], e.NextHopMAC)
-		v.Flags |= flagResolved
-	}
-	if a.egressOK {
-		v.Flags |= flagEgressOK
-	}
+	v.Src, v.Dst, v.Flags = a.egressMACs(e.NextHopMAC)
 	return v, true
 }
 
