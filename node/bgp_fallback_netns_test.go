@@ -132,14 +132,15 @@ func decodeLabeled(nlri []byte) ([]string, error) {
 // TestBGPFallbackNoEcho runs the node (AS 65001) with a neighbour spoken
 // by the test over a real TCP session (AS 65002, next-hop-self on the
 // node's side, a session of IPv4 labeled unicast and four-octet AS
-// numbers), whose first UPDATE carries an AS4_PATH: the node's splice
-// leaves that UPDATE, and every later one of the session, to GoBGP. The
-// routes GoBGP reads reach the node through GoBGP's watch: both the
-// AS4_PATH route and the plain route sent after it are installed and
-// counted, and the plain one goes on withdrawal. The node's network
-// reaches the neighbour, while neither of the neighbour's own routes is
-// re-advertised to it (split horizon) nor withdrawn towards it (no
-// MP_UNREACH at all: it never got them from the node).
+// numbers). Its first UPDATE, sent once the session is up, the node's
+// splice reads itself; its second carries an AS4_PATH, which the splice
+// leaves, with every later UPDATE of the session, to GoBGP, whose watch
+// hands the routes to the node. All three routes are installed and
+// counted; a withdrawal through GoBGP takes both the route the node read
+// and one GoBGP read, and the end of the session takes the last. The
+// node's network reaches the neighbour, while none of the neighbour's own
+// routes is re-advertised to it (split horizon) nor withdrawn towards it
+// (no MP_UNREACH at all: it never got them from the node).
 //
 // Bug planted to check the test: received paths accepted into GoBGP's
 // RIB (the import policy's "-received" statement ACCEPT, scripts/mutants
@@ -178,7 +179,7 @@ bgp network 10.10.10.10/32
 	var mu sync.Mutex
 	var reached, withdrawn []string
 	var readErr error
-	readDone := make(chan struct{})
+	readDone, keptAlive := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(readDone)
 		for {
@@ -194,6 +195,10 @@ bgp network 10.10.10.10/32
 				readErr = fmt.Errorf("NOTIFICATION %d/%d", body[0], body[1])
 				mu.Unlock()
 				return
+			}
+			if typ == 4 && keptAlive != nil {
+				close(keptAlive) // the node took the OPEN
+				keptAlive = nil
 			}
 			if typ != 2 {
 				continue
@@ -238,8 +243,17 @@ bgp network 10.10.10.10/32
 		<-readDone
 	}()
 
+	// The splice reads UPDATEs itself only once the session is up on the
+	// wire: the node's KEEPALIVE after its OPEN.
+	select {
+	case <-keptAlive:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no KEEPALIVE from the node within 10 s of its OPEN")
+	}
+	takenRoute := netip.MustParsePrefix("10.76.0.0/16")
 	as4Route, plainRoute := netip.MustParsePrefix("10.78.0.0/16"), netip.MustParsePrefix("10.77.0.0/16")
 	for _, m := range [][]byte{
+		mpReachUpdate(4, peer, labeledNLRI(takenRoute, 300)),
 		withAS4Path(mpReachUpdate(4, peer, labeledNLRI(as4Route, 200))),
 		mpReachUpdate(4, peer, labeledNLRI(plainRoute, 100)),
 	} {
@@ -254,15 +268,20 @@ bgp network 10.10.10.10/32
 		}
 		return nb[0].Families[0]
 	}
-	waitUntil(t, 20*time.Second, "both routes installed", func() bool {
-		a, _, okA := ftnLabels(n, "10.78.1.1")
-		p, _, okP := ftnLabels(n, "10.77.1.1")
-		return okA && okP && slices.Equal(a, []mpls.Label{200}) && slices.Equal(p, []mpls.Label{100})
+	counted := func(routes int) func() bool {
+		return func() bool {
+			f := families()
+			return f.Received == routes && f.Accepted == routes && f.Installed == routes
+		}
+	}
+	installed := func(dst string, label mpls.Label) bool {
+		l, _, ok := ftnLabels(n, dst)
+		return ok && slices.Equal(l, []mpls.Label{label})
+	}
+	waitUntil(t, 20*time.Second, "the three routes installed", func() bool {
+		return installed("10.76.1.1", 300) && installed("10.78.1.1", 200) && installed("10.77.1.1", 100)
 	})
-	waitUntil(t, 5*time.Second, "two routes counted", func() bool {
-		f := families()
-		return f.Received == 2 && f.Accepted == 2 && f.Installed == 2
-	})
+	waitUntil(t, 5*time.Second, "three routes counted", counted(3))
 	// Two keepalive intervals for whatever the node would send.
 	time.Sleep(7 * time.Second)
 	mu.Lock()
@@ -274,7 +293,7 @@ bgp network 10.10.10.10/32
 	if len(gotWithdrawn) > 0 {
 		t.Errorf("the node sent the neighbour an MP_UNREACH for %v", gotWithdrawn)
 	}
-	for _, p := range []netip.Prefix{as4Route, plainRoute} {
+	for _, p := range []netip.Prefix{takenRoute, as4Route, plainRoute} {
 		if slices.Contains(gotReached, p.String()) {
 			t.Errorf("the node re-advertised the neighbour's own %s to it", p)
 		}
@@ -283,22 +302,29 @@ bgp network 10.10.10.10/32
 		t.Errorf("the node advertised %v, not its network 10.10.10.10/32", gotReached)
 	}
 
-	// The withdrawal goes through GoBGP too.
-	if err := send(mpUnreachUpdate(labeledNLRI(plainRoute, 0x80000))); err != nil {
+	// The withdrawals go through GoBGP too, of the route the node read
+	// as of the one GoBGP read.
+	if err := send(mpUnreachUpdate(append(labeledNLRI(takenRoute, 0x80000), labeledNLRI(plainRoute, 0x80000)...))); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "10.77.0.0/16 withdrawn", func() bool {
-		_, _, ok := ftnLabels(n, "10.77.1.1")
-		return !ok
+	waitUntil(t, 10*time.Second, "10.76.0.0/16 and 10.77.0.0/16 withdrawn", func() bool {
+		_, _, okT := ftnLabels(n, "10.76.1.1")
+		_, _, okP := ftnLabels(n, "10.77.1.1")
+		return !okT && !okP
 	})
-	waitUntil(t, 5*time.Second, "one route counted", func() bool {
-		f := families()
-		return f.Received == 1 && f.Accepted == 1 && f.Installed == 1
-	})
-	if l, _, ok := ftnLabels(n, "10.78.1.1"); !ok || !slices.Equal(l, []mpls.Label{200}) {
-		t.Errorf("10.78.0.0/16 installed %v (%v) after the other's withdrawal, want push [200]", l, ok)
+	waitUntil(t, 5*time.Second, "one route counted", counted(1))
+	if !installed("10.78.1.1", 200) {
+		t.Error("10.78.0.0/16 not installed with push [200] after the others' withdrawal")
 	}
 	if s := n.BGP().Summary(); s.Neighbors[0].State != "established" {
 		t.Errorf("the session is %s, want established", s.Neighbors[0].State)
 	}
+
+	// The end of the session takes the route GoBGP read.
+	c.Close()
+	waitUntil(t, 10*time.Second, "10.78.0.0/16 gone with the session", func() bool {
+		_, _, ok := ftnLabels(n, "10.78.1.1")
+		return !ok
+	})
+	waitUntil(t, 5*time.Second, "no route counted", counted(0))
 }
