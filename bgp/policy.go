@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	api "github.com/osrg/gobgp/v4/api"
@@ -24,6 +25,13 @@ func families(n Neighbor) []Family {
 
 // peerConfig is GoBGP's neighbour i: known by its loopback alias, reached
 // on the splice's port.
+//
+// GoBGP's own AS-loop check takes up to 255 of the node's AS in a path,
+// its largest limit: GoBGP drops a looped path before its watch, so the
+// node, for the UPDATEs GoBGP reads, would hear neither of it nor of the
+// path it replaces going (an implicit withdrawal). The node treats such a
+// path as withdrawn itself (process), as it does those it reads; the
+// import policy keeps it from GoBGP's RIB as any received path.
 func (s *Speaker) peerConfig(i int, n Neighbor, port int) *api.Peer {
 	hold := uint64(n.HoldTime)
 	if hold == 0 {
@@ -34,6 +42,7 @@ func (s *Speaker) peerConfig(i int, n Neighbor, port int) *api.Peer {
 			NeighborAddress: loopbackAlias(i).String(),
 			PeerAsn:         n.RemoteAS,
 			Description:     n.Address.String(),
+			AllowOwnAsn:     math.MaxUint8,
 		},
 		Transport: &api.Transport{RemotePort: uint32(port)},
 		Timers: &api.Timers{Config: &api.TimersConfig{

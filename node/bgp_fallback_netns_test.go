@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -40,6 +41,19 @@ func withAS4Path(upd []byte) []byte {
 	al := binary.BigEndian.Uint16(body[2:])
 	body = append(body[:4+int(al)], as4...)
 	binary.BigEndian.PutUint16(body[2:], al+uint16(len(as4)))
+	return bgpMessage(2, body)
+}
+
+// withASPath returns an UPDATE built by mpReachUpdate with its AS_PATH
+// (65002) replaced by one AS_SEQUENCE of asns.
+func withASPath(upd []byte, asns ...uint32) []byte {
+	old := []byte{0x40, 2, 6, 2, 1, 0, 0, 0xfd, 0xea}
+	seg := []byte{0x40, 2, byte(2 + 4*len(asns)), 2, byte(len(asns))}
+	for _, a := range asns {
+		seg = binary.BigEndian.AppendUint32(seg, a)
+	}
+	body := bytes.Replace(upd[19:], old, seg, 1)
+	binary.BigEndian.PutUint16(body[2:], binary.BigEndian.Uint16(body[2:])+uint16(len(seg)-len(old)))
 	return bgpMessage(2, body)
 }
 
@@ -137,7 +151,9 @@ func decodeLabeled(nlri []byte) ([]string, error) {
 // leaves, with every later UPDATE of the session, to GoBGP, whose watch
 // hands the routes to the node. All three routes are installed and
 // counted; a withdrawal through GoBGP takes both the route the node read
-// and one GoBGP read, and the end of the session takes the last. The
+// and one GoBGP read; the last, sent again with the node's AS in its
+// path, is treated as withdrawn (RFC 4271 §9.1.2: an AS loop), though
+// still counted as received, and the end of the session takes it. The
 // node's network reaches the neighbour, while none of the neighbour's own
 // routes is re-advertised to it (split horizon) nor withdrawn towards it
 // (no MP_UNREACH at all: it never got them from the node).
@@ -320,11 +336,24 @@ bgp network 10.10.10.10/32
 		t.Errorf("the session is %s, want established", s.Neighbors[0].State)
 	}
 
-	// The end of the session takes the route GoBGP read.
-	c.Close()
-	waitUntil(t, 10*time.Second, "10.78.0.0/16 gone with the session", func() bool {
+	// The same route with the node's AS in its path replaces the one
+	// installed: an AS loop, treated as withdrawn.
+	if err := send(withASPath(mpReachUpdate(4, peer, labeledNLRI(as4Route, 201)), 65002, 65001)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "10.78.0.0/16 treated as withdrawn for the AS loop", func() bool {
 		_, _, ok := ftnLabels(n, "10.78.1.1")
 		return !ok
 	})
-	waitUntil(t, 5*time.Second, "no route counted", counted(0))
+	waitUntil(t, 5*time.Second, "the AS-loop route received, not accepted", func() bool {
+		f := families()
+		return f.Received == 1 && f.Accepted == 0 && f.Installed == 0 && n.BGP().Summary().Refused["as_loop"] == 1
+	})
+
+	// The end of the session takes it.
+	c.Close()
+	waitUntil(t, 10*time.Second, "no route counted after the session", func() bool {
+		f := families()
+		return f.Received == 0 && f.Accepted == 0 && f.Installed == 0
+	})
 }
