@@ -12,3 +12,7 @@ func FIBDeltaLen(f *FIB) int {
 	}
 	return len(f.d.gone) + len(f.d.added)
 }
+
+// SetCompactBuilt has t call f in each compaction once the new base is
+// built, before it is published (Tables.compact).
+func SetCompactBuilt(t *Tables, f func()) { t.compactBuilt = f }

@@ -424,11 +424,11 @@ func FuzzFIBUpdate(f *testing.F) {
 
 // TestTablesCompactsTheDelta: single-route updates through Tables grow
 // the FIB's delta until Tables folds it into a new base off the writers'
-// path while they go on; the FIB it publishes holds the routes the
-// updates made, in their order (the model's), over a new base and a
-// small delta, every FIB on the way matches the model, and Changes
-// between consecutive ones holds to the models, across a compaction
-// too.
+// path; each time, the new base waits (a test seam) while the writers
+// delete and add routes, and the FIB it then publishes holds the routes
+// the updates made, in their order (the model's), over a new base; every
+// FIB on the way matches the model, and Changes from each of the last
+// FIBs to the current one holds to the models, across a compaction too.
 func TestTablesCompactsTheDelta(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 27))
 	pool := fibPool(rng, 3000)
@@ -437,18 +437,27 @@ func TestTablesCompactsTheDelta(t *testing.T) {
 		initial = append(initial, randomRoute(rng, p))
 	}
 	var tables mpls.Tables
+	built, resume := make(chan struct{}), make(chan struct{})
+	mpls.SetCompactBuilt(&tables, func() { built <- struct{}{}; <-resume })
 	if err := tables.ReplaceRoutes(initial); err != nil {
 		t.Fatal(err)
 	}
-	base := mpls.FIBBase(tables.FIB())
 	ref := newRefFIB(initial)
 	probes := probeAddrs(rng, pool[:64], 64)
-	prev, prevRef, across := tables.FIB(), ref, 0
-	for i := range 3000 {
+	type version struct {
+		fib *mpls.FIB
+		ref *refFIB
+	}
+	history := []version{{tables.FIB(), ref}}
+	update := func(deleteRouted bool) {
+		t.Helper()
 		p := pool[rng.IntN(len(pool))]
+		if deleteRouted && len(ref.order) > 0 {
+			p = ref.order[rng.IntN(len(ref.order))]
+		}
 		var add []mpls.Route
 		var del []netip.Prefix
-		if rng.IntN(2) == 0 {
+		if !deleteRouted && rng.IntN(2) == 0 {
 			add = []mpls.Route{randomRoute(rng, p)}
 		} else {
 			del = []netip.Prefix{p}
@@ -457,26 +466,74 @@ func TestTablesCompactsTheDelta(t *testing.T) {
 			t.Fatal(err)
 		}
 		ref = ref.update(add, del)
+	}
+	// check holds the current FIB to the model and Changes from the last
+	// versions to it.
+	across := 0
+	check := func(full bool) {
+		t.Helper()
 		cur := tables.FIB()
-		if i%100 == 0 {
+		if full {
 			checkFIBModel(t, cur, ref, probes)
 		}
-		// Changes answers across a compaction too (from a FIB of the
-		// base compacted to one of the new base).
-		if checkChanges(t, prev, cur, prevRef, ref) && mpls.FIBBase(prev) != mpls.FIBBase(cur) {
-			across++
+		for _, k := range []int{1, 4, 16, 64} {
+			if k <= len(history) {
+				v := history[len(history)-k]
+				if checkChanges(t, v.fib, cur, v.ref, ref) && mpls.FIBBase(v.fib) != mpls.FIBBase(cur) {
+					across++
+				}
+			}
 		}
-		prev, prevRef = cur, ref
-	}
-	if across == 0 {
-		t.Errorf("Changes never answered across a compaction")
-	}
-	deadline := time.Now().Add(time.Minute)
-	for f := tables.FIB(); mpls.FIBBase(f) == base || mpls.FIBDeltaLen(f) >= 1024; f = tables.FIB() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after a minute the FIB's delta holds %d entries, base changed %v", mpls.FIBDeltaLen(f), mpls.FIBBase(f) != base)
+		history = append(history, version{cur, ref})
+		if len(history) > 64 {
+			history = history[1:]
 		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	compactions := 0
+	for i := range 3000 {
+		update(false)
+		check(i%100 == 0)
+		select {
+		case <-built:
+			// The writers go on while the new base waits: deletions of
+			// routes the compacted FIB holds, and more changes.
+			before := mpls.FIBBase(tables.FIB())
+			for j := range 40 {
+				update(j%2 == 0)
+				check(false)
+			}
+			resume <- struct{}{}
+			deadline := time.Now().Add(time.Minute)
+			for mpls.FIBBase(tables.FIB()) == before {
+				if time.Now().After(deadline) {
+					t.Fatal("the compaction was not published within a minute")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			compactions++
+			check(true)
+		default:
+		}
+	}
+	if compactions == 0 || across == 0 {
+		t.Fatalf("%d compactions, Changes answered across one %d times", compactions, across)
+	}
+	if mpls.FIBDeltaLen(tables.FIB()) >= 1024 { // a compaction is on its way: let it finish
+		before := mpls.FIBBase(tables.FIB())
+		select {
+		case <-built:
+			resume <- struct{}{}
+		case <-time.After(time.Minute):
+			t.Fatal("no compaction of a delta past its bound within a minute")
+		}
+		for deadline := time.Now().Add(time.Minute); mpls.FIBBase(tables.FIB()) == before; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the compaction was not published within a minute")
+			}
+		}
+	}
+	if n := mpls.FIBDeltaLen(tables.FIB()); n >= 1024 {
+		t.Fatalf("the FIB's delta holds %d entries", n)
 	}
 	checkFIBModel(t, tables.FIB(), ref, probeAddrs(rng, pool, 256))
 }

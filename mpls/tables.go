@@ -37,6 +37,9 @@ type Tables struct {
 	subs []chan struct{}
 	// compacting says a fold of the FIB's delta is being built (compact).
 	compacting bool
+	// compactBuilt, when set (a test seam), is called by compact once
+	// the new base is built, before it takes the writers' lock.
+	compactBuilt func()
 }
 
 // ILM returns the current ILM (nil, an empty table, if none was set).
@@ -146,6 +149,9 @@ func (t *Tables) UpdateRoutes(add []Route, del []netip.Prefix) error {
 // order. It gives up when the FIB was replaced meanwhile.
 func (t *Tables) compact(old *FIB) {
 	nb, err := old.compacted()
+	if t.compactBuilt != nil {
+		t.compactBuilt()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.compacting = false
