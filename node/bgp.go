@@ -113,8 +113,8 @@ type connected struct {
 //
 // A BGP batch is written as a change (mpls.Tables.UpdateRoutes: the
 // prefixes it touches), never as the whole set again, and never to
-// gVisor's route table (a list, quadratic to fill): a hundred thousand
-// BGP routes cost one FIB rebuild per batch. The forwarding plane routes
+// gVisor's route table (a list, quadratic to fill): a batch costs about
+// its own size (the FIB takes it into its delta). The forwarding plane routes
 // transit by the same FIB (forward.FIBRouter), so it needs no telling.
 type bgpTables struct {
 	st     *stack.Stack
