@@ -198,6 +198,7 @@ bgp network 10.10.10.10/32
 	readDone, keptAlive := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(readDone)
+		sawKeepalive := false
 		for {
 			typ, body, err := readBGP(c)
 			if err != nil {
@@ -212,9 +213,9 @@ bgp network 10.10.10.10/32
 				mu.Unlock()
 				return
 			}
-			if typ == 4 && keptAlive != nil {
+			if typ == 4 && !sawKeepalive {
 				close(keptAlive) // the node took the OPEN
-				keptAlive = nil
+				sawKeepalive = true
 			}
 			if typ != 2 {
 				continue
