@@ -1,0 +1,6 @@
+//go:build !race
+
+package mplsendpoint_test
+
+// raceDetector: the tests run under the race detector.
+const raceDetector = false
