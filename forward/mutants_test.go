@@ -69,7 +69,7 @@ func TestLabelSwitchMTUBoundary(t *testing.T) {
 // each pair in one receive batch towards a link that takes GSO frames: two
 // packets must leave. It kills the removal of each of GRO's refusals: the
 // ACK-equality check, the contiguous-sequence check and the segment-size
-// <= MSS check (issue 18's survivors), in the switch's coalescing (per
+// <= MSS check, in the switch's coalescing (per
 // segment) and in the endpoint's labelled GRO (which then offers the
 // switch nothing merged); the control pair merges either way, taken whole
 // by ForwardGSO with labelled GRO.

@@ -103,8 +103,8 @@ func serveMetrics(t *testing.T, n *node.Node) string {
 // TestMetrics scrapes /metrics of an LSR fed four frames: label 100
 // (swapped), 999 (no ILM entry) and 101 twice (popped to IP), so that the
 // forwarded (3), swapped (1) and popped (2) counters differ: a metric that
-// returned another's value fails (issue 18: the swapped metric returning
-// the forwarded count survived when both were 1).
+// returned another's value fails (a swapped metric returning the
+// forwarded count passes when both are 1).
 func TestMetrics(t *testing.T) {
 	n := obsNodeWith(t, "-f mpls route add 101 via inet 10.2.0.2\n", []uint32{100, 999, 101, 101})
 	samples, types := scrape(t, serveMetrics(t, n)+"/metrics")
