@@ -221,7 +221,9 @@ func (e *Endpoint) lgroContinue(pkt *stack.PacketBuffer) bool {
 // to Forward. hdrLen is the link header and label stack's length, hits
 // the ILM hits of its walk.
 func (e *Endpoint) lgroTake(req *ForwardRequest, hdrLen, hits int) bool {
-	if e.gsoFwd == nil || !req.Batched {
+	// A swap leaves labelled, which no egress takes as a GSO frame: merged,
+	// it would only be declined and cut back (a copy per segment).
+	if e.gsoFwd == nil || !req.Batched || (req.Entry != nil && req.Entry.Action == mpls.ILMSwap) {
 		return false
 	}
 	pkt := req.Packet
